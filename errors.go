@@ -1,0 +1,17 @@
+package ratelimit
+
+import "errors"
+
+var (
+	// ErrInvalidLimit is wrapped by errors about a Limit that cannot be enforced.
+	ErrInvalidLimit = errors.New("ratelimit: invalid limit")
+
+	// ErrInvalidRequest is wrapped by store errors about a malformed Request:
+	// a negative or oversized cost, an unknown algorithm.
+	ErrInvalidRequest = errors.New("ratelimit: invalid request")
+
+	// ErrNoKey is wrapped by KeyFunc errors when a request carries no usable
+	// key (no peer address, a missing header, an unauthenticated user). What
+	// happens then is the rule's key-error policy; see OnKeyError.
+	ErrNoKey = errors.New("ratelimit: no key")
+)

@@ -1,0 +1,3 @@
+module github.com/sluicehq/ratelimit
+
+go 1.25.0

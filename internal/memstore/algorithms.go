@@ -1,0 +1,261 @@
+// Package memstore is the in-process rate-limit engine behind the default
+// store of package ratelimit and the public stores/memory package.
+//
+// It works on its own small types (times are Unix nanoseconds in int64) so
+// that it can sit below package ratelimit without an import cycle.
+package memstore
+
+import (
+	"math"
+	"math/bits"
+)
+
+// Alg mirrors ratelimit.Algorithm.
+type Alg uint8
+
+// The algorithms, in the order of ratelimit.Algorithm.
+const (
+	GCRA Alg = iota
+	SlidingWindow
+	FixedWindow
+	Concurrency
+)
+
+// Limit is a validated limit: Rate events per Period nanoseconds with at
+// most Capacity at once.
+type Limit struct {
+	Rate     int64
+	Period   int64
+	Capacity int64
+}
+
+// interval is Period/Rate rounded up: the time one unit takes to refill.
+func (l Limit) interval() int64 { return (l.Period + l.Rate - 1) / l.Rate }
+
+// Result is the outcome of one check. Durations are in nanoseconds.
+type Result struct {
+	Allowed    bool
+	Remaining  int64
+	RetryAfter int64
+	ResetAfter int64
+}
+
+// gcra applies cost at now to the theoretical arrival time tat of a key
+// (zero for a key never seen) and returns the new tat to store.
+//
+// The bucket is full when tat <= now and empty when tat = now + tau, where
+// tau = Capacity*interval. A request of cost n fits when tat + n*interval - tau
+// <= now. Cost zero reports whether one unit fits and changes nothing.
+func gcra(tat, now int64, l Limit, cost int64) (int64, Result) {
+	t := l.interval()
+	tau := t * l.Capacity
+	tat = max(tat, now)
+	need := max(cost, 1)
+	allowAt := tat + need*t - tau
+	if allowAt > now {
+		return tat, Result{
+			Remaining:  max(0, (now+tau-tat)/t),
+			RetryAfter: allowAt - now,
+			ResetAfter: tat - now,
+		}
+	}
+	tat += cost * t
+	return tat, Result{
+		Allowed:    true,
+		Remaining:  (now + tau - tat) / t,
+		ResetAfter: tat - now,
+	}
+}
+
+// gcraReturn gives cost units back to tat, never beyond a full bucket.
+func gcraReturn(tat, now int64, l Limit, cost int64) int64 {
+	return max(now, tat-cost*l.interval())
+}
+
+// window is the state of the counting algorithms: Expires is when the state
+// becomes equivalent to an empty one (so that sweeps need no limit), and A, B
+// are counts whose meaning depends on the algorithm.
+type window struct {
+	Expires int64
+	A, B    uint32
+}
+
+func (w window) expiry() int64 { return w.Expires }
+
+// slidingWindow: A is the count of the current window, B the count of the
+// previous one, and the current window started at Expires - 2*Period.
+//
+// The estimated count at elapsed time e into the current window is
+// A + B*(Period-e)/Period; a request of cost n fits when that plus n is at
+// most Rate. All comparisons are exact (128-bit intermediate products).
+func slidingWindow(w window, now int64, l Limit, cost int64) (window, Result) {
+	p := l.Period
+	start := now - mod(now, p)
+	cur, prev := int64(0), int64(0)
+	switch w.Expires - 2*p {
+	case start:
+		cur, prev = int64(w.A), int64(w.B)
+	case start - p:
+		prev = int64(w.A)
+	}
+	e := now - start
+	weighted := mulDivCeil(prev, p-e, p) // ceil(prev*(p-e)/p)
+	need := max(cost, 1)
+	if cur+need+weighted > l.Rate {
+		res := Result{Remaining: max(0, l.Rate-cur-weighted)}
+		res.RetryAfter = slidingRetryAfter(cur, prev, need, start, now, l)
+		res.ResetAfter = slidingResetAfter(cur, prev, start, now, p)
+		return w, res
+	}
+	cur += cost
+	out := window{Expires: start + 2*p, A: uint32(cur), B: uint32(prev)}
+	return out, Result{
+		Allowed:    true,
+		Remaining:  l.Rate - cur - weighted,
+		ResetAfter: slidingResetAfter(cur, prev, start, now, p),
+	}
+}
+
+// slidingRetryAfter is how long until need units fit, with no other traffic.
+//
+// Because Rate-cur-need is an integer, ceil(prev*(p-e)/p) <= Rate-cur-need
+// holds exactly when prev*(p-e) <= (Rate-cur-need)*p, that is when
+// e >= p - floor((Rate-cur-need)*p/prev): no search is needed.
+func slidingRetryAfter(cur, prev, need, start, now int64, l Limit) int64 {
+	p := l.Period
+	if free := l.Rate - cur - need; free >= 0 && prev > 0 {
+		if e := p - mulDiv(free, p, prev); e < p {
+			return max(start+e, now+1) - now
+		}
+	}
+	// In the next window the current count becomes the previous one.
+	e := int64(0)
+	if cur > 0 {
+		e = max(0, p-mulDiv(l.Rate-need, p, cur))
+	}
+	return start + p + e - now
+}
+
+func slidingResetAfter(cur, prev, start, now, p int64) int64 {
+	switch {
+	case cur > 0:
+		return start + 2*p - now
+	case prev > 0:
+		return start + p - now
+	}
+	return 0
+}
+
+func slidingReturn(w window, now int64, l Limit, cost int64) window {
+	start := now - mod(now, l.Period)
+	if w.Expires-2*l.Period == start {
+		w.A = uint32(max(0, int64(w.A)-cost))
+	}
+	return w
+}
+
+// fixedWindow: A is the count of the window that ends at Expires. The window
+// is [start, end), epoch-aligned unless the caller gave explicit bounds.
+func fixedWindow(w window, now int64, l Limit, cost int64, start, end int64) (window, Result) {
+	if end == 0 {
+		start = now - mod(now, l.Period)
+		end = start + l.Period
+	}
+	count := int64(0)
+	if w.Expires == end {
+		count = int64(w.A)
+	}
+	need := max(cost, 1)
+	if count+need > l.Rate {
+		return w, Result{Remaining: l.Rate - count, RetryAfter: end - now, ResetAfter: end - now}
+	}
+	count += cost
+	res := Result{Allowed: true, Remaining: l.Rate - count}
+	if count > 0 {
+		res.ResetAfter = end - now
+	}
+	return window{Expires: end, A: uint32(count)}, res
+}
+
+func fixedReturn(w window, now int64, l Limit, cost int64, end int64) window {
+	if end == 0 {
+		end = now - mod(now, l.Period) + l.Period
+	}
+	if w.Expires == end {
+		w.A = uint32(max(0, int64(w.A)-cost))
+	}
+	return w
+}
+
+// concurrencyRetryHint is the RetryAfter of a denied Concurrency request:
+// slots free up when requests finish, which no store can predict, so clients
+// are told to come back in a second (or when the slots expire, if sooner).
+const concurrencyRetryHint = 1e9
+
+// concurrency: A is the number of slots in flight; they all expire at
+// Expires, which every acquisition pushes to now + Period.
+func concurrency(w window, now int64, l Limit, cost int64) (window, Result) {
+	inflight := int64(0)
+	if w.Expires > now {
+		inflight = int64(w.A)
+	}
+	need := max(cost, 1)
+	if inflight+need > l.Rate {
+		return w, Result{
+			Remaining:  l.Rate - inflight,
+			RetryAfter: min(concurrencyRetryHint, w.Expires-now),
+			ResetAfter: w.Expires - now,
+		}
+	}
+	if cost == 0 {
+		return w, Result{Allowed: true, Remaining: l.Rate - inflight, ResetAfter: max(0, w.Expires-now)}
+	}
+	inflight += cost
+	w = window{Expires: now + l.Period, A: uint32(inflight)}
+	return w, Result{Allowed: true, Remaining: l.Rate - inflight, ResetAfter: l.Period}
+}
+
+func concurrencyReturn(w window, now int64, cost int64) window {
+	if w.Expires > now {
+		w.A = uint32(max(0, int64(w.A)-cost))
+	}
+	return w
+}
+
+// mod is the non-negative remainder of a/b (b > 0), so that windows align
+// correctly for times before 1970 too.
+func mod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
+}
+
+// mulDiv returns floor(a*b/c) for non-negative a, b and positive c, with a
+// 128-bit intermediate product. A quotient that does not fit in int64
+// saturates to math.MaxInt64.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(min(q, math.MaxInt64))
+}
+
+// mulDivCeil returns ceil(a*b/c) under the same conditions as mulDiv.
+func mulDivCeil(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, uint64(c))
+	if q >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	if r != 0 {
+		q++
+	}
+	return int64(q)
+}

@@ -1,0 +1,376 @@
+package memstore
+
+import (
+	"errors"
+	"hash/maphash"
+	"math/bits"
+	"runtime"
+	"sync"
+)
+
+// Request is one check, already validated by the caller.
+type Request struct {
+	Rule, Key string
+	Alg       Alg
+	Limit     Limit
+	Cost      int64
+	// WinStart and WinEnd are explicit FixedWindow bounds; zero means
+	// epoch-aligned windows of Limit.Period.
+	WinStart, WinEnd int64
+}
+
+// Store is a sharded map from a 64-bit hash of (rule, key, algorithm) to the
+// key's state. GCRA keys keep one int64 each; the counting algorithms keep a
+// 16-byte window. Each shard is bounded; see Config.MaxKeys.
+//
+// A Store is safe for concurrent use. Its zero value is not usable; call New.
+type Store struct {
+	seed    maphash.Seed
+	shift   uint // 64 - log2(number of shards)
+	perCap  int  // keys per shard per table
+	gcra    []shard[tat]
+	windows []shard[window]
+}
+
+// tat is the GCRA state: the theoretical arrival time, which is also when
+// the key's bucket is full again and its state can be dropped.
+type tat int64
+
+func (t tat) expiry() int64 { return int64(t) }
+
+type state interface {
+	tat | window
+	expiry() int64
+}
+
+// shard is one lock and map. The padding keeps neighbouring shards' locks
+// on different cache lines.
+type shard[V state] struct {
+	mu sync.Mutex
+	m  map[uint64]V
+	_  [40]byte
+}
+
+// Config sizes a Store.
+type Config struct {
+	// MaxKeys bounds the keys kept per table (GCRA, and the counting
+	// algorithms together). Zero means DefaultMaxKeys.
+	MaxKeys int
+	// Shards is rounded up to a power of two. Zero means 16 per CPU, at least 64.
+	Shards int
+}
+
+// DefaultMaxKeys is the default bound on tracked keys per table.
+const DefaultMaxKeys = 1 << 20
+
+// New returns an empty Store.
+func New(cfg Config) *Store {
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = DefaultMaxKeys
+	}
+	n := cfg.Shards
+	if n <= 0 {
+		n = max(64, 16*runtime.GOMAXPROCS(0))
+	}
+	bitsN := bits.Len(uint(n - 1))
+	n = 1 << bitsN
+	s := &Store{
+		seed:    maphash.MakeSeed(),
+		shift:   uint(64 - bitsN),
+		perCap:  max(1, (cfg.MaxKeys+n-1)/n),
+		gcra:    make([]shard[tat], n),
+		windows: make([]shard[window], n),
+	}
+	for i := range s.gcra {
+		s.gcra[i].m = make(map[uint64]tat)
+		s.windows[i].m = make(map[uint64]window)
+	}
+	if bitsN == 0 {
+		s.shift = 63 // one shard: every hash maps to index 0
+	}
+	return s
+}
+
+// Len returns the number of keys currently tracked, expired or not.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.gcra {
+		n += lockedLen(&s.gcra[i])
+		n += lockedLen(&s.windows[i])
+	}
+	return n
+}
+
+func lockedLen[V state](sh *shard[V]) int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return len(sh.m)
+}
+
+// hash identifies (rule, key, alg). Sliding and fixed windows share a table,
+// so the algorithm is part of the hash.
+func (s *Store) hash(r *Request) uint64 {
+	h := maphash.String(s.seed, r.Key)
+	if r.Rule != "" {
+		h ^= bits.RotateLeft64(maphash.String(s.seed, r.Rule)*0x9e3779b97f4a7c15, 31)
+	}
+	return h ^ uint64(r.Alg)*0xff51afd7ed558ccd
+}
+
+func (s *Store) index(h uint64) int {
+	if s.shift == 63 {
+		return 0
+	}
+	return int(h >> s.shift)
+}
+
+// Take checks r at now (Unix nanoseconds) and consumes its cost if allowed.
+func (s *Store) Take(r *Request, now int64) Result {
+	h := s.hash(r)
+	i := s.index(h)
+	if r.Alg == GCRA {
+		sh := &s.gcra[i]
+		sh.mu.Lock()
+		res := applyGCRA(sh, s.perCap, h, r, now)
+		sh.mu.Unlock()
+		return res
+	}
+	sh := &s.windows[i]
+	sh.mu.Lock()
+	res := applyWindow(sh, s.perCap, h, r, now)
+	sh.mu.Unlock()
+	return res
+}
+
+func applyGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) Result {
+	old, ok := sh.m[h]
+	next, res := gcra(int64(old), now, r.Limit, r.Cost)
+	if res.Allowed && r.Cost > 0 {
+		put(sh, capacity, h, tat(next), ok, now)
+	}
+	return res
+}
+
+func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int64) Result {
+	old, ok := sh.m[h]
+	var next window
+	var res Result
+	switch r.Alg {
+	case SlidingWindow:
+		next, res = slidingWindow(old, now, r.Limit, r.Cost)
+	case FixedWindow:
+		next, res = fixedWindow(old, now, r.Limit, r.Cost, r.WinStart, r.WinEnd)
+	default:
+		next, res = concurrency(old, now, r.Limit, r.Cost)
+	}
+	if res.Allowed && r.Cost > 0 {
+		put(sh, capacity, h, next, ok, now)
+	}
+	return res
+}
+
+// put stores v under h. A new key first makes room: it drops a few expired
+// entries, and when the shard is full it evicts the sampled entry that would
+// be full again soonest. Expired entries are equivalent to absent ones, so
+// while room remains no live state is ever lost.
+func put[V state](sh *shard[V], capacity int, h uint64, v V, exists bool, now int64) {
+	if !exists {
+		makeRoom(sh, capacity, now)
+	}
+	sh.m[h] = v
+}
+
+// sweepSample is how many entries an insertion examines. Go randomises
+// where each range over a map starts, so this is a random sample.
+const sweepSample = 4
+
+func makeRoom[V state](sh *shard[V], capacity int, now int64) {
+	full := len(sh.m) >= capacity
+	var victim uint64
+	soonest, n := int64(0), 0
+	for k, v := range sh.m {
+		if e := v.expiry(); e <= now {
+			delete(sh.m, k)
+			full = false
+		} else if n == 0 || e < soonest {
+			victim, soonest = k, e
+		}
+		if n++; n >= sweepSample && !full {
+			return
+		}
+		if n >= 2*sweepSample {
+			break
+		}
+	}
+	if full && n > 0 {
+		delete(sh.m, victim)
+	}
+}
+
+// Return gives back r.Cost units of r's key.
+func (s *Store) Return(r *Request, now int64) {
+	h := s.hash(r)
+	i := s.index(h)
+	if r.Alg == GCRA {
+		sh := &s.gcra[i]
+		sh.mu.Lock()
+		if old, ok := sh.m[h]; ok {
+			sh.m[h] = tat(gcraReturn(int64(old), now, r.Limit, r.Cost))
+		}
+		sh.mu.Unlock()
+		return
+	}
+	sh := &s.windows[i]
+	sh.mu.Lock()
+	if old, ok := sh.m[h]; ok {
+		switch r.Alg {
+		case SlidingWindow:
+			old = slidingReturn(old, now, r.Limit, r.Cost)
+		case FixedWindow:
+			old = fixedReturn(old, now, r.Limit, r.Cost, r.WinEnd)
+		default:
+			old = concurrencyReturn(old, now, r.Cost)
+		}
+		sh.m[h] = old
+	}
+	sh.mu.Unlock()
+}
+
+// ErrTooManyRequests is returned by TakeAll for more requests than it takes.
+var ErrTooManyRequests = errors.New("too many requests in one call")
+
+// MaxBatch is the most requests one TakeAll accepts.
+const MaxBatch = 64
+
+// undo remembers a key's state before TakeAll changed it.
+type undo struct {
+	h       uint64
+	gcra    bool
+	existed bool
+	tat     tat
+	win     window
+}
+
+// TakeAll checks every request at now and consumes them only if all are
+// allowed. It locks every shard involved, in index order so that concurrent
+// calls cannot deadlock, applies the requests one by one (so a key named
+// twice sees its own earlier update) and rolls back if any is denied.
+func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
+	if len(reqs) > MaxBatch {
+		return ErrTooManyRequests
+	}
+	var hashes [MaxBatch]uint64
+	var locks [MaxBatch]int // shard index, +len(shards) for window shards
+	n := len(s.gcra)
+	for i := range reqs {
+		r := &reqs[i]
+		hashes[i] = s.hash(r)
+		locks[i] = s.index(hashes[i])
+		if r.Alg != GCRA {
+			locks[i] += n
+		}
+	}
+	order := sortUnique(locks[:len(reqs)])
+	for _, l := range order {
+		s.lockIndex(l, true)
+	}
+	defer func() {
+		for _, l := range order {
+			s.lockIndex(l, false)
+		}
+	}()
+
+	var log [MaxBatch]undo
+	denied := false
+	for i := range reqs {
+		r := &reqs[i]
+		h := hashes[i]
+		u := &log[i]
+		u.h = h
+		if r.Alg == GCRA {
+			sh := &s.gcra[s.index(h)]
+			u.gcra = true
+			u.tat, u.existed = sh.m[h]
+			results[i] = applyGCRA(sh, s.perCap, h, r, now)
+		} else {
+			sh := &s.windows[s.index(h)]
+			u.win, u.existed = sh.m[h]
+			results[i] = applyWindow(sh, s.perCap, h, r, now)
+		}
+		denied = denied || !results[i].Allowed
+	}
+	if !denied {
+		return nil
+	}
+	// Roll back in reverse so a key named twice ends at its first state,
+	// then report every request as it stands with nothing consumed.
+	for i := len(reqs) - 1; i >= 0; i-- {
+		u := &log[i]
+		if u.gcra {
+			restore(&s.gcra[s.index(u.h)], u.h, u.tat, u.existed)
+		} else {
+			restore(&s.windows[s.index(u.h)], u.h, u.win, u.existed)
+		}
+	}
+	for i := range reqs {
+		if !results[i].Allowed {
+			continue
+		}
+		peek := reqs[i]
+		peek.Cost = 0
+		h := hashes[i]
+		if peek.Alg == GCRA {
+			results[i] = applyGCRA(&s.gcra[s.index(h)], s.perCap, h, &peek, now)
+		} else {
+			results[i] = applyWindow(&s.windows[s.index(h)], s.perCap, h, &peek, now)
+		}
+		results[i].Allowed = true
+	}
+	return nil
+}
+
+func restore[V state](sh *shard[V], h uint64, v V, existed bool) {
+	if existed {
+		sh.m[h] = v
+	} else {
+		delete(sh.m, h)
+	}
+}
+
+func (s *Store) lockIndex(l int, lock bool) {
+	var mu *sync.Mutex
+	if l < len(s.gcra) {
+		mu = &s.gcra[l].mu
+	} else {
+		mu = &s.windows[l-len(s.gcra)].mu
+	}
+	if lock {
+		mu.Lock()
+	} else {
+		mu.Unlock()
+	}
+}
+
+// sortUnique sorts a small slice in place (insertion sort: no allocation)
+// and returns it without duplicates.
+func sortUnique(a []int) []int {
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j] < a[j-1]; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+	out := a[:0]
+	for _, v := range a {
+		if len(out) == 0 || v != out[len(out)-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Wrap turns an engine and a ratelimit.Clock into the ratelimit.Store that
+// package ratelimit implements over it. Package ratelimit sets it in init;
+// stores/memory calls it. (The indirection breaks the import cycle between
+// ratelimit, which needs a default memory store, and stores/memory, which
+// implements ratelimit.Store.)
+var Wrap func(e *Store, clock any) any

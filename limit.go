@@ -1,0 +1,97 @@
+package ratelimit
+
+import (
+	"fmt"
+	"time"
+)
+
+// MaxRatePerSecond is the fastest rate a Limit may describe. Faster limits are
+// rejected: they cannot be enforced meaningfully with nanosecond clocks.
+const MaxRatePerSecond = 1e9
+
+// Limit describes how many events may happen and how fast.
+//
+// Rate events are allowed per Period on average, and at most Burst at once.
+// A zero Burst means Rate. The zero Limit is invalid; build one with
+// PerSecond, PerMinute, PerHour or PerDay, optionally followed by WithBurst.
+type Limit struct {
+	Rate   int           // events per Period
+	Period time.Duration // the period over which Rate applies
+	Burst  int           // most events at once; 0 means Rate
+}
+
+// PerSecond returns a Limit of n events per second.
+func PerSecond(n int) Limit { return Limit{Rate: n, Period: time.Second} }
+
+// PerMinute returns a Limit of n events per minute.
+func PerMinute(n int) Limit { return Limit{Rate: n, Period: time.Minute} }
+
+// PerHour returns a Limit of n events per hour.
+func PerHour(n int) Limit { return Limit{Rate: n, Period: time.Hour} }
+
+// PerDay returns a Limit of n events per 24 hours. For calendar days in a time
+// zone use a fixed-window quota (see Quota).
+func PerDay(n int) Limit { return Limit{Rate: n, Period: 24 * time.Hour} }
+
+// WithBurst returns a copy of l that allows up to n events at once.
+func (l Limit) WithBurst(n int) Limit {
+	l.Burst = n
+	return l
+}
+
+// Capacity is the number of events the Limit allows at once: Burst, or Rate
+// when Burst is zero.
+func (l Limit) Capacity() int {
+	if l.Burst == 0 {
+		return l.Rate
+	}
+	return l.Burst
+}
+
+// Interval is the time one event takes to replenish, Period/Rate, rounded up
+// to the nanosecond so that the limit is never exceeded.
+func (l Limit) Interval() time.Duration {
+	if l.Rate <= 0 {
+		return 0
+	}
+	return (l.Period + time.Duration(l.Rate) - 1) / time.Duration(l.Rate)
+}
+
+// Validate reports whether l can be enforced. It returns an error wrapping
+// ErrInvalidLimit for a non-positive Rate or Period, a negative Burst, or a
+// rate above MaxRatePerSecond.
+func (l Limit) Validate() error {
+	switch {
+	case l.Rate <= 0:
+		return fmt.Errorf("%w: rate %d must be positive", ErrInvalidLimit, l.Rate)
+	case l.Period <= 0:
+		return fmt.Errorf("%w: period %v must be positive", ErrInvalidLimit, l.Period)
+	case l.Burst < 0:
+		return fmt.Errorf("%w: burst %d must not be negative", ErrInvalidLimit, l.Burst)
+	case l.Rate > maxCount || l.Burst > maxCount:
+		return fmt.Errorf("%w: %d events exceeds the maximum of %d", ErrInvalidLimit, max(l.Rate, l.Burst), maxCount)
+	case float64(l.Rate)/l.Period.Seconds() > MaxRatePerSecond:
+		return fmt.Errorf("%w: %d per %v is faster than %g per second", ErrInvalidLimit, l.Rate, l.Period, MaxRatePerSecond)
+	case l.Interval() > maxSpan/time.Duration(l.Capacity()):
+		return fmt.Errorf("%w: %v takes longer than %v to refill", ErrInvalidLimit, l, maxSpan)
+	}
+	return nil
+}
+
+// maxCount bounds Rate, Burst and Cost so that counts fit in 32 bits and all
+// arithmetic on them, in Go and in Redis's Lua doubles, stays exact.
+const maxCount = 1<<31 - 1
+
+// maxSpan bounds Interval*Capacity, the time an empty bucket takes to refill,
+// so that timestamps plus spans never overflow int64 nanoseconds (about 146
+// years; a day at 2^31-1 events of burst is well inside).
+const maxSpan = time.Duration(1 << 62)
+
+// String returns a short form such as "100/1m0s" or "10/1s burst 20".
+func (l Limit) String() string {
+	s := fmt.Sprintf("%d/%v", l.Rate, l.Period)
+	if l.Burst != 0 && l.Burst != l.Rate {
+		s += fmt.Sprintf(" burst %d", l.Burst)
+	}
+	return s
+}

@@ -1,0 +1,163 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Algorithm selects how a Store counts events against a Limit.
+//
+// The zero value is GCRA, the default.
+type Algorithm uint8
+
+const (
+	// GCRA is the generic cell rate algorithm: a token bucket kept as a single
+	// timestamp per key. It is exact, allows Burst events at once and refills
+	// one event every Limit.Interval. The default.
+	GCRA Algorithm = iota
+
+	// SlidingWindow is the sliding-window counter: the count of the current
+	// window plus the previous window's count weighted by how much of it still
+	// overlaps the trailing Period. Capacity is Limit.Rate.
+	SlidingWindow
+
+	// FixedWindow counts events in windows of Period aligned to the Unix epoch
+	// (or to a Quota's calendar). Capacity is Limit.Rate per window. Simple
+	// and right for quotas; allows up to twice the rate across a boundary.
+	FixedWindow
+
+	// Concurrency limits events in flight: Take acquires Cost slots out of
+	// Limit.Rate and Return releases them. Limit.Period is how long a slot
+	// lives if never returned (a crashed process), so it must exceed the
+	// longest request.
+	Concurrency
+
+	numAlgorithms
+)
+
+var algorithmNames = [...]string{"gcra", "sliding-window", "fixed-window", "concurrency"}
+
+// String returns the algorithm's name as used in metrics, e.g. "gcra".
+func (a Algorithm) String() string {
+	if a < numAlgorithms {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("algorithm(%d)", uint8(a))
+}
+
+// Request asks a Store to check, and if allowed consume, Cost units of Key
+// against Limit.
+type Request struct {
+	// Rule names the rule the key belongs to. Stores keep the state of each
+	// (Rule, Key, Algorithm) separately, so two rules never share a bucket.
+	Rule string
+
+	// Key identifies the bucket within the rule, for example a client IP.
+	Key string
+
+	// Limit is the limit to enforce. It may change between calls for the same
+	// key (a tenant changing plan); the stored state is read under the new limit.
+	Limit Limit
+
+	// Algorithm selects the counting algorithm. The zero value is GCRA.
+	Algorithm Algorithm
+
+	// Cost is the number of units this request consumes. Zero asks for the
+	// current state without consuming anything (Allowed reports whether one
+	// unit would fit). Negative costs and costs above 2^31-1 are invalid.
+	Cost int
+
+	// Window, for FixedWindow only, overrides the epoch-aligned window with
+	// explicit bounds [Start, End) computed by the caller, for calendar quotas
+	// (a day or a month in a time zone). The zero value means epoch-aligned.
+	Window Window
+}
+
+// Window is an explicit fixed-window interval [Start, End) in Unix nanoseconds.
+type Window struct {
+	Start, End int64
+}
+
+// Validate checks the request's limit, cost and algorithm. Stores call it
+// before touching state; the error wraps ErrInvalidRequest or ErrInvalidLimit.
+func (r *Request) Validate() error {
+	if err := r.Limit.Validate(); err != nil {
+		return err
+	}
+	if r.Cost < 0 || r.Cost > maxCount {
+		return fmt.Errorf("%w: cost %d must be between 0 and %d", ErrInvalidRequest, r.Cost, maxCount)
+	}
+	if r.Algorithm >= numAlgorithms {
+		return fmt.Errorf("%w: unknown %v", ErrInvalidRequest, r.Algorithm)
+	}
+	if r.Algorithm != GCRA && r.Limit.Burst != 0 && r.Limit.Burst != r.Limit.Rate {
+		return fmt.Errorf("%w: %v counts Rate per window and takes no Burst (got %d)", ErrInvalidLimit, r.Algorithm, r.Limit.Burst)
+	}
+	if r.Cost > r.Limit.Capacity() {
+		return fmt.Errorf("%w: cost %d exceeds the capacity %d of %v", ErrInvalidRequest, r.Cost, r.Limit.Capacity(), r.Limit)
+	}
+	if r.Window != (Window{}) && (r.Algorithm != FixedWindow || r.Window.End <= r.Window.Start) {
+		return fmt.Errorf("%w: window [%d, %d) needs FixedWindow and End after Start", ErrInvalidRequest, r.Window.Start, r.Window.End)
+	}
+	return nil
+}
+
+// Result is a Store's decision on one Request.
+type Result struct {
+	// Allowed reports whether the request fits the limit. When it does not,
+	// nothing was consumed.
+	Allowed bool
+
+	// Limit is the limit the decision was made against.
+	Limit Limit
+
+	// Remaining is the number of units that would still be allowed right now,
+	// after this request when it was allowed.
+	Remaining int
+
+	// RetryAfter is zero when Allowed. Otherwise it is how long until the same
+	// request would fit, assuming no other traffic.
+	RetryAfter time.Duration
+
+	// ResetAfter is how long until the limit is back to full capacity,
+	// assuming no other traffic.
+	ResetAfter time.Duration
+}
+
+// A Store keeps rate-limit state and makes decisions against it.
+//
+// Implementations must be safe for concurrent use, must make each call atomic
+// (no decision sees another's partial update) and must report a backend
+// failure as an error, never as a denial. Use TestStore in package
+// ratelimittest to check an implementation.
+type Store interface {
+	// Take checks req and, if it is allowed, consumes req.Cost units. The error
+	// is non-nil only when no decision could be made (invalid request, backend
+	// failure, ctx done); the Result is then the zero value.
+	Take(ctx context.Context, req Request) (Result, error)
+
+	// TakeAll checks every request and consumes them only if all are allowed:
+	// when any is denied nothing is consumed. results must have the length of
+	// reqs; results[i] is the decision for reqs[i] alone, with Remaining as if
+	// nothing were consumed when another request was denied.
+	TakeAll(ctx context.Context, reqs []Request, results []Result) error
+
+	// Return gives back req.Cost units taken earlier for the same key: a refund
+	// after a failed operation, or the release of Concurrency slots. It never
+	// raises the state above full capacity.
+	Return(ctx context.Context, req Request) error
+}
+
+// Clock tells the time. Stores and middleware take one so that tests can
+// control time; see ratelimittest.NewClock. SystemClock is the default.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the Clock that reads time.Now.
+var SystemClock Clock = systemClock{}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }

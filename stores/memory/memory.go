@@ -1,0 +1,121 @@
+// Package memory is the in-process Store: sharded, bounded, O(1) and free of
+// allocations per check. It is what ratelimit.New uses when no store is given;
+// create one yourself to share it between middleware, to bound its size, or
+// to inject a clock in tests.
+package memory
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/internal/memstore"
+)
+
+// Store keeps rate-limit state in process memory.
+//
+// Keys are kept as 64-bit hashes of (rule, key, algorithm) with a per-process
+// random seed: a tracked GCRA key costs one 16-byte map slot, and clients
+// cannot choose keys that collide. The store holds at most MaxKeys keys per
+// table (GCRA, and the window algorithms together). A key whose state has
+// expired is equivalent to an absent one and is swept a few at a time as new
+// keys arrive; only when a shard is full of live keys does a new key evict the
+// sampled key that would have been full again soonest. There is no background
+// goroutine and no stop-the-world sweep.
+//
+// A Store is safe for concurrent use. Most callers want Take; TakeAt and its
+// twins take an explicit time for deterministic tests.
+type Store struct {
+	engine *memstore.Store
+	impl   impl
+}
+
+// impl is the method set of the implementation in package ratelimit.
+type impl interface {
+	ratelimit.Store
+	TakeAt(now time.Time, req ratelimit.Request) (ratelimit.Result, error)
+	TakeAllAt(now time.Time, reqs []ratelimit.Request, results []ratelimit.Result) error
+	ReturnAt(now time.Time, req ratelimit.Request) error
+}
+
+var _ ratelimit.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*config)
+
+type config struct {
+	engine memstore.Config
+	clock  ratelimit.Clock
+}
+
+// WithMaxKeys bounds the number of keys kept per table. The default is
+// 1,048,576 (about 26 MiB of GCRA state at its fullest).
+func WithMaxKeys(n int) Option {
+	if n <= 0 {
+		panic("memory: WithMaxKeys needs a positive bound")
+	}
+	return func(c *config) { c.engine.MaxKeys = n }
+}
+
+// WithShards sets the number of lock shards, rounded up to a power of two.
+// The default, 16 per CPU and at least 64, suits most servers.
+func WithShards(n int) Option {
+	if n <= 0 {
+		panic("memory: WithShards needs a positive count")
+	}
+	return func(c *config) { c.engine.Shards = n }
+}
+
+// WithClock sets the clock Take, TakeAll and Return read; the default is
+// ratelimit.SystemClock. Tests pass a ratelimittest.Clock.
+func WithClock(clock ratelimit.Clock) Option {
+	if clock == nil {
+		panic("memory: WithClock needs a clock")
+	}
+	return func(c *config) { c.clock = clock }
+}
+
+// New returns an empty Store.
+func New(opts ...Option) *Store {
+	c := config{clock: ratelimit.SystemClock}
+	for _, o := range opts {
+		o(&c)
+	}
+	e := memstore.New(c.engine)
+	return &Store{engine: e, impl: memstore.Wrap(e, c.clock).(impl)}
+}
+
+// Take checks req at the store clock's current time and, if it is allowed,
+// consumes its cost. The error is non-nil only for an invalid request.
+func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+	return s.impl.Take(ctx, req)
+}
+
+// TakeAt is Take at an explicit time.
+func (s *Store) TakeAt(now time.Time, req ratelimit.Request) (ratelimit.Result, error) {
+	return s.impl.TakeAt(now, req)
+}
+
+// TakeAll checks all requests and consumes them only if every one is
+// allowed. It accepts at most 64 requests.
+func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request, results []ratelimit.Result) error {
+	return s.impl.TakeAll(ctx, reqs, results)
+}
+
+// TakeAllAt is TakeAll at an explicit time.
+func (s *Store) TakeAllAt(now time.Time, reqs []ratelimit.Request, results []ratelimit.Result) error {
+	return s.impl.TakeAllAt(now, reqs, results)
+}
+
+// Return gives back req.Cost units of req.Key.
+func (s *Store) Return(ctx context.Context, req ratelimit.Request) error {
+	return s.impl.Return(ctx, req)
+}
+
+// ReturnAt is Return at an explicit time.
+func (s *Store) ReturnAt(now time.Time, req ratelimit.Request) error {
+	return s.impl.ReturnAt(now, req)
+}
+
+// Len returns the number of keys tracked, including expired keys not yet swept.
+func (s *Store) Len() int { return s.engine.Len() }
