@@ -1,0 +1,7 @@
+module github.com/sluicehq/ratelimit/adapters/chi
+
+go 1.25.0
+
+require github.com/sluicehq/ratelimit v0.0.0
+
+replace github.com/sluicehq/ratelimit => ../..

@@ -1,0 +1,170 @@
+package ratelimit
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HeaderStyle selects the rate-limit fields written on limited responses.
+type HeaderStyle uint8
+
+const (
+	// HeadersIETF writes the fields of draft-ietf-httpapi-ratelimit-headers-10,
+	// the default:
+	//
+	//	RateLimit-Policy: "default";q=100;w=60
+	//	RateLimit: "default";r=42;t=17
+	//
+	// q is the policy's capacity (Burst, or Rate) and w the seconds an empty
+	// quota takes to refill. r is the remaining quota and t a delay in
+	// seconds, rounded up and never negative: on an allowed response, until
+	// the quota is back to full; on a denied one, until the request would
+	// fit, which is also the Retry-After value. With several rules the
+	// policy field lists all of them and RateLimit reports the most
+	// restrictive.
+	HeadersIETF HeaderStyle = 1 << iota
+
+	// HeadersLegacy writes the de-facto X-RateLimit-Limit, X-RateLimit-Remaining
+	// and X-RateLimit-Reset fields. X-RateLimit-Reset is a Unix time in
+	// seconds (as GitHub's API), not a delta.
+	HeadersLegacy
+
+	// HeadersNone writes no rate-limit fields; 429 responses still carry
+	// Retry-After.
+	HeadersNone HeaderStyle = 0
+)
+
+// Canonical header keys, assigned directly into http.Header.
+const (
+	hdrPolicy       = "Ratelimit-Policy"
+	hdrRateLimit    = "Ratelimit"
+	hdrLimit        = "X-Ratelimit-Limit"
+	hdrRemaining    = "X-Ratelimit-Remaining"
+	hdrReset        = "X-Ratelimit-Reset"
+	hdrRetryAfter   = "Retry-After"
+	hdrCacheControl = "Cache-Control"
+	hdrContentType  = "Content-Type"
+)
+
+// ProblemType is the RFC 9457 problem type of a denied request, registered
+// by draft-ietf-httpapi-ratelimit-headers.
+const ProblemType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
+// seconds rounds d up to whole seconds, never below zero: delay-seconds.
+func seconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// policyItem formats one RateLimit-Policy list member.
+func policyItem(name string, l Limit) string {
+	refill := time.Duration(l.Capacity()) * l.Interval()
+	return strconv.Quote(name) + ";q=" + strconv.Itoa(l.Capacity()) + ";w=" + strconv.FormatInt(seconds(refill), 10)
+}
+
+// appendRateLimit appends a RateLimit field value for res under policy name.
+func appendRateLimit(b []byte, quotedName string, res *Result) []byte {
+	b = append(b, quotedName...)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, int64(max(0, res.Remaining)), 10)
+	b = append(b, ";t="...)
+	return strconv.AppendInt(b, delay(res), 10)
+}
+
+// delay is the t parameter: seconds until the quota is full again when
+// allowed, until the request would fit when denied.
+func delay(res *Result) int64 {
+	if res.Allowed {
+		return seconds(res.ResetAfter)
+	}
+	return seconds(res.RetryAfter)
+}
+
+// retryAfter is the Retry-After value of a denial: at least one second.
+func retryAfter(res *Result) int64 { return max(1, seconds(res.RetryAfter)) }
+
+// writeHeaders sets the rate-limit fields for res (the most restrictive
+// rule's decision) and, when denied, Retry-After, Cache-Control and
+// Content-Type. All values share one backing array: one allocation for the
+// slices, one for the RateLimit value.
+func (l *Limiter) writeHeaders(h http.Header, top *rule, res *Result, now time.Time, problem bool) {
+	n := 0
+	if l.headers&HeadersIETF != 0 {
+		n += 2
+	}
+	if l.headers&HeadersLegacy != 0 {
+		n += 3
+	}
+	if !res.Allowed {
+		n += 2
+		if problem {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	vals := make([]string, n)
+	i := 0
+	set := func(key, v string) {
+		vals[i] = v
+		h[key] = vals[i : i+1 : i+1]
+		i++
+	}
+	if l.headers&HeadersIETF != 0 {
+		set(hdrPolicy, l.policyHeader)
+		var buf [96]byte
+		set(hdrRateLimit, string(appendRateLimit(buf[:0], top.quotedName, res)))
+	}
+	if l.headers&HeadersLegacy != 0 {
+		set(hdrLimit, top.capacityText)
+		set(hdrRemaining, strconv.Itoa(max(0, res.Remaining)))
+		reset := now.Add(res.ResetAfter)
+		if !res.Allowed {
+			reset = now.Add(res.RetryAfter)
+		}
+		set(hdrReset, strconv.FormatInt((reset.UnixNano()+int64(time.Second)-1)/int64(time.Second), 10))
+	}
+	if !res.Allowed {
+		set(hdrRetryAfter, strconv.FormatInt(retryAfter(res), 10))
+		set(hdrCacheControl, "no-store")
+		if problem {
+			set(hdrContentType, "application/problem+json")
+		}
+	}
+}
+
+// problemBody returns the RFC 9457 body of a 429 naming the violated policies.
+func problemBody(violated []string) []byte {
+	var b strings.Builder
+	b.WriteString(`{"type":"` + ProblemType + `","title":"Too Many Requests","status":429,`)
+	b.WriteString(`"detail":"The request exceeds the rate limit; see Retry-After.","violated-policies":[`)
+	for i, name := range violated {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Quote(name))
+	}
+	b.WriteString("]}\n")
+	return []byte(b.String())
+}
+
+// validPolicyName reports whether name can be used as a policy name: it is
+// written as a Structured Fields string and used in metrics, so it is kept
+// to 1–64 characters of letters, digits and "-_.:/".
+func validPolicyName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.:/", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}

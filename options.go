@@ -1,0 +1,182 @@
+package ratelimit
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Option configures a Limiter or the middleware New returns.
+type Option func(*config)
+
+type config struct {
+	store        Store
+	clock        Clock
+	name         string
+	algorithm    Algorithm
+	cost         int
+	costFunc     func(*http.Request) int
+	headers      HeaderStyle
+	carveOuts    []string
+	skippers     []func(*http.Request) bool
+	denied       http.Handler
+	onError      func(http.ResponseWriter, *http.Request, error)
+	onKeyError   KeyErrorPolicy
+	keyErrStatus int
+}
+
+func defaultConfig() config {
+	return config{
+		name:         "default",
+		cost:         1,
+		headers:      HeadersIETF,
+		carveOuts:    DefaultCarveOuts,
+		keyErrStatus: http.StatusBadRequest,
+	}
+}
+
+// DefaultCarveOuts are the paths that pass unlimited by default, for GET and
+// HEAD only: the usual Kubernetes probes and the Prometheus scrape endpoint.
+var DefaultCarveOuts = []string{"/healthz", "/livez", "/readyz", "/metrics"}
+
+// WithStore sets where limit state is kept. The default is a private
+// in-process memory store bounded to about a million keys; pass a
+// stores/memory or stores/redis Store to size it or to share it.
+func WithStore(s Store) Option {
+	if s == nil {
+		panic("ratelimit: WithStore(nil)")
+	}
+	return func(c *config) { c.store = s }
+}
+
+// WithClock sets the clock of the default memory store and of the
+// X-RateLimit-Reset field. Tests pass a ratelimittest.Clock.
+func WithClock(clock Clock) Option {
+	if clock == nil {
+		panic("ratelimit: WithClock(nil)")
+	}
+	return func(c *config) { c.clock = clock }
+}
+
+// WithName sets the policy name written in the RateLimit fields, the
+// problem body and metrics; "default" unless set. It keys the state too, so
+// two middlewares sharing a store need different names. Names are 1–64
+// characters of letters, digits and "-_.:/".
+func WithName(name string) Option {
+	if !validPolicyName(name) {
+		panic(fmt.Sprintf("ratelimit: WithName(%q): use 1-64 letters, digits or -_.:/", name))
+	}
+	return func(c *config) { c.name = name }
+}
+
+// WithAlgorithm selects the counting algorithm; GCRA unless set.
+func WithAlgorithm(a Algorithm) Option {
+	if a >= numAlgorithms {
+		panic(fmt.Sprintf("ratelimit: WithAlgorithm(%v): unknown algorithm", a))
+	}
+	return func(c *config) { c.algorithm = a }
+}
+
+// WithCost sets how many units each request consumes; 1 unless set. It must
+// be between 1 and the limit's capacity.
+func WithCost(n int) Option {
+	if n < 1 {
+		panic(fmt.Sprintf("ratelimit: WithCost(%d): cost must be at least 1", n))
+	}
+	return func(c *config) { c.cost = n }
+}
+
+// WithCostFunc sets a per-request cost, for example 5 for a search. Its
+// result is clamped to [1, capacity]: a request can never cost nothing, and
+// one that costs more than the limit's capacity consumes all of it.
+func WithCostFunc(f func(*http.Request) int) Option {
+	if f == nil {
+		panic("ratelimit: WithCostFunc(nil)")
+	}
+	return func(c *config) { c.costFunc = f }
+}
+
+// WithHeaders selects the rate-limit fields written on limited responses:
+// HeadersIETF (the default), HeadersLegacy, both (HeadersIETF|HeadersLegacy)
+// or HeadersNone.
+func WithHeaders(s HeaderStyle) Option {
+	return func(c *config) { c.headers = s }
+}
+
+// WithCarveOuts replaces DefaultCarveOuts: GET and HEAD requests for exactly
+// these paths (after path.Clean, no prefix match) pass unlimited. Call it with
+// no paths to limit everything.
+func WithCarveOuts(paths ...string) Option {
+	for _, p := range paths {
+		if len(p) == 0 || p[0] != '/' {
+			panic(fmt.Sprintf("ratelimit: WithCarveOuts(%q): paths start with /", p))
+		}
+	}
+	paths = append([]string(nil), paths...)
+	return func(c *config) { c.carveOuts = paths }
+}
+
+// WithSkip adds a predicate: requests for which it returns true pass
+// unlimited and without rate-limit fields. Predicates run before the key is
+// extracted; keep them cheap and never base them on client-controlled input
+// you would not trust to bypass the limit.
+func WithSkip(skip func(*http.Request) bool) Option {
+	if skip == nil {
+		panic("ratelimit: WithSkip(nil)")
+	}
+	return func(c *config) { c.skippers = append(c.skippers, skip) }
+}
+
+// WithDeniedHandler replaces the default 429 problem+json response. The
+// handler runs with the rate-limit fields, Retry-After and Cache-Control
+// already set; it writes the status and body. DecisionFrom gives it the
+// decision.
+func WithDeniedHandler(h http.Handler) Option {
+	if h == nil {
+		panic("ratelimit: WithDeniedHandler(nil)")
+	}
+	return func(c *config) { c.denied = h }
+}
+
+// WithErrorHandler sets what happens when the store fails (Redis down, a
+// deadline passed): f owns the response, and the request does not reach the
+// next handler, so f fails closed (write 503 or 429). Without it the request
+// passes without rate-limit fields (fail open): a store outage never becomes
+// an API outage, and never a 429.
+func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
+	if f == nil {
+		panic("ratelimit: WithErrorHandler(nil)")
+	}
+	return func(c *config) { c.onError = f }
+}
+
+// KeyErrorPolicy is what happens to a request whose key cannot be extracted
+// (the KeyFunc returned an error): never a silent bypass.
+type KeyErrorPolicy uint8
+
+const (
+	// RejectKeyError answers 400 Bad Request (or the status given to
+	// OnKeyErrorStatus) with an RFC 9457 problem body. The default.
+	RejectKeyError KeyErrorPolicy = iota
+
+	// SharedBucketOnKeyError counts every request without a key in one bucket
+	// per rule, under the same limit: anonymous traffic as a whole is limited
+	// as one client would be.
+	SharedBucketOnKeyError
+)
+
+// OnKeyError sets the key-error policy; RejectKeyError unless set.
+func OnKeyError(p KeyErrorPolicy) Option {
+	if p > SharedBucketOnKeyError {
+		panic(fmt.Sprintf("ratelimit: OnKeyError(%d): unknown policy", p))
+	}
+	return func(c *config) { c.onKeyError = p }
+}
+
+// OnKeyErrorStatus sets the status of RejectKeyError responses (400 unless
+// set), for example 401 for a rule keyed by an authenticated user.
+func OnKeyErrorStatus(status int) Option {
+	if status < 400 || status > 599 {
+		panic(fmt.Sprintf("ratelimit: OnKeyErrorStatus(%d): use a 4xx or 5xx status", status))
+	}
+	return func(c *config) { c.keyErrStatus = status }
+}

@@ -1,0 +1,8 @@
+// Package ratelimittest provides helpers for testing rate limits with
+// net/http/httptest: a fake Clock, requests from chosen clients, helpers that
+// find the first limited request and parse the RateLimit fields, and
+// TestStore, the conformance suite every ratelimit.Store must pass.
+//
+// Like httptest, its constructors panic rather than take a *testing.T, so
+// they work in tests, benchmarks and examples alike.
+package ratelimittest

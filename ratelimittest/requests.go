@@ -1,0 +1,142 @@
+package ratelimittest
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultRemoteAddr is the peer address of requests made by NewRequest, the
+// same documentation address httptest uses.
+const DefaultRemoteAddr = "192.0.2.1:1234"
+
+// NewRequest returns a request for target, as httptest.NewRequest does, that
+// came from remoteAddr ("" means DefaultRemoteAddr). Header pairs are added
+// in order: NewRequest("GET", "/", "", "X-Forwarded-For", "203.0.113.9").
+// It panics on an odd number of header arguments.
+func NewRequest(method, target, remoteAddr string, header ...string) *http.Request {
+	if len(header)%2 != 0 {
+		panic("ratelimittest: NewRequest needs header name/value pairs")
+	}
+	r := httptest.NewRequest(method, target, nil)
+	if remoteAddr != "" {
+		r.RemoteAddr = remoteAddr
+	}
+	for i := 0; i < len(header); i += 2 {
+		r.Header.Add(header[i], header[i+1])
+	}
+	return r
+}
+
+// Response is what one request through a handler produced.
+type Response struct {
+	Code   int
+	Header http.Header
+	Body   string
+}
+
+// Limited reports whether the response is a 429 Too Many Requests.
+func (r *Response) Limited() bool { return r.Code == http.StatusTooManyRequests }
+
+// Do serves req with h and returns the response. The request's body, if any,
+// is consumed.
+func Do(h http.Handler, req *http.Request) *Response {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	body, _ := io.ReadAll(rec.Result().Body)
+	return &Response{Code: rec.Code, Header: rec.Header(), Body: string(body)}
+}
+
+// FirstLimited sends up to max requests made by newReq through h and
+// returns the 1-based index of the first 429 and its response, or 0 and nil
+// if none was limited. Time does not move between requests unless newReq
+// moves a Clock.
+func FirstLimited(h http.Handler, max int, newReq func() *http.Request) (int, *Response) {
+	for i := 1; i <= max; i++ {
+		if resp := Do(h, newReq()); resp.Limited() {
+			return i, resp
+		}
+	}
+	return 0, nil
+}
+
+// RateLimit is a parsed RateLimit field: "name";r=remaining;t=seconds.
+type RateLimit struct {
+	Policy    string
+	Remaining int
+	Reset     time.Duration
+}
+
+// ParseRateLimit parses the first member of the RateLimit field of h.
+func ParseRateLimit(h http.Header) (RateLimit, error) {
+	v := h.Get("RateLimit")
+	if v == "" {
+		return RateLimit{}, fmt.Errorf("ratelimittest: no RateLimit field")
+	}
+	name, params, err := parseItem(v)
+	if err != nil {
+		return RateLimit{}, err
+	}
+	rl := RateLimit{Policy: name, Remaining: -1, Reset: -1}
+	for k, n := range params {
+		switch k {
+		case "r":
+			rl.Remaining = n
+		case "t":
+			rl.Reset = time.Duration(n) * time.Second
+		}
+	}
+	if rl.Remaining < 0 || rl.Reset < 0 {
+		return RateLimit{}, fmt.Errorf("ratelimittest: RateLimit %q lacks r or t", v)
+	}
+	return rl, nil
+}
+
+// Policy is one parsed member of the RateLimit-Policy field.
+type Policy struct {
+	Name   string
+	Quota  int
+	Window time.Duration
+}
+
+// ParsePolicies parses every member of the RateLimit-Policy field of h.
+func ParsePolicies(h http.Header) ([]Policy, error) {
+	var out []Policy
+	for _, line := range h.Values("RateLimit-Policy") {
+		for _, item := range strings.Split(line, ",") {
+			name, params, err := parseItem(strings.TrimSpace(item))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, Policy{Name: name, Quota: params["q"], Window: time.Duration(params["w"]) * time.Second})
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("ratelimittest: no RateLimit-Policy field")
+	}
+	return out, nil
+}
+
+// parseItem parses `"name";k=1;k2=2`, the subset of Structured Fields the
+// limiter writes.
+func parseItem(v string) (string, map[string]int, error) {
+	parts := strings.Split(v, ";")
+	name, err := strconv.Unquote(parts[0])
+	if err != nil {
+		return "", nil, fmt.Errorf("ratelimittest: bad item %q: %w", v, err)
+	}
+	params := make(map[string]int)
+	for _, p := range parts[1:] {
+		k, val, ok := strings.Cut(p, "=")
+		n, err := strconv.Atoi(val)
+		if !ok || err != nil {
+			return "", nil, fmt.Errorf("ratelimittest: bad parameter %q in %q", p, v)
+		}
+		params[k] = n
+	}
+	return name, params, nil
+}
