@@ -1,3 +1,5 @@
 module github.com/sluicehq/ratelimit
 
 go 1.25.0
+
+require golang.org/x/time v0.15.0 // indirect

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// MaxRatePerSecond is the fastest rate a Limit may describe. Faster limits are
-// rejected: they cannot be enforced meaningfully with nanosecond clocks.
+// MaxRatePerSecond is the fastest rate a Limit may describe, one event per
+// nanosecond. Faster limits are rejected: they cannot be enforced with
+// nanosecond clocks.
 const MaxRatePerSecond = 1e9
 
 // Limit describes how many events may happen and how fast.
@@ -70,7 +71,7 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: burst %d must not be negative", ErrInvalidLimit, l.Burst)
 	case l.Rate > maxCount || l.Burst > maxCount:
 		return fmt.Errorf("%w: %d events exceeds the maximum of %d", ErrInvalidLimit, max(l.Rate, l.Burst), maxCount)
-	case float64(l.Rate)/l.Period.Seconds() > MaxRatePerSecond:
+	case time.Duration(l.Rate) > l.Period: // more than one event per nanosecond
 		return fmt.Errorf("%w: %d per %v is faster than %g per second", ErrInvalidLimit, l.Rate, l.Period, MaxRatePerSecond)
 	case l.Interval() > maxSpan/time.Duration(l.Capacity()):
 		return fmt.Errorf("%w: %v takes longer than %v to refill", ErrInvalidLimit, l, maxSpan)

@@ -203,11 +203,25 @@ func (l *Limiter) carvedOut(p string) bool {
 	if _, ok := l.carveOuts[p]; ok {
 		return true
 	}
-	if len(p) > 256 || hasDotSegment(p) {
+	if len(p) > 256 || !needsClean(p) || hasDotSegment(p) {
 		return false
 	}
 	_, ok := l.carveOuts[path.Clean(p)]
 	return ok
+}
+
+// needsClean reports whether path.Clean could change p other than by
+// resolving dot segments: a doubled or trailing slash.
+func needsClean(p string) bool {
+	if len(p) > 1 && p[len(p)-1] == '/' {
+		return true
+	}
+	for i := 1; i < len(p); i++ {
+		if p[i] == '/' && p[i-1] == '/' {
+			return true
+		}
+	}
+	return false
 }
 
 func hasDotSegment(p string) bool {

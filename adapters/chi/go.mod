@@ -4,4 +4,6 @@ go 1.25.0
 
 require github.com/sluicehq/ratelimit v0.0.0
 
+require github.com/go-chi/chi/v5 v5.5.0 // indirect
+
 replace github.com/sluicehq/ratelimit => ../..

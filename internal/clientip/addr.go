@@ -128,7 +128,7 @@ func validPort(p string) bool {
 // each IPv6 form optionally with a %zone. The address part must satisfy
 // ParseIP; a port must be decimal.
 //
-// host is the address part of s (a substring of s); canon reports whether host
+// host is the address part of s (a substring of s, without zone); canon reports whether host
 // is the canonical text of addr. ParseHostPort does not allocate.
 func ParseHostPort(s string) (host string, addr netip.Addr, canon, ok bool) {
 	if s == "" {
@@ -161,6 +161,9 @@ func ParseHostPort(s string) (host string, addr netip.Addr, canon, ok bool) {
 	addr, canon, ok = ParseIP(host)
 	if !ok {
 		return "", netip.Addr{}, false, false
+	}
+	if i := strings.IndexByte(host, '%'); i >= 0 {
+		host = host[:i]
 	}
 	return host, addr, canon, true
 }

@@ -210,6 +210,9 @@ func parseForNode(v string) (Node, Reason) {
 	if !ok {
 		return Node{}, Malformed
 	}
+	if i := strings.IndexByte(host, '%'); i >= 0 {
+		host = host[:i]
+	}
 	return Node{Host: host, Addr: addr, Canon: canon}, OK
 }
 

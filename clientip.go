@@ -1,0 +1,406 @@
+package ratelimit
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sluicehq/ratelimit/internal/clientip"
+)
+
+// IP keys
+//
+// Every IP key function returns the same key format, so switching between
+// them never changes how a client is counted:
+//
+//   - an IPv4 address as dotted quad, "192.0.2.1" (or its prefix, "192.0.2.0/24",
+//     with IPv4Prefix);
+//   - an IPv6 address grouped by its /64 prefix, "2001:db8:1:2::/64" (see
+//     IPv6Prefix), because one subscriber or one cloud VM commonly holds a
+//     whole /64 and could otherwise rotate through 2^64 keys;
+//   - IPv4-mapped IPv6 addresses ("::ffff:192.0.2.1") as plain IPv4, and IPv6
+//     zones ("%eth0") dropped, so one client has exactly one key.
+//
+// An IPv4 key is a substring of the request (RemoteAddr or the header) and
+// costs no allocation; an IPv6 or prefixed key allocates one small string.
+
+const (
+	defaultIPv4Prefix = 32
+	defaultIPv6Prefix = 64
+	defaultMaxMembers = 32
+	maxMaxMembers     = 1024
+)
+
+// IPOption configures ByIP.
+type IPOption func(*ipOptions)
+
+type ipOptions struct {
+	v4, v6 int
+}
+
+// IPv6Prefix groups IPv6 clients by their first bits bits (1 to 128; default
+// 64), so that one client cannot rotate through the addresses of its prefix.
+// Use 128 to key every IPv6 address separately, 56 or 48 to group whole
+// customer sites. It panics if bits is out of range.
+func IPv6Prefix(bits int) IPOption {
+	if bits < 1 || bits > 128 {
+		panic(fmt.Sprintf("ratelimit: IPv6Prefix(%d): bits must be 1 to 128", bits))
+	}
+	return func(o *ipOptions) { o.v6 = bits }
+}
+
+// IPv4Prefix groups IPv4 clients by their first bits bits (1 to 32; default
+// 32, every address separately). It panics if bits is out of range.
+func IPv4Prefix(bits int) IPOption {
+	if bits < 1 || bits > 32 {
+		panic(fmt.Sprintf("ratelimit: IPv4Prefix(%d): bits must be 1 to 32", bits))
+	}
+	return func(o *ipOptions) { o.v4 = bits }
+}
+
+// ByIP keys requests by the address of the connecting peer,
+// http.Request.RemoteAddr, and never reads a header.
+//
+// Use it when clients connect to the server directly. Behind a proxy or load
+// balancer every request has the proxy's address, so all clients would share
+// one bucket: use ByClientIP there.
+//
+// The port is stripped and the address normalised as described under "IP
+// keys". A RemoteAddr that is not an IP address (a Unix socket, a request
+// built by hand) gives an error wrapping ErrNoKey. ByIP does not allocate for
+// an IPv4 peer. It panics on a nil option.
+func ByIP(opts ...IPOption) KeyFunc {
+	o := ipOptions{v4: defaultIPv4Prefix, v6: defaultIPv6Prefix}
+	for _, opt := range opts {
+		if opt == nil {
+			panic("ratelimit: ByIP: nil IPOption")
+		}
+		opt(&o)
+	}
+	errPeer := fmt.Errorf("%w: ByIP: %v", ErrNoKey, clientip.BadPeer)
+	v4, v6 := o.v4, o.v6
+	return func(r *http.Request) (string, error) {
+		host, addr, canon, ok := clientip.ParseHostPort(r.RemoteAddr)
+		if !ok {
+			return "", errPeer
+		}
+		return clientip.Key(clientip.Node{Host: host, Addr: addr, Canon: canon}, v4, v6), nil
+	}
+}
+
+// ClientIPSource selects the one header a client IP key function reads.
+// Exactly one source is read per key function: when a request carries several
+// (X-Forwarded-For and Forwarded, say), the others are ignored, never
+// consulted as a fallback, so that a client cannot pick the header that suits
+// it.
+type ClientIPSource uint8
+
+const (
+	// SourceXForwardedFor reads X-Forwarded-For: comma-separated addresses,
+	// each proxy appending the address of its peer. The default, because it
+	// is what nearly every load balancer, CDN and reverse proxy sets.
+	SourceXForwardedFor ClientIPSource = iota
+
+	// SourceForwarded reads RFC 7239 Forwarded: comma-separated elements such
+	// as `for=192.0.2.60;proto=https`, each proxy appending one; the address
+	// is the for= parameter, `for="[2001:db8::1]:4711"` for IPv6.
+	SourceForwarded
+
+	// SourceHeader reads a header holding exactly one address, which the edge
+	// proxy sets (overwriting whatever the client sent): X-Real-IP (nginx),
+	// CF-Connecting-IP (Cloudflare), True-Client-IP (Akamai, Cloudflare
+	// Enterprise), Fastly-Client-IP.
+	SourceHeader
+)
+
+// ClientIPConfig configures NewClientIP, the general form of ByClientIP,
+// ByClientIPHops and ByClientIPHeader.
+//
+// # Trust model
+//
+// Proxy headers are written by whoever sent the request, so they prove
+// nothing by themselves: a client can send "X-Forwarded-For: 1.2.3.4" and a
+// proxy appends to it ("1.2.3.4, <client's real address>"). Only two things
+// can be trusted: the connecting peer (RemoteAddr, from the TCP connection)
+// and what a trusted proxy added. Hence:
+//
+//   - If the peer is not in TrustedProxies, headers are ignored and the key is
+//     the peer's address, exactly as ByIP. (With Hops and no TrustedProxies,
+//     the peer is not checked; see Hops.)
+//   - Otherwise the list header is walked from the right, the end the
+//     proxies appended to. Members that are trusted proxies are skipped; the
+//     first untrusted member is the client. Members to its left are
+//     client-supplied and never read.
+//   - Each member is normalised (IPv4-mapped unmapped, zone dropped) before
+//     the trust check, so "::ffff:10.0.0.1" is trusted exactly when 10.0.0.1
+//     is.
+//
+// # What fails closed
+//
+// The key function returns an error wrapping ErrNoKey, and the rule's key
+// error policy applies (see OnKeyError), when, from a trusted peer:
+//
+//   - the header is missing;
+//   - a member that has to be examined is not exactly an address: empty,
+//     "unknown", an obfuscated identifier ("_hidden"), a hostname, garbage,
+//     NUL or non-ASCII bytes, leading zeros ("010.0.0.1"), hex or octal
+//     octets, short forms ("10.1"), out-of-range octets, a Forwarded element
+//     without for=, a quoting error. It is never skipped: skipping would let a
+//     client slip its own value past a proxy that wrote garbage;
+//   - every member is a trusted proxy, so there is no client address (the
+//     request came from inside the trusted network, or a proxy did not
+//     append the client's address). Guessing here, by taking the leftmost
+//     member or the peer, would either let anyone who can reach the app
+//     through a pass-through proxy choose a trusted address per request, or
+//     lump unrelated clients together;
+//   - more than MaxMembers members are trusted proxies.
+//
+// Nothing falls back: not to the leftmost member, not to another header, not
+// to RemoteAddr. A single-address header (SourceHeader) fails closed when it is
+// missing, repeated on several lines, or not one address.
+//
+// # Bounded work
+//
+// The header is read from its end, a member at a time, without splitting it:
+// no allocation depends on its size, at most MaxMembers members are parsed,
+// and only the bytes of those members are read. A 100 KB header of 10,000
+// members costs the same as a short one.
+type ClientIPConfig struct {
+	// TrustedProxies lists the proxies whose headers are believed: CIDR
+	// prefixes ("10.0.0.0/8", "2001:db8::/32") or single addresses
+	// ("192.0.2.10", "::1"), IPv4 or IPv6. List exactly your own proxies (or
+	// your CDN's published ranges), as narrowly as you can: every address
+	// listed here is an address whose X-Forwarded-For claims are believed.
+	//
+	// Required, except with Hops. Invalid entries panic: unparsable ones,
+	// prefixes with host bits set ("10.0.0.1/8"), zones, and /0.
+	TrustedProxies []string
+
+	// Source is the one header read; SourceXForwardedFor by default.
+	Source ClientIPSource
+
+	// Header is the name of the header. Required with SourceHeader
+	// ("X-Real-IP", "CF-Connecting-IP"); with SourceXForwardedFor and
+	// SourceForwarded it defaults to "X-Forwarded-For" and "Forwarded", and
+	// can name another header of the same format.
+	Header string
+
+	// Hops, when positive, replaces the trust walk: the client is the Hops-th
+	// member from the right, for a fixed chain of Hops proxies (1 for a
+	// single load balancer, which appends your client's address as the
+	// rightmost member). Use it when the proxies' own addresses are not
+	// known in advance (cloud load balancers). The members to the right of
+	// it must still be valid addresses, and fewer than Hops members fail
+	// closed.
+	//
+	// If TrustedProxies is empty the peer is not checked, so the server must
+	// be unreachable except through that chain (a firewall or private
+	// network); otherwise a client connecting directly chooses its key. If
+	// TrustedProxies is set, a peer outside it is keyed by its own address.
+	Hops int
+
+	// MaxMembers caps the members examined (default 32, at most 1024). A
+	// request needing more fails closed. Real chains have a handful.
+	MaxMembers int
+
+	// IPv4Prefix and IPv6Prefix group client addresses by prefix, as the
+	// IPOptions of the same names do for ByIP: 0 means 32 and 64.
+	IPv4Prefix, IPv6Prefix int
+}
+
+type clientIPMode uint8
+
+const (
+	modeRightmostUntrusted clientIPMode = iota
+	modeHops
+	modeSingle
+)
+
+// NewClientIP returns a KeyFunc for the client address behind proxies, as
+// configured by cfg; see ClientIPConfig for the trust model. It panics with a
+// "ratelimit: NewClientIP: ..." message on an invalid configuration.
+//
+// Most programs need one of its short forms: ByClientIP (trusted proxies and
+// X-Forwarded-For), ByClientIPHops or ByClientIPHeader.
+func NewClientIP(cfg ClientIPConfig) KeyFunc {
+	return newClientIP("NewClientIP", cfg)
+}
+
+// ByClientIP keys requests by the client address reported by trusted proxies
+// in X-Forwarded-For: the rightmost address in the header that is not one of
+// trustedProxies. Requests from a peer that is not a trusted proxy are keyed
+// by the peer's address, and their headers ignored.
+//
+// trustedProxies are CIDR prefixes or single addresses, IPv4 or IPv6:
+//
+//	ratelimit.ByClientIP("10.0.0.0/8")                  // your load balancers
+//	ratelimit.ByClientIP(cloudflareRanges...)          // a CDN's published ranges
+//
+// See ClientIPConfig for the trust model and what fails closed, and
+// NewClientIP to read RFC 7239 Forwarded instead, or to group addresses by
+// another prefix. ByClientIP panics with a "ratelimit: ByClientIP: ..." message
+// if trustedProxies is empty or holds an invalid entry.
+func ByClientIP(trustedProxies ...string) KeyFunc {
+	return newClientIP("ByClientIP", ClientIPConfig{TrustedProxies: trustedProxies})
+}
+
+// ByClientIPHops keys requests by the n-th address from the right of
+// X-Forwarded-For, for a server reachable only through a fixed chain of n
+// proxies (n = 1 for one load balancer). The peer is not checked: use it only
+// when a client cannot connect to the server directly, or use NewClientIP
+// with both Hops and TrustedProxies. Fewer than n addresses, or any invalid
+// one among the n, fail closed. It panics if n is not between 1 and 32.
+func ByClientIPHops(n int) KeyFunc {
+	if n < 1 || n > defaultMaxMembers {
+		panic(fmt.Sprintf("ratelimit: ByClientIPHops(%d): n must be 1 to %d", n, defaultMaxMembers))
+	}
+	return newClientIP("ByClientIPHops", ClientIPConfig{Hops: n})
+}
+
+// ByClientIPHeader keys requests by the single address in header (such as
+// "X-Real-IP" or "CF-Connecting-IP"), set by your edge proxy, when the
+// request comes from one of trustedProxies; other peers are keyed by their
+// own address and the header is ignored.
+//
+// The header must hold exactly one address on exactly one line: a missing,
+// repeated or invalid header from a trusted proxy fails closed. The edge must
+// overwrite the header, not pass a client's value through. It panics with a
+// "ratelimit: ByClientIPHeader: ..." message if trustedProxies is empty or
+// invalid, or header is not a header name.
+func ByClientIPHeader(header string, trustedProxies ...string) KeyFunc {
+	return newClientIP("ByClientIPHeader", ClientIPConfig{Source: SourceHeader, Header: header, TrustedProxies: trustedProxies})
+}
+
+func newClientIP(fn string, cfg ClientIPConfig) KeyFunc {
+	fail := func(format string, args ...any) {
+		panic(fmt.Sprintf("ratelimit: %s: ", fn) + fmt.Sprintf(format, args...))
+	}
+	trusted, err := clientip.ParseSet(cfg.TrustedProxies)
+	if err != nil {
+		fail("%v", err)
+	}
+	if cfg.MaxMembers == 0 {
+		cfg.MaxMembers = defaultMaxMembers
+	}
+	if cfg.MaxMembers < 1 || cfg.MaxMembers > maxMaxMembers {
+		fail("MaxMembers %d must be 1 to %d", cfg.MaxMembers, maxMaxMembers)
+	}
+	if cfg.IPv4Prefix == 0 {
+		cfg.IPv4Prefix = defaultIPv4Prefix
+	}
+	if cfg.IPv6Prefix == 0 {
+		cfg.IPv6Prefix = defaultIPv6Prefix
+	}
+	if cfg.IPv4Prefix < 1 || cfg.IPv4Prefix > 32 {
+		fail("IPv4Prefix %d must be 1 to 32", cfg.IPv4Prefix)
+	}
+	if cfg.IPv6Prefix < 1 || cfg.IPv6Prefix > 128 {
+		fail("IPv6Prefix %d must be 1 to 128", cfg.IPv6Prefix)
+	}
+	if cfg.Hops < 0 || cfg.Hops > cfg.MaxMembers {
+		fail("Hops %d must be 0 (walk the trusted proxies) or 1 to MaxMembers (%d)", cfg.Hops, cfg.MaxMembers)
+	}
+
+	var (
+		src  clientip.Source
+		mode clientIPMode
+	)
+	header := cfg.Header
+	switch cfg.Source {
+	case SourceXForwardedFor, SourceForwarded:
+		if cfg.Source == SourceForwarded {
+			src = clientip.Forwarded
+		}
+		if header == "" {
+			header = "X-Forwarded-For"
+			if cfg.Source == SourceForwarded {
+				header = "Forwarded"
+			}
+		}
+		mode = modeRightmostUntrusted
+		if cfg.Hops > 0 {
+			mode = modeHops
+		} else if trusted.Len() == 0 {
+			fail("no trusted proxies; list the addresses of your proxies, or use ByIP when clients connect directly")
+		}
+	case SourceHeader:
+		if header == "" {
+			fail("SourceHeader needs a Header name, such as X-Real-IP")
+		}
+		switch http.CanonicalHeaderKey(header) {
+		case "X-Forwarded-For", "Forwarded":
+			fail("%s is a list; use SourceXForwardedFor or SourceForwarded", header)
+		}
+		if cfg.Hops != 0 {
+			fail("Hops does not apply to a single-address header")
+		}
+		if trusted.Len() == 0 {
+			fail("no trusted proxies; %s is only believed from the proxy that sets it", header)
+		}
+		mode = modeSingle
+	default:
+		fail("unknown ClientIPSource %d", cfg.Source)
+	}
+	if !validHeaderName(header) {
+		fail("invalid header name %q", header)
+	}
+	header = http.CanonicalHeaderKey(header)
+
+	// Errors are built once, so that failing closed does not allocate either.
+	var errs [clientip.NumReasons]error
+	for r := range errs {
+		subject := header
+		if clientip.Reason(r) == clientip.BadPeer {
+			subject = "RemoteAddr"
+		}
+		errs[r] = fmt.Errorf("%w: %s: %s: %v", ErrNoKey, fn, subject, clientip.Reason(r))
+	}
+	checkPeer := trusted.Len() > 0
+	v4, v6, maxMembers, hops := cfg.IPv4Prefix, cfg.IPv6Prefix, cfg.MaxMembers, cfg.Hops
+
+	return func(r *http.Request) (string, error) {
+		host, addr, canon, ok := clientip.ParseHostPort(r.RemoteAddr)
+		if !ok {
+			return "", errs[clientip.BadPeer]
+		}
+		if checkPeer && !trusted.Contains(addr) {
+			return clientip.Key(clientip.Node{Host: host, Addr: addr, Canon: canon}, v4, v6), nil
+		}
+		lines := r.Header.Values(header)
+		var (
+			n      clientip.Node
+			reason clientip.Reason
+		)
+		switch mode {
+		case modeRightmostUntrusted:
+			n, reason = clientip.RightmostUntrusted(src, lines, &trusted, maxMembers)
+		case modeHops:
+			n, reason = clientip.NthFromRight(src, lines, hops)
+		default:
+			n, reason = clientip.Single(lines)
+		}
+		if reason != clientip.OK {
+			return "", errs[reason]
+		}
+		return clientip.Key(n, v4, v6), nil
+	}
+}
+
+// validHeaderName reports whether s is a non-empty RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	return strings.IndexFunc(s, func(c rune) bool {
+		return c >= 0x80 || !isTchar(byte(c))
+	}) < 0
+}
+
+// isTchar reports whether c is an RFC 9110 token character.
+func isTchar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}

@@ -1,0 +1,68 @@
+package ratelimit_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+)
+
+// discardWriter is a reusable ResponseWriter, so that benchmarks measure the
+// middleware rather than httptest.ResponseRecorder.
+type discardWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+
+// BenchmarkMiddleware measures the full round trip through the middleware
+// (key, store, headers, and the 429 body on the deny path) in parallel, for
+// one hot key and for 10,000 distinct client IPs.
+func BenchmarkMiddleware(b *testing.B) {
+	always := ratelimit.Limit{Rate: 1e9, Period: time.Second}
+	for _, path := range []string{"allow", "deny"} {
+		for _, keys := range []int{1, 10_000} {
+			b.Run(fmt.Sprintf("%s/keys=%d", path, keys), func(b *testing.B) {
+				limit := always
+				if path == "deny" {
+					limit = ratelimit.PerHour(1)
+				}
+				next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+				h := ratelimit.New(limit, byPeer)(next)
+				reqs := make([]*http.Request, keys)
+				for i := range reqs {
+					reqs[i] = httptest.NewRequest("GET", "/api/items", nil)
+					reqs[i].RemoteAddr = fmt.Sprintf("10.%d.%d.%d:1234", i>>16&255, i>>8&255, i&255)
+					h.ServeHTTP(&discardWriter{h: http.Header{}}, reqs[i]) // drains the deny path's keys
+				}
+				want := 200
+				if path == "deny" {
+					want = 429
+				}
+				var seq atomic.Uint64
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					w := &discardWriter{h: make(http.Header, 8)}
+					i := int(seq.Add(7919))
+					for pb.Next() {
+						clear(w.h)
+						i++
+						h.ServeHTTP(w, reqs[i%keys])
+						if w.code != want {
+							b.Errorf("status %d, want %d", w.code, want)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}

@@ -1,0 +1,358 @@
+package ratelimit_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+// byPeer keys requests by RemoteAddr's host, failing on an empty one.
+func byPeer(r *http.Request) (string, error) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil || host == "" {
+		return "", fmt.Errorf("%w: peer %q", ratelimit.ErrNoKey, r.RemoteAddr)
+	}
+	return host, nil
+}
+
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Write([]byte("ok"))
+})
+
+func newClock() *ratelimittest.Clock { return ratelimittest.NewClock(time.Time{}) }
+
+func TestHeadersAndDenial(t *testing.T) {
+	clock := newClock()
+	h := ratelimit.New(ratelimit.PerMinute(3), byPeer, ratelimit.WithClock(clock))(ok)
+	get := func() *ratelimittest.Response { return ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/api", "")) }
+
+	steps := []struct {
+		advance   time.Duration
+		code      int
+		rateLimit string
+	}{
+		{0, 200, `"default";r=2;t=20`},
+		{0, 200, `"default";r=1;t=40`},
+		{0, 200, `"default";r=0;t=60`},
+		{0, 429, `"default";r=0;t=20`},
+		{19 * time.Second, 429, `"default";r=0;t=1`},
+		{time.Second, 200, `"default";r=0;t=60`},
+		{90 * time.Second, 200, `"default";r=2;t=20`},
+	}
+	for i, s := range steps {
+		clock.Advance(s.advance)
+		resp := get()
+		if resp.Code != s.code {
+			t.Fatalf("step %d: status %d, want %d", i, resp.Code, s.code)
+		}
+		if got := resp.Header.Get("RateLimit-Policy"); got != `"default";q=3;w=60` {
+			t.Fatalf("step %d: RateLimit-Policy %q", i, got)
+		}
+		if got := resp.Header.Get("RateLimit"); got != s.rateLimit {
+			t.Fatalf("step %d: RateLimit %q, want %q", i, got, s.rateLimit)
+		}
+		if s.code == 200 {
+			if resp.Header.Get("Retry-After") != "" || resp.Body != "ok" {
+				t.Fatalf("step %d: allowed response has Retry-After %q, body %q", i, resp.Header.Get("Retry-After"), resp.Body)
+			}
+			continue
+		}
+		rl, err := ratelimittest.ParseRateLimit(resp.Header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ra := resp.Header.Get("Retry-After"); ra != fmt.Sprint(int(rl.Reset/time.Second)) {
+			t.Fatalf("step %d: Retry-After %q, t=%v: Retry-After must not be earlier than t", i, ra, rl.Reset)
+		}
+		if resp.Header.Get("Cache-Control") != "no-store" || resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("step %d: denial headers %v", i, resp.Header)
+		}
+		var problem struct {
+			Type     string   `json:"type"`
+			Status   int      `json:"status"`
+			Violated []string `json:"violated-policies"`
+		}
+		if err := json.Unmarshal([]byte(resp.Body), &problem); err != nil {
+			t.Fatalf("step %d: body %q: %v", i, resp.Body, err)
+		}
+		if problem.Type != ratelimit.ProblemType || problem.Status != 429 || len(problem.Violated) != 1 || problem.Violated[0] != "default" {
+			t.Fatalf("step %d: problem %+v", i, problem)
+		}
+	}
+}
+
+func TestPolicyFieldForBurst(t *testing.T) {
+	h := ratelimit.New(ratelimit.PerSecond(10).WithBurst(50), byPeer, ratelimit.WithName("api"))(ok)
+	resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
+	// 50 at once; an empty bucket refills in 5 seconds.
+	if got := resp.Header.Get("RateLimit-Policy"); got != `"api";q=50;w=5` {
+		t.Fatalf("RateLimit-Policy %q", got)
+	}
+}
+
+func TestCarveOuts(t *testing.T) {
+	cases := []struct {
+		opts    []ratelimit.Option
+		method  string
+		path    string
+		limited bool
+	}{
+		{nil, "GET", "/healthz", false},
+		{nil, "HEAD", "/readyz", false},
+		{nil, "GET", "/metrics", false},
+		{nil, "GET", "/livez", false},
+		{nil, "GET", "/healthz/", false},
+		{nil, "GET", "//healthz", false},
+		{nil, "POST", "/healthz", true},
+		{nil, "GET", "/healthz/x", true},
+		{nil, "GET", "/healthzx", true},
+		{nil, "GET", "/api/../healthz", true}, // dot segments are never carved out
+		{nil, "GET", "/./healthz", true},
+		{nil, "GET", "/api", true},
+		{[]ratelimit.Option{ratelimit.WithCarveOuts()}, "GET", "/healthz", true},
+		{[]ratelimit.Option{ratelimit.WithCarveOuts("/ping")}, "GET", "/ping", false},
+		{[]ratelimit.Option{ratelimit.WithCarveOuts("/ping")}, "GET", "/healthz", true},
+		{[]ratelimit.Option{ratelimit.WithSkip(func(r *http.Request) bool { return r.Header.Get("X-Internal") == "yes" })}, "GET", "/api", false},
+	}
+	for _, c := range cases {
+		t.Run(c.method+c.path, func(t *testing.T) {
+			opts := append([]ratelimit.Option{ratelimit.WithClock(newClock())}, c.opts...)
+			h := ratelimit.New(ratelimit.PerHour(1), byPeer, opts...)(ok)
+			var last *ratelimittest.Response
+			for i := 0; i < 3; i++ {
+				req := ratelimittest.NewRequest(c.method, "/", "", "X-Internal", "yes")
+				req.URL.Path = c.path
+				last = ratelimittest.Do(h, req)
+			}
+			if last.Limited() != c.limited {
+				t.Fatalf("third %s %s: status %d, want limited=%v", c.method, c.path, last.Code, c.limited)
+			}
+			if !c.limited && last.Header.Get("RateLimit") != "" {
+				t.Fatalf("carved-out response carries RateLimit %q", last.Header.Get("RateLimit"))
+			}
+		})
+	}
+}
+
+func TestKeyErrorPolicies(t *testing.T) {
+	noPeer := func() *http.Request { return ratelimittest.NewRequest("GET", "/", "@") }
+
+	h := ratelimit.New(ratelimit.PerHour(2), byPeer)(ok)
+	resp := ratelimittest.Do(h, noPeer())
+	if resp.Code != 400 || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(resp.Body, `"status":400`) {
+		t.Fatalf("default key error: %d %v %q", resp.Code, resp.Header, resp.Body)
+	}
+
+	h = ratelimit.New(ratelimit.PerHour(2), byPeer, ratelimit.OnKeyErrorStatus(401))(ok)
+	if resp := ratelimittest.Do(h, noPeer()); resp.Code != 401 {
+		t.Fatalf("OnKeyErrorStatus(401): status %d", resp.Code)
+	}
+
+	h = ratelimit.New(ratelimit.PerHour(2), byPeer, ratelimit.OnKeyError(ratelimit.SharedBucketOnKeyError), ratelimit.WithClock(newClock()))(ok)
+	n, _ := ratelimittest.FirstLimited(h, 10, noPeer)
+	if n != 3 {
+		t.Fatalf("shared bucket for keyless requests: first 429 at %d, want 3", n)
+	}
+	// Clients with a key keep their own buckets.
+	if resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")); resp.Code != 200 {
+		t.Fatalf("a keyed client was limited by the keyless bucket: %d", resp.Code)
+	}
+}
+
+func TestDeniedHandler(t *testing.T) {
+	var got *ratelimit.Decision
+	denied := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = ratelimit.DecisionFrom(r)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	h := ratelimit.New(ratelimit.PerHour(1), byPeer, ratelimit.WithDeniedHandler(denied), ratelimit.WithName("login"), ratelimit.WithClock(newClock()))(ok)
+	n, resp := 0, (*ratelimittest.Response)(nil)
+	for n = 1; n <= 3; n++ {
+		if resp = ratelimittest.Do(h, ratelimittest.NewRequest("POST", "/login", "")); resp.Code != 200 {
+			break
+		}
+	}
+	if n != 2 || resp.Code != 503 || got == nil || got.Rule != "login" || got.Result.Allowed || got.Result.RetryAfter != time.Hour {
+		t.Fatalf("denied handler: request %d, status %d, decision %+v", n, resp.Code, got)
+	}
+	if resp.Header.Get("Retry-After") != "3600" || resp.Header.Get("Content-Type") != "" {
+		t.Fatalf("denied handler headers: %v", resp.Header)
+	}
+}
+
+// failingStore fails every call, as an unreachable Redis would.
+type failingStore struct{}
+
+var errDown = errors.New("connection refused")
+
+func (failingStore) Take(context.Context, ratelimit.Request) (ratelimit.Result, error) {
+	return ratelimit.Result{}, errDown
+}
+func (failingStore) TakeAll(context.Context, []ratelimit.Request, []ratelimit.Result) error {
+	return errDown
+}
+func (failingStore) Return(context.Context, ratelimit.Request) error { return errDown }
+
+func TestStoreErrors(t *testing.T) {
+	h := ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithStore(failingStore{}))(ok)
+	for i := 0; i < 3; i++ {
+		resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
+		if resp.Code != 200 || resp.Header.Get("RateLimit") != "" {
+			t.Fatalf("fail-open default: status %d, RateLimit %q", resp.Code, resp.Header.Get("RateLimit"))
+		}
+	}
+	var seen error
+	h = ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithStore(failingStore{}),
+		ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+			seen = err
+			http.Error(w, "limiter unavailable", http.StatusServiceUnavailable)
+		}))(ok)
+	resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
+	if resp.Code != 503 || !errors.Is(seen, errDown) || !strings.HasPrefix(seen.Error(), "ratelimit: ") {
+		t.Fatalf("fail-closed handler: status %d, error %v", resp.Code, seen)
+	}
+}
+
+func TestLegacyHeaders(t *testing.T) {
+	clock := newClock()
+	h := ratelimit.New(ratelimit.PerMinute(2), byPeer, ratelimit.WithClock(clock),
+		ratelimit.WithHeaders(ratelimit.HeadersLegacy))(ok)
+	resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
+	reset := fmt.Sprint(clock.Now().Add(30 * time.Second).Unix())
+	if resp.Header.Get("X-RateLimit-Limit") != "2" || resp.Header.Get("X-RateLimit-Remaining") != "1" ||
+		resp.Header.Get("X-RateLimit-Reset") != reset || resp.Header.Get("RateLimit") != "" {
+		t.Fatalf("legacy headers: %v (want reset %s)", resp.Header, reset)
+	}
+
+	h = ratelimit.New(ratelimit.PerMinute(1), byPeer, ratelimit.WithClock(clock),
+		ratelimit.WithHeaders(ratelimit.HeadersNone))(ok)
+	ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
+	resp = ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
+	if resp.Code != 429 || resp.Header.Get("Retry-After") != "60" || resp.Header.Get("RateLimit") != "" || resp.Header.Get("X-RateLimit-Limit") != "" {
+		t.Fatalf("HeadersNone denial: %d %v", resp.Code, resp.Header)
+	}
+}
+
+// recordingStore remembers the keys it was asked about.
+type recordingStore struct {
+	ratelimit.Store
+	mu   sync.Mutex
+	keys []string
+}
+
+func (s *recordingStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit.Result, error) {
+	s.mu.Lock()
+	s.keys = append(s.keys, r.Key)
+	s.mu.Unlock()
+	return s.Store.Take(ctx, r)
+}
+
+func TestLongKeysAreHashed(t *testing.T) {
+	rec := &recordingStore{Store: ratelimit.NewMemoryStoreForTest()}
+	byHeader := func(r *http.Request) (string, error) { return r.Header.Get("X-Key"), nil }
+	h := ratelimit.New(ratelimit.PerHour(1), byHeader, ratelimit.WithStore(rec))(ok)
+	a, b := strings.Repeat("a", 1<<20), strings.Repeat("a", 1<<20-1)+"b"
+	for _, k := range []string{a, b} {
+		if resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "", "X-Key", k)); resp.Code != 200 {
+			t.Fatalf("first request with a distinct 1 MB key: %d", resp.Code)
+		}
+	}
+	if resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "", "X-Key", a)); resp.Code != 429 {
+		t.Fatalf("second request with the same 1 MB key: %d", resp.Code)
+	}
+	for _, k := range rec.keys {
+		if len(k) > 256 {
+			t.Fatalf("store received a %d-byte key", len(k))
+		}
+	}
+}
+
+func TestCostFunc(t *testing.T) {
+	cost := func(r *http.Request) int {
+		switch r.URL.Path {
+		case "/search":
+			return 5
+		case "/huge":
+			return 1000
+		}
+		return -3 // clamped to 1
+	}
+	h := ratelimit.New(ratelimit.PerHour(10), byPeer, ratelimit.WithCostFunc(cost), ratelimit.WithClock(newClock()))(ok)
+	remaining := func(path string) string {
+		return ratelimittest.Do(h, ratelimittest.NewRequest("GET", path, "")).Header.Get("RateLimit")
+	}
+	if got := remaining("/search"); !strings.Contains(got, "r=5;") {
+		t.Fatalf("after a search: %q", got)
+	}
+	if got := remaining("/neg"); !strings.Contains(got, "r=4;") {
+		t.Fatalf("a negative cost must count as 1: %q", got)
+	}
+	if resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/huge", "")); resp.Code != 429 {
+		t.Fatalf("a cost above capacity must be clamped to the capacity (and denied here): %d", resp.Code)
+	}
+}
+
+func TestConstructionPanics(t *testing.T) {
+	cases := map[string]func(){
+		"zero limit":        func() { ratelimit.New(ratelimit.Limit{}, byPeer) },
+		"negative rate":     func() { ratelimit.New(ratelimit.PerSecond(-1), byPeer) },
+		"rate above 1e9/s":  func() { ratelimit.New(ratelimit.PerSecond(2e9), byPeer) },
+		"nil key":           func() { ratelimit.New(ratelimit.PerSecond(1), nil) },
+		"bad name":          func() { ratelimit.WithName(`a"b`) },
+		"cost above burst":  func() { ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithCost(2)) },
+		"zero cost":         func() { ratelimit.WithCost(0) },
+		"burst with window": func() { ratelimit.New(ratelimit.PerSecond(1).WithBurst(5), byPeer, ratelimit.WithAlgorithm(ratelimit.FixedWindow)) },
+		"relative carveout": func() { ratelimit.WithCarveOuts("healthz") },
+		"nil store":         func() { ratelimit.WithStore(nil) },
+		"nil next":          func() { ratelimit.New(ratelimit.PerSecond(1), byPeer)(nil) },
+	}
+	for name, f := range cases {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				if r == nil {
+					t.Fatal("no panic")
+				}
+				if msg := fmt.Sprint(r); !strings.HasPrefix(msg, "ratelimit: ") {
+					t.Fatalf("panic %q lacks the ratelimit: prefix", msg)
+				}
+			}()
+			f()
+		})
+	}
+}
+
+func TestLimiterAllow(t *testing.T) {
+	l := ratelimit.NewLimiter(ratelimit.PerMinute(3), byPeer, ratelimit.WithName("login"), ratelimit.WithClock(newClock()))
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if res, err := l.Allow(ctx, "alice"); err != nil || !res.Allowed {
+			t.Fatalf("attempt %d: %+v %v", i, res, err)
+		}
+	}
+	if res, _ := l.Allow(ctx, "alice"); res.Allowed {
+		t.Fatal("fourth attempt allowed")
+	}
+	if err := l.Return(ctx, "alice", 1); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := l.Allow(ctx, "alice"); !res.Allowed {
+		t.Fatal("attempt after a refund denied")
+	}
+	if res, _ := l.AllowN(ctx, "bob", 0); !res.Allowed || res.Remaining != 3 {
+		t.Fatalf("AllowN(0) must only look: %+v", res)
+	}
+	if _, err := l.AllowN(ctx, "bob", -1); !errors.Is(err, ratelimit.ErrInvalidRequest) {
+		t.Fatalf("AllowN(-1): %v", err)
+	}
+}

@@ -1,0 +1,52 @@
+package memory_test
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores/memory"
+)
+
+// heapPerKey fills a fresh store with n keys of alg and returns the live heap
+// it grew by, per key.
+func heapPerKey(n int, alg ratelimit.Algorithm) float64 {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := memory.New(memory.WithShards(64))
+	req := ratelimit.Request{Limit: ratelimit.PerMinute(100), Algorithm: alg, Cost: 1}
+	for _, k := range keys {
+		req.Key = k
+		if _, err := s.TakeAt(now, req); err != nil {
+			panic(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(keys)
+	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+}
+
+// TestMemoryPerKey holds the memory store to DESIGN.md's budget: at most 32
+// bytes per tracked key at 200,000 GCRA keys (keys are kept as 64-bit
+// hashes, so the key's own length does not count).
+func TestMemoryPerKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 200,000 keys")
+	}
+	perKey := heapPerKey(200_000, ratelimit.GCRA)
+	t.Logf("GCRA: %.1f bytes per tracked key at 200,000 keys", perKey)
+	if perKey > 32 {
+		t.Errorf("GCRA keys cost %.1f bytes each, want at most 32", perKey)
+	}
+	t.Logf("window algorithms: %.1f bytes per tracked key at 200,000 keys", heapPerKey(200_000, ratelimit.SlidingWindow))
+}
