@@ -8,10 +8,20 @@ import (
 	"github.com/sluicehq/ratelimit/internal/clientip"
 )
 
-// IP keys
+const (
+	defaultIPv4Prefix = 32
+	defaultIPv6Prefix = 64
+	defaultMaxMembers = 32
+	maxMaxMembers     = 1024
+)
+
+// IPOption configures ByIP.
 //
-// Every IP key function returns the same key format, so switching between
-// them never changes how a client is counted:
+// # Key format
+//
+// Every IP key function (ByIP, ByClientIP, ByClientIPHops, ByClientIPHeader,
+// NewClientIP) returns the same key format, so switching between them never
+// changes how a client is counted:
 //
 //   - an IPv4 address as dotted quad, "192.0.2.1" (or its prefix, "192.0.2.0/24",
 //     with IPv4Prefix);
@@ -23,15 +33,6 @@ import (
 //
 // An IPv4 key is a substring of the request (RemoteAddr or the header) and
 // costs no allocation; an IPv6 or prefixed key allocates one small string.
-
-const (
-	defaultIPv4Prefix = 32
-	defaultIPv6Prefix = 64
-	defaultMaxMembers = 32
-	maxMaxMembers     = 1024
-)
-
-// IPOption configures ByIP.
 type IPOption func(*ipOptions)
 
 type ipOptions struct {
@@ -65,10 +66,10 @@ func IPv4Prefix(bits int) IPOption {
 // balancer every request has the proxy's address, so all clients would share
 // one bucket: use ByClientIP there.
 //
-// The port is stripped and the address normalised as described under "IP
-// keys". A RemoteAddr that is not an IP address (a Unix socket, a request
-// built by hand) gives an error wrapping ErrNoKey. ByIP does not allocate for
-// an IPv4 peer. It panics on a nil option.
+// The port is stripped and the address normalised as described under "Key
+// format" in IPOption. A RemoteAddr that is not an IP address (a Unix socket,
+// a request built by hand) gives an error wrapping ErrNoKey. ByIP does not
+// allocate for an IPv4 peer. It panics on a nil option.
 func ByIP(opts ...IPOption) KeyFunc {
 	o := ipOptions{v4: defaultIPv4Prefix, v6: defaultIPv6Prefix}
 	for _, opt := range opts {
@@ -308,13 +309,17 @@ func newClientIP(fn string, cfg ClientIPConfig) KeyFunc {
 	header := cfg.Header
 	switch cfg.Source {
 	case SourceXForwardedFor, SourceForwarded:
+		format := "X-Forwarded-For"
 		if cfg.Source == SourceForwarded {
-			src = clientip.Forwarded
+			src, format = clientip.Forwarded, "Forwarded"
 		}
 		if header == "" {
-			header = "X-Forwarded-For"
-			if cfg.Source == SourceForwarded {
-				header = "Forwarded"
+			header = format
+		}
+		switch h := http.CanonicalHeaderKey(header); h {
+		case "Forwarded", "X-Forwarded-For", "X-Real-Ip", "Cf-Connecting-Ip", "True-Client-Ip":
+			if h != format {
+				fail("header %s does not have the format of %s", header, format)
 			}
 		}
 		mode = modeRightmostUntrusted

@@ -91,7 +91,7 @@ func retryAfter(res *Result) int64 { return max(1, seconds(res.RetryAfter)) }
 // rule's decision) and, when denied, Retry-After, Cache-Control and
 // Content-Type. All values share one backing array: one allocation for the
 // slices, one for the RateLimit value.
-func (l *Limiter) writeHeaders(h http.Header, top *rule, res *Result, now time.Time, problem bool) {
+func (l *Limiter) writeHeaders(h http.Header, policy string, top *rule, req *Request, res *Result, now time.Time, problem bool) {
 	n := 0
 	if l.headers&HeadersIETF != 0 {
 		n += 2
@@ -116,12 +116,16 @@ func (l *Limiter) writeHeaders(h http.Header, top *rule, res *Result, now time.T
 		i++
 	}
 	if l.headers&HeadersIETF != 0 {
-		set(hdrPolicy, l.policyHeader)
+		set(hdrPolicy, policy)
 		var buf [96]byte
 		set(hdrRateLimit, string(appendRateLimit(buf[:0], top.quotedName, res)))
 	}
 	if l.headers&HeadersLegacy != 0 {
-		set(hdrLimit, top.capacityText)
+		capText := top.capacityText
+		if capText == "" {
+			capText = strconv.Itoa(req.Limit.Capacity())
+		}
+		set(hdrLimit, capText)
 		set(hdrRemaining, strconv.Itoa(max(0, res.Remaining)))
 		reset := now.Add(res.ResetAfter)
 		if !res.Allowed {

@@ -11,9 +11,8 @@ import (
 // It returns an error wrapping ErrNoKey when the request carries no usable
 // key; the rule's key-error policy then decides the outcome (see OnKeyError).
 // A KeyFunc must be safe for concurrent use.
-type KeyFunc func(r *http.Request) (string, error)
-
-// Choosing a key
+//
+// # Choosing a key
 //
 // A limit is only as good as its key: a key the client can choose is no limit
 // at all. In order of preference:
@@ -30,6 +29,7 @@ type KeyFunc func(r *http.Request) (string, error)
 //
 // No key function ever returns "" with a nil error, and none falls back to a
 // weaker key when the one it was asked for is missing.
+type KeyFunc func(r *http.Request) (string, error)
 
 // reservedHeaders are headers ByHeader refuses, naming the key function to
 // use instead: client addresses (spoofable unless walked from trusted

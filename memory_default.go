@@ -114,3 +114,6 @@ func fromEngine(l Limit, r memstore.Result) Result {
 		ResetAfter: time.Duration(r.ResetAfter),
 	}
 }
+
+// Local reports that the store answers from process memory; see LocalStore.
+func (s *memoryStore) Local() bool { return true }

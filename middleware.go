@@ -1,49 +1,68 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 )
 
-// Limiter applies a limit to requests, as net/http middleware (Handler) or
-// from inside a handler (Allow, AllowN, Return).
+// Limiter applies one or more rules to requests, as net/http middleware
+// (Handler), for framework adapters (Admit), or from inside a handler (Allow,
+// AllowN, Return).
 //
 // A Limiter is safe for concurrent use and immutable once built. Most callers
-// want New, which returns the middleware directly; build a Limiter with
-// NewLimiter to also check limits programmatically.
+// want New (one rule) or NewRules (several), which return the middleware
+// directly; build a Limiter with NewLimiter or NewRulesLimiter to also check
+// limits programmatically.
 type Limiter struct {
+	rules        []*rule // enforced rules first, local stores first; shadow rules last
+	enforced     int     // how many of rules are enforced
 	store        Store
 	clock        Clock
-	rule         rule
 	headers      HeaderStyle
-	policyHeader string
+	policyHeader string // every enforced rule's policy item, when all are static
 	carveOuts    map[string]struct{}
 	skippers     []func(*http.Request) bool
 	denied       http.Handler
 	onError      func(http.ResponseWriter, *http.Request, error)
-	onKeyError   KeyErrorPolicy
-	keyErrStatus int
-	problem      []byte // the 429 body
-	keyProblem   []byte // the key-error body
+	observers    []Observer
+	timeout      time.Duration
+	needNow      bool // quotas or legacy headers read the clock
+	concurrency  bool // some rule holds slots until the request is done
+	batches      sync.Pool
 }
 
-// rule is a compiled limit: what to count and how to report it.
+// rule is a compiled Rule.
 type rule struct {
-	name         string
+	Rule
 	quotedName   string // the name as a Structured Fields string
 	noKeyRule    string // the Rule of the shared bucket for keyless requests
-	limit        Limit
-	key          KeyFunc
-	algorithm    Algorithm
-	cost         int
-	costFunc     func(*http.Request) int
+	policyItem   string // precomputed RateLimit-Policy member of a static rule
 	capacityText string
+	problem      []byte // the 429 body naming this rule alone
+	keyProblem   []byte
+	onKeyError   KeyErrorPolicy
+	keyErrStatus int
+	static       bool // no LimitFunc, Quota or QuotaFunc
+	local        bool // its store answers from process memory
+}
+
+// LocalStore is implemented by stores that answer from process memory
+// without I/O. A Limiter checks rules on local stores first, so that a
+// request they deny costs no network round trip.
+type LocalStore interface {
+	Store
+	Local() bool
 }
 
 // New returns middleware that limits requests to limit per key. For example,
@@ -58,14 +77,54 @@ func New(limit Limit, key KeyFunc, opts ...Option) func(http.Handler) http.Handl
 	return NewLimiter(limit, key, opts...).Handler
 }
 
-// NewLimiter returns a Limiter; see New.
+// NewLimiter returns a Limiter with a single rule; see New.
 func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 	if err := limit.Validate(); err != nil {
 		panic(err.Error())
 	}
-	if key == nil {
-		panic("ratelimit: New needs a KeyFunc, such as ByIP()")
+	c := buildConfig(opts)
+	r := Rule{
+		Name: c.name, Limit: limit, Key: key, KeyKind: c.keyKind, Algorithm: c.algorithm,
+		Cost: c.costFunc, Shadow: c.shadow, OnStoreError: c.failure,
 	}
+	if c.onError != nil && c.failure == FailOpen {
+		r.OnStoreError = FailClosed(http.StatusServiceUnavailable)
+	}
+	return newLimiter([]Rule{r}, c, c.cost)
+}
+
+// NewRules returns middleware that applies every rule to each request: a
+// request is admitted only if every enforced rule allows it, and a denial by
+// one rule consumes nothing from the others. For example, a global cap, a
+// per-IP limit and a daily quota per API key:
+//
+//	mw := ratelimit.NewRules([]ratelimit.Rule{
+//		{Name: "global", Limit: ratelimit.PerSecond(1000), Key: ratelimit.Global()},
+//		{Name: "ip", Limit: ratelimit.PerMinute(100), Key: ratelimit.ByIP()},
+//		{Name: "daily", Quota: ratelimit.Daily(10_000, nil), Key: ratelimit.ByAPIKey("X-API-Key")},
+//	})
+//
+// The response fields list every policy and report the most restrictive;
+// the 429 body names every rule that denied. Options that describe a single
+// rule (WithName, WithAlgorithm, WithCost, ...) panic here: set the Rule's
+// fields instead.
+func NewRules(rules []Rule, opts ...Option) func(http.Handler) http.Handler {
+	return NewRulesLimiter(rules, opts...).Handler
+}
+
+// NewRulesLimiter returns a Limiter with several rules; see NewRules.
+func NewRulesLimiter(rules []Rule, opts ...Option) *Limiter {
+	c := buildConfig(opts)
+	if len(c.ruleOpts) > 0 {
+		panic(fmt.Sprintf("ratelimit: NewRules: %s describes a single rule; set the Rule's fields instead", c.ruleOpts[0]))
+	}
+	return newLimiter(rules, c, 1)
+}
+
+// MaxRules is the most rules one Limiter takes.
+const MaxRules = 16
+
+func buildConfig(opts []Option) config {
 	c := defaultConfig()
 	for _, o := range opts {
 		o(&c)
@@ -76,41 +135,117 @@ func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 	if c.store == nil {
 		c.store = newDefaultStore(c.clock)
 	}
-	probe := Request{Limit: limit, Algorithm: c.algorithm, Cost: c.cost}
-	if err := probe.Validate(); err != nil {
-		panic(err.Error())
+	return c
+}
+
+func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
+	if len(rules) == 0 || len(rules) > MaxRules {
+		panic(fmt.Sprintf("ratelimit: a Limiter takes 1 to %d rules, got %d", MaxRules, len(rules)))
 	}
 	l := &Limiter{
-		store:        c.store,
-		clock:        c.clock,
-		headers:      c.headers,
-		skippers:     c.skippers,
-		denied:       c.denied,
-		onError:      c.onError,
-		onKeyError:   c.onKeyError,
-		keyErrStatus: c.keyErrStatus,
-		rule: rule{
-			name:         c.name,
-			quotedName:   strconv.Quote(c.name),
-			noKeyRule:    c.name + "#nokey",
-			limit:        limit,
-			key:          key,
-			algorithm:    c.algorithm,
-			cost:         c.cost,
-			costFunc:     c.costFunc,
-			capacityText: strconv.Itoa(limit.Capacity()),
-		},
+		store:     c.store,
+		clock:     c.clock,
+		headers:   c.headers,
+		skippers:  c.skippers,
+		denied:    c.denied,
+		onError:   c.onError,
+		observers: c.observers,
+		timeout:   c.timeout,
+		needNow:   c.headers&HeadersLegacy != 0,
 	}
-	l.policyHeader = policyItem(c.name, limit)
-	l.problem = problemBody([]string{c.name})
-	l.keyProblem = keyProblemBody(c.keyErrStatus)
+	names := map[string]bool{}
+	for i := range rules {
+		ru := compileRule(rules[i], c, fixedCost)
+		if names[ru.Name] {
+			panic(fmt.Sprintf("ratelimit: two rules are named %q; names key the state and must differ", ru.Name))
+		}
+		names[ru.Name] = true
+		l.needNow = l.needNow || !ru.Quota.IsZero() || ru.QuotaFunc != nil
+		l.concurrency = l.concurrency || ru.Algorithm == Concurrency
+		l.rules = append(l.rules, ru)
+	}
+	// Enforced before shadow; among enforced, local stores first (cheap-first).
+	slices.SortStableFunc(l.rules, func(a, b *rule) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)))
+	})
+	var items []string
+	allStatic := true
+	for _, ru := range l.rules {
+		if !ru.Shadow {
+			l.enforced++
+			items = append(items, ru.policyItem)
+			allStatic = allStatic && ru.static
+		}
+	}
+	if allStatic {
+		l.policyHeader = strings.Join(items, ", ")
+	}
 	if len(c.carveOuts) > 0 {
 		l.carveOuts = make(map[string]struct{}, len(c.carveOuts))
 		for _, p := range c.carveOuts {
 			l.carveOuts[p] = struct{}{}
 		}
 	}
+	l.batches.New = func() any { return new(batch) }
 	return l
+}
+
+func rank(r *rule) int {
+	switch {
+	case r.Shadow:
+		return 2
+	case r.local:
+		return 0
+	}
+	return 1
+}
+
+func compileRule(r Rule, c config, fixedCost int) *rule {
+	if !validPolicyName(r.Name) {
+		panic(fmt.Sprintf("ratelimit: rule name %q: use 1-64 letters, digits or -_.:/", r.Name))
+	}
+	if r.Key == nil {
+		panic(fmt.Sprintf("ratelimit: rule %q needs a KeyFunc, such as ByIP()", r.Name))
+	}
+	if r.KeyKind == "" {
+		r.KeyKind = "key"
+	}
+	if r.Store == nil {
+		r.Store = c.store
+	}
+	ru := &rule{
+		Rule:         r,
+		quotedName:   strconv.Quote(r.Name),
+		noKeyRule:    r.Name + "#nokey",
+		onKeyError:   c.onKeyError,
+		keyErrStatus: c.keyErrStatus,
+		static:       r.LimitFunc == nil && r.QuotaFunc == nil && r.Quota.IsZero(),
+	}
+	if ls, ok := r.Store.(LocalStore); ok && ls.Local() {
+		ru.local = true
+	}
+	switch {
+	case !r.Quota.IsZero():
+		if r.Quota.N <= 0 || r.Quota.Unit > Month {
+			panic(fmt.Sprintf("ratelimit: rule %q: invalid quota %+v", r.Name, r.Quota))
+		}
+		ru.Algorithm = FixedWindow
+	case r.QuotaFunc != nil:
+		ru.Algorithm = FixedWindow
+	case r.LimitFunc == nil:
+		probe := Request{Limit: r.Limit, Algorithm: r.Algorithm, Cost: fixedCost}
+		if err := probe.Validate(); err != nil {
+			panic(fmt.Sprintf("ratelimit: rule %q: %v", r.Name, strings.TrimPrefix(err.Error(), "ratelimit: ")))
+		}
+		ru.policyItem = policyItem(r.Name, r.Limit)
+		ru.capacityText = strconv.Itoa(r.Limit.Capacity())
+	}
+	if fixedCost > 1 && r.Cost == nil {
+		ru.Cost = func(*http.Request) int { return fixedCost }
+	}
+	ru.problem = problemBody([]string{r.Name})
+	ru.keyProblem = keyProblemBody(c.keyErrStatus)
+	return ru
 }
 
 // Handler returns next wrapped by the limiter.
@@ -127,59 +262,253 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.l.Decide(w, r) {
-		h.next.ServeHTTP(w, r)
+	done, ok := h.l.Admit(w, r)
+	if !ok {
+		return
 	}
+	defer done()
+	h.next.ServeHTTP(w, r)
 }
 
-// Decide applies the limiter to r. It sets the rate-limit fields on w and
-// returns true when the request may proceed to the next handler; otherwise
-// it has written the response (429, the denied handler's, a key error's or
-// the error handler's) and the caller must stop. Framework adapters build on
-// it; with net/http, use Handler.
+// Decide is Admit for limiters without Concurrency rules: it reports whether
+// the request may proceed. It panics if the limiter has a Concurrency rule,
+// whose slots must be released when the request finishes; use Admit.
 func (l *Limiter) Decide(w http.ResponseWriter, r *http.Request) bool {
-	if l.skip(r) {
-		return true
+	if l.concurrency {
+		panic("ratelimit: Decide on a limiter with a Concurrency rule; use Admit")
 	}
-	ru := &l.rule
-	req := Request{Rule: ru.name, Limit: ru.limit, Algorithm: ru.algorithm, Cost: ru.cost}
-	key, err := ru.key(r)
+	_, ok := l.Admit(w, r)
+	return ok
+}
+
+// Admit applies the limiter to r. It sets the rate-limit fields on w and,
+// when the request may proceed, returns ok and a done function that the
+// caller must call once the request has been served (it releases
+// Concurrency slots; for other rules it does nothing). Otherwise it has
+// written the response (429, the denied handler's, a key error or a
+// fail-closed store error) and the caller must stop. Framework adapters
+// build on Admit; with net/http, use Handler.
+func (l *Limiter) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
+	if l.skip(r) {
+		l.observe(Event{Outcome: Skipped, Request: r})
+		return noop, true
+	}
+	if len(l.rules) == 1 {
+		return l.admitOne(w, r, l.rules[0])
+	}
+	return l.admitMany(w, r)
+}
+
+func noop() {}
+
+// admitOne is the path of a single rule: no batch, no allocation beyond the
+// response fields.
+func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (func(), bool) {
+	var now time.Time
+	if l.needNow {
+		now = l.clock.Now()
+	}
+	req, use, err := ru.request(r, now)
 	switch {
-	case err != nil && l.onKeyError == RejectKeyError:
-		l.rejectKey(w)
-		return false
+	case use == exempt:
+		return noop, true
+	case use == keyFailed:
+		return l.keyFailed(w, r, ru, err)
+	}
+	res, err := l.take(r, ru, &req)
+	if err != nil {
+		var proceed bool
+		if res, proceed, err = l.storeFailed(w, r, ru, &req, err); err != nil {
+			return noop, proceed
+		}
+	}
+	if ru.Shadow {
+		l.observeResult(r, ru, res, ShadowDenied)
+		return l.releaser(r, ru, req, res), true
+	}
+	l.observeResult(r, ru, res, Denied)
+	policy := l.policyHeader
+	if policy == "" {
+		policy = policyItem(ru.Name, req.Limit)
+	}
+	l.writeHeaders(w.Header(), policy, ru, &req, &res, now, l.denied == nil && !res.Allowed)
+	if res.Allowed {
+		return l.releaser(r, ru, req, res), true
+	}
+	l.deny(w, r, ru.problem, ru.Name, &res, nil)
+	return noop, false
+}
+
+// use tells how a request relates to a rule.
+type use uint8
+
+const (
+	applies   use = iota
+	exempt        // the rule's LimitFunc or QuotaFunc exempted the request
+	keyFailed     // the rule's KeyFunc failed
+)
+
+// request builds the store request for r under ru.
+func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
+	req := Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
+	if ru.LimitFunc != nil {
+		limit, ok := ru.LimitFunc(r)
+		if !ok {
+			return req, exempt, nil
+		}
+		req.Limit = limit
+	}
+	quota := ru.Quota
+	if ru.QuotaFunc != nil {
+		q, ok := ru.QuotaFunc(r)
+		if !ok {
+			return req, exempt, nil
+		}
+		quota = q
+	}
+	if !quota.IsZero() {
+		start, end := quota.Window(now)
+		req.Limit = Limit{Rate: quota.N, Period: end.Sub(start)}
+		req.Window = Window{Start: start.UnixNano(), End: end.UnixNano()}
+	}
+	key, err := ru.Key(r)
+	switch {
+	case err != nil && ru.onKeyError == RejectKeyError:
+		return req, keyFailed, err
 	case err != nil:
 		req.Rule = ru.noKeyRule
 	default:
 		req.Key = compactKey(key)
 	}
-	if ru.costFunc != nil {
-		req.Cost = min(max(ru.costFunc(r), 1), ru.limit.Capacity())
+	if ru.Cost != nil {
+		req.Cost = min(max(ru.Cost(r), 1), max(req.Limit.Capacity(), 1))
 	}
-	res, err := l.store.Take(r.Context(), req)
-	if err != nil {
-		if l.onError != nil {
-			l.onError(w, r, fmt.Errorf("ratelimit: store: %w", err))
-			return false
+	return req, applies, nil
+}
+
+// take asks the rule's store, within the time budget, and reports the
+// latency to observers.
+func (l *Limiter) take(r *http.Request, ru *rule, req *Request) (Result, error) {
+	ctx := r.Context()
+	if l.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
+	return ru.Store.Take(ctx, *req)
+}
+
+// storeFailed applies ru's FailurePolicy after err. It returns the fallback
+// store's result and a nil error when the fallback decided; otherwise a
+// non-nil error and whether the request may proceed (the response is
+// written when it may not).
+func (l *Limiter) storeFailed(w http.ResponseWriter, r *http.Request, ru *rule, req *Request, err error) (Result, bool, error) {
+	err = fmt.Errorf("%w: rule %q: %w", ErrStoreUnavailable, ru.Name, err)
+	if errors.Is(err, ErrInvalidRequest) || errors.Is(err, ErrInvalidLimit) {
+		// A LimitFunc or Cost produced something no store can enforce: a
+		// bug in the configuration, never a reason to let traffic through.
+		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: err, Request: r})
+		writeProblem(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
+		return Result{}, false, err
+	}
+	p := ru.OnStoreError
+	if p.mode == failFallback {
+		res, ferr := p.fallback.Take(r.Context(), *req)
+		if ferr == nil {
+			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: Fallback, Result: res, Err: err, Request: r})
+			return res, true, nil
 		}
-		return true
+		err = fmt.Errorf("%w (fallback: %w)", err, ferr)
 	}
-	var now time.Time
-	if l.headers&HeadersLegacy != 0 {
-		now = l.clock.Now()
+	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: err, Request: r})
+	if p.mode != failClosed || ru.Shadow {
+		return Result{}, true, err
 	}
-	l.writeHeaders(w.Header(), ru, &res, now, l.denied == nil && !res.Allowed)
-	if res.Allowed {
-		return true
+	l.failClosed(w, r, p.status, err)
+	return Result{}, false, err
+}
+
+func (l *Limiter) failClosed(w http.ResponseWriter, r *http.Request, status int, err error) {
+	if l.onError != nil {
+		l.onError(w, r, err)
+		return
 	}
+	h := w.Header()
+	h[hdrRetryAfter] = []string{"1"}
+	writeProblem(w, status, "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",
+		"The rate limiter is unavailable; retry shortly.")
+}
+
+func writeProblem(w http.ResponseWriter, status int, typ, detail string) {
+	h := w.Header()
+	h[hdrContentType] = []string{"application/problem+json"}
+	h[hdrCacheControl] = []string{"no-store"}
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"type":%q,"title":%q,"status":%d,"detail":%q}`+"\n", typ, http.StatusText(status), status, detail)
+}
+
+// deny writes a denial: the denied handler's, or 429 with body.
+func (l *Limiter) deny(w http.ResponseWriter, r *http.Request, body []byte, name string, res *Result, violated []string) {
 	if l.denied != nil {
-		d := &Decision{Rule: ru.name, Result: res}
+		if violated == nil {
+			violated = []string{name}
+		}
+		d := &Decision{Rule: name, Result: *res, Violated: violated}
 		l.denied.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
-		return false
+		return
 	}
 	w.WriteHeader(http.StatusTooManyRequests)
-	w.Write(l.problem)
-	return false
+	w.Write(body)
+}
+
+// releaser returns what Admit's caller runs when the request is done: the
+// release of a Concurrency slot that was taken, or nothing.
+func (l *Limiter) releaser(r *http.Request, ru *rule, req Request, res Result) func() {
+	if ru.Algorithm != Concurrency || !res.Allowed {
+		return noop
+	}
+	ctx := context.WithoutCancel(r.Context())
+	return func() { l.release(ctx, r, ru, req) }
+}
+
+func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, req Request) {
+	if l.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
+	if err := ru.Store.Return(ctx, req); err != nil {
+		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: fmt.Errorf("%w: releasing a slot: %w", ErrStoreUnavailable, err), Request: r})
+	}
+}
+
+func (l *Limiter) keyFailed(w http.ResponseWriter, r *http.Request, ru *rule, err error) (func(), bool) {
+	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: KeyError, Err: err, Request: r})
+	h := w.Header()
+	h[hdrContentType] = []string{"application/problem+json"}
+	h[hdrCacheControl] = []string{"no-store"}
+	w.WriteHeader(ru.keyErrStatus)
+	w.Write(ru.keyProblem)
+	return noop, false
+}
+
+func (l *Limiter) observe(e Event) {
+	for _, o := range l.observers {
+		o.Observe(e)
+	}
+}
+
+// observeResult reports a decision; deniedAs is the outcome of a denial
+// (Denied, or ShadowDenied for a shadow rule).
+func (l *Limiter) observeResult(r *http.Request, ru *rule, res Result, deniedAs Outcome) {
+	if len(l.observers) == 0 {
+		return
+	}
+	o := Allowed
+	if !res.Allowed {
+		o = deniedAs
+	}
+	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: o, Result: res, Request: r})
 }
 
 // skip reports whether r is carved out or skipped by a predicate.
@@ -248,14 +577,6 @@ func compactKey(k string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func (l *Limiter) rejectKey(w http.ResponseWriter) {
-	h := w.Header()
-	h[hdrContentType] = []string{"application/problem+json"}
-	h[hdrCacheControl] = []string{"no-store"}
-	w.WriteHeader(l.keyErrStatus)
-	w.Write(l.keyProblem)
-}
-
 func keyProblemBody(status int) []byte {
 	return []byte(`{"type":"about:blank","title":` + strconv.Quote(http.StatusText(status)) +
 		`,"status":` + strconv.Itoa(status) + `,"detail":"The request carries no usable rate-limit key."}` + "\n")
@@ -264,8 +585,9 @@ func keyProblemBody(status int) []byte {
 // Decision is the limiter's verdict on a request, available to a denied
 // handler through DecisionFrom.
 type Decision struct {
-	Rule   string // the name of the rule that decided
-	Result Result
+	Rule     string   // the most restrictive rule that denied
+	Result   Result   // its result
+	Violated []string // every rule that denied, most restrictive first
 }
 
 type decisionKey struct{}
@@ -277,24 +599,48 @@ func DecisionFrom(r *http.Request) (*Decision, bool) {
 	return d, ok
 }
 
-// Allow reports whether one event for key fits now, and consumes it if so.
-// The error is non-nil when the store could not decide.
+// Allow reports whether one event for key fits now under every rule of the
+// limiter, and consumes it if so. The error is non-nil when a store could
+// not decide. With several rules, key is used for each (in its own rule's
+// namespace) and the result is the most restrictive.
 func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 	return l.AllowN(ctx, key, 1)
 }
 
 // AllowN reports whether n events for key fit now, and consumes them if so.
 // n must be between 0 (a query that consumes nothing) and the capacity.
+// Rules with a LimitFunc, Quota or QuotaFunc need a request and are skipped.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
-	return l.store.Take(ctx, l.request(key, n))
+	reqs, rules := l.keyRequests(key, n)
+	if len(reqs) == 1 {
+		return rules[0].Store.Take(ctx, reqs[0])
+	}
+	results := make([]Result, len(reqs))
+	if err := takeAll(ctx, rules, reqs, results); err != nil {
+		return Result{}, err
+	}
+	return results[mostRestrictive(results)], nil
 }
 
-// Return gives back n events for key, for example after a login attempt
-// that turned out to be valid.
+// Return gives back n events for key under every rule, for example after a
+// login attempt that turned out to be valid.
 func (l *Limiter) Return(ctx context.Context, key string, n int) error {
-	return l.store.Return(ctx, l.request(key, n))
+	reqs, rules := l.keyRequests(key, n)
+	var errs []error
+	for i := range reqs {
+		errs = append(errs, rules[i].Store.Return(ctx, reqs[i]))
+	}
+	return errors.Join(errs...)
 }
 
-func (l *Limiter) request(key string, n int) Request {
-	return Request{Rule: l.rule.name, Key: compactKey(key), Limit: l.rule.limit, Algorithm: l.rule.algorithm, Cost: n}
+func (l *Limiter) keyRequests(key string, n int) ([]Request, []*rule) {
+	var reqs []Request
+	var rules []*rule
+	for _, ru := range l.rules[:l.enforced] {
+		if ru.static {
+			reqs = append(reqs, Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: n})
+			rules = append(rules, ru)
+		}
+	}
+	return reqs, rules
 }

@@ -34,7 +34,9 @@ func newClock() *ratelimittest.Clock { return ratelimittest.NewClock(time.Time{}
 func TestHeadersAndDenial(t *testing.T) {
 	clock := newClock()
 	h := ratelimit.New(ratelimit.PerMinute(3), byPeer, ratelimit.WithClock(clock))(ok)
-	get := func() *ratelimittest.Response { return ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/api", "")) }
+	get := func() *ratelimittest.Response {
+		return ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/api", ""))
+	}
 
 	steps := []struct {
 		advance   time.Duration
@@ -304,14 +306,16 @@ func TestCostFunc(t *testing.T) {
 
 func TestConstructionPanics(t *testing.T) {
 	cases := map[string]func(){
-		"zero limit":        func() { ratelimit.New(ratelimit.Limit{}, byPeer) },
-		"negative rate":     func() { ratelimit.New(ratelimit.PerSecond(-1), byPeer) },
-		"rate above 1e9/s":  func() { ratelimit.New(ratelimit.PerSecond(2e9), byPeer) },
-		"nil key":           func() { ratelimit.New(ratelimit.PerSecond(1), nil) },
-		"bad name":          func() { ratelimit.WithName(`a"b`) },
-		"cost above burst":  func() { ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithCost(2)) },
-		"zero cost":         func() { ratelimit.WithCost(0) },
-		"burst with window": func() { ratelimit.New(ratelimit.PerSecond(1).WithBurst(5), byPeer, ratelimit.WithAlgorithm(ratelimit.FixedWindow)) },
+		"zero limit":       func() { ratelimit.New(ratelimit.Limit{}, byPeer) },
+		"negative rate":    func() { ratelimit.New(ratelimit.PerSecond(-1), byPeer) },
+		"rate above 1e9/s": func() { ratelimit.New(ratelimit.PerSecond(2e9), byPeer) },
+		"nil key":          func() { ratelimit.New(ratelimit.PerSecond(1), nil) },
+		"bad name":         func() { ratelimit.WithName(`a"b`) },
+		"cost above burst": func() { ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithCost(2)) },
+		"zero cost":        func() { ratelimit.WithCost(0) },
+		"burst with window": func() {
+			ratelimit.New(ratelimit.PerSecond(1).WithBurst(5), byPeer, ratelimit.WithAlgorithm(ratelimit.FixedWindow))
+		},
 		"relative carveout": func() { ratelimit.WithCarveOuts("healthz") },
 		"nil store":         func() { ratelimit.WithStore(nil) },
 		"nil next":          func() { ratelimit.New(ratelimit.PerSecond(1), byPeer)(nil) },

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Option configures a Limiter or the middleware New returns.
@@ -22,6 +23,12 @@ type config struct {
 	onError      func(http.ResponseWriter, *http.Request, error)
 	onKeyError   KeyErrorPolicy
 	keyErrStatus int
+	observers    []Observer
+	timeout      time.Duration
+	keyKind      string
+	shadow       bool
+	failure      FailurePolicy
+	ruleOpts     []string // rule-level options used, rejected by NewRules
 }
 
 func defaultConfig() config {
@@ -65,7 +72,7 @@ func WithName(name string) Option {
 	if !validPolicyName(name) {
 		panic(fmt.Sprintf("ratelimit: WithName(%q): use 1-64 letters, digits or -_.:/", name))
 	}
-	return func(c *config) { c.name = name }
+	return func(c *config) { c.name = name; c.ruleOpts = append(c.ruleOpts, "WithName") }
 }
 
 // WithAlgorithm selects the counting algorithm; GCRA unless set.
@@ -73,7 +80,7 @@ func WithAlgorithm(a Algorithm) Option {
 	if a >= numAlgorithms {
 		panic(fmt.Sprintf("ratelimit: WithAlgorithm(%v): unknown algorithm", a))
 	}
-	return func(c *config) { c.algorithm = a }
+	return func(c *config) { c.algorithm = a; c.ruleOpts = append(c.ruleOpts, "WithAlgorithm") }
 }
 
 // WithCost sets how many units each request consumes; 1 unless set. It must
@@ -82,7 +89,7 @@ func WithCost(n int) Option {
 	if n < 1 {
 		panic(fmt.Sprintf("ratelimit: WithCost(%d): cost must be at least 1", n))
 	}
-	return func(c *config) { c.cost = n }
+	return func(c *config) { c.cost = n; c.ruleOpts = append(c.ruleOpts, "WithCost") }
 }
 
 // WithCostFunc sets a per-request cost, for example 5 for a search. Its
@@ -92,7 +99,7 @@ func WithCostFunc(f func(*http.Request) int) Option {
 	if f == nil {
 		panic("ratelimit: WithCostFunc(nil)")
 	}
-	return func(c *config) { c.costFunc = f }
+	return func(c *config) { c.costFunc = f; c.ruleOpts = append(c.ruleOpts, "WithCostFunc") }
 }
 
 // WithHeaders selects the rate-limit fields written on limited responses:
@@ -138,10 +145,11 @@ func WithDeniedHandler(h http.Handler) Option {
 }
 
 // WithErrorHandler sets what happens when the store fails (Redis down, a
-// deadline passed): f owns the response, and the request does not reach the
-// next handler, so f fails closed (write 503 or 429). Without it the request
-// passes without rate-limit fields (fail open): a store outage never becomes
-// an API outage, and never a 429.
+// deadline passed) for a rule that fails closed: f owns the response instead
+// of the default RFC 9457 body. It also makes a single-rule limiter fail
+// closed, as if WithFailurePolicy(FailClosed(503)) were set. Without either,
+// the request passes without rate-limit fields (fail open): a store outage
+// never becomes an API outage, and never a 429.
 func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	if f == nil {
 		panic("ratelimit: WithErrorHandler(nil)")
@@ -179,4 +187,32 @@ func OnKeyErrorStatus(status int) Option {
 		panic(fmt.Sprintf("ratelimit: OnKeyErrorStatus(%d): use a 4xx or 5xx status", status))
 	}
 	return func(c *config) { c.keyErrStatus = status }
+}
+
+// WithFailurePolicy sets what the rule of New does when its store fails;
+// FailOpen unless set. With NewRules, set Rule.OnStoreError instead.
+func WithFailurePolicy(p FailurePolicy) Option {
+	return func(c *config) { c.failure = p; c.ruleOpts = append(c.ruleOpts, "WithFailurePolicy") }
+}
+
+// WithTimeout bounds each call to the store: a slow or hung store adds at
+// most d to a request, after which the rule's FailurePolicy applies. Zero
+// (the default) sets no bound beyond the request's own context; set one
+// with any networked store, for example 50*time.Millisecond with Redis.
+func WithTimeout(d time.Duration) Option {
+	if d < 0 {
+		panic(fmt.Sprintf("ratelimit: WithTimeout(%v): negative budget", d))
+	}
+	return func(c *config) { c.timeout = d }
+}
+
+// WithKeyKind labels the key of New's rule in events and metrics, such as
+// "ip" or "user"; "key" unless set.
+func WithKeyKind(kind string) Option {
+	return func(c *config) { c.keyKind = kind; c.ruleOpts = append(c.ruleOpts, "WithKeyKind") }
+}
+
+// WithShadow makes New's rule report without enforcing: see Rule.Shadow.
+func WithShadow() Option {
+	return func(c *config) { c.shadow = true; c.ruleOpts = append(c.ruleOpts, "WithShadow") }
 }

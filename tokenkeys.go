@@ -11,7 +11,15 @@ import (
 	"sync"
 )
 
-// Token keys
+const (
+	tokenPrefix = "sha256:"
+	hmacPrefix  = "hmac-sha256:"
+	digestBytes = 16 // 128 bits
+)
+
+// TokenOption configures ByBearerToken and ByAPIKey.
+//
+// # Key format
 //
 // ByBearerToken and ByAPIKey never return the credential: they return a
 // digest of it, so that neither the store (Redis keys are visible to anyone
@@ -21,9 +29,10 @@ import (
 // shares its buckets.
 //
 // The key is "sha256:" followed by the first 128 bits of SHA-256(credential),
-// base64url-encoded without padding (22 characters), for example
-// "sha256:n4bQgYhMfWWaL-qgxVrQFa". 128 bits keep accidental collisions
-// out of reach (2^64 credentials before one is likely) in a short key.
+// base64url-encoded without padding (22 characters): the token
+// "s3cr3t-t0k3n" has the key "sha256:bkS7POnO99ehFojMDxoOwg". 128 bits keep
+// accidental collisions out of reach (about 2^64 credentials before one is
+// likely) in a short key.
 //
 // A plain digest of a low-entropy credential (a short PIN-like API key, an
 // email address) can be reversed by guessing. With HMACSecret the key is
@@ -39,14 +48,6 @@ import (
 // limiter after the middleware that verifies the credential (so invalid
 // tokens are rejected before they are counted), or add an IP-keyed rule next
 // to the token rule.
-
-const (
-	tokenPrefix = "sha256:"
-	hmacPrefix  = "hmac-sha256:"
-	digestBytes = 16 // 128 bits
-)
-
-// TokenOption configures ByBearerToken and ByAPIKey.
 type TokenOption func(*tokenOptions)
 
 type tokenOptions struct {
@@ -54,7 +55,7 @@ type tokenOptions struct {
 }
 
 // HMACSecret keys credentials by HMAC-SHA256 under secret instead of a plain
-// SHA-256, for credentials of low entropy; see "Token keys" above. The secret
+// SHA-256, for credentials of low entropy; see TokenOption. The secret
 // must be at least 16 bytes (32 random bytes recommended) and the same on
 // every instance. It panics on a shorter secret.
 func HMACSecret(secret []byte) TokenOption {
@@ -68,10 +69,12 @@ func HMACSecret(secret []byte) TokenOption {
 // tokenHasher turns credentials into keys.
 type tokenHasher struct {
 	prefix string
-	macs   *sync.Pool // of *macState; nil for plain SHA-256
+	states sync.Pool // of *hashState
 }
 
-type macState struct {
+// hashState is a reusable SHA-256 or HMAC-SHA256 with buffers, so that
+// hashing a credential of any length allocates nothing.
+type hashState struct {
 	h     hash.Hash
 	chunk [256]byte
 	sum   [sha256.Size]byte
@@ -85,50 +88,42 @@ func newTokenHasher(fn string, opts []TokenOption) *tokenHasher {
 		}
 		opt(&o)
 	}
-	if o.secret == nil {
-		return &tokenHasher{prefix: tokenPrefix}
+	t := &tokenHasher{prefix: tokenPrefix}
+	t.states.New = func() any { return &hashState{h: sha256.New()} }
+	if secret := o.secret; secret != nil {
+		t.prefix = hmacPrefix
+		t.states.New = func() any { return &hashState{h: hmac.New(sha256.New, secret)} }
 	}
-	secret := o.secret
-	return &tokenHasher{
-		prefix: hmacPrefix,
-		macs: &sync.Pool{New: func() any {
-			return &macState{h: hmac.New(sha256.New, secret)}
-		}},
-	}
+	return t
 }
 
 // key returns the key of credential c: prefix + base64url(digest[:16]). It
 // allocates only the returned string.
 func (t *tokenHasher) key(c string) string {
-	var sum [sha256.Size]byte
-	if t.macs == nil {
-		sum = sha256.Sum256([]byte(c))
-	} else {
-		m := t.macs.Get().(*macState)
-		m.h.Reset()
-		for len(c) > 0 {
-			n := copy(m.chunk[:], c)
-			m.h.Write(m.chunk[:n])
-			c = c[n:]
-		}
-		sum = [sha256.Size]byte(m.h.Sum(m.sum[:0]))
-		t.macs.Put(m)
+	s := t.states.Get().(*hashState)
+	s.h.Reset()
+	for len(c) > 0 {
+		n := copy(s.chunk[:], c)
+		s.h.Write(s.chunk[:n])
+		c = c[n:]
 	}
-	var buf [32]byte
+	sum := s.h.Sum(s.sum[:0])
+	var buf [48]byte // the longest prefix and 22 characters
 	n := copy(buf[:], t.prefix)
 	base64.RawURLEncoding.Encode(buf[n:], sum[:digestBytes])
+	t.states.Put(s)
 	return string(buf[:n+base64.RawURLEncoding.EncodedLen(digestBytes)])
 }
 
 // ByBearerToken keys requests by the bearer token of their Authorization
 // header (RFC 6750: "Authorization: Bearer <token>", the scheme matched
-// case-insensitively), hashed as described under "Token keys": the token is
+// case-insensitively), hashed as described under TokenOption: the token is
 // never returned in clear.
 //
 // A missing Authorization header, another scheme, an empty or malformed token
 // (not RFC 7235 token68 syntax), or more than one Authorization line gives an
 // error wrapping ErrNoKey. The token is not verified: see "Verify before you
-// count". It panics on a nil option.
+// count" under TokenOption. It panics on a nil option.
 func ByBearerToken(opts ...TokenOption) KeyFunc {
 	h := newTokenHasher("ByBearerToken", opts)
 	errMissing := fmt.Errorf("%w: ByBearerToken: no Authorization header", ErrNoKey)
@@ -157,12 +152,12 @@ func ByBearerToken(opts ...TokenOption) KeyFunc {
 }
 
 // ByAPIKey keys requests by the API key in header (such as "X-API-Key"),
-// hashed as described under "Token keys": the key is never returned in clear.
+// hashed as described under TokenOption: the key is never returned in clear.
 //
 // A missing or empty header, one sent on more than one line, or a value with
 // anything but visible ASCII characters gives an error wrapping ErrNoKey. The
-// key is not verified: see "Verify before you count". ByAPIKey panics if
-// header is not a valid header name, or on a nil option.
+// key is not verified: see "Verify before you count" under TokenOption.
+// ByAPIKey panics if header is not a valid header name, or on a nil option.
 //
 // Keys passed in the URL query are deliberately not supported: URLs end up in
 // access logs, browser history and Referer headers. Move them to a header.

@@ -253,7 +253,7 @@ var storeCases = []struct {
 		}{
 			{gcra("k", ratelimit.PerSecond(10), -1), ratelimit.ErrInvalidRequest},
 			{gcra("k", ratelimit.PerSecond(10), 11), ratelimit.ErrInvalidRequest},
-			{gcra("k", ratelimit.PerSecond(10), 1 << 40), ratelimit.ErrInvalidRequest},
+			{gcra("k", ratelimit.PerSecond(10), 1<<40), ratelimit.ErrInvalidRequest},
 			{gcra("k", ratelimit.Limit{}, 1), ratelimit.ErrInvalidLimit},
 			{gcra("k", ratelimit.PerSecond(-5), 1), ratelimit.ErrInvalidLimit},
 			{gcra("k", ratelimit.Limit{Rate: 1, Period: -time.Second}, 1), ratelimit.ErrInvalidLimit},
@@ -369,4 +369,3 @@ var storeCases = []struct {
 		}
 	}},
 }
-

@@ -2,7 +2,10 @@ module github.com/sluicehq/ratelimit/adapters/gin
 
 go 1.25.0
 
-require github.com/sluicehq/ratelimit v0.0.0
+require (
+	github.com/gin-gonic/gin v1.12.0
+	github.com/sluicehq/ratelimit v0.0.0
+)
 
 require (
 	github.com/bytedance/gopkg v0.1.3 // indirect
@@ -11,7 +14,6 @@ require (
 	github.com/cloudwego/base64x v0.1.6 // indirect
 	github.com/gabriel-vasile/mimetype v1.4.12 // indirect
 	github.com/gin-contrib/sse v1.1.0 // indirect
-	github.com/gin-gonic/gin v1.12.0 // indirect
 	github.com/go-playground/locales v0.14.1 // indirect
 	github.com/go-playground/universal-translator v0.18.1 // indirect
 	github.com/go-playground/validator/v10 v10.30.1 // indirect

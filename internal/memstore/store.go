@@ -3,6 +3,7 @@ package memstore
 import (
 	"errors"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"runtime"
 	"sync"
@@ -48,7 +49,10 @@ type state interface {
 type shard[V state] struct {
 	mu sync.Mutex
 	m  map[uint64]V
-	_  [40]byte
+	// floor is at most the expiry of every entry: while now < floor the
+	// shard holds no expired entry and a full scan would find nothing.
+	floor int64
+	_     [32]byte
 }
 
 // Config sizes a Store.
@@ -83,7 +87,9 @@ func New(cfg Config) *Store {
 	}
 	for i := range s.gcra {
 		s.gcra[i].m = make(map[uint64]tat)
+		s.gcra[i].floor = math.MaxInt64
 		s.windows[i].m = make(map[uint64]window)
+		s.windows[i].floor = math.MaxInt64
 	}
 	if bitsN == 0 {
 		s.shift = 63 // one shard: every hash maps to index 0
@@ -169,42 +175,77 @@ func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int6
 	return res
 }
 
-// put stores v under h. A new key first makes room: it drops a few expired
-// entries, and when the shard is full it evicts the sampled entry that would
-// be full again soonest. Expired entries are equivalent to absent ones, so
-// while room remains no live state is ever lost.
+// put stores v under h. A new key first makes room; see makeRoom.
 func put[V state](sh *shard[V], capacity int, h uint64, v V, exists bool, now int64) {
 	if !exists {
 		makeRoom(sh, capacity, now)
 	}
+	set(sh, h, v)
+}
+
+// set stores v and keeps the shard's expiry floor a lower bound.
+func set[V state](sh *shard[V], h uint64, v V) {
 	sh.m[h] = v
+	sh.floor = min(sh.floor, v.expiry())
 }
 
 // sweepSample is how many entries an insertion examines. Go randomises
 // where each range over a map starts, so this is a random sample.
 const sweepSample = 4
 
+// makeRoom prepares the shard for a new key. Expired entries are equivalent
+// to absent ones, so they go first: each insertion drops the expired entries
+// of a small random sample, which keeps the shard tidy without a sweep.
+// When the shard is full and the sample freed nothing, but its floor says
+// some entry may have expired, the shard scans itself once (one shard, never
+// the whole store) and drops every expired entry. Only a shard full of live
+// entries evicts one: the entry that would be full again soonest, whose
+// state matters least. So no key that is still limited is ever reset while
+// an expired entry could make room.
 func makeRoom[V state](sh *shard[V], capacity int, now int64) {
-	full := len(sh.m) >= capacity
+	if len(sh.m) < capacity {
+		n := 0
+		for k, v := range sh.m {
+			if v.expiry() <= now {
+				delete(sh.m, k)
+			}
+			if n++; n == sweepSample {
+				break
+			}
+		}
+		return
+	}
+	if now >= sh.floor && scan(sh, now) {
+		return
+	}
+	// Full of live entries: evict the soonest-expiring of a sample.
 	var victim uint64
-	soonest, n := int64(0), 0
+	soonest, n := int64(math.MaxInt64), 0
 	for k, v := range sh.m {
-		if e := v.expiry(); e <= now {
-			delete(sh.m, k)
-			full = false
-		} else if n == 0 || e < soonest {
+		if e := v.expiry(); e < soonest {
 			victim, soonest = k, e
 		}
-		if n++; n >= sweepSample && !full {
-			return
-		}
-		if n >= 2*sweepSample {
+		if n++; n == 2*sweepSample {
 			break
 		}
 	}
-	if full && n > 0 {
-		delete(sh.m, victim)
+	delete(sh.m, victim)
+}
+
+// scan drops every expired entry of the shard, recomputes its floor, and
+// reports whether it freed any room.
+func scan[V state](sh *shard[V], now int64) bool {
+	before := len(sh.m)
+	floor := int64(math.MaxInt64)
+	for k, v := range sh.m {
+		if e := v.expiry(); e <= now {
+			delete(sh.m, k)
+		} else {
+			floor = min(floor, e)
+		}
 	}
+	sh.floor = floor
+	return len(sh.m) < before
 }
 
 // Return gives back r.Cost units of r's key.
@@ -215,7 +256,7 @@ func (s *Store) Return(r *Request, now int64) {
 		sh := &s.gcra[i]
 		sh.mu.Lock()
 		if old, ok := sh.m[h]; ok {
-			sh.m[h] = tat(gcraReturn(int64(old), now, r.Limit, r.Cost))
+			set(sh, h, tat(gcraReturn(int64(old), now, r.Limit, r.Cost)))
 		}
 		sh.mu.Unlock()
 		return
@@ -231,7 +272,7 @@ func (s *Store) Return(r *Request, now int64) {
 		default:
 			old = concurrencyReturn(old, now, r.Cost)
 		}
-		sh.m[h] = old
+		set(sh, h, old)
 	}
 	sh.mu.Unlock()
 }
@@ -331,7 +372,7 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 
 func restore[V state](sh *shard[V], h uint64, v V, existed bool) {
 	if existed {
-		sh.m[h] = v
+		set(sh, h, v)
 	} else {
 		delete(sh.m, h)
 	}

@@ -119,3 +119,9 @@ func (s *Store) ReturnAt(now time.Time, req ratelimit.Request) error {
 
 // Len returns the number of keys tracked, including expired keys not yet swept.
 func (s *Store) Len() int { return s.engine.Len() }
+
+// Local reports that the store answers from process memory, so a Limiter
+// checks its rules before those on networked stores.
+func (s *Store) Local() bool { return true }
+
+var _ ratelimit.LocalStore = (*Store)(nil)

@@ -1,0 +1,91 @@
+package ratelimitchi_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/sluicehq/ratelimit"
+	ratelimitchi "github.com/sluicehq/ratelimit/adapters/chi"
+)
+
+// A global limit in r.Use, a tighter limit on one route with r.With, and a
+// per-client, per-route limit for a group with r.Group.
+func Example() {
+	r := chi.NewRouter()
+
+	// Global: 100 requests a minute per client, for every route.
+	r.Use(ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
+		ratelimit.WithName("global")))
+
+	// Per route: 2 login attempts a minute per client.
+	r.With(ratelimit.New(ratelimit.PerMinute(2), ratelimit.ByIP(),
+		ratelimit.WithName("login"))).
+		Post("/login", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintln(w, "welcome")
+		})
+
+	// Per group: each client gets 30 requests a minute on each route of the
+	// group; /api/users/1 and /api/users/2 share the /api/users/{id} bucket.
+	// ByRoute needs the middleware inside r.Group (or r.With), where chi
+	// has matched the whole route.
+	r.Route("/api", func(r chi.Router) {
+		r.Group(func(r chi.Router) {
+			r.Use(ratelimit.New(ratelimit.PerMinute(30),
+				ratelimit.Keys(ratelimit.ByIP(), ratelimitchi.ByRoute()),
+				ratelimit.WithName("api")))
+			r.Get("/users/{id}", func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprintln(w, "user", chi.URLParam(r, "id"))
+			})
+		})
+	})
+
+	for range 3 {
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/login", nil))
+		fmt.Println(rec.Code, rec.Header().Get("RateLimit"))
+	}
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/users/7", nil))
+	fmt.Println(rec.Code, rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"))
+	// Output:
+	// 200 "login";r=1;t=30
+	// 200 "login";r=0;t=60
+	// 429 "login";r=0;t=30
+	// 200 "api";q=30;w=60 "api";r=29;t=2
+}
+
+// ByRoute in a group: every route of the group gets its own bucket, keyed by
+// the pattern chi matched.
+func ExampleByRoute() {
+	r := chi.NewRouter()
+	r.Group(func(r chi.Router) {
+		r.Use(ratelimit.New(ratelimit.PerMinute(1), ratelimitchi.ByRoute()))
+		r.Get("/users/{id}", func(w http.ResponseWriter, r *http.Request) {})
+		r.Get("/items/{id}", func(w http.ResponseWriter, r *http.Request) {})
+	})
+	for _, path := range []string{"/users/1", "/users/2", "/items/1"} {
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		fmt.Println(path, rec.Code)
+	}
+	// Output:
+	// /users/1 200
+	// /users/2 429
+	// /items/1 200
+}
+
+// In r.Use of the top router chi has not matched a route yet: ByRoute
+// refuses to guess, and the limiter's key-error policy answers 400.
+func ExampleByRoute_wrongPlacement() {
+	r := chi.NewRouter()
+	r.Use(ratelimit.New(ratelimit.PerMinute(1), ratelimitchi.ByRoute())) // wrong place
+	r.Get("/users/{id}", func(w http.ResponseWriter, r *http.Request) {})
+
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/users/1", nil))
+	fmt.Println(rec.Code)
+	// Output:
+	// 400
+}

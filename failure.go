@@ -1,0 +1,71 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// FailurePolicy is what a rule does when its store cannot decide: Redis is
+// down, slow past the time budget, or the circuit breaker is open. The zero
+// value is FailOpen.
+//
+//	policy              the request                 guarantees
+//	FailOpen            passes, without fields      availability; no limit during the outage
+//	FailClosed(status)  gets status (429 or 503)    the limit is never exceeded; availability is lost
+//	FallbackTo(store)   is checked against store    a limit always applies (a local one, per instance)
+//
+// A store error never becomes a 429 unless the rule fails closed with 429.
+type FailurePolicy struct {
+	mode     failMode
+	status   int
+	fallback Store
+}
+
+type failMode uint8
+
+const (
+	failOpen failMode = iota
+	failClosed
+	failFallback
+)
+
+// FailOpen lets requests through when the store fails: an outage of the
+// limiter's store never becomes an outage of the API. The default.
+var FailOpen = FailurePolicy{}
+
+// FailClosed answers status (http.StatusTooManyRequests or
+// http.StatusServiceUnavailable) with an RFC 9457 body when the store fails.
+// It panics on any other status.
+func FailClosed(status int) FailurePolicy {
+	if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
+		panic(fmt.Sprintf("ratelimit: FailClosed(%d): use 429 or 503", status))
+	}
+	return FailurePolicy{mode: failClosed, status: status}
+}
+
+// FallbackTo checks requests against store while the rule's own store fails,
+// typically a memory store with the fleet limit divided by the number of
+// instances (set by the rule's LimitFunc or a separate Limiter). If the
+// fallback fails too, the request passes.
+func FallbackTo(store Store) FailurePolicy {
+	if store == nil {
+		panic("ratelimit: FallbackTo(nil)")
+	}
+	return FailurePolicy{mode: failFallback, fallback: store}
+}
+
+// String describes the policy for events and logs.
+func (p FailurePolicy) String() string {
+	switch p.mode {
+	case failClosed:
+		return fmt.Sprintf("fail-closed(%d)", p.status)
+	case failFallback:
+		return "fallback"
+	}
+	return "fail-open"
+}
+
+// ErrStoreUnavailable is wrapped by errors reported for a store that failed;
+// errors.Is(err, ErrStoreUnavailable) tells store failures from bad requests.
+var ErrStoreUnavailable = errors.New("ratelimit: store unavailable")

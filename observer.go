@@ -1,0 +1,66 @@
+package ratelimit
+
+import (
+	"net/http"
+	"time"
+)
+
+// Outcome is what happened to a request under one rule.
+type Outcome uint8
+
+// The outcomes reported to an Observer.
+const (
+	Allowed      Outcome = iota // the rule admitted the request
+	Denied                      // the rule denied it (the response is a 429)
+	ShadowDenied                // a shadow rule would have denied it; it was admitted
+	Skipped                     // carved out or skipped by a predicate; no rule ran
+	KeyError                    // no key could be extracted; the key-error policy applied
+	StoreError                  // the store failed; the rule's FailurePolicy applied
+	Fallback                    // the store failed and the fallback store decided
+	numOutcomes
+)
+
+var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "skipped", "key_error", "store_error", "fallback"}
+
+// String returns the outcome's metrics label, e.g. "shadow_denied".
+func (o Outcome) String() string {
+	if o < numOutcomes {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Event describes one rule's decision on one request. Its fields are safe
+// to use as metric labels (bounded): the key itself is never included.
+type Event struct {
+	Rule    string        // the rule's name
+	KeyKind string        // the rule's KeyKind, e.g. "ip"
+	Outcome Outcome       // what happened
+	Result  Result        // the store's result, when it decided
+	Latency time.Duration // time spent in the store, or 0
+	Err     error         // for KeyError, StoreError and Fallback
+	Request *http.Request // the request; do not retain it
+}
+
+// Observer receives an Event for every decision of a Limiter. Observe is
+// called synchronously on the request path, possibly concurrently: keep it
+// fast and safe for concurrent use.
+type Observer interface {
+	Observe(e Event)
+}
+
+// ObserverFunc adapts a function to the Observer interface.
+type ObserverFunc func(e Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// WithObserver sends every decision to o: allowed, denied, shadow-denied,
+// skipped, key errors, store errors and fallbacks. See the ratelimitprom and
+// ratelimitotel packages for ready-made metrics.
+func WithObserver(o Observer) Option {
+	if o == nil {
+		panic("ratelimit: WithObserver(nil)")
+	}
+	return func(c *config) { c.observers = append(c.observers, o) }
+}
