@@ -348,9 +348,20 @@ const (
 	keyFailed     // the rule's KeyFunc failed
 )
 
-// request builds the store request for r under ru.
+// request builds the store request for r under ru. The key comes first, so
+// that a request without a key meets the key-error policy even under a rule
+// that would exempt it.
 func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
 	req := Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
+	key, err := ru.Key(r)
+	switch {
+	case err != nil && ru.onKeyError == RejectKeyError:
+		return req, keyFailed, err
+	case err != nil:
+		req.Rule = ru.noKeyRule
+	default:
+		req.Key = compactKey(key)
+	}
 	if ru.LimitFunc != nil {
 		limit, ok := ru.LimitFunc(r)
 		if !ok {
@@ -370,15 +381,6 @@ func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
 		start, end := quota.Window(now)
 		req.Limit = Limit{Rate: quota.N, Period: end.Sub(start)}
 		req.Window = Window{Start: start.UnixNano(), End: end.UnixNano()}
-	}
-	key, err := ru.Key(r)
-	switch {
-	case err != nil && ru.onKeyError == RejectKeyError:
-		return req, keyFailed, err
-	case err != nil:
-		req.Rule = ru.noKeyRule
-	default:
-		req.Key = compactKey(key)
 	}
 	if ru.Cost != nil {
 		req.Cost = min(max(ru.Cost(r), 1), max(req.Limit.Capacity(), 1))

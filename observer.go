@@ -16,7 +16,7 @@ const (
 	Skipped                     // carved out or skipped by a predicate; no rule ran
 	KeyError                    // no key could be extracted; the key-error policy applied
 	StoreError                  // the store failed; the rule's FailurePolicy applied
-	Fallback                    // the store failed and the fallback store decided
+	Fallback                    // the store failed and the fallback store decided (its Allowed or Denied follows)
 	numOutcomes
 )
 

@@ -132,9 +132,12 @@ type Plan struct {
 // resolve, picks its Plan, and the tenant key counts against that plan's
 // rate, quota and concurrency cap (rules "<name>-rate", "<name>-quota",
 // "<name>-concurrency"). Because the plan is looked up on every request, a
-// tenant whose plan changes gets the new limits on its next request, and its
-// usage so far carries over. A request whose tier is unknown or not in plans
-// is rejected by the key-error policy, never let through unlimited.
+// tenant whose plan changes gets the new limits on its next request. Quota
+// usage and requests in flight carry over; the rate bucket is kept per tenant
+// and tier, so a new plan starts with a full bucket (GCRA state is time, and
+// a debt under one rate would misread under another). A request whose tier is
+// unknown or not in plans is rejected by the key-error policy, never let
+// through unlimited.
 func Tiers(name string, tenant KeyFunc, resolve func(*http.Request) (tier string, ok bool), plans map[string]Plan) []Rule {
 	if tenant == nil || resolve == nil || len(plans) == 0 {
 		panic("ratelimit: Tiers needs a tenant key, a resolver and at least one plan")
@@ -166,8 +169,16 @@ func Tiers(name string, tenant KeyFunc, resolve func(*http.Request) (tier string
 		}
 		return tenant(r)
 	}
+	rateKey := func(r *http.Request) (string, error) {
+		tier, ok := resolve(r)
+		if _, known := plans[tier]; !ok || !known {
+			return "", fmt.Errorf("%w: no plan for this request's tier", ErrNoKey)
+		}
+		k, err := tenant(r)
+		return tier + "\x00" + k, err
+	}
 	return []Rule{
-		{Name: name + "-rate", Key: key, KeyKind: "tenant", LimitFunc: func(r *http.Request) (Limit, bool) {
+		{Name: name + "-rate", Key: rateKey, KeyKind: "tenant", LimitFunc: func(r *http.Request) (Limit, bool) {
 			p, ok := plan(r)
 			return p.Rate, ok && !p.Rate.isZero()
 		}},
