@@ -206,3 +206,10 @@ func clonePlans(m map[string]Plan) map[string]Plan {
 }
 
 func (l Limit) isZero() bool { return l == Limit{} }
+
+// Global returns a KeyFunc that puts every request in one bucket: a cap on
+// the whole service (per instance with a memory store, for the fleet with
+// Redis), usually stacked with per-client rules.
+func Global() KeyFunc {
+	return func(*http.Request) (string, error) { return "global", nil }
+}

@@ -1,0 +1,114 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores/memory"
+)
+
+// flakyStore fails while down is set and counts the calls that reach it.
+type flakyStore struct {
+	ratelimit.Store
+	down  atomic.Bool
+	calls atomic.Int64
+}
+
+func (f *flakyStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit.Result, error) {
+	f.calls.Add(1)
+	if f.down.Load() {
+		return ratelimit.Result{}, errDown
+	}
+	return f.Store.Take(ctx, r)
+}
+
+func TestBreaker(t *testing.T) {
+	clock := newClock()
+	flaky := &flakyStore{Store: memory.New(memory.WithClock(clock))}
+	var mu sync.Mutex
+	var transitions []string
+	b := ratelimit.NewBreaker(flaky, ratelimit.BreakerConfig{
+		Failures: 3, Cooldown: time.Second, MaxCooldown: 4 * time.Second, Clock: clock,
+		OnStateChange: func(from, to ratelimit.BreakerState) {
+			mu.Lock()
+			transitions = append(transitions, from.String()+"->"+to.String())
+			mu.Unlock()
+		},
+	})
+	req := ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(100), Cost: 1}
+	take := func() error { _, err := b.Take(context.Background(), req); return err }
+
+	flaky.down.Store(true)
+	for i := 0; i < 3; i++ {
+		if err := take(); !errors.Is(err, errDown) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if b.State() != ratelimit.BreakerOpen {
+		t.Fatalf("after 3 failures: %v", b.State())
+	}
+	calls := flaky.calls.Load()
+	for i := 0; i < 100; i++ {
+		if err := take(); !errors.Is(err, ratelimit.ErrCircuitOpen) || !errors.Is(err, ratelimit.ErrStoreUnavailable) {
+			t.Fatalf("open circuit: %v", err)
+		}
+	}
+	if flaky.calls.Load() != calls {
+		t.Fatal("an open circuit still called the store")
+	}
+	// After the cooldown one probe goes through; it fails: twice the cooldown.
+	clock.Advance(time.Second)
+	if err := take(); !errors.Is(err, errDown) {
+		t.Fatalf("probe: %v", err)
+	}
+	clock.Advance(1500 * time.Millisecond)
+	if err := take(); !errors.Is(err, ratelimit.ErrCircuitOpen) {
+		t.Fatalf("within the doubled cooldown: %v", err)
+	}
+	// The store recovers: the next probe closes the circuit.
+	flaky.down.Store(false)
+	clock.Advance(500 * time.Millisecond)
+	if err := take(); err != nil {
+		t.Fatalf("successful probe: %v", err)
+	}
+	if b.State() != ratelimit.BreakerClosed {
+		t.Fatalf("after a good probe: %v", b.State())
+	}
+	// Invalid requests are not store failures.
+	for i := 0; i < 10; i++ {
+		b.Take(context.Background(), ratelimit.Request{Key: "k", Cost: 1})
+	}
+	if b.State() != ratelimit.BreakerClosed {
+		t.Fatal("invalid requests opened the circuit")
+	}
+	want := "closed->open open->half-open half-open->open open->half-open half-open->closed"
+	if got := strings.Join(transitions, " "); got != want {
+		t.Fatalf("transitions %q, want %q", got, want)
+	}
+}
+
+func TestBreakerWithFallbackRule(t *testing.T) {
+	clock := newClock()
+	flaky := &flakyStore{Store: memory.New(memory.WithClock(clock))}
+	flaky.down.Store(true)
+	b := ratelimit.NewBreaker(flaky, ratelimit.BreakerConfig{Failures: 2, Clock: clock})
+	local := memory.New(memory.WithClock(clock))
+	h := ratelimit.NewRules([]ratelimit.Rule{{
+		Name: "fleet", Limit: ratelimit.PerMinute(3), Key: byPeer, Store: b, OnStoreError: ratelimit.FallbackTo(local),
+	}})(ok)
+	n, _ := ratelimittest.FirstLimited(h, 10, func() *http.Request { return ratelimittest.NewRequest("GET", "/", "") })
+	if n != 4 {
+		t.Fatalf("with Redis down the local fallback limits: first 429 at %d, want 4", n)
+	}
+	if got := flaky.calls.Load(); got != 2 {
+		t.Fatalf("the open circuit let %d calls reach the failing store, want 2", got)
+	}
+}
