@@ -26,10 +26,10 @@ type batch struct {
 type ruleState uint8
 
 const (
-	pending   ruleState = iota // not sent (a cheaper rule already denied)
-	decided                    // res holds the store's (or fallback's) decision
-	openFail                   // the store failed and the rule failed open
-	consumed                   // decided, allowed, and later undone by compensation
+	pending  ruleState = iota // not sent (a cheaper rule already denied)
+	decided                   // res holds the store's (or fallback's) decision
+	openFail                  // the store failed and the rule failed open
+	consumed                  // decided, allowed, and later undone by compensation
 )
 
 func (b *batch) add(ru *rule, req Request) {

@@ -76,8 +76,8 @@ type CalendarUnit uint8
 
 // The calendar units of a Quota.
 const (
-	Day CalendarUnit = iota + 1
-	Week                // starting on Monday
+	Day  CalendarUnit = iota + 1
+	Week              // starting on Monday
 	Month
 )
 
