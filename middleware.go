@@ -315,18 +315,20 @@ func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (fu
 	case use == keyFailed:
 		return l.keyFailed(w, r, ru, err)
 	}
+	start := l.startTimer()
 	res, err := l.take(r, ru, &req)
+	lat := l.since(start)
 	if err != nil {
 		var proceed bool
-		if res, proceed, err = l.storeFailed(w, r, ru, &req, err); err != nil {
+		if res, proceed, err = l.storeFailed(w, r, ru, &req, err, lat); err != nil {
 			return noop, proceed
 		}
 	}
 	if ru.Shadow {
-		l.observeResult(r, ru, res, ShadowDenied)
+		l.observeResult(r, ru, res, ShadowDenied, lat)
 		return l.releaser(r, ru, req, res), true
 	}
-	l.observeResult(r, ru, res, Denied)
+	l.observeResult(r, ru, res, Denied, lat)
 	policy := l.policyHeader
 	if policy == "" {
 		policy = policyItem(ru.Name, req.Limit)
@@ -404,12 +406,12 @@ func (l *Limiter) take(r *http.Request, ru *rule, req *Request) (Result, error) 
 // store's result and a nil error when the fallback decided; otherwise a
 // non-nil error and whether the request may proceed (the response is
 // written when it may not).
-func (l *Limiter) storeFailed(w http.ResponseWriter, r *http.Request, ru *rule, req *Request, err error) (Result, bool, error) {
+func (l *Limiter) storeFailed(w http.ResponseWriter, r *http.Request, ru *rule, req *Request, err error, lat time.Duration) (Result, bool, error) {
 	err = fmt.Errorf("%w: rule %q: %w", ErrStoreUnavailable, ru.Name, err)
 	if errors.Is(err, ErrInvalidRequest) || errors.Is(err, ErrInvalidLimit) {
 		// A LimitFunc or Cost produced something no store can enforce: a
 		// bug in the configuration, never a reason to let traffic through.
-		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: err, Request: r})
+		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: err, Latency: lat, Request: r})
 		writeProblem(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
 		return Result{}, false, err
 	}
@@ -417,12 +419,12 @@ func (l *Limiter) storeFailed(w http.ResponseWriter, r *http.Request, ru *rule, 
 	if p.mode == failFallback {
 		res, ferr := p.fallback.Take(r.Context(), *req)
 		if ferr == nil {
-			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: Fallback, Result: res, Err: err, Request: r})
+			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: Fallback, Result: res, Err: err, Latency: lat, Request: r})
 			return res, true, nil
 		}
 		err = fmt.Errorf("%w (fallback: %w)", err, ferr)
 	}
-	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: err, Request: r})
+	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: err, Latency: lat, Request: r})
 	if p.mode != failClosed || ru.Shadow {
 		return Result{}, true, err
 	}
@@ -502,7 +504,7 @@ func (l *Limiter) observe(e Event) {
 
 // observeResult reports a decision; deniedAs is the outcome of a denial
 // (Denied, or ShadowDenied for a shadow rule).
-func (l *Limiter) observeResult(r *http.Request, ru *rule, res Result, deniedAs Outcome) {
+func (l *Limiter) observeResult(r *http.Request, ru *rule, res Result, deniedAs Outcome, lat time.Duration) {
 	if len(l.observers) == 0 {
 		return
 	}
@@ -510,7 +512,23 @@ func (l *Limiter) observeResult(r *http.Request, ru *rule, res Result, deniedAs 
 	if !res.Allowed {
 		o = deniedAs
 	}
-	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: o, Result: res, Request: r})
+	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: o, Result: res, Latency: lat, Request: r})
+}
+
+// startTimer and since measure store latency for observers, in real time,
+// and only when someone observes: reading the clock is not free.
+func (l *Limiter) startTimer() time.Time {
+	if len(l.observers) == 0 {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (l *Limiter) since(start time.Time) time.Duration {
+	if start.IsZero() {
+		return 0
+	}
+	return max(time.Since(start), 1) // an observed call never reports zero
 }
 
 // skip reports whether r is carved out or skipped by a predicate.

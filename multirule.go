@@ -16,6 +16,7 @@ type batch struct {
 	reqs  [MaxRules]Request
 	res   [MaxRules]Result
 	state [MaxRules]ruleState
+	lat   [MaxRules]time.Duration // store latency, when observed
 	// Scratch for one store call, which needs contiguous slices.
 	greqs [MaxRules]Request
 	gres  [MaxRules]Result
@@ -73,11 +74,14 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 				k++
 			}
 		}
+		start := l.startTimer()
 		err := l.takeGroup(r.Context(), b.rules[g].Store, b.greqs[:k], b.gres[:k])
+		lat := l.since(start)
 		for j := 0; j < k; j++ {
 			i := b.gidx[j]
+			b.lat[i] = lat
 			if err != nil {
-				res, proceed, ferr := l.storeFailed(w, r, b.rules[i], &b.reqs[i], err)
+				res, proceed, ferr := l.storeFailed(w, r, b.rules[i], &b.reqs[i], err, lat)
 				switch {
 				case ferr == nil:
 					b.res[i], b.state[i] = res, decided
@@ -100,13 +104,15 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 	// Shadow rules count on their own and never deny.
 	for i := enforced; i < b.n; i++ {
 		ru := b.rules[i]
+		start := l.startTimer()
 		res, err := l.take(r, ru, &b.reqs[i])
+		lat := l.since(start)
 		if err != nil {
-			l.storeFailed(w, r, ru, &b.reqs[i], err)
+			l.storeFailed(w, r, ru, &b.reqs[i], err, lat)
 			continue
 		}
 		b.res[i], b.state[i] = res, decided
-		l.observeResult(r, ru, res, ShadowDenied)
+		l.observeResult(r, ru, res, ShadowDenied, lat)
 	}
 
 	top := -1
@@ -114,7 +120,7 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 		if b.state[i] == pending || b.state[i] == openFail {
 			continue
 		}
-		l.observeResult(r, b.rules[i], b.res[i], Denied)
+		l.observeResult(r, b.rules[i], b.res[i], Denied, b.lat[i])
 		if top < 0 || moreRestrictive(&b.res[i], &b.res[top]) {
 			top = i
 		}

@@ -37,7 +37,7 @@ type Event struct {
 	KeyKind string        // the rule's KeyKind, e.g. "ip"
 	Outcome Outcome       // what happened
 	Result  Result        // the store's result, when it decided
-	Latency time.Duration // time spent in the store, or 0
+	Latency time.Duration // real time spent in the store call (shared by the rules of one call); 0 without a store call
 	Err     error         // for KeyError, StoreError and Fallback
 	Request *http.Request // the request; do not retain it
 }

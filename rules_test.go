@@ -421,3 +421,18 @@ func TestLimiterAllowSeveralRules(t *testing.T) {
 		t.Fatalf("most restrictive remaining: %+v", res)
 	}
 }
+
+func TestObserverLatency(t *testing.T) {
+	rec := &recorder{}
+	h := ratelimit.New(ratelimit.PerMinute(1), byPeer, ratelimit.WithObserver(ratelimit.ObserverFunc(func(e ratelimit.Event) {
+		if e.Latency <= 0 {
+			t.Errorf("%s event without latency", e.Outcome)
+		}
+		rec.Observe(e)
+	})))(ok)
+	ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
+	ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
+	if got := rec.outcomes(); got != "default:allowed default:denied" {
+		t.Fatalf("events %q", got)
+	}
+}
