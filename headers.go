@@ -115,10 +115,19 @@ func (l *Limiter) writeHeaders(h http.Header, policy string, top *rule, req *Req
 		h[key] = vals[i : i+1 : i+1]
 		i++
 	}
+	// The IETF fields are lists: a limiter nested in another (a tighter
+	// limit on one route) adds its member to the outer limiter's.
+	add := func(key, v string) {
+		if old := h[key]; len(old) > 0 {
+			h[key] = append(old[:len(old):len(old)], v)
+			return
+		}
+		set(key, v)
+	}
 	if l.headers&HeadersIETF != 0 {
-		set(hdrPolicy, policy)
+		add(hdrPolicy, policy)
 		var buf [96]byte
-		set(hdrRateLimit, string(appendRateLimit(buf[:0], top.quotedName, res)))
+		add(hdrRateLimit, string(appendRateLimit(buf[:0], top.quotedName, res)))
 	}
 	if l.headers&HeadersLegacy != 0 {
 		capText := top.capacityText

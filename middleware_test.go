@@ -360,3 +360,17 @@ func TestLimiterAllow(t *testing.T) {
 		t.Fatalf("AllowN(-1): %v", err)
 	}
 }
+
+func TestNestedLimitersListBothPolicies(t *testing.T) {
+	clock := newClock()
+	inner := ratelimit.New(ratelimit.PerMinute(2), byPeer, ratelimit.WithName("login"), ratelimit.WithClock(clock))(ok)
+	h := ratelimit.New(ratelimit.PerMinute(100), byPeer, ratelimit.WithName("per-ip"), ratelimit.WithClock(clock))(inner)
+	resp := ratelimittest.Do(h, ratelimittest.NewRequest("POST", "/login", ""))
+	policies, err := ratelimittest.ParsePolicies(resp.Header)
+	if err != nil || len(policies) != 2 || policies[0].Name != "per-ip" || policies[1].Name != "login" {
+		t.Fatalf("policies %+v, %v", policies, err)
+	}
+	if got := resp.Header.Values("RateLimit"); len(got) != 2 || got[1] != `"login";r=1;t=30` {
+		t.Fatalf("RateLimit lines %q", got)
+	}
+}
