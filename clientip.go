@@ -156,16 +156,18 @@ const (
 //     lump unrelated clients together;
 //   - more than MaxMembers members are trusted proxies.
 //
-// Nothing falls back: not to the leftmost member, not to another header, not
-// to RemoteAddr. A single-address header (SourceHeader) fails closed when it is
-// missing, repeated on several lines, or not one address.
+// Nothing falls back: not to the leftmost member, not to another header, and
+// not to the trusted peer's own address. A single-address header
+// (SourceHeader) fails closed when it is missing, repeated on several lines,
+// or not one address. A RemoteAddr that is not an IP address (a Unix socket)
+// fails closed whatever the headers say.
 //
 // # Bounded work
 //
 // The header is read from its end, a member at a time, without splitting it:
 // no allocation depends on its size, at most MaxMembers members are parsed,
 // and only the bytes of those members are read. A 100 KB header of 10,000
-// members costs the same as a short one.
+// members costs no more than its last MaxMembers members.
 type ClientIPConfig struct {
 	// TrustedProxies lists the proxies whose headers are believed: CIDR
 	// prefixes ("10.0.0.0/8", "2001:db8::/32") or single addresses
@@ -234,8 +236,8 @@ func NewClientIP(cfg ClientIPConfig) KeyFunc {
 //
 // trustedProxies are CIDR prefixes or single addresses, IPv4 or IPv6:
 //
-//	ratelimit.ByClientIP("10.0.0.0/8")                  // your load balancers
-//	ratelimit.ByClientIP(cloudflareRanges...)          // a CDN's published ranges
+//	ratelimit.ByClientIP("10.0.0.0/8")        // your load balancers
+//	ratelimit.ByClientIP(cloudflareRanges...) // a CDN's published ranges
 //
 // See ClientIPConfig for the trust model and what fails closed, and
 // NewClientIP to read RFC 7239 Forwarded instead, or to group addresses by

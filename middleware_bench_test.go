@@ -35,7 +35,7 @@ func BenchmarkMiddleware(b *testing.B) {
 					limit = ratelimit.PerHour(1)
 				}
 				next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
-				h := ratelimit.New(limit, byPeer)(next)
+				h := ratelimit.New(limit, ratelimit.ByIP())(next)
 				reqs := make([]*http.Request, keys)
 				for i := range reqs {
 					reqs[i] = httptest.NewRequest("GET", "/api/items", nil)

@@ -69,8 +69,12 @@ func HMACSecret(secret []byte) TokenOption {
 // tokenHasher turns credentials into keys.
 type tokenHasher struct {
 	prefix string
+	keyed  bool      // HMAC rather than plain SHA-256
 	states sync.Pool // of *hashState
 }
+
+// shortCredential is the longest credential hashed on the stack.
+const shortCredential = 512
 
 // hashState is a reusable SHA-256 or HMAC-SHA256 with buffers, so that
 // hashing a credential of any length allocates nothing.
@@ -91,7 +95,7 @@ func newTokenHasher(fn string, opts []TokenOption) *tokenHasher {
 	t := &tokenHasher{prefix: tokenPrefix}
 	t.states.New = func() any { return &hashState{h: sha256.New()} }
 	if secret := o.secret; secret != nil {
-		t.prefix = hmacPrefix
+		t.prefix, t.keyed = hmacPrefix, true
 		t.states.New = func() any { return &hashState{h: hmac.New(sha256.New, secret)} }
 	}
 	return t
@@ -100,18 +104,25 @@ func newTokenHasher(fn string, opts []TokenOption) *tokenHasher {
 // key returns the key of credential c: prefix + base64url(digest[:16]). It
 // allocates only the returned string.
 func (t *tokenHasher) key(c string) string {
-	s := t.states.Get().(*hashState)
-	s.h.Reset()
-	for len(c) > 0 {
-		n := copy(s.chunk[:], c)
-		s.h.Write(s.chunk[:n])
-		c = c[n:]
+	var sum [sha256.Size]byte
+	if !t.keyed && len(c) <= shortCredential {
+		// The common case: hash a copy on the stack, no pool round trip.
+		var b [shortCredential]byte
+		sum = sha256.Sum256(b[:copy(b[:], c)])
+	} else {
+		s := t.states.Get().(*hashState)
+		s.h.Reset()
+		for len(c) > 0 {
+			n := copy(s.chunk[:], c)
+			s.h.Write(s.chunk[:n])
+			c = c[n:]
+		}
+		sum = [sha256.Size]byte(s.h.Sum(s.sum[:0]))
+		t.states.Put(s)
 	}
-	sum := s.h.Sum(s.sum[:0])
 	var buf [48]byte // the longest prefix and 22 characters
 	n := copy(buf[:], t.prefix)
 	base64.RawURLEncoding.Encode(buf[n:], sum[:digestBytes])
-	t.states.Put(s)
 	return string(buf[:n+base64.RawURLEncoding.EncodedLen(digestBytes)])
 }
 

@@ -245,6 +245,16 @@ func FuzzParseHostPort(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		// ParseIP accepts exactly the IPv4 addresses netip accepts (its
+		// fast path must not be looser or stricter), except 0.0.0.0.
+		if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
+			b, canon, ok := ParseIP(s)
+			if ok != !a.IsUnspecified() || (ok && (b != a || !canon)) {
+				t.Fatalf("ParseIP(%q) = %v, %v, %v; netip says %v", s, b, canon, ok, a)
+			}
+		} else if _, _, ok := ParseIP(s); ok && err != nil && !strings.Contains(s, "%") {
+			t.Fatalf("ParseIP(%q) accepted what netip rejects: %v", s, err)
+		}
 		host, addr, canon, ok := ParseHostPort(s)
 		if !ok {
 			return

@@ -1,0 +1,75 @@
+// Package ratelimit is rate-limiting middleware for net/http: per client IP,
+// user, tenant, API key or route, on an in-process store or on Redis shared
+// by a fleet, with the IETF RateLimit header fields.
+//
+// # Quick start
+//
+// Limit every client IP to 100 requests a minute:
+//
+//	mux := http.NewServeMux()
+//	mux.HandleFunc("GET /api/items", listItems)
+//	limit := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP())
+//	http.ListenAndServe(":8080", limit(mux))
+//
+// Every limited response carries the rate-limit fields; a denied request
+// gets 429 Too Many Requests with Retry-After and an RFC 9457 problem body.
+// GET and HEAD requests for /healthz, /livez, /readyz and /metrics pass
+// untouched (see WithCarveOuts).
+//
+// # Choosing a key
+//
+// The key decides whose requests share a bucket, and so who can escape the
+// limit. ByIP uses the connecting peer and never reads a header: right when
+// clients connect directly. Behind a load balancer or CDN, use ByClientIP
+// with the proxies you trust, which walks X-Forwarded-For (or Forwarded) from
+// the right and stops at the first address you do not trust, so a client
+// cannot choose its own key. ByBearerToken and ByAPIKey key by credential
+// (hashed, never stored in clear), ByUser by the authenticated identity, and
+// Keys combines keys, for example a user on a route:
+//
+//	ratelimit.Keys(ratelimit.ByUser(userFromContext), ratelimit.ByRoute())
+//
+// ByRoute uses the matched pattern ("GET /users/{id}"), never the raw path,
+// so clients cannot mint keys. A request whose key cannot be extracted is
+// rejected with 400 by default, never let through; see OnKeyError.
+//
+// # Algorithms
+//
+// GCRA, the default, is a token bucket kept as one timestamp per key: Burst
+// requests at once, refilled smoothly at Rate per Period. SlidingWindow
+// weights the previous window's count; FixedWindow counts per calendar or
+// epoch-aligned window and suits quotas (see Quota, Daily, Monthly);
+// Concurrency caps requests in flight. Each reports exact Remaining,
+// RetryAfter and ResetAfter.
+//
+// # Several rules
+//
+// NewRules stacks rules on one request: a global cap, a per-IP limit, a
+// daily quota per API key, a concurrency cap per tenant. Every rule is
+// checked; a request is admitted only if all allow it, and a denial by one
+// rule consumes nothing from the others. Tiers builds the rules of a tiered
+// API from a plan per tenant. A Rule can run in Shadow mode, reporting to an
+// Observer without ever denying.
+//
+// # Headers
+//
+// By default each limited response carries the fields of
+// draft-ietf-httpapi-ratelimit-headers-10:
+//
+//	RateLimit-Policy: "default";q=100;w=60
+//	RateLimit: "default";r=42;t=17
+//
+// WithHeaders selects the legacy X-RateLimit-* fields instead, both, or none.
+//
+// # When the store fails
+//
+// A store error is never a denial unless you choose it. Each rule has a
+// FailurePolicy: FailOpen (the default), FailClosed(429 or 503), or
+// FallbackTo a local store. WithTimeout bounds every store call, and
+// NewBreaker stops calling a store that keeps failing and probes it back.
+//
+// # Testing
+//
+// Package ratelimittest has a fake Clock, request helpers for httptest, and
+// TestStore, the conformance suite every Store passes.
+package ratelimit
