@@ -1,0 +1,112 @@
+package memstore
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestMulDiv(t *testing.T) {
+	cases := []struct{ a, b, c, floor, ceil int64 }{
+		{10, 54, 60, 9, 9},
+		{7, 3, 2, 10, 11},
+		{1<<31 - 1, int64(30 * 24 * time.Hour), int64(30 * 24 * time.Hour), 1<<31 - 1, 1<<31 - 1},
+		{1<<31 - 1, math.MaxInt64, 1, math.MaxInt64, math.MaxInt64}, // saturates
+		{0, 5, 3, 0, 0},
+	}
+	for _, c := range cases {
+		if got := mulDiv(c.a, c.b, c.c); got != c.floor {
+			t.Errorf("mulDiv(%d, %d, %d) = %d, want %d", c.a, c.b, c.c, got, c.floor)
+		}
+		if got := mulDivCeil(c.a, c.b, c.c); got != c.ceil {
+			t.Errorf("mulDivCeil(%d, %d, %d) = %d, want %d", c.a, c.b, c.c, got, c.ceil)
+		}
+	}
+}
+
+func TestMod(t *testing.T) {
+	if mod(-1, 10) != 9 || mod(-10, 10) != 0 || mod(25, 10) != 5 {
+		t.Fatal("mod must be non-negative")
+	}
+}
+
+// TestGCRAUnevenInterval: 3 per second has an interval of 333,333,334ns
+// (rounded up), so three events never take less than a second.
+func TestGCRAUnevenInterval(t *testing.T) {
+	l := Limit{Rate: 3, Period: int64(time.Second), Capacity: 3}
+	var tat int64
+	now := int64(0)
+	var res Result
+	for i := 0; i < 3; i++ {
+		tat, res = gcra(tat, now, l, 1)
+		if !res.Allowed {
+			t.Fatalf("event %d denied", i)
+		}
+	}
+	_, res = gcra(tat, now, l, 1)
+	if res.Allowed || res.RetryAfter != 333_333_334 {
+		t.Fatalf("fourth event: %+v", res)
+	}
+	if _, res = gcra(tat, now+333_333_333, l, 1); res.Allowed {
+		t.Fatal("allowed a nanosecond early")
+	}
+	if _, res = gcra(tat, now+333_333_334, l, 1); !res.Allowed {
+		t.Fatal("denied on time")
+	}
+}
+
+// TestSlidingWindowHugeCounts runs a month-long sliding window at the
+// largest count: the weighted products exceed 64 bits and must stay exact.
+func TestSlidingWindowHugeCounts(t *testing.T) {
+	month := int64(30 * 24 * time.Hour)
+	l := Limit{Rate: 1<<31 - 1, Period: month, Capacity: 1<<31 - 1}
+	start := int64(1_800_000_000) * int64(time.Second)
+	start -= mod(start, month)
+	w, res := slidingWindow(window{}, start, l, l.Rate)
+	if !res.Allowed || res.Remaining != 0 {
+		t.Fatalf("filling the window: %+v", res)
+	}
+	// Half-way through the next window the previous count weighs half.
+	now := start + month + month/2
+	_, res = slidingWindow(w, now, l, 1)
+	if !res.Allowed || res.Remaining != l.Rate-1-(l.Rate+1)/2 {
+		t.Fatalf("half-way: %+v, want remaining %d", res, l.Rate-1-(l.Rate+1)/2)
+	}
+	_, res = slidingWindow(w, start+month, l, 1)
+	if res.Allowed || res.RetryAfter <= 0 || res.RetryAfter > month {
+		t.Fatalf("at the boundary: %+v", res)
+	}
+}
+
+func TestWindowsBefore1970(t *testing.T) {
+	l := Limit{Rate: 1, Period: int64(time.Minute), Capacity: 1}
+	now := -int64(90 * time.Second) // 1969-12-31T23:58:30Z
+	w, res := fixedWindow(window{}, now, l, 1, 0, 0)
+	if !res.Allowed || w.Expires != -int64(time.Minute) {
+		t.Fatalf("window end %d, want -60s: %+v", w.Expires, res)
+	}
+	if _, res = fixedWindow(w, now, l, 1, 0, 0); res.RetryAfter != int64(30*time.Second) {
+		t.Fatalf("retry after %v, want 30s", time.Duration(res.RetryAfter))
+	}
+}
+
+func TestSortUnique(t *testing.T) {
+	got := sortUnique([]int{5, 1, 5, 3, 1, 9})
+	want := []int{1, 3, 5, 9}
+	if len(got) != len(want) {
+		t.Fatalf("%v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("%v, want %v", got, want)
+		}
+	}
+}
+
+func TestTakeAllTooMany(t *testing.T) {
+	s := New(Config{})
+	reqs := make([]Request, MaxBatch+1)
+	if err := s.TakeAll(reqs, make([]Result, len(reqs)), 0); err != ErrTooManyRequests {
+		t.Fatalf("%v", err)
+	}
+}
