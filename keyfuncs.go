@@ -122,7 +122,9 @@ func ByUser(identity func(*http.Request) (string, bool)) KeyFunc {
 // A request without a pattern (no ServeMux route matched, or the router is not
 // a ServeMux) gives an error wrapping ErrNoKey; install the limiter inside the
 // mux, on the handlers it routes to, so that Pattern is set. For other
-// routers use ByRouteFunc or the framework adapter's route key.
+// routers use ByRouteFunc or the framework adapter's route key. With chi in
+// particular use ratelimitchi.ByRoute: chi sets Pattern one router at a
+// time, so inside a mounted subrouter Pattern holds only the mount ("/api/*").
 //
 // Combine it with a client key for per-client, per-route limits:
 // Keys(ByUser(f), ByRoute()).

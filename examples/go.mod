@@ -2,7 +2,15 @@ module github.com/sluicehq/ratelimit/examples
 
 go 1.25.0
 
-require github.com/sluicehq/ratelimit v0.0.0
+require (
+	github.com/gin-gonic/gin v1.12.0
+	github.com/go-chi/chi/v5 v5.5.0
+	github.com/labstack/echo/v4 v4.16.0
+	github.com/sluicehq/ratelimit v0.0.0
+	github.com/sluicehq/ratelimit/adapters/chi v0.0.0
+	github.com/sluicehq/ratelimit/adapters/echo v0.0.0
+	github.com/sluicehq/ratelimit/adapters/gin v0.0.0
+)
 
 require (
 	github.com/bytedance/gopkg v0.1.3 // indirect
@@ -12,8 +20,6 @@ require (
 	github.com/cloudwego/base64x v0.1.6 // indirect
 	github.com/gabriel-vasile/mimetype v1.4.12 // indirect
 	github.com/gin-contrib/sse v1.1.0 // indirect
-	github.com/gin-gonic/gin v1.12.0 // indirect
-	github.com/go-chi/chi/v5 v5.5.0 // indirect
 	github.com/go-playground/locales v0.14.1 // indirect
 	github.com/go-playground/universal-translator v0.18.1 // indirect
 	github.com/go-playground/validator/v10 v10.30.1 // indirect
@@ -21,7 +27,6 @@ require (
 	github.com/goccy/go-yaml v1.19.2 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
-	github.com/labstack/echo/v4 v4.16.0 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
 	github.com/leodido/go-urn v1.4.0 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
@@ -43,7 +48,13 @@ require (
 	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
 )
 
-replace github.com/sluicehq/ratelimit => ..
+replace (
+	github.com/sluicehq/ratelimit => ..
+	github.com/sluicehq/ratelimit/adapters/chi => ../adapters/chi
+	github.com/sluicehq/ratelimit/adapters/echo => ../adapters/echo
+	github.com/sluicehq/ratelimit/adapters/gin => ../adapters/gin
+)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/sluicehq/ratelimit"
@@ -41,19 +42,20 @@ func Example() {
 		})
 	})
 
+	// Each limiter a request passes reports its own policy in RateLimit.
 	for range 3 {
 		rec := httptest.NewRecorder()
 		r.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/login", nil))
-		fmt.Println(rec.Code, rec.Header().Get("RateLimit"))
+		fmt.Println(rec.Code, strings.Join(rec.Header().Values("RateLimit"), ", "))
 	}
 	rec := httptest.NewRecorder()
 	r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/users/7", nil))
-	fmt.Println(rec.Code, rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"))
+	fmt.Println(rec.Code, strings.Join(rec.Header().Values("RateLimit"), ", "))
 	// Output:
-	// 200 "login";r=1;t=30
-	// 200 "login";r=0;t=60
-	// 429 "login";r=0;t=30
-	// 200 "api";q=30;w=60 "api";r=29;t=2
+	// 200 "global";r=99;t=1, "login";r=1;t=30
+	// 200 "global";r=98;t=2, "login";r=0;t=60
+	// 429 "global";r=97;t=2, "login";r=0;t=30
+	// 200 "global";r=96;t=3, "api";r=29;t=2
 }
 
 // ByRoute in a group: every route of the group gets its own bucket, keyed by

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/sluicehq/ratelimit"
@@ -386,6 +387,19 @@ func BenchmarkAllow(b *testing.B) {
 		r.Get("/users/{id}", ok)
 		benchServe(b, r)
 	})
+	// A pattern ending in "*" costs a lookup in the mount cache.
+	b.Run("ByRouteWildcard", func(b *testing.B) {
+		r := chi.NewRouter()
+		r.Route("/users", func(r chi.Router) {
+			r.With(ratelimit.New(ratelimit.PerSecond(1e9), ratelimitchi.ByRoute())).Get("/*", ok)
+		})
+		benchServe(b, r)
+	})
+	b.Run("WildcardNoLimiter", func(b *testing.B) {
+		r := chi.NewRouter()
+		r.Route("/users", func(r chi.Router) { r.Get("/*", ok) })
+		benchServe(b, r)
+	})
 }
 
 func benchServe(b *testing.B, h http.Handler) {
@@ -403,3 +417,23 @@ type discard struct{ h http.Header }
 func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discard) WriteHeader(int)             {}
+
+// TestConcurrencyReleases: chi uses the core middleware, which releases
+// Concurrency slots when the handler returns.
+func TestConcurrencyReleases(t *testing.T) {
+	r := chi.NewRouter()
+	inner := 0
+	r.With(ratelimit.New(ratelimit.Limit{Rate: 1, Period: time.Minute}, ratelimitchi.ByRoute(),
+		ratelimit.WithAlgorithm(ratelimit.Concurrency))).
+		Get("/slow", func(w http.ResponseWriter, req *http.Request) {
+			if req.URL.Query().Get("nested") == "" {
+				inner = get(r, "/slow?nested=1").Code
+			}
+		})
+	if resp := get(r, "/slow"); resp.Code != http.StatusOK || inner != http.StatusTooManyRequests {
+		t.Fatalf("outer %d, inner %d; want 200 and 429", resp.Code, inner)
+	}
+	if resp := get(r, "/slow?nested=1"); resp.Code != http.StatusOK {
+		t.Fatalf("after the first request finished: %d, want 200", resp.Code)
+	}
+}

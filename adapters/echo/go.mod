@@ -2,10 +2,12 @@ module github.com/sluicehq/ratelimit/adapters/echo
 
 go 1.25.0
 
-require github.com/sluicehq/ratelimit v0.0.0
+require (
+	github.com/labstack/echo/v4 v4.16.0
+	github.com/sluicehq/ratelimit v0.0.0
+)
 
 require (
-	github.com/labstack/echo/v4 v4.16.0 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.22 // indirect
@@ -15,6 +17,7 @@ require (
 	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/sys v0.46.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
 )
 
 replace github.com/sluicehq/ratelimit => ../..

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/sluicehq/ratelimit"
@@ -31,19 +32,20 @@ func Example() {
 	r.POST("/login", ratelimitgin.New(ratelimit.PerMinute(2), ratelimit.ByIP(),
 		ratelimit.WithName("login")), func(c *gin.Context) { c.String(http.StatusOK, "welcome") })
 
+	// Each limiter a request passes reports its own policy in RateLimit.
 	for range 3 {
 		rec := httptest.NewRecorder()
 		r.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/login", nil))
-		fmt.Println(rec.Code, rec.Header().Get("RateLimit"))
+		fmt.Println(rec.Code, strings.Join(rec.Header().Values("RateLimit"), ", "))
 	}
 	rec := httptest.NewRecorder()
 	r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/users/7", nil))
-	fmt.Println(rec.Code, rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"))
+	fmt.Println(rec.Code, strings.Join(rec.Header().Values("RateLimit"), ", "))
 	// Output:
-	// 200 "login";r=1;t=30
-	// 200 "login";r=0;t=60
-	// 429 "login";r=0;t=30
-	// 200 "api";q=30;w=60 "api";r=29;t=2
+	// 200 "global";r=99;t=1, "login";r=1;t=30
+	// 200 "global";r=98;t=2, "login";r=0;t=60
+	// 429 "global";r=97;t=2, "login";r=0;t=30
+	// 200 "global";r=96;t=3, "api";r=29;t=2
 }
 
 // ByRoute keys by the gin route, so that every route has its own bucket

@@ -2,10 +2,12 @@
 //
 // New takes the same limits, key functions, stores and options as
 // ratelimit.New and returns a gin.HandlerFunc. It runs the core limiter
-// (ratelimit.Limiter.Decide): an allowed request gets the rate-limit fields
+// (ratelimit.Limiter.Admit): an allowed request gets the rate-limit fields
 // and goes on down the chain; a denied one gets the core's 429 (the same
 // fields, Retry-After, Cache-Control and RFC 9457 problem+json body) and the
 // chain is aborted with c.Abort. Nothing about limiting is reimplemented here.
+// (The middleware builds on ratelimit.Limiter.Admit, so Concurrency limits
+// release their slot when the rest of the chain returns.)
 //
 // # Global, per-group and per-route limits
 //
@@ -47,8 +49,9 @@
 // # Store errors
 //
 // By default a store failure lets the request through without rate-limit
-// fields (fail open). With ratelimit.WithErrorHandler the handler writes the
-// response (503, say) and the chain is aborted (fail closed).
+// fields (fail open). With ratelimit.WithFailurePolicy(ratelimit.FailClosed(503))
+// the core answers 503, and with ratelimit.WithErrorHandler the handler
+// writes the response; either way the chain is aborted (fail closed).
 package ratelimitgin
 
 import (
@@ -85,11 +88,17 @@ func Middleware(l *ratelimit.Limiter) gin.HandlerFunc {
 		if fp := c.FullPath(); r.Pattern != fp {
 			r.Pattern = fp
 		}
-		if !l.Decide(c.Writer, r) {
-			// Decide wrote the response: 429, key error, denied handler or
-			// error handler.
+		done, ok := l.Admit(c.Writer, r)
+		if !ok {
+			// Admit wrote the response: 429, key error, denied handler or
+			// fail-closed store error.
 			c.Abort()
+			return
 		}
+		// done releases Concurrency slots once the rest of the chain has
+		// run; for other algorithms it does nothing.
+		defer done()
+		c.Next()
 	}
 }
 
