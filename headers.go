@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // HeaderStyle selects the rate-limit fields written on limited responses.
@@ -87,32 +88,48 @@ func delay(res *Result) int64 {
 // retryAfter is the Retry-After value of a denial: at least one second.
 func retryAfter(res *Result) int64 { return max(1, seconds(res.RetryAfter)) }
 
+// fields holds the values of one response's rate-limit fields: the slices
+// the header map points to and the bytes of the values formatted for this
+// response, in a single allocation.
+// It is sized for the default fields of a denial (five values, 160 bytes in
+// all); legacy fields or long policy names spill into separate allocations.
+type fields struct {
+	vals [5]string
+	buf  [72]byte
+	n    int // bytes of buf used
+}
+
+// format appends the bytes written by f to the buffer and returns them as a
+// string sharing the buffer's memory. The bytes are never written again, so
+// the string is immutable like any other.
+func (fs *fields) format(f func([]byte) []byte) string {
+	b := f(fs.buf[fs.n:fs.n:len(fs.buf)])
+	if len(b) == 0 {
+		return ""
+	}
+	if &b[0] != &fs.buf[fs.n] { // did not fit: append reallocated
+		return string(b)
+	}
+	fs.n += len(b)
+	return unsafe.String(&b[0], len(b))
+}
+
 // writeHeaders sets the rate-limit fields for res (the most restrictive
 // rule's decision) and, when denied, Retry-After, Cache-Control and
-// Content-Type. All values share one backing array: one allocation for the
-// slices, one for the RateLimit value.
+// Content-Type, with one allocation in all.
 func (l *Limiter) writeHeaders(h http.Header, policy string, top *rule, req *Request, res *Result, now time.Time, problem bool) {
-	n := 0
-	if l.headers&HeadersIETF != 0 {
-		n += 2
-	}
-	if l.headers&HeadersLegacy != 0 {
-		n += 3
-	}
-	if !res.Allowed {
-		n += 2
-		if problem {
-			n++
-		}
-	}
-	if n == 0 {
+	if l.headers == HeadersNone && res.Allowed {
 		return
 	}
-	vals := make([]string, n)
+	fs := new(fields)
 	i := 0
 	set := func(key, v string) {
-		vals[i] = v
-		h[key] = vals[i : i+1 : i+1]
+		if i == len(fs.vals) {
+			h[key] = []string{v}
+			return
+		}
+		fs.vals[i] = v
+		h[key] = fs.vals[i : i+1 : i+1]
 		i++
 	}
 	// The IETF fields are lists: a limiter nested in another (a tighter
@@ -126,8 +143,7 @@ func (l *Limiter) writeHeaders(h http.Header, policy string, top *rule, req *Req
 	}
 	if l.headers&HeadersIETF != 0 {
 		add(hdrPolicy, policy)
-		var buf [96]byte
-		add(hdrRateLimit, string(appendRateLimit(buf[:0], top.quotedName, res)))
+		add(hdrRateLimit, fs.format(func(b []byte) []byte { return appendRateLimit(b, top.quotedName, res) }))
 	}
 	if l.headers&HeadersLegacy != 0 {
 		capText := top.capacityText
@@ -135,15 +151,16 @@ func (l *Limiter) writeHeaders(h http.Header, policy string, top *rule, req *Req
 			capText = strconv.Itoa(req.Limit.Capacity())
 		}
 		set(hdrLimit, capText)
-		set(hdrRemaining, strconv.Itoa(max(0, res.Remaining)))
+		set(hdrRemaining, fs.format(func(b []byte) []byte { return strconv.AppendInt(b, int64(max(0, res.Remaining)), 10) }))
 		reset := now.Add(res.ResetAfter)
 		if !res.Allowed {
 			reset = now.Add(res.RetryAfter)
 		}
-		set(hdrReset, strconv.FormatInt((reset.UnixNano()+int64(time.Second)-1)/int64(time.Second), 10))
+		unix := (reset.UnixNano() + int64(time.Second) - 1) / int64(time.Second)
+		set(hdrReset, fs.format(func(b []byte) []byte { return strconv.AppendInt(b, unix, 10) }))
 	}
 	if !res.Allowed {
-		set(hdrRetryAfter, strconv.FormatInt(retryAfter(res), 10))
+		set(hdrRetryAfter, fs.format(func(b []byte) []byte { return strconv.AppendInt(b, retryAfter(res), 10) }))
 		set(hdrCacheControl, "no-store")
 		if problem {
 			set(hdrContentType, "application/problem+json")

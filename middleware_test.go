@@ -374,3 +374,56 @@ func TestNestedLimitersListBothPolicies(t *testing.T) {
 		t.Fatalf("RateLimit lines %q", got)
 	}
 }
+
+// TestAllocations holds the request path to its allocation budget: one
+// allocation (the response fields) on the allow and the deny path, with an
+// IPv4 client and the default headers. DESIGN.md allows three.
+func TestAllocations(t *testing.T) {
+	if testing.Short() {
+		t.Skip()
+	}
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	for _, tc := range []struct {
+		name  string
+		limit ratelimit.Limit
+		code  int
+	}{
+		{"allow", ratelimit.Limit{Rate: 1e9, Period: time.Second}, 200},
+		{"deny", ratelimit.PerHour(1), 429},
+	} {
+		h := ratelimit.New(tc.limit, ratelimit.ByIP())(next)
+		req := ratelimittest.NewRequest("GET", "/api", "198.51.100.7:5555")
+		w := &discardWriter{h: make(http.Header)}
+		h.ServeHTTP(w, req)
+		allocs := testing.AllocsPerRun(200, func() {
+			clear(w.h)
+			h.ServeHTTP(w, req)
+		})
+		if w.code != tc.code || allocs > 1 {
+			t.Errorf("%s path: status %d, %.1f allocs per request, want %d and at most 1", tc.name, w.code, allocs, tc.code)
+		}
+	}
+}
+
+func TestAllFieldsOnDenial(t *testing.T) {
+	clock := newClock()
+	h := ratelimit.New(ratelimit.PerMinute(1), byPeer, ratelimit.WithClock(clock),
+		ratelimit.WithName("a-rather-long-policy-name-that-does-not-fit-the-small-buffer-012"),
+		ratelimit.WithHeaders(ratelimit.HeadersIETF|ratelimit.HeadersLegacy))(ok)
+	ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
+	resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
+	want := map[string]string{
+		"RateLimit":             `"a-rather-long-policy-name-that-does-not-fit-the-small-buffer-012";r=0;t=60`,
+		"X-RateLimit-Limit":     "1",
+		"X-RateLimit-Remaining": "0",
+		"X-RateLimit-Reset":     fmt.Sprint(clock.Now().Add(time.Minute).Unix()),
+		"Retry-After":           "60",
+		"Cache-Control":         "no-store",
+		"Content-Type":          "application/problem+json",
+	}
+	for k, v := range want {
+		if got := resp.Header.Get(k); got != v {
+			t.Errorf("%s: %q, want %q", k, got, v)
+		}
+	}
+}
