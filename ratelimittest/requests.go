@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -139,4 +140,19 @@ func parseItem(v string) (string, map[string]int, error) {
 		params[k] = n
 	}
 	return name, params, nil
+}
+
+// ExpectLimitedAt sends requests made by newReq through h and fails tb
+// unless the first n-1 are admitted and the n-th is limited (429). It
+// returns the n-th response for further checks.
+func ExpectLimitedAt(tb testing.TB, h http.Handler, n int, newReq func() *http.Request) *Response {
+	tb.Helper()
+	got, resp := FirstLimited(h, n, newReq)
+	switch {
+	case got == 0:
+		tb.Fatalf("ratelimittest: none of %d requests was limited, want request %d to be", n, n)
+	case got != n:
+		tb.Fatalf("ratelimittest: request %d was limited, want request %d to be the first", got, n)
+	}
+	return resp
 }

@@ -1,0 +1,87 @@
+package ratelimittest_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+func TestClock(t *testing.T) {
+	c := ratelimittest.NewClock(time.Time{})
+	if !c.Now().Equal(ratelimittest.Epoch) {
+		t.Fatalf("zero start: %v", c.Now())
+	}
+	if got := c.Advance(90 * time.Second); !got.Equal(ratelimittest.Epoch.Add(90 * time.Second)) {
+		t.Fatalf("Advance: %v", got)
+	}
+	at := time.Date(2030, 5, 1, 0, 0, 0, 0, time.UTC)
+	c.Set(at)
+	if !c.Now().Equal(at) {
+		t.Fatalf("Set: %v", c.Now())
+	}
+}
+
+func TestNewRequest(t *testing.T) {
+	r := ratelimittest.NewRequest("POST", "/login", "", "X-Forwarded-For", "203.0.113.1", "X-Forwarded-For", "10.0.0.1")
+	if r.RemoteAddr != ratelimittest.DefaultRemoteAddr || r.Method != "POST" || len(r.Header.Values("X-Forwarded-For")) != 2 {
+		t.Fatalf("%+v", r)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("odd header arguments must panic")
+		}
+	}()
+	ratelimittest.NewRequest("GET", "/", "", "X-Only-Name")
+}
+
+func TestExpectLimitedAtAndParse(t *testing.T) {
+	clock := ratelimittest.NewClock(time.Time{})
+	h := ratelimit.New(ratelimit.PerMinute(4), ratelimit.ByIP(), ratelimit.WithName("api"), ratelimit.WithClock(clock))(http.NotFoundHandler())
+	resp := ratelimittest.ExpectLimitedAt(t, h, 5, func() *http.Request { return ratelimittest.NewRequest("GET", "/", "") })
+	rl, err := ratelimittest.ParseRateLimit(resp.Header)
+	if err != nil || rl != (ratelimittest.RateLimit{Policy: "api", Remaining: 0, Reset: 15 * time.Second}) {
+		t.Fatalf("ParseRateLimit: %+v, %v", rl, err)
+	}
+	ps, err := ratelimittest.ParsePolicies(resp.Header)
+	if err != nil || len(ps) != 1 || ps[0] != (ratelimittest.Policy{Name: "api", Quota: 4, Window: time.Minute}) {
+		t.Fatalf("ParsePolicies: %+v, %v", ps, err)
+	}
+	// A helper that cannot fail is no helper: check it reports mismatches.
+	ft := &fakeTB{TB: t}
+	other := ratelimit.New(ratelimit.PerMinute(4), ratelimit.ByIP(), ratelimit.WithClock(clock))(http.NotFoundHandler())
+	func() {
+		defer func() { recover() }()
+		ratelimittest.ExpectLimitedAt(ft, other, 3, func() *http.Request { return ratelimittest.NewRequest("GET", "/", "") })
+	}()
+	if ft.failed != "ratelimittest: none of 3 requests was limited, want request 3 to be" {
+		t.Fatalf("ExpectLimitedAt on a later limit reported %q", ft.failed)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, v := range []string{`default;r=1;t=2`, `"d";r=x;t=2`, `"d";r=1`} {
+		h := http.Header{"Ratelimit": {v}}
+		if _, err := ratelimittest.ParseRateLimit(h); err == nil {
+			t.Errorf("ParseRateLimit(%q) accepted", v)
+		}
+	}
+	if _, err := ratelimittest.ParsePolicies(http.Header{}); err == nil {
+		t.Error("ParsePolicies of no field accepted")
+	}
+}
+
+// fakeTB records a Fatalf instead of stopping the test.
+type fakeTB struct {
+	testing.TB
+	failed string
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.failed = fmt.Sprintf(format, args...)
+	panic("fatal")
+}
