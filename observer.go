@@ -32,6 +32,13 @@ func (o Outcome) String() string {
 
 // Event describes one rule's decision on one request. Its fields are safe
 // to use as metric labels (bounded): the key itself is never included.
+//
+// Each rule reports its own decision: with several rules, a rule that
+// allowed a request reports Allowed even when another rule denied it (and
+// nothing was consumed). A Fallback event is followed by the fallback
+// store's Allowed or Denied event for the same request, both carrying the
+// failed call's latency: count latency from one of them. Skipped events
+// carry no rule.
 type Event struct {
 	Rule    string        // the rule's name
 	KeyKind string        // the rule's KeyKind, e.g. "ip"

@@ -1,0 +1,232 @@
+// Package ratelimitotel records the decisions of a ratelimit.Limiter with
+// OpenTelemetry metrics.
+//
+//	obs, err := ratelimitotel.New(otel.Meter("github.com/sluicehq/ratelimit"))
+//	if err != nil { ... }
+//	mw := ratelimit.NewRules(rules, ratelimit.WithObserver(obs))
+//
+// It records:
+//
+//	ratelimit.decisions       Int64Counter      {1}  attributes rule, key_kind, outcome
+//	ratelimit.store.duration  Float64Histogram  s    attribute rule
+//	ratelimit.breaker.state   Int64Gauge        {state}  attribute name (0 closed, 1 open, 2 half-open)
+//
+// Attributes come only from rule names, key kinds and outcomes, never from
+// keys or paths. As a guard against rule names generated at run time, at
+// most 1,000 distinct (rule, key_kind) pairs get attributes of their own (see
+// WithMaxRules); decisions of the rest are recorded with rule="other",
+// key_kind="other". Store durations are recorded only for events that carry
+// a latency.
+//
+// Events of carved-out or skipped requests have no rule: they are recorded
+// with outcome="skipped" and empty rule and key_kind.
+package ratelimitotel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/ratelimit"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// DefaultMaxRules is the number of distinct (rule, key_kind) pairs that get
+// attributes of their own unless WithMaxRules says otherwise.
+const DefaultMaxRules = 1000
+
+// Other is the rule and key_kind attribute of decisions folded by the cap.
+const Other = "other"
+
+// DefaultBuckets are the bounds, in seconds, of the store duration
+// histogram: 50µs to 1s. (The SDK's own default bounds suit milliseconds.)
+var DefaultBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+
+// The instrument names.
+const (
+	DecisionsName     = "ratelimit.decisions"
+	StoreDurationName = "ratelimit.store.duration"
+	BreakerStateName  = "ratelimit.breaker.state"
+)
+
+// numOutcomes counts the outcomes ratelimit defines. Outcomes a newer core
+// may add are recorded too, without precomputed attributes.
+const numOutcomes = int(ratelimit.Fallback) + 1
+
+// Option configures an Observer.
+type Option func(*config)
+
+type config struct {
+	maxRules int
+	buckets  []float64
+}
+
+// WithMaxRules sets how many distinct (rule, key_kind) pairs get attributes
+// of their own; DefaultMaxRules unless set. The decisions of further pairs
+// are recorded with rule="other", key_kind="other". It panics if n < 1.
+func WithMaxRules(n int) Option {
+	if n < 1 {
+		panic("ratelimitotel: WithMaxRules needs at least 1")
+	}
+	return func(c *config) { c.maxRules = n }
+}
+
+// WithBuckets sets the bucket bounds, in seconds, advised for the store
+// duration histogram; DefaultBuckets unless set. A View configured in the
+// SDK takes precedence.
+func WithBuckets(bounds ...float64) Option {
+	if len(bounds) == 0 {
+		panic("ratelimitotel: WithBuckets needs at least one bound")
+	}
+	bounds = append([]float64(nil), bounds...)
+	return func(c *config) { c.buckets = bounds }
+}
+
+// Observer records a limiter's decisions with OpenTelemetry instruments. It
+// implements ratelimit.Observer; create one with New. One Observer may serve
+// several limiters. Observe is safe for concurrent use.
+type Observer struct {
+	decisions metric.Int64Counter
+	duration  metric.Float64Histogram
+	breaker   metric.Int64Gauge
+	maxRules  int
+
+	pairs atomic.Pointer[map[pair]*series] // copy on write
+	full  atomic.Bool                      // pairs holds maxRules pairs
+	mu    sync.Mutex                       // serialises writers of pairs
+	other *series
+}
+
+type pair struct{ rule, kind string }
+
+// series holds the precomputed measurement options of one (rule, key_kind)
+// pair, so that recording allocates nothing.
+type series struct {
+	rule, kind string
+	add        [numOutcomes][]metric.AddOption
+	record     []metric.RecordOption
+}
+
+var _ ratelimit.Observer = (*Observer)(nil)
+
+// New returns an Observer whose instruments are created with meter, such as
+// otel.Meter("github.com/sluicehq/ratelimit") or a MeterProvider's Meter.
+func New(meter metric.Meter, opts ...Option) (*Observer, error) {
+	if meter == nil {
+		return nil, errors.New("ratelimitotel: New(nil meter)")
+	}
+	c := config{maxRules: DefaultMaxRules, buckets: DefaultBuckets}
+	for _, opt := range opts {
+		opt(&c)
+	}
+	decisions, err := meter.Int64Counter(DecisionsName,
+		metric.WithDescription("Rate limit decisions, by rule, key kind and outcome."),
+		metric.WithUnit("{decision}"))
+	if err != nil {
+		return nil, fmt.Errorf("ratelimitotel: %s: %w", DecisionsName, err)
+	}
+	duration, err := meter.Float64Histogram(StoreDurationName,
+		metric.WithDescription("Time spent in the limit store per decision, by rule."),
+		metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(c.buckets...))
+	if err != nil {
+		return nil, fmt.Errorf("ratelimitotel: %s: %w", StoreDurationName, err)
+	}
+	breaker, err := meter.Int64Gauge(BreakerStateName,
+		metric.WithDescription("State of a store circuit breaker: 0 closed, 1 open, 2 half-open."),
+		metric.WithUnit("{state}"))
+	if err != nil {
+		return nil, fmt.Errorf("ratelimitotel: %s: %w", BreakerStateName, err)
+	}
+	o := &Observer{decisions: decisions, duration: duration, breaker: breaker, maxRules: c.maxRules}
+	o.other = newSeries(Other, Other)
+	o.pairs.Store(&map[pair]*series{})
+	return o, nil
+}
+
+func newSeries(rule, kind string) *series {
+	s := &series{rule: rule, kind: kind}
+	for i := range s.add {
+		s.add[i] = []metric.AddOption{metric.WithAttributeSet(decisionAttrs(rule, kind, ratelimit.Outcome(i)))}
+	}
+	s.record = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", rule)))}
+	return s
+}
+
+func decisionAttrs(rule, kind string, out ratelimit.Outcome) attribute.Set {
+	return attribute.NewSet(
+		attribute.String("rule", rule),
+		attribute.String("key_kind", kind),
+		attribute.String("outcome", out.String()),
+	)
+}
+
+// Observe records e. It implements ratelimit.Observer.
+func (o *Observer) Observe(e ratelimit.Event) {
+	ctx := context.Background()
+	if e.Request != nil {
+		ctx = e.Request.Context() // for exemplars
+	}
+	s := o.series(e.Rule, e.KeyKind)
+	if i := int(e.Outcome); i < numOutcomes {
+		o.decisions.Add(ctx, 1, s.add[i]...)
+	} else {
+		o.decisions.Add(ctx, 1, metric.WithAttributeSet(decisionAttrs(s.rule, s.kind, e.Outcome)))
+	}
+	// A Fallback event shares its store call with the decision that
+	// follows it: time the call once.
+	if e.Latency > 0 && e.Outcome != ratelimit.Fallback {
+		o.duration.Record(ctx, e.Latency.Seconds(), s.record...)
+	}
+}
+
+// series returns the series of (rule, kind), creating it while there is
+// room, or the "other" series.
+func (o *Observer) series(rule, kind string) *series {
+	if s, ok := (*o.pairs.Load())[pair{rule, kind}]; ok {
+		return s
+	}
+	if o.full.Load() {
+		// full is set after the last map is stored: look once more, in
+		// case the pair was added between the two loads.
+		if s, ok := (*o.pairs.Load())[pair{rule, kind}]; ok {
+			return s
+		}
+		return o.other
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	old := *o.pairs.Load()
+	if s, ok := old[pair{rule, kind}]; ok {
+		return s
+	}
+	if len(old) >= o.maxRules {
+		return o.other
+	}
+	m := make(map[pair]*series, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	s := newSeries(rule, kind)
+	m[pair{rule, kind}] = s
+	o.pairs.Store(&m)
+	if len(m) >= o.maxRules {
+		o.full.Store(true)
+	}
+	return s
+}
+
+// BreakerStateChange returns a function for ratelimit.BreakerConfig's
+// OnStateChange that records ratelimit.breaker.state{name}: 0 closed, 1
+// open, 2 half-open. It records 0 at once, as a new Breaker is closed. Name
+// each breaker once, from configuration, never per request.
+func (o *Observer) BreakerStateChange(name string) func(from, to ratelimit.BreakerState) {
+	opt := metric.WithAttributeSet(attribute.NewSet(attribute.String("name", name)))
+	o.breaker.Record(context.Background(), int64(ratelimit.BreakerClosed), opt)
+	return func(_, to ratelimit.BreakerState) {
+		o.breaker.Record(context.Background(), int64(to), opt)
+	}
+}

@@ -1,0 +1,242 @@
+// Package ratelimitprom exports the decisions of a ratelimit.Limiter as
+// Prometheus metrics.
+//
+// An Observer is both a ratelimit.Observer and a prometheus.Collector:
+// register it, and pass it to the limiter.
+//
+//	obs := ratelimitprom.New()
+//	prometheus.MustRegister(obs)
+//	mw := ratelimit.NewRules(rules, ratelimit.WithObserver(obs))
+//
+// It exports:
+//
+//	ratelimit_decisions_total{rule, key_kind, outcome}  counter
+//	ratelimit_store_duration_seconds{rule}              histogram
+//	ratelimit_breaker_state{name}                       gauge (0 closed, 1 open, 2 half-open)
+//
+// Labels come only from rule names, key kinds and outcomes, never from keys
+// or paths, so the number of series is bounded by the configuration. As a
+// guard against rule names generated at run time (one rule per tenant, say),
+// at most 1,000 distinct (rule, key_kind) pairs get series of their own (see
+// WithMaxRules); decisions of the rest are counted under rule="other",
+// key_kind="other".
+//
+// Events of carved-out or skipped requests have no rule: they are counted
+// with outcome="skipped" and empty rule and key_kind labels.
+package ratelimitprom
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/ratelimit"
+)
+
+// DefaultMaxRules is the number of distinct (rule, key_kind) pairs that get
+// series of their own unless WithMaxRules says otherwise.
+const DefaultMaxRules = 1000
+
+// Other is the rule and key_kind label of decisions folded by the cap.
+const Other = "other"
+
+// DefaultBuckets are the bounds, in seconds, of the store duration
+// histogram: 50µs to 1s, for memory stores and networked ones alike.
+var DefaultBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+
+// numOutcomes counts the outcomes ratelimit defines. Outcomes a newer core
+// may add are counted too, without a cached child.
+const numOutcomes = int(ratelimit.Fallback) + 1
+
+// Option configures an Observer.
+type Option func(*config)
+
+type config struct {
+	maxRules int
+	buckets  []float64
+}
+
+// WithMaxRules sets how many distinct (rule, key_kind) pairs get series of
+// their own; DefaultMaxRules unless set. The decisions of further pairs are
+// counted under rule="other", key_kind="other". It panics if n < 1.
+func WithMaxRules(n int) Option {
+	if n < 1 {
+		panic("ratelimitprom: WithMaxRules needs at least 1")
+	}
+	return func(c *config) { c.maxRules = n }
+}
+
+// WithBuckets sets the bounds, in seconds, of the store duration histogram;
+// DefaultBuckets unless set.
+func WithBuckets(bounds ...float64) Option {
+	if len(bounds) == 0 {
+		panic("ratelimitprom: WithBuckets needs at least one bound")
+	}
+	bounds = append([]float64(nil), bounds...)
+	return func(c *config) { c.buckets = bounds }
+}
+
+// Observer counts a limiter's decisions. It implements ratelimit.Observer
+// and prometheus.Collector; create one with New and register it once. One
+// Observer may serve several limiters (their rules have different names);
+// to register several Observers on one registry, wrap each one's registerer
+// with prometheus.WrapRegistererWith and a distinguishing label.
+//
+// Observe is safe for concurrent use and does not allocate once a (rule,
+// key_kind, outcome) series exists.
+type Observer struct {
+	decisions *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	breaker   *prometheus.GaugeVec
+	maxRules  int
+
+	pairs atomic.Pointer[map[pair]*series] // copy on write
+	full  atomic.Bool                      // pairs holds maxRules pairs
+	mu    sync.Mutex                       // serialises writers of pairs
+	other *series
+}
+
+// pair is what a series is keyed by.
+type pair struct{ rule, kind string }
+
+// series holds the pre-resolved metrics of one (rule, key_kind) pair.
+type series struct {
+	o        *Observer
+	rule     string
+	kind     string
+	counters [numOutcomes]atomic.Pointer[prometheus.Counter]
+	duration atomic.Pointer[prometheus.Observer]
+}
+
+var (
+	_ ratelimit.Observer   = (*Observer)(nil)
+	_ prometheus.Collector = (*Observer)(nil)
+)
+
+// New returns an Observer. Register it with a prometheus.Registerer before
+// the first scrape.
+func New(opts ...Option) *Observer {
+	c := config{maxRules: DefaultMaxRules, buckets: DefaultBuckets}
+	for _, opt := range opts {
+		opt(&c)
+	}
+	o := &Observer{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_decisions_total",
+			Help: "Rate limit decisions, by rule, key kind and outcome.",
+		}, []string{"rule", "key_kind", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratelimit_store_duration_seconds",
+			Help:    "Time spent in the limit store per decision, by rule.",
+			Buckets: c.buckets,
+		}, []string{"rule"}),
+		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ratelimit_breaker_state",
+			Help: "State of a store circuit breaker: 0 closed, 1 open, 2 half-open.",
+		}, []string{"name"}),
+		maxRules: c.maxRules,
+	}
+	o.other = &series{o: o, rule: Other, kind: Other}
+	o.pairs.Store(&map[pair]*series{})
+	return o
+}
+
+// Observe counts e, and records its store latency when it has one. It
+// implements ratelimit.Observer.
+func (o *Observer) Observe(e ratelimit.Event) {
+	s := o.series(e.Rule, e.KeyKind)
+	s.counter(e.Outcome).Inc()
+	// A Fallback event shares its store call with the decision that
+	// follows it: time the call once.
+	if e.Latency > 0 && e.Outcome != ratelimit.Fallback {
+		s.histogram().Observe(e.Latency.Seconds())
+	}
+}
+
+// series returns the series of (rule, kind), creating it while there is
+// room, or the "other" series.
+func (o *Observer) series(rule, kind string) *series {
+	if s, ok := (*o.pairs.Load())[pair{rule, kind}]; ok {
+		return s
+	}
+	if o.full.Load() {
+		// full is set after the last map is stored: look once more, in
+		// case the pair was added between the two loads.
+		if s, ok := (*o.pairs.Load())[pair{rule, kind}]; ok {
+			return s
+		}
+		return o.other
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	old := *o.pairs.Load()
+	if s, ok := old[pair{rule, kind}]; ok {
+		return s
+	}
+	if len(old) >= o.maxRules {
+		return o.other
+	}
+	m := make(map[pair]*series, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	s := &series{o: o, rule: rule, kind: kind}
+	m[pair{rule, kind}] = s
+	o.pairs.Store(&m)
+	if len(m) >= o.maxRules {
+		o.full.Store(true)
+	}
+	return s
+}
+
+func (s *series) counter(out ratelimit.Outcome) prometheus.Counter {
+	i := int(out)
+	if i >= numOutcomes {
+		return s.o.decisions.WithLabelValues(s.rule, s.kind, out.String())
+	}
+	if c := s.counters[i].Load(); c != nil {
+		return *c
+	}
+	// Racing callers get the same child from the vector.
+	c := s.o.decisions.WithLabelValues(s.rule, s.kind, out.String())
+	s.counters[i].Store(&c)
+	return c
+}
+
+func (s *series) histogram() prometheus.Observer {
+	if h := s.duration.Load(); h != nil {
+		return *h
+	}
+	h := s.o.duration.WithLabelValues(s.rule)
+	s.duration.Store(&h)
+	return h
+}
+
+// BreakerStateChange returns a function for ratelimit.BreakerConfig's
+// OnStateChange that keeps ratelimit_breaker_state{name} up to date: 0
+// closed, 1 open, 2 half-open. The gauge starts at 0, as a new Breaker is
+// closed. Name each breaker once, from configuration, never per request.
+//
+//	b := ratelimit.NewBreaker(redisStore, ratelimit.BreakerConfig{
+//		OnStateChange: obs.BreakerStateChange("redis"),
+//	})
+func (o *Observer) BreakerStateChange(name string) func(from, to ratelimit.BreakerState) {
+	g := o.breaker.WithLabelValues(name)
+	g.Set(float64(ratelimit.BreakerClosed))
+	return func(_, to ratelimit.BreakerState) { g.Set(float64(to)) }
+}
+
+// Describe sends the descriptors of the Observer's metrics. It implements
+// prometheus.Collector.
+func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
+	o.decisions.Describe(ch)
+	o.duration.Describe(ch)
+	o.breaker.Describe(ch)
+}
+
+// Collect sends the Observer's metrics. It implements prometheus.Collector.
+func (o *Observer) Collect(ch chan<- prometheus.Metric) {
+	o.decisions.Collect(ch)
+	o.duration.Collect(ch)
+	o.breaker.Collect(ch)
+}
