@@ -1,0 +1,38 @@
+package ratelimit_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestCoreDependencies checks that a user of the core module inherits no
+// framework, Redis or metrics dependency: the core's whole build list (what
+// `go list -m all` reports for a module requiring it) holds only the
+// modules DESIGN.md allows.
+func TestCoreDependencies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	cmd := exec.Command(goTool, "list", "-m", "all")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -m all: %v\n%s", err, out)
+	}
+	allowed := map[string]bool{
+		"github.com/sluicehq/ratelimit":      true,
+		"golang.org/x/time":                  true,
+		"github.com/hashicorp/golang-lru/v2": true,
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		mod := strings.Fields(line)[0]
+		if !allowed[mod] {
+			t.Errorf("the core module's build list contains %s", line)
+		}
+	}
+}
