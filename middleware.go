@@ -38,7 +38,6 @@ type Limiter struct {
 	observers    []Observer
 	timeout      time.Duration
 	needNow      bool // quotas or legacy headers read the clock
-	concurrency  bool // some rule holds slots until the request is done
 	batches      sync.Pool
 }
 
@@ -161,7 +160,6 @@ func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
 		}
 		names[ru.Name] = true
 		l.needNow = l.needNow || !ru.Quota.IsZero() || ru.QuotaFunc != nil
-		l.concurrency = l.concurrency || ru.Algorithm == Concurrency
 		l.rules = append(l.rules, ru)
 	}
 	// Enforced before shadow; among enforced, local stores first (cheap-first).
@@ -268,17 +266,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer done()
 	h.next.ServeHTTP(w, r)
-}
-
-// Decide is Admit for limiters without Concurrency rules: it reports whether
-// the request may proceed. It panics if the limiter has a Concurrency rule,
-// whose slots must be released when the request finishes; use Admit.
-func (l *Limiter) Decide(w http.ResponseWriter, r *http.Request) bool {
-	if l.concurrency {
-		panic("ratelimit: Decide on a limiter with a Concurrency rule; use Admit")
-	}
-	_, ok := l.Admit(w, r)
-	return ok
 }
 
 // Admit applies the limiter to r. It sets the rate-limit fields on w and,
