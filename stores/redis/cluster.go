@@ -44,10 +44,11 @@ func (r routing) groups(keys []string) [][]int {
 	ids := make([]string, len(keys)) // the group identity of each key
 	same := true
 	for i, k := range keys {
-		ids[i] = hashTag(k)
 		if r == bySlot {
 			sl := slot(k)
 			ids[i] = string([]byte{byte(sl >> 8), byte(sl)})
+		} else {
+			ids[i] = hashTag(k)
 		}
 		same = same && ids[i] == ids[0]
 	}

@@ -28,6 +28,7 @@
 -- Lua numbers are doubles: every value here is an integer below 2^53 and
 -- every product is kept below 2^53, or computed exactly by muldiv.
 
+-- BEGIN ARITHMETIC (script_test.go runs this part on its own)
 local floor = math.floor
 
 -- Exact for integers |a| < 2^53, b >= 1: a correctly rounded quotient of
@@ -78,6 +79,7 @@ local function muldivceil(a, b, c)
   if r > 0 then return q + 1 end
   return q
 end
+-- END ARITHMETIC
 
 -- Each algorithm takes the decoded state (nil when absent) and returns the
 -- new state, allowed, remaining, retry-after, reset-after, and the state's
@@ -217,7 +219,10 @@ end
 local mode = ARGV[1]
 local now = tonumber(ARGV[2])
 if not now then
-  if redis.replicate_commands then redis.replicate_commands() end
+  -- Redis 3.2 to 4 replicate scripts verbatim unless told to replicate
+  -- their effects, and refuse writes after TIME; from 5 on effects are the
+  -- default, and 7 (which added REDIS_VERSION_NUM) knows nothing else.
+  if not redis.REDIS_VERSION_NUM and redis.replicate_commands then redis.replicate_commands() end
   local t = redis.call("TIME")
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end

@@ -73,7 +73,12 @@
 // A backend failure (connection refused, timeout, cancelled ctx, a script
 // error) is returned as an error prefixed "ratelimit: redis:" that wraps the
 // cause, never as a denial; the middleware's failure policy decides what
-// happens then. The ctx deadline bounds every call.
+// happens then. go-redis bounds socket reads by the ctx deadline only when
+// the client has ContextTimeoutEnabled (otherwise by its ReadTimeout, 3s by
+// default): set it, so that the middleware's WithTimeout budget holds.
+//
+// A request's Rule and Key together may be up to MaxKeyLen bytes; the
+// middleware hashes long keys, so only direct callers can reach the bound.
 package redisstore
 
 import (

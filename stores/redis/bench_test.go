@@ -1,0 +1,127 @@
+package redisstore
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/ratelimit"
+)
+
+// Benchmarks: Take on one hot key and over 10,000 keys, 64 goroutines in
+// parallel, against the shared standalone server with server time; and the
+// same workload through go-redis/redis_rate for comparison.
+//
+//	go test -run '^$' -bench . -benchtime 3s ./stores/redis/
+//
+// roundtrips/op counts the script calls the client sent per check (a hook
+// on the client): EVALSHA, plus EVAL when the script had to be loaded;
+// connection handshakes (HELLO, CLIENT SETINFO) are not checks.
+
+// commandCounter is a go-redis hook counting the commands sent.
+type commandCounter struct{ n atomic.Int64 }
+
+func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next // neither store pipelines; go-redis's connection handshake does
+}
+
+const benchGoroutines = 64
+
+func benchClient(b *testing.B) (*redis.Client, *commandCounter) {
+	requireShared(b)
+	c := redis.NewClient(&redis.Options{Addr: sharedServer.Addr, PoolSize: benchGoroutines})
+	b.Cleanup(func() { c.Close() })
+	// Load the script first, so that the measured rounds never meet NOSCRIPT.
+	if err := script.Load(context.Background(), c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	counter := &commandCounter{}
+	c.AddHook(counter)
+	return c, counter
+}
+
+var benchKeys = func() []string {
+	k := make([]string, 10_000)
+	for i := range k {
+		k[i] = "198.51." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256)
+	}
+	return k
+}()
+
+func runParallel(b *testing.B, counter *commandCounter, check func(ctx context.Context, key string) error, keys []string) {
+	b.ReportAllocs()
+	b.SetParallelism((benchGoroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	var seq atomic.Int64
+	counter.n.Store(0)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		i := int(seq.Add(7919))
+		for pb.Next() {
+			i++
+			if err := check(ctx, keys[i%len(keys)]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(counter.n.Load())/float64(b.N), "roundtrips/op")
+}
+
+func BenchmarkTake(b *testing.B) {
+	// A limit that allows the hot key's whole run: the allow path.
+	limit := ratelimit.PerSecond(1_000_000)
+	for _, w := range []struct {
+		name string
+		keys []string
+	}{{"hot-key", []string{"hot"}}, {"10k-keys", benchKeys}} {
+		b.Run(w.name, func(b *testing.B) {
+			client, counter := benchClient(b)
+			s := New(client, WithPrefix(uniquePrefix(b)))
+			runParallel(b, counter, func(ctx context.Context, key string) error {
+				_, err := s.Take(ctx, ratelimit.Request{Rule: "bench", Key: key, Limit: limit, Cost: 1})
+				return err
+			}, w.keys)
+		})
+		b.Run(w.name+"/redis_rate", func(b *testing.B) {
+			client, counter := benchClient(b)
+			l := redis_rate.NewLimiter(client)
+			prefix := uniquePrefix(b)
+			rl := redis_rate.PerSecond(1_000_000)
+			runParallel(b, counter, func(ctx context.Context, key string) error {
+				_, err := l.Allow(ctx, prefix+key, rl)
+				return err
+			}, w.keys)
+		})
+	}
+}
+
+// BenchmarkTakeDenied is the deny path on a hot key.
+func BenchmarkTakeDenied(b *testing.B) {
+	client, counter := benchClient(b)
+	s := New(client, WithPrefix(uniquePrefix(b)))
+	req := ratelimit.Request{Rule: "bench", Key: "hot", Limit: ratelimit.PerHour(1), Cost: 1}
+	if _, err := s.Take(context.Background(), req); err != nil {
+		b.Fatal(err)
+	}
+	runParallel(b, counter, func(ctx context.Context, key string) error {
+		_, err := s.Take(ctx, req)
+		return err
+	}, []string{"hot"})
+}

@@ -1,0 +1,247 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores/memory"
+)
+
+// entry is one (rule, key, algorithm) of a differential run, with a fixed limit.
+type entry struct {
+	req ratelimit.Request
+	// exact: every division the algorithm makes is exact in microseconds,
+	// so Results equal the memory store's to the nanosecond. Otherwise a
+	// sliding window's RetryAfter is the memory store's rounded up to the µs.
+	exact bool
+	// explicit FixedWindow bounds: windows of Period starting at offset.
+	explicit bool
+	offset   time.Duration
+}
+
+func randomEntry(rng *rand.Rand, i int) entry {
+	keys := []string{"k0", "k1{x}", "}k2", "%k3", "", "{k5}"}
+	e := entry{exact: true}
+	e.req.Rule = fmt.Sprintf("rule%d", rng.IntN(2))
+	e.req.Key = keys[i%len(keys)] + fmt.Sprint(i/len(keys))
+	ms := time.Millisecond
+	switch e.req.Algorithm = ratelimit.Algorithm(rng.IntN(4)); e.req.Algorithm {
+	case ratelimit.GCRA:
+		rate := 1 + rng.IntN(20)
+		interval := time.Duration(1+rng.IntN(300_000)) * time.Microsecond // whole µs
+		e.req.Limit = ratelimit.Limit{Rate: rate, Period: time.Duration(rate) * interval}
+		if rng.IntN(2) == 0 {
+			e.req.Limit.Burst = 1 + rng.IntN(2*rate+5)
+		}
+	case ratelimit.SlidingWindow:
+		if rng.IntN(3) > 0 {
+			// 27,720 = lcm(1..12): every count divides the period.
+			e.req.Limit = ratelimit.Limit{Rate: 1 + rng.IntN(12), Period: time.Duration(1+rng.IntN(40)) * 27720 * time.Microsecond}
+		} else {
+			e.exact = false
+			e.req.Limit = ratelimit.Limit{Rate: 1 + rng.IntN(1000), Period: time.Duration(1+rng.IntN(5000)) * ms}
+		}
+	case ratelimit.FixedWindow:
+		e.req.Limit = ratelimit.Limit{Rate: 1 + rng.IntN(20), Period: time.Duration(1+rng.IntN(3000)) * ms}
+		if rng.IntN(3) == 0 {
+			e.explicit = true
+			e.offset = time.Duration(rng.IntN(int(e.req.Limit.Period/ms))) * ms
+		}
+	case ratelimit.Concurrency:
+		e.req.Limit = ratelimit.Limit{Rate: 1 + rng.IntN(10), Period: time.Duration(10+rng.IntN(5000)) * ms}
+	}
+	return e
+}
+
+// at returns the entry's request with cost at time now.
+func (e *entry) at(now time.Time, cost int) ratelimit.Request {
+	r := e.req
+	r.Cost = cost
+	if e.explicit {
+		p := int64(r.Limit.Period)
+		rel := now.UnixNano() - int64(e.offset)
+		start := rel - ((rel%p)+p)%p + int64(e.offset)
+		r.Window = ratelimit.Window{Start: start, End: start + p}
+	}
+	return r
+}
+
+func randomCost(rng *rand.Rand, capacity int) int {
+	if rng.IntN(4) == 0 {
+		return rng.IntN(capacity + 1)
+	}
+	return rng.IntN(min(capacity, 3) + 1)
+}
+
+func ceilMicro(d time.Duration) time.Duration {
+	if r := d % time.Microsecond; r > 0 {
+		return d - r + time.Microsecond
+	}
+	return d
+}
+
+func sameResult(e *entry, got, want ratelimit.Result) bool {
+	if !e.exact {
+		want.RetryAfter = ceilMicro(want.RetryAfter)
+	}
+	return got == want
+}
+
+// TestDifferential runs random timelines against this store and the memory
+// store and requires the same Results: Take, TakeAll (across Cluster slots
+// too) and Return, every algorithm, random costs and limits, on a
+// millisecond grid.
+func TestDifferential(t *testing.T) {
+	seeds := map[string]int{"standalone": 8, "cluster": 5, "ring": 3}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			client := b.client(t)
+			for seed := range seeds[b.name] {
+				t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(seed), 42))
+					clock := ratelimittest.NewClock(ratelimittest.Epoch.Add(time.Duration(rng.IntN(1e6)) * time.Millisecond))
+					mem := memory.New(memory.WithClock(clock))
+					rs := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
+					runDifferential(t, rng, clock, mem, rs, b.name == "standalone", 400)
+				})
+			}
+		})
+	}
+}
+
+func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, mem, rs ratelimit.Store, singleNode bool, ops int) {
+	ctx := context.Background()
+	entries := make([]entry, 8)
+	for i := range entries {
+		entries[i] = randomEntry(rng, i)
+	}
+	var log []string
+	var allowed, denied, refunds, batches int
+	defer func() {
+		t.Logf("%d ops: %d allowed, %d denied, %d refunds, %d TakeAll", ops, allowed, denied, refunds, batches)
+	}()
+	count := func(r ratelimit.Result) {
+		if r.Allowed {
+			allowed++
+		} else {
+			denied++
+		}
+	}
+	fail := func(format string, args ...any) {
+		t.Helper()
+		start := max(0, len(log)-15)
+		for _, l := range log[start:] {
+			t.Log(l)
+		}
+		t.Fatalf(format, args...)
+	}
+	for op := range ops {
+		e := &entries[rng.IntN(len(entries))]
+		switch rng.IntN(10) {
+		case 0, 1, 2, 3:
+			clock.Advance(time.Duration(rng.Int64N(int64(e.req.Limit.Period)/5e6+1)+1) * time.Millisecond)
+		case 4:
+			clock.Advance(time.Duration(rng.Int64N(int64(e.req.Limit.Period)*2/1e6)+1) * time.Millisecond)
+		}
+		now := clock.Now()
+		switch k := rng.IntN(20); {
+		case k < 11:
+			req := e.at(now, randomCost(rng, e.req.Limit.Capacity()))
+			want, err1 := mem.Take(ctx, req)
+			got, err2 := rs.Take(ctx, req)
+			log = append(log, fmt.Sprintf("#%d +%v Take %s/%q %v %v cost %d: %+v", op, now.Sub(ratelimittest.Epoch), req.Rule, req.Key, req.Algorithm, req.Limit, req.Cost, want))
+			if err1 != nil || err2 != nil {
+				fail("Take errors: memory %v, redis %v", err1, err2)
+			}
+			count(want)
+			if !sameResult(e, got, want) {
+				fail("op %d Take(%s/%q %v %v cost %d):\n redis  %+v\n memory %+v", op, req.Rule, req.Key, req.Algorithm, req.Limit, req.Cost, got, want)
+			}
+		case k < 16:
+			n := 1 + rng.IntN(4)
+			reqs := make([]ratelimit.Request, 0, n)
+			var es []*entry
+			for range n {
+				x := &entries[rng.IntN(len(entries))]
+				if !singleNode && x.req.Algorithm == ratelimit.Concurrency {
+					continue // a compensated acquisition keeps its later expiry: documented
+				}
+				reqs = append(reqs, x.at(now, randomCost(rng, x.req.Limit.Capacity())))
+				es = append(es, x)
+			}
+			want := make([]ratelimit.Result, len(reqs))
+			got := make([]ratelimit.Result, len(reqs))
+			err1 := mem.TakeAll(ctx, reqs, want)
+			err2 := rs.TakeAll(ctx, reqs, got)
+			log = append(log, fmt.Sprintf("#%d +%v TakeAll %d: %+v", op, now.Sub(ratelimittest.Epoch), len(reqs), want))
+			if err1 != nil || err2 != nil {
+				fail("TakeAll errors: memory %v, redis %v", err1, err2)
+			}
+			batches++
+			for i := range reqs {
+				count(want[i])
+				if !sameResult(es[i], got[i], want[i]) {
+					fail("op %d TakeAll request %d of %d (%s/%q %v %v cost %d):\n redis  %+v\n memory %+v", op, i, len(reqs), reqs[i].Rule, reqs[i].Key, reqs[i].Algorithm, reqs[i].Limit, reqs[i].Cost, got[i], want[i])
+				}
+			}
+		default:
+			req := e.at(now, randomCost(rng, e.req.Limit.Capacity()))
+			log = append(log, fmt.Sprintf("#%d +%v Return %s/%q %v cost %d", op, now.Sub(ratelimittest.Epoch), req.Rule, req.Key, req.Algorithm, req.Cost))
+			refunds++
+			err1 := mem.Return(ctx, req)
+			err2 := rs.Return(ctx, req)
+			if err1 != nil || err2 != nil {
+				fail("Return errors: memory %v, redis %v", err1, err2)
+			}
+		}
+	}
+}
+
+// TestLargeSlidingWindow checks the sliding window where prev*(P-e)
+// exceeds 2^53: a PerDay(1,000,000) window and a century of 2^31-1 events,
+// against the memory store's 128-bit arithmetic.
+func TestLargeSlidingWindow(t *testing.T) {
+	ctx := context.Background()
+	client := standaloneClient(t)
+	limits := []ratelimit.Limit{
+		ratelimit.PerDay(1_000_000),
+		ratelimit.PerDay(999_983), // a prime count: divisions are not exact
+		{Rate: 1<<31 - 1, Period: 100 * 365 * 24 * time.Hour},
+	}
+	for _, l := range limits {
+		t.Run(l.String(), func(t *testing.T) {
+			clock := ratelimittest.NewClock(time.Time{})
+			mem := memory.New(memory.WithClock(clock))
+			rs := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
+			e := &entry{req: withAlg(gcraReq("big", l, 0), ratelimit.SlidingWindow)}
+			rng := rand.New(rand.NewPCG(7, uint64(l.Rate)))
+			check := func(cost int) {
+				t.Helper()
+				req := e.at(clock.Now(), cost)
+				want, _ := mem.Take(ctx, req)
+				got, err := rs.Take(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !sameResult(e, got, want) {
+					t.Fatalf("at +%v cost %d:\n redis  %+v\n memory %+v", clock.Now().Sub(ratelimittest.Epoch), cost, got, want)
+				}
+			}
+			// Jump to a window start, fill most of it, then probe the next
+			// windows at random offsets with random costs.
+			p := l.Period
+			now := clock.Now().UnixNano()
+			clock.Advance(time.Duration(int64(p) - now%int64(p)))
+			check(l.Rate - rng.IntN(l.Rate/10))
+			for range 60 {
+				clock.Advance(time.Duration(rng.Int64N(int64(p)/(20*int64(time.Millisecond)))+1) * time.Millisecond)
+				check(rng.IntN(l.Rate/3 + 1))
+			}
+		})
+	}
+}
