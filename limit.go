@@ -73,6 +73,8 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: %d events exceeds the maximum of %d", ErrInvalidLimit, max(l.Rate, l.Burst), maxCount)
 	case time.Duration(l.Rate) > l.Period: // more than one event per nanosecond
 		return fmt.Errorf("%w: %d per %v is faster than %g per second", ErrInvalidLimit, l.Rate, l.Period, MaxRatePerSecond)
+	case l.Period > maxPeriod:
+		return fmt.Errorf("%w: period %v is longer than %v", ErrInvalidLimit, l.Period, maxPeriod)
 	case l.Interval() > maxSpan/time.Duration(l.Capacity()):
 		return fmt.Errorf("%w: %v takes longer than %v to refill", ErrInvalidLimit, l, maxSpan)
 	}
@@ -87,6 +89,10 @@ const maxCount = 1<<31 - 1
 // so that timestamps plus spans never overflow int64 nanoseconds (about 146
 // years; a day at 2^31-1 events of burst is well inside).
 const maxSpan = time.Duration(1 << 62)
+
+// maxPeriod bounds Period so that window arithmetic (a window's start plus
+// two periods, in Unix nanoseconds) never overflows: 50 years.
+const maxPeriod = 50 * 365 * 24 * time.Hour
 
 // String returns a short form such as "100/1m0s" or "10/1s burst 20".
 func (l Limit) String() string {

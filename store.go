@@ -71,6 +71,9 @@ type Request struct {
 	// Window, for FixedWindow only, overrides the epoch-aligned window with
 	// explicit bounds [Start, End) computed by the caller, for calendar quotas
 	// (a day or a month in a time zone). The zero value means epoch-aligned.
+	// A window that does not contain the store's current time still counts
+	// against its own bounds; RetryAfter and ResetAfter are then never
+	// negative.
 	Window Window
 }
 
@@ -97,8 +100,8 @@ func (r *Request) Validate() error {
 	if r.Cost > r.Limit.Capacity() {
 		return fmt.Errorf("%w: cost %d exceeds the capacity %d of %v", ErrInvalidRequest, r.Cost, r.Limit.Capacity(), r.Limit)
 	}
-	if r.Window != (Window{}) && (r.Algorithm != FixedWindow || r.Window.End <= r.Window.Start) {
-		return fmt.Errorf("%w: window [%d, %d) needs FixedWindow and End after Start", ErrInvalidRequest, r.Window.Start, r.Window.End)
+	if r.Window != (Window{}) && (r.Algorithm != FixedWindow || r.Window.End <= r.Window.Start || r.Window.End <= 0) {
+		return fmt.Errorf("%w: window [%d, %d) needs FixedWindow, End after Start and after 1970", ErrInvalidRequest, r.Window.Start, r.Window.End)
 	}
 	return nil
 }

@@ -77,6 +77,12 @@ func gcra(key string, l ratelimit.Limit, cost int) ratelimit.Request {
 	return ratelimit.Request{Rule: "conformance", Key: key, Limit: l, Cost: cost}
 }
 
+func windowed(w ratelimit.Window) ratelimit.Request {
+	r := withAlg(gcra("k", ratelimit.PerDay(10), 1), ratelimit.FixedWindow)
+	r.Window = w
+	return r
+}
+
 func withAlg(r ratelimit.Request, a ratelimit.Algorithm) ratelimit.Request {
 	r.Algorithm = a
 	return r
@@ -261,6 +267,9 @@ var storeCases = []struct {
 			{gcra("k", ratelimit.PerSecond(10).WithBurst(-1), 1), ratelimit.ErrInvalidLimit},
 			{withAlg(gcra("k", ratelimit.PerSecond(10).WithBurst(20), 1), ratelimit.FixedWindow), ratelimit.ErrInvalidLimit},
 			{withAlg(gcra("k", ratelimit.PerSecond(10), 1), 99), ratelimit.ErrInvalidRequest},
+			{gcra("k", ratelimit.Limit{Rate: 1, Period: 60 * 365 * 24 * time.Hour}, 1), ratelimit.ErrInvalidLimit},
+			{windowed(ratelimit.Window{Start: -100, End: 0}), ratelimit.ErrInvalidRequest},
+			{windowed(ratelimit.Window{Start: 100, End: 100}), ratelimit.ErrInvalidRequest},
 		}
 		for _, b := range bad {
 			res, err := st.s.Take(context.Background(), b.req)

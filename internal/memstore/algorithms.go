@@ -166,13 +166,14 @@ func fixedWindow(w window, now int64, l Limit, cost int64, start, end int64) (wi
 		count = int64(w.A)
 	}
 	need := max(cost, 1)
+	left := max(0, end-now)
 	if count+need > l.Rate {
-		return w, Result{Remaining: l.Rate - count, RetryAfter: end - now, ResetAfter: end - now}
+		return w, Result{Remaining: max(0, l.Rate-count), RetryAfter: left, ResetAfter: left}
 	}
 	count += cost
 	res := Result{Allowed: true, Remaining: l.Rate - count}
 	if count > 0 {
-		res.ResetAfter = end - now
+		res.ResetAfter = left
 	}
 	return window{Expires: end, A: uint32(count)}, res
 }
@@ -202,7 +203,7 @@ func concurrency(w window, now int64, l Limit, cost int64) (window, Result) {
 	need := max(cost, 1)
 	if inflight+need > l.Rate {
 		return w, Result{
-			Remaining:  l.Rate - inflight,
+			Remaining:  max(0, l.Rate-inflight),
 			RetryAfter: min(concurrencyRetryHint, w.Expires-now),
 			ResetAfter: w.Expires - now,
 		}

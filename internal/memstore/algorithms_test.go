@@ -110,3 +110,22 @@ func TestTakeAllTooMany(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestLoweredLimitNeverNegative: a key whose limit drops below its usage
+// reports zero remaining, never a negative count.
+func TestLoweredLimitNeverNegative(t *testing.T) {
+	high := Limit{Rate: 10, Period: int64(time.Minute), Capacity: 10}
+	low := Limit{Rate: 2, Period: int64(time.Minute), Capacity: 2}
+	w, _ := fixedWindow(window{}, 0, high, 5, 0, 0)
+	if _, res := fixedWindow(w, 0, low, 1, 0, 0); res.Allowed || res.Remaining != 0 {
+		t.Fatalf("fixed window: %+v", res)
+	}
+	c, _ := concurrency(window{}, 0, high, 5)
+	if _, res := concurrency(c, 0, low, 1); res.Allowed || res.Remaining != 0 {
+		t.Fatalf("concurrency: %+v", res)
+	}
+	// An explicit window that has already ended never reports negative waits.
+	if _, res := fixedWindow(window{}, 100, high, 1, 10, 50); res.ResetAfter != 0 || res.RetryAfter != 0 {
+		t.Fatalf("ended window: %+v", res)
+	}
+}
