@@ -19,23 +19,6 @@ func main() {
 	addr := flag.String("addr", "localhost:8080", "listen address")
 	flag.Parse()
 
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/items", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, `["apple","pear"]`)
-	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "ok") // carved out: never limited
-	})
-
-	// A tighter limit on one route: 5 attempts per minute per IP.
-	login := ratelimit.New(ratelimit.PerMinute(5), ratelimit.ByIP(), ratelimit.WithName("login"))
-	mux.Handle("POST /login", login(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "wrong password", http.StatusUnauthorized)
-	})))
-
-	// A global limit on everything: 60 per minute per IP, bursts of 10.
-	global := ratelimit.New(ratelimit.PerMinute(60).WithBurst(10), ratelimit.ByIP(), ratelimit.WithName("per-ip"))
-
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		log.Fatal(err)
@@ -53,5 +36,26 @@ Hit the login limit (the 6th attempt is a 429 with Retry-After):
 Health checks are never limited:
   curl -i %s/healthz
 `, base, base, base, base, base)
-	log.Fatal(http.Serve(ln, global(mux)))
+	log.Fatal(http.Serve(ln, newHandler()))
+}
+
+// newHandler returns the API with its two limits.
+func newHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/items", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, `["apple","pear"]`)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok") // carved out: never limited
+	})
+
+	// A tighter limit on one route: 5 attempts per minute per IP.
+	login := ratelimit.New(ratelimit.PerMinute(5), ratelimit.ByIP(), ratelimit.WithName("login"))
+	mux.Handle("POST /login", login(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "wrong password", http.StatusUnauthorized)
+	})))
+
+	// A global limit on everything: 60 per minute per IP, bursts of 10.
+	global := ratelimit.New(ratelimit.PerMinute(60).WithBurst(10), ratelimit.ByIP(), ratelimit.WithName("per-ip"))
+	return global(mux)
 }
