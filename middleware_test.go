@@ -193,20 +193,13 @@ func TestDeniedHandler(t *testing.T) {
 }
 
 // failingStore fails every call, as an unreachable Redis would.
-type failingStore struct{}
-
-var errDown = errors.New("connection refused")
-
-func (failingStore) Take(context.Context, ratelimit.Request) (ratelimit.Result, error) {
-	return ratelimit.Result{}, errDown
-}
-func (failingStore) TakeAll(context.Context, []ratelimit.Request, []ratelimit.Result) error {
-	return errDown
-}
-func (failingStore) Return(context.Context, ratelimit.Request) error { return errDown }
+var (
+	errDown      = errors.New("connection refused")
+	failingStore = ratelimittest.FailingStore{Err: errDown}
+)
 
 func TestStoreErrors(t *testing.T) {
-	h := ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithStore(failingStore{}))(ok)
+	h := ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithStore(failingStore))(ok)
 	for i := 0; i < 3; i++ {
 		resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
 		if resp.Code != 200 || resp.Header.Get("RateLimit") != "" {
@@ -214,7 +207,7 @@ func TestStoreErrors(t *testing.T) {
 		}
 	}
 	var seen error
-	h = ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithStore(failingStore{}),
+	h = ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithStore(failingStore),
 		ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
 			seen = err
 			http.Error(w, "limiter unavailable", http.StatusServiceUnavailable)

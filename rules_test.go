@@ -329,7 +329,7 @@ func TestFailurePolicies(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &recorder{}
 			h := ratelimit.NewRules([]ratelimit.Rule{
-				{Name: "r", Limit: ratelimit.PerMinute(2), Key: byPeer, Store: failingStore{}, OnStoreError: c.policy},
+				{Name: "r", Limit: ratelimit.PerMinute(2), Key: byPeer, Store: failingStore, OnStoreError: c.policy},
 			}, ratelimit.WithObserver(rec))(ok)
 			for i, want := range c.codes {
 				resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
@@ -357,7 +357,7 @@ func TestFailurePolicies(t *testing.T) {
 
 // hangingStore never answers until the context ends, like a Redis that
 // accepts connections but never replies.
-type hangingStore struct{ failingStore }
+type hangingStore struct{ ratelimittest.FailingStore }
 
 func (hangingStore) Take(ctx context.Context, _ ratelimit.Request) (ratelimit.Result, error) {
 	<-ctx.Done()

@@ -324,25 +324,12 @@ func TestSameResponsesAsCore(t *testing.T) {
 	}
 }
 
-// failingStore is a Store whose backend is down.
-type failingStore struct{}
-
 var errDown = errors.New("backend down")
-
-func (failingStore) Take(context.Context, ratelimit.Request) (ratelimit.Result, error) {
-	return ratelimit.Result{}, errDown
-}
-
-func (failingStore) TakeAll(context.Context, []ratelimit.Request, []ratelimit.Result) error {
-	return errDown
-}
-
-func (failingStore) Return(context.Context, ratelimit.Request) error { return errDown }
 
 func TestStoreErrors(t *testing.T) {
 	t.Run("FailOpen", func(t *testing.T) {
 		r := chi.NewRouter()
-		r.With(ratelimit.New(ratelimit.PerMinute(1), ratelimitchi.ByRoute(), ratelimit.WithStore(failingStore{}))).Get("/x", ok)
+		r.With(ratelimit.New(ratelimit.PerMinute(1), ratelimitchi.ByRoute(), ratelimit.WithStore(ratelimittest.FailingStore{Err: errDown}))).Get("/x", ok)
 		for range 3 {
 			resp := get(r, "/x")
 			if resp.Code != http.StatusOK || resp.Header.Get("RateLimit") != "" {
@@ -353,7 +340,7 @@ func TestStoreErrors(t *testing.T) {
 	t.Run("FailClosed", func(t *testing.T) {
 		var got error
 		r := chi.NewRouter()
-		r.With(ratelimit.New(ratelimit.PerMinute(1), ratelimitchi.ByRoute(), ratelimit.WithStore(failingStore{}),
+		r.With(ratelimit.New(ratelimit.PerMinute(1), ratelimitchi.ByRoute(), ratelimit.WithStore(ratelimittest.FailingStore{Err: errDown}),
 			ratelimit.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
 				got = err
 				http.Error(w, "unavailable", http.StatusServiceUnavailable)

@@ -1,7 +1,6 @@
 package ratelimitecho_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -233,25 +232,12 @@ func TestSameResponsesAsCore(t *testing.T) {
 	}
 }
 
-// failingStore is a Store whose backend is down.
-type failingStore struct{}
-
 var errDown = errors.New("backend down")
-
-func (failingStore) Take(context.Context, ratelimit.Request) (ratelimit.Result, error) {
-	return ratelimit.Result{}, errDown
-}
-
-func (failingStore) TakeAll(context.Context, []ratelimit.Request, []ratelimit.Result) error {
-	return errDown
-}
-
-func (failingStore) Return(context.Context, ratelimit.Request) error { return errDown }
 
 func TestStoreErrors(t *testing.T) {
 	t.Run("FailOpen", func(t *testing.T) {
 		e := echo.New()
-		e.GET("/x", ok, ratelimitecho.New(ratelimit.PerMinute(1), ratelimit.ByIP(), ratelimit.WithStore(failingStore{})))
+		e.GET("/x", ok, ratelimitecho.New(ratelimit.PerMinute(1), ratelimit.ByIP(), ratelimit.WithStore(ratelimittest.FailingStore{Err: errDown})))
 		for range 3 {
 			if resp := get(e, "/x"); resp.Code != http.StatusOK || resp.Header.Get("RateLimit") != "" {
 				t.Fatalf("%d %v, want 200 without fields", resp.Code, resp.Header)
@@ -265,7 +251,7 @@ func TestStoreErrors(t *testing.T) {
 		e.GET("/x", func(c echo.Context) error { reached = true; return nil },
 			ratelimitecho.NewWithConfig(ratelimitecho.Config{
 				Limit: ratelimit.PerMinute(1), Key: ratelimit.ByIP(),
-				Options: []ratelimit.Option{ratelimit.WithStore(failingStore{})},
+				Options: []ratelimit.Option{ratelimit.WithStore(ratelimittest.FailingStore{Err: errDown})},
 				ErrorHandler: func(c echo.Context, err error) error {
 					got = err
 					return echo.NewHTTPError(http.StatusServiceUnavailable, "try later").SetInternal(err)
@@ -284,7 +270,7 @@ func TestStoreErrors(t *testing.T) {
 		e := echo.New()
 		e.GET("/x", ok, ratelimitecho.NewWithConfig(ratelimitecho.Config{
 			Limit: ratelimit.PerMinute(1), Key: ratelimit.ByIP(),
-			Options:      []ratelimit.Option{ratelimit.WithStore(failingStore{})},
+			Options:      []ratelimit.Option{ratelimit.WithStore(ratelimittest.FailingStore{Err: errDown})},
 			ErrorHandler: func(echo.Context, error) error { calls++; return nil },
 		}))
 		for range 2 {

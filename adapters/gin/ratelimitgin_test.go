@@ -1,7 +1,6 @@
 package ratelimitgin_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -226,25 +225,12 @@ func TestSameResponsesAsCore(t *testing.T) {
 	}
 }
 
-// failingStore is a Store whose backend is down.
-type failingStore struct{}
-
 var errDown = errors.New("backend down")
-
-func (failingStore) Take(context.Context, ratelimit.Request) (ratelimit.Result, error) {
-	return ratelimit.Result{}, errDown
-}
-
-func (failingStore) TakeAll(context.Context, []ratelimit.Request, []ratelimit.Result) error {
-	return errDown
-}
-
-func (failingStore) Return(context.Context, ratelimit.Request) error { return errDown }
 
 func TestStoreErrors(t *testing.T) {
 	t.Run("FailOpen", func(t *testing.T) {
 		r := gin.New()
-		r.GET("/x", ratelimitgin.New(ratelimit.PerMinute(1), ratelimit.ByIP(), ratelimit.WithStore(failingStore{})), ok)
+		r.GET("/x", ratelimitgin.New(ratelimit.PerMinute(1), ratelimit.ByIP(), ratelimit.WithStore(ratelimittest.FailingStore{Err: errDown})), ok)
 		for range 3 {
 			if resp := get(r, "/x"); resp.Code != http.StatusOK || resp.Header.Get("RateLimit") != "" {
 				t.Fatalf("%d %v, want 200 without fields", resp.Code, resp.Header)
@@ -255,7 +241,7 @@ func TestStoreErrors(t *testing.T) {
 		var got error
 		reached := false
 		r := gin.New()
-		r.GET("/x", ratelimitgin.New(ratelimit.PerMinute(1), ratelimit.ByIP(), ratelimit.WithStore(failingStore{}),
+		r.GET("/x", ratelimitgin.New(ratelimit.PerMinute(1), ratelimit.ByIP(), ratelimit.WithStore(ratelimittest.FailingStore{Err: errDown}),
 			ratelimit.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
 				got = err
 				http.Error(w, "unavailable", http.StatusServiceUnavailable)
