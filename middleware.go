@@ -299,6 +299,9 @@ func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (fu
 	switch {
 	case use == exempt:
 		return noop, true
+	case use == keyFailed && ru.Shadow:
+		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: KeyError, Err: err, Request: r})
+		return noop, true // a shadow rule never denies
 	case use == keyFailed:
 		return l.keyFailed(w, r, ru, err)
 	}

@@ -48,10 +48,13 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 	enforced := 0
 	for i, ru := range l.rules {
 		req, use, err := ru.request(r, now)
-		switch use {
-		case exempt:
+		switch {
+		case use == exempt:
 			continue
-		case keyFailed:
+		case use == keyFailed && ru.Shadow:
+			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: KeyError, Err: err, Request: r})
+			continue // a shadow rule never denies
+		case use == keyFailed:
 			return l.keyFailed(w, r, ru, err)
 		}
 		b.add(ru, req)

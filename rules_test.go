@@ -436,3 +436,21 @@ func TestObserverLatency(t *testing.T) {
 		t.Fatalf("events %q", got)
 	}
 }
+
+func TestShadowRuleKeyErrorNeverDenies(t *testing.T) {
+	rec := &recorder{}
+	noKey := func(*http.Request) (string, error) { return "", ratelimit.ErrNoKey }
+	single := ratelimit.New(ratelimit.PerMinute(1), noKey, ratelimit.WithShadow(), ratelimit.WithObserver(rec))(ok)
+	multi := ratelimit.NewRules([]ratelimit.Rule{
+		{Name: "shadow", Limit: ratelimit.PerMinute(1), Key: noKey, Shadow: true},
+		{Name: "ip", Limit: ratelimit.PerMinute(10), Key: byPeer},
+	}, ratelimit.WithObserver(rec))(ok)
+	for _, h := range []http.Handler{single, multi} {
+		if resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")); resp.Code != 200 {
+			t.Fatalf("a shadow rule without a key denied: %d", resp.Code)
+		}
+	}
+	if got := rec.outcomes(); got != "default:key_error shadow:key_error ip:allowed" {
+		t.Fatalf("events %q", got)
+	}
+}
