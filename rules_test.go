@@ -454,3 +454,33 @@ func TestShadowRuleKeyErrorNeverDenies(t *testing.T) {
 		t.Fatalf("events %q", got)
 	}
 }
+
+func TestInvalidDynamicLimitIsServerError(t *testing.T) {
+	h := ratelimit.NewRules([]ratelimit.Rule{{
+		Name: "broken", Key: byPeer,
+		LimitFunc: func(*http.Request) (ratelimit.Limit, bool) { return ratelimit.Limit{}, true },
+	}})(ok)
+	if resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")); resp.Code != 500 {
+		t.Fatalf("a LimitFunc returning a zero limit: %d, want 500 (never a bypass)", resp.Code)
+	}
+}
+
+func TestMultiRuleAllocations(t *testing.T) {
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	huge := ratelimit.Limit{Rate: 1e9, Period: time.Second}
+	h := ratelimit.NewRules([]ratelimit.Rule{
+		{Name: "global", Limit: huge, Key: ratelimit.Global()},
+		{Name: "ip", Limit: huge, Key: ratelimit.ByIP()},
+		{Name: "route", Limit: huge, Key: ratelimit.Keys(ratelimit.ByIP(), byPath)},
+	})(next)
+	req := ratelimittest.NewRequest("GET", "/api", "198.51.100.7:5555")
+	w := &discardWriter{h: make(http.Header)}
+	allocs := testing.AllocsPerRun(200, func() {
+		clear(w.h)
+		h.ServeHTTP(w, req)
+	})
+	t.Logf("three rules, one store: %.1f allocs per request", allocs)
+	if w.code != 200 || allocs > 3 {
+		t.Fatalf("status %d, %.1f allocs per request, want at most 3", w.code, allocs)
+	}
+}
