@@ -17,9 +17,10 @@ import (
 //
 // A store error never becomes a 429 unless the rule fails closed with 429.
 type FailurePolicy struct {
-	mode     failMode
-	status   int
-	fallback Store
+	mode      failMode
+	status    int
+	fallback  Store
+	instances int // the fallback's share of the limit: 1/instances
 }
 
 type failMode uint8
@@ -55,12 +56,41 @@ func FallbackTo(store Store) FailurePolicy {
 	return FailurePolicy{mode: failFallback, fallback: store}
 }
 
+// DividedBy returns a FallbackTo policy whose fallback applies the rule's
+// limit divided among instances: with a fleet limit of 1,000 a minute and 8
+// instances, each falls back to 125 a minute (at least 1), so the fleet as a
+// whole stays near its limit during an outage. It works with limits chosen
+// per request (LimitFunc, Tiers) too. It panics on a policy that is not a
+// fallback or on fewer than 1 instance.
+func (p FailurePolicy) DividedBy(instances int) FailurePolicy {
+	if p.mode != failFallback || instances < 1 {
+		panic(fmt.Sprintf("ratelimit: DividedBy(%d) needs a FallbackTo policy and at least 1 instance", instances))
+	}
+	p.instances = instances
+	return p
+}
+
+// share returns l divided among the policy's instances.
+func (p FailurePolicy) share(l Limit) Limit {
+	if p.instances <= 1 {
+		return l
+	}
+	out := Limit{Rate: max(1, l.Rate/p.instances), Period: l.Period}
+	if l.Burst != 0 {
+		out.Burst = max(1, l.Burst/p.instances)
+	}
+	return out
+}
+
 // String describes the policy for events and logs.
 func (p FailurePolicy) String() string {
 	switch p.mode {
 	case failClosed:
 		return fmt.Sprintf("fail-closed(%d)", p.status)
 	case failFallback:
+		if p.instances > 1 {
+			return fmt.Sprintf("fallback(1/%d)", p.instances)
+		}
 		return "fallback"
 	}
 	return "fail-open"

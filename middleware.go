@@ -320,8 +320,9 @@ func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (fu
 	}
 	l.observeResult(r, ru, res, Denied, lat)
 	policy := l.policyHeader
-	if policy == "" {
-		policy = policyItem(ru.Name, req.Limit)
+	if policy == "" || res.Limit != req.Limit { // dynamic, or decided by a fallback's share
+		policy = policyItem(ru.Name, res.Limit)
+		req.Limit = res.Limit
 	}
 	l.writeHeaders(w.Header(), policy, ru, &req, &res, now, l.denied == nil && !res.Allowed)
 	if res.Allowed {
@@ -407,7 +408,10 @@ func (l *Limiter) storeFailed(w http.ResponseWriter, r *http.Request, ru *rule, 
 	}
 	p := ru.OnStoreError
 	if p.mode == failFallback {
-		res, ferr := p.fallback.Take(r.Context(), *req)
+		local := *req
+		local.Limit = p.share(req.Limit)
+		local.Cost = min(local.Cost, local.Limit.Capacity())
+		res, ferr := p.fallback.Take(r.Context(), local)
 		if ferr == nil {
 			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: Fallback, Result: res, Err: err, Latency: lat, Request: r})
 			return res, true, nil

@@ -132,10 +132,19 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 		return l.multiReleaser(r, b), true // every rule exempted or failed open
 	}
 	policy := l.policyHeader
+	for i := 0; i < enforced && policy != ""; i++ {
+		if b.state[i] == decided && b.res[i].Limit != b.reqs[i].Limit {
+			policy = "" // a fallback decided under its share of the limit
+		}
+	}
 	if policy == "" {
 		items := make([]string, 0, enforced)
 		for i := 0; i < enforced; i++ {
-			items = append(items, policyItem(b.rules[i].Name, b.reqs[i].Limit))
+			limit := b.reqs[i].Limit
+			if b.state[i] == decided {
+				limit = b.res[i].Limit
+			}
+			items = append(items, policyItem(b.rules[i].Name, limit))
 		}
 		policy = strings.Join(items, ", ")
 	}

@@ -484,3 +484,18 @@ func TestMultiRuleAllocations(t *testing.T) {
 		t.Fatalf("status %d, %.1f allocs per request, want at most 3", w.code, allocs)
 	}
 }
+
+func TestFallbackDividedAmongInstances(t *testing.T) {
+	fallback := memory.New(memory.WithClock(newClock()))
+	h := ratelimit.NewRules([]ratelimit.Rule{{
+		Name: "fleet", Limit: ratelimit.PerMinute(100), Key: byPeer, Store: failingStore,
+		OnStoreError: ratelimit.FallbackTo(fallback).DividedBy(8),
+	}})(ok)
+	n, resp := ratelimittest.FirstLimited(h, 50, func() *http.Request { return ratelimittest.NewRequest("GET", "/", "") })
+	if n != 13 || resp.Header.Get("RateLimit-Policy") != `"fleet";q=12;w=60` {
+		t.Fatalf("a 100/min fleet limit over 8 instances: first 429 at %d (policy %q), want 13 (12 per instance)", n, resp.Header.Get("RateLimit-Policy"))
+	}
+	if got := ratelimit.FallbackTo(fallback).DividedBy(8).String(); got != "fallback(1/8)" {
+		t.Fatalf("String %q", got)
+	}
+}
