@@ -4,23 +4,29 @@ import (
 	"context"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
 )
 
-// Benchmarks: Take on one hot key and over 10,000 keys, 64 goroutines in
-// parallel, against the shared standalone server with server time; and the
-// same workload through go-redis/redis_rate for comparison.
+// Benchmarks: Take on one hot key and over 10,000 keys (allow path) and on
+// a denied hot key, 64 goroutines in parallel, against the shared
+// standalone server with server time, for each Store configuration
+// (plain: one script call per check; coalesced; default: coalesced with
+// the denied cache; lease) and through go-redis/redis_rate for comparison.
 //
 //	go test -run '^$' -bench . -benchtime 3s ./stores/redis/
 //
 // roundtrips/op counts the script calls the client sent per check (a hook
 // on the client): EVALSHA, plus EVAL when the script had to be loaded;
-// connection handshakes (HELLO, CLIENT SETINFO) are not checks.
+// connection handshakes (HELLO, CLIENT SETINFO) are not checks. checks/s
+// is the throughput; server-µs/call and server-µs/op are the Redis
+// server's time per script call and per check, from INFO commandstats.
 
 // commandCounter is a go-redis hook counting the commands sent.
 type commandCounter struct{ n atomic.Int64 }
@@ -68,6 +74,7 @@ func runParallel(b *testing.B, counter *commandCounter, check func(ctx context.C
 	b.SetParallelism((benchGoroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	var seq atomic.Int64
 	counter.n.Store(0)
+	resetServerStats(b)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
@@ -82,6 +89,59 @@ func runParallel(b *testing.B, counter *commandCounter, check func(ctx context.C
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(counter.n.Load())/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "checks/s")
+	reportServerTime(b)
+}
+
+// resetServerStats clears INFO commandstats on the shared server.
+func resetServerStats(b *testing.B) {
+	c := redis.NewClient(&redis.Options{Addr: sharedServer.Addr})
+	defer c.Close()
+	if err := c.ConfigResetStat(context.Background()).Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// reportServerTime reports the server's time per script call and per
+// check, from INFO commandstats (evalsha and eval together).
+func reportServerTime(b *testing.B) {
+	c := redis.NewClient(&redis.Options{Addr: sharedServer.Addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var calls, usec float64
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+			continue
+		}
+		for _, f := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
+			k, v, _ := strings.Cut(f, "=")
+			x, _ := strconv.ParseFloat(v, 64)
+			switch k {
+			case "calls":
+				calls += x
+			case "usec":
+				usec += x
+			}
+		}
+	}
+	if calls > 0 {
+		b.ReportMetric(usec/calls, "server-µs/call")
+		b.ReportMetric(usec/float64(b.N), "server-µs/op")
+	}
+}
+
+// storeVariants are the configurations the benchmarks compare.
+var storeVariants = []struct {
+	name string
+	opts []Option
+}{
+	{"plain", []Option{WithoutCoalescing(), WithoutDeniedCache()}},
+	{"coalesced", []Option{WithoutDeniedCache()}},
+	{"default", nil}, // coalescing and the denied cache
+	{"lease", []Option{WithLease(0.0001, 100*time.Millisecond)}},
 }
 
 func BenchmarkTake(b *testing.B) {
@@ -91,14 +151,19 @@ func BenchmarkTake(b *testing.B) {
 		name string
 		keys []string
 	}{{"hot-key", []string{"hot"}}, {"10k-keys", benchKeys}} {
-		b.Run(w.name, func(b *testing.B) {
-			client, counter := benchClient(b)
-			s := New(client, WithPrefix(uniquePrefix(b)))
-			runParallel(b, counter, func(ctx context.Context, key string) error {
-				_, err := s.Take(ctx, ratelimit.Request{Rule: "bench", Key: key, Limit: limit, Cost: 1})
-				return err
-			}, w.keys)
-		})
+		for _, v := range storeVariants {
+			if v.name == "default" {
+				continue // the allow path never meets the denied cache
+			}
+			b.Run(w.name+"/"+v.name, func(b *testing.B) {
+				client, counter := benchClient(b)
+				s := New(client, append([]Option{WithPrefix(uniquePrefix(b))}, v.opts...)...)
+				runParallel(b, counter, func(ctx context.Context, key string) error {
+					_, err := s.Take(ctx, ratelimit.Request{Rule: "bench", Key: key, Limit: limit, Cost: 1})
+					return err
+				}, w.keys)
+			})
+		}
 		b.Run(w.name+"/redis_rate", func(b *testing.B) {
 			client, counter := benchClient(b)
 			l := redis_rate.NewLimiter(client)
@@ -114,14 +179,31 @@ func BenchmarkTake(b *testing.B) {
 
 // BenchmarkTakeDenied is the deny path on a hot key.
 func BenchmarkTakeDenied(b *testing.B) {
-	client, counter := benchClient(b)
-	s := New(client, WithPrefix(uniquePrefix(b)))
-	req := ratelimit.Request{Rule: "bench", Key: "hot", Limit: ratelimit.PerHour(1), Cost: 1}
-	if _, err := s.Take(context.Background(), req); err != nil {
-		b.Fatal(err)
+	for _, v := range storeVariants {
+		b.Run(v.name, func(b *testing.B) {
+			client, counter := benchClient(b)
+			s := New(client, append([]Option{WithPrefix(uniquePrefix(b))}, v.opts...)...)
+			req := ratelimit.Request{Rule: "bench", Key: "hot", Limit: ratelimit.PerHour(1), Cost: 1}
+			if _, err := s.Take(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+			runParallel(b, counter, func(ctx context.Context, key string) error {
+				_, err := s.Take(ctx, req)
+				return err
+			}, []string{"hot"})
+		})
 	}
-	runParallel(b, counter, func(ctx context.Context, key string) error {
-		_, err := s.Take(ctx, req)
-		return err
-	}, []string{"hot"})
+	b.Run("redis_rate", func(b *testing.B) {
+		client, counter := benchClient(b)
+		l := redis_rate.NewLimiter(client)
+		key := uniquePrefix(b) + "hot"
+		rl := redis_rate.PerHour(1)
+		if _, err := l.Allow(context.Background(), key, rl); err != nil {
+			b.Fatal(err)
+		}
+		runParallel(b, counter, func(ctx context.Context, _ string) error {
+			_, err := l.Allow(ctx, key, rl)
+			return err
+		}, []string{"hot"})
+	})
 }

@@ -245,3 +245,68 @@ func TestLargeSlidingWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestDifferentialLoweredLimit lowers a limit below the usage already
+// stored, for every algorithm (and a FixedWindow whose explicit window has
+// ended): Remaining is never negative and waits never either, and the
+// Results equal the memory store's.
+func TestDifferentialLoweredLimit(t *testing.T) {
+	ctx := context.Background()
+	client := standaloneClient(t)
+	for alg := ratelimit.GCRA; alg <= ratelimit.Concurrency; alg++ {
+		for _, ended := range []bool{false, true} {
+			if ended && alg != ratelimit.FixedWindow {
+				continue
+			}
+			name := alg.String()
+			if ended {
+				name += "/window-ended"
+			}
+			t.Run(name, func(t *testing.T) {
+				clock := ratelimittest.NewClock(ratelimittest.Epoch)
+				mem := memory.New(memory.WithClock(clock))
+				rs := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
+				high := ratelimit.Limit{Rate: 10, Period: time.Minute}
+				low := ratelimit.Limit{Rate: 3, Period: time.Minute}
+				req := withAlg(gcraReq("lowered", high, 8), alg)
+				if ended {
+					end := clock.Now().Add(-time.Second)
+					req.Window = ratelimit.Window{Start: end.Add(-time.Minute).UnixNano(), End: end.UnixNano()}
+				}
+				step := func(what string, r ratelimit.Request) {
+					t.Helper()
+					want, err1 := mem.Take(ctx, r)
+					got, err2 := rs.Take(ctx, r)
+					if err1 != nil || err2 != nil {
+						t.Fatalf("%s: errors memory %v, redis %v", what, err1, err2)
+					}
+					if alg == ratelimit.SlidingWindow {
+						want.RetryAfter = ceilMicro(want.RetryAfter) // documented µs rounding
+					}
+					if got != want {
+						t.Fatalf("%s:\n redis  %+v\n memory %+v", what, got, want)
+					}
+					if got.Remaining < 0 || got.RetryAfter < 0 || got.ResetAfter < 0 {
+						t.Fatalf("%s: negative field in %+v", what, got)
+					}
+				}
+				step("take 8 of 10", req)
+				req.Limit = low
+				for cost := range 4 {
+					req.Cost = cost
+					step(fmt.Sprintf("cost %d of lowered limit 3", cost), req)
+					step(fmt.Sprintf("cost %d again (denied cache)", cost), req)
+				}
+				clock.Advance(10 * time.Second)
+				req.Cost = 1
+				step("cost 1 after 10s", req)
+				if err1, err2 := mem.Return(ctx, req), rs.Return(ctx, req); err1 != nil || err2 != nil {
+					t.Fatal(err1, err2)
+				}
+				step("cost 1 after a Return", req)
+				clock.Advance(50 * time.Second)
+				step("cost 1 after a minute", req)
+			})
+		}
+	}
+}

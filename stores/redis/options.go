@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -19,12 +20,42 @@ const DefaultPrefix = "ratelimit:v1:"
 // slower than real time).
 const ClockTTLSlack = 10 * time.Second
 
+// Defaults of the coalescing and caching options.
+const (
+	// DefaultMaxBatch is the most checks one coalesced round trip carries.
+	DefaultMaxBatch = 128
+	// DefaultBatchTimeout bounds a coalesced round trip: its deadline is the
+	// latest deadline of the callers in it, and never later than this.
+	DefaultBatchTimeout = 3 * time.Second
+	// DefaultDeniedCacheSize is the most keys the denied cache remembers.
+	DefaultDeniedCacheSize = 1 << 16
+	// DefaultLeaseKeys is the most keys lease mode holds leases for.
+	DefaultLeaseKeys = 1 << 16
+)
+
 // An Option configures a Store.
 type Option func(*config)
 
 type config struct {
-	prefix string
-	clock  ratelimit.Clock
+	prefix       string
+	clock        ratelimit.Clock
+	coalesce     bool
+	maxBatch     int
+	maxWait      time.Duration
+	batchTimeout time.Duration
+	deniedSize   int // 0: no denied cache
+	leaseFrac    float64
+	leaseLife    time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		prefix:       DefaultPrefix,
+		coalesce:     true,
+		maxBatch:     DefaultMaxBatch,
+		batchTimeout: DefaultBatchTimeout,
+		deniedSize:   DefaultDeniedCacheSize,
+	}
 }
 
 // WithPrefix sets the prefix of every key the Store writes; the default is
@@ -46,10 +77,84 @@ func WithPrefix(p string) Option {
 // a deliberately client-clocked setup. With it, the instances sharing a
 // limit must agree on the time: clock skew between them shifts their
 // decisions, which server time avoids. Keys written with a client clock
-// live ClockTTLSlack longer. Times are truncated to the microsecond.
+// live ClockTTLSlack longer. Times are truncated to the microsecond. The
+// denied cache and lease mode then read time from clock too.
 func WithClock(clock ratelimit.Clock) Option {
 	if clock == nil {
 		panic("redisstore: WithClock needs a clock")
 	}
 	return func(c *config) { c.clock = clock }
+}
+
+// WithCoalescing tunes coalescing, which is on by default: concurrent Take
+// and Return calls are sent to Redis together, as one script call that
+// decides each of them on its own (see the package documentation).
+//
+// maxBatch is the most checks in one round trip (DefaultMaxBatch if 0).
+// maxWait is how long a round trip may wait for more checks before it is
+// sent when the Store is idle: 0, the default, sends at once, so that an
+// idle Store adds no latency; batches still form whenever calls arrive
+// while a round trip is in flight. WithCoalescing panics on negative values.
+func WithCoalescing(maxBatch int, maxWait time.Duration) Option {
+	if maxBatch < 0 || maxWait < 0 {
+		panic(fmt.Sprintf("redisstore: WithCoalescing(%d, %v): negative value", maxBatch, maxWait))
+	}
+	if maxBatch == 0 {
+		maxBatch = DefaultMaxBatch
+	}
+	return func(c *config) { c.coalesce, c.maxBatch, c.maxWait = true, maxBatch, maxWait }
+}
+
+// WithoutCoalescing sends every Take and Return as its own script call.
+func WithoutCoalescing() Option {
+	return func(c *config) { c.coalesce = false }
+}
+
+// WithBatchTimeout bounds each coalesced round trip (DefaultBatchTimeout
+// unless set). A round trip's deadline is the latest deadline among the
+// callers it carries, capped by d; a caller whose own deadline passes
+// returns at once in any case. It panics if d is not positive.
+func WithBatchTimeout(d time.Duration) Option {
+	if d <= 0 {
+		panic(fmt.Sprintf("redisstore: WithBatchTimeout(%v): must be positive", d))
+	}
+	return func(c *config) { c.batchTimeout = d }
+}
+
+// WithDeniedCacheSize sets how many keys the denied cache remembers
+// (DefaultDeniedCacheSize unless set); 0 turns the cache off. It panics on
+// a negative size.
+func WithDeniedCacheSize(n int) Option {
+	if n < 0 {
+		panic(fmt.Sprintf("redisstore: WithDeniedCacheSize(%d): negative size", n))
+	}
+	return func(c *config) { c.deniedSize = n }
+}
+
+// WithoutDeniedCache turns the denied cache off: every check of a denied
+// key goes to Redis. Same as WithDeniedCacheSize(0).
+func WithoutDeniedCache() Option { return WithDeniedCacheSize(0) }
+
+// WithLease turns lease mode on, for GCRA requests (other algorithms are
+// unaffected). When a key has no local lease, a check takes from Redis its
+// own cost plus up to max(1, fraction×Capacity) units in all, if they are
+// available, and later checks of that key on this Store spend the leased
+// units locally, without a round trip, until they run out or lifetime
+// passes; units left when a lease expires are not given back (the limit is
+// then slightly stricter than configured, never looser).
+//
+// Lease mode trades exactness for round trips: with I instances, admitted
+// requests in any window exceed the exact bound by at most
+// I×max(1, fraction×Capacity) units, and by at most lifetime/interval
+// units (the refill during one lifetime). With 4 instances, fraction 0.005
+// keeps them within 2% of the limit. Results served from a lease report
+// Remaining and ResetAfter as of when the lease was taken, less the units
+// spent since.
+//
+// WithLease panics unless 0 < fraction <= 1 and lifetime > 0.
+func WithLease(fraction float64, lifetime time.Duration) Option {
+	if !(fraction > 0 && fraction <= 1) || lifetime <= 0 {
+		panic(fmt.Sprintf("redisstore: WithLease(%v, %v): want 0 < fraction <= 1 and a positive lifetime", fraction, lifetime))
+	}
+	return func(c *config) { c.leaseFrac, c.leaseLife = fraction, lifetime }
 }

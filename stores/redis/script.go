@@ -23,6 +23,9 @@ const (
 	modeTake   = "t"
 	modePeek   = "p" // take, and also reply with cost-0 peeks of the state before
 	modeReturn = "r"
+	// modeIndependent decides each request on its own, in order: the
+	// coalesced checks of many callers.
+	modeIndependent = "i"
 )
 
 // Reply widths per request.
@@ -56,28 +59,46 @@ func (s *Store) header(args []any, mode string, now instant) []any {
 
 // appendRequest appends the six script fields of a validated request.
 func appendRequest(args []any, req *ratelimit.Request) ([]any, error) {
+	return appendFields(args, req, int(req.Algorithm), req.Limit.Rate, req.Cost), nil
+}
+
+// appendOp appends the six script fields of an op in mode "i": a return
+// has a negative cost, a lease is algorithm 4 with its size as the rate.
+func appendOp(args []any, o *op) []any {
+	switch o.kind {
+	case opReturn:
+		return appendFields(args, &o.req, int(o.req.Algorithm), o.req.Limit.Rate, -o.req.Cost)
+	case opLease:
+		return appendFields(args, &o.req, 4, o.n, o.req.Cost)
+	}
+	return appendFields(args, &o.req, int(o.req.Algorithm), o.req.Limit.Rate, o.req.Cost)
+}
+
+func appendFields(args []any, req *ratelimit.Request, alg, rate, cost int) []any {
 	l := req.Limit
 	var span int64
 	if req.Algorithm == ratelimit.GCRA {
-		// ceil(ceil(Period/1µs)/Rate) = ceil(Period/(1000*Rate)), computed
-		// without overflow: the refill interval in whole microseconds.
-		d := int64(time.Microsecond) * int64(l.Rate)
-		span = int64(l.Period) / d
-		if int64(l.Period)%d != 0 {
-			span++
-		}
+		span = gcraInterval(l)
 	} else {
 		span = ceilMicros(int64(l.Period))
 	}
 	var end any = ""
 	if req.Window != (ratelimit.Window{}) {
-		e := ceilMicros(req.Window.End)
-		if e > maxSafe || e < -maxSafe {
-			return args, fmt.Errorf("%w: window end %d is beyond the range of the Redis store", ratelimit.ErrInvalidRequest, req.Window.End)
-		}
-		end = e
+		end = ceilMicros(req.Window.End) // within ±maxSafe: validated
 	}
-	return append(args, int(req.Algorithm), l.Rate, span, l.Capacity(), req.Cost, end), nil
+	return append(args, alg, rate, span, l.Capacity(), cost, end)
+}
+
+// gcraInterval is the refill interval of l in whole microseconds:
+// ceil(ceil(Period/1µs)/Rate) = ceil(Period/(1000*Rate)), computed without
+// overflow.
+func gcraInterval(l ratelimit.Limit) int64 {
+	d := int64(time.Microsecond) * int64(l.Rate)
+	span := int64(l.Period) / d
+	if int64(l.Period)%d != 0 {
+		span++
+	}
+	return span
 }
 
 // ceilMicros converts nanoseconds to microseconds, rounding up.
@@ -88,6 +109,9 @@ func ceilMicros(ns int64) int64 {
 	}
 	return q
 }
+
+// wrapCtx wraps a ctx error as a Redis failure.
+func wrapCtx(err error) error { return fmt.Errorf("ratelimit: redis: %w", err) }
 
 // run executes the script and returns its integer reply.
 func (s *Store) run(ctx context.Context, keys []string, args []any, want int) ([]int64, error) {

@@ -6,7 +6,10 @@
 -- ARGV[1]  mode: "t" take all-or-nothing; "p" the same, and also reply for
 --          each request with the cost-0 peek of its state as it was before
 --          the call (for compensating a TakeAll across shards); "r" return
---          (refund) each request's cost.
+--          (refund) each request's cost; "i" independent requests, each
+--          decided on its own in order, as if each were its own call (the
+--          coalesced checks of many callers): a negative cost returns -cost
+--          units, and algorithm 4 is a GCRA lease (see below).
 -- ARGV[2]  now in Unix microseconds, or "" to read the server's TIME.
 -- ARGV[3]  extra TTL in milliseconds added to every write (0 with server time).
 -- ARGV[4+6(i-1)..] six fields per request: algorithm (0 GCRA, 1 sliding
@@ -15,9 +18,17 @@
 --          caller computes exactly), capacity, cost, and the explicit window
 --          end in µs ("" means an epoch-aligned window).
 --
--- Reply, modes "t" and "p": four integers per request, allowed (1 or 0),
--- remaining, retry-after µs and reset-after µs; mode "p" adds three more,
--- the peek's remaining, retry-after and reset-after. Mode "r" replies 0.
+-- Reply, modes "t", "p" and "i": four integers per request, allowed (1 or
+-- 0), remaining, retry-after µs and reset-after µs; mode "p" adds three
+-- more, the peek's remaining, retry-after and reset-after. Mode "r" replies
+-- 0. In mode "i" a return replies 0 0 0 0, a request whose key holds
+-- another type of value replies -1 0 0 0 (the others still run), and a
+-- lease replies the units granted in place of allowed.
+--
+-- A lease (algorithm 4, mode "i") is a GCRA take of cost units that, when
+-- allowed, also takes up to rate-cost more units if they are available now,
+-- so that the caller can spend them locally: the rate field carries the
+-- most units to grant.
 --
 -- State, one string per key, always written with PX in the same call:
 --   GCRA            "<tat>"                  the theoretical arrival time
@@ -151,12 +162,13 @@ local function fixed(st, now, rate, p, cost, wend)
   local count = 0
   if st and st[1] == stop then count = st[2] end
   local need = max(cost, 1)
+  local left = max(0, stop - now) -- an explicit window may have ended
   if count + need > rate then
-    return nil, false, rate - count, stop - now, stop - now, 0
+    return nil, false, max(0, rate - count), left, left, 0
   end
   count = count + cost
   local reset = 0
-  if count > 0 then reset = stop - now end
+  if count > 0 then reset = left end
   return {stop, count}, true, rate - count, 0, reset, stop - now
 end
 
@@ -170,7 +182,7 @@ local function concurrency(st, now, rate, p, cost)
   end
   local need = max(cost, 1)
   if inflight + need > rate then
-    return nil, false, rate - inflight, min(CONCURRENCY_RETRY_HINT, expires - now), expires - now, 0
+    return nil, false, max(0, rate - inflight), min(CONCURRENCY_RETRY_HINT, expires - now), expires - now, 0
   end
   if cost == 0 then
     return nil, true, rate - inflight, 0, max(0, expires - now), 0
@@ -229,6 +241,33 @@ end
 local slack = tonumber(ARGV[3])
 local n = #KEYS
 
+-- Fast path: one GCRA take, the most common call, without the tables and
+-- closures of the general case below. Same arithmetic as gcra().
+if n == 1 and ARGV[4] == "0" and (mode == "t" or mode == "i") then
+  local t, cap, cost = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+  if cost >= 0 then
+    local k = KEYS[1]
+    local tat = tonumber(redis.call("GET", k))
+    if tat == nil or tat < now then tat = now end
+    local tau = t * cap
+    local need = cost
+    if need < 1 then need = 1 end
+    local wait = (tat - now - tau) + need * t
+    if wait > 0 then
+      local rem = floor((tau - (tat - now)) / t)
+      if rem < 0 then rem = 0 end
+      return {0, rem, wait, tat - now}
+    end
+    if cost > 0 then
+      tat = tat + cost * t
+      local ms = floor((tat - now + 999) / 1000)
+      if ms < 1 then ms = 1 end
+      redis.call("SET", k, string.format("%.0f", tat), "PX", string.format("%.0f", ms + slack))
+    end
+    return {1, floor((tau - (tat - now)) / t), 0, tat - now}
+  end
+end
+
 local cache, orig = {}, {}
 local function load(i, alg)
   local k = KEYS[i]
@@ -266,6 +305,59 @@ local function commit()
 end
 
 local function field(i, j) return ARGV[3 + 6 * (i - 1) + j] end
+
+if mode == "i" then
+  local out = {}
+  for i = 1, n do
+    local b = 4 * (i - 1)
+    local k = KEYS[i]
+    local alg = tonumber(field(i, 1))
+    local rate, p, cap = tonumber(field(i, 2)), tonumber(field(i, 3)), tonumber(field(i, 4))
+    local cost, wend = tonumber(field(i, 5)), tonumber(field(i, 6))
+    local lease = alg == 4
+    if lease then alg = 0 end
+    local st = cache[k]
+    if st == nil then
+      local v = redis.pcall("GET", k)
+      if type(v) == "table" and v.err then
+        st = nil -- another type: this request fails, the others go on
+      else
+        st = decode(alg, v) or false
+        cache[k] = st
+      end
+    end
+    if st == nil then
+      out[b + 1], out[b + 2], out[b + 3], out[b + 4] = -1, 0, 0, 0
+    elseif cost < 0 then
+      if st then
+        local nst, lifetime
+        if alg == 0 then
+          nst, lifetime = gcra_return(st, now, p, -cost)
+        else
+          nst, lifetime = window_return(alg, st, now, p, -cost, wend)
+        end
+        if nst ~= nil then mark(k, alg, nst, lifetime) end
+      end
+      out[b + 1], out[b + 2], out[b + 3], out[b + 4] = 0, 0, 0, 0
+    else
+      local nst, ok, rem, retry, reset, lifetime = apply(alg, st or nil, rate, p, cap, cost, wend)
+      local code = ok and 1 or 0
+      if ok and lease then
+        -- Grant up to rate units in all: the cost, and whatever else fits.
+        local extra = min(rate - cost, rem)
+        if extra > 0 then
+          nst = nst + extra * p
+          rem, reset, lifetime = rem - extra, nst - now, nst - now
+        end
+        code = cost + max(extra, 0)
+      end
+      if ok and code > 0 and (cost > 0 or lease) then mark(k, alg, nst, lifetime) end
+      out[b + 1], out[b + 2], out[b + 3], out[b + 4] = code, rem, retry, reset
+    end
+  end
+  commit()
+  return out
+end
 
 if mode == "r" then
   for i = 1, n do

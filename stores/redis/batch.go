@@ -1,0 +1,275 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+)
+
+// Coalescing. Each Take and Return becomes an op. An op whose lane (the
+// set of keys one script call may touch: the whole server, a Cluster slot,
+// or a Ring hash tag) is idle is sent at once by its caller, alone, with the
+// caller's ctx. Ops that arrive while a call is in flight on their lane
+// queue; when the call returns, a short-lived goroutine sends everything
+// queued as one script call in mode "i" and keeps doing so until the queue
+// is empty, then exits. No goroutine outlives the work: a Store needs no
+// Close.
+
+type opKind uint8
+
+const (
+	opTake opKind = iota
+	opReturn
+	opLease // a GCRA take that also leases up to n units
+)
+
+// op is one check on its way to Redis.
+type op struct {
+	ctx  context.Context
+	key  string // state key
+	req  ratelimit.Request
+	kind opKind
+	n    int // opLease: the most units to take in all
+	now  instant
+
+	vals [takeWidth]int64 // the reply: code, remaining, retry µs, reset µs
+	err  error
+	done chan struct{} // receives once when vals and err are set (queued ops)
+}
+
+var opPool = sync.Pool{New: func() any { return &op{done: make(chan struct{}, 1)} }}
+
+// lane serialises the script calls of one group of keys: at most one is in
+// flight, and ops queue behind it.
+type lane struct {
+	mu    *sync.Mutex // the lane's own, or its shard's
+	id    string
+	shard *laneShard // nil for the single lane of a one-node client
+	queue []*op
+	spare []*op
+	busy  bool
+}
+
+const laneShards = 32
+
+// laneShard holds the lanes of Cluster slots or Ring hash tags that are
+// busy; idle lanes are dropped, so the map stays as small as the work.
+type laneShard struct {
+	mu sync.Mutex
+	m  map[string]*lane
+}
+
+var laneSeed = maphash.MakeSeed()
+
+// laneFor returns the lane of key, locked.
+func (s *Store) laneFor(key string) *lane {
+	if s.route == oneNode {
+		s.single.mu.Lock()
+		return &s.single
+	}
+	var id string
+	var idb [2]byte
+	if s.route == bySlot {
+		sl := slot(key)
+		idb = [2]byte{byte(sl >> 8), byte(sl)}
+	} else {
+		id = hashTag(key)
+	}
+	var h uint64
+	if s.route == bySlot {
+		h = uint64(idb[0])<<8 | uint64(idb[1])
+	} else {
+		h = maphash.String(laneSeed, id)
+	}
+	sh := &s.lanes[h%laneShards]
+	sh.mu.Lock()
+	var l *lane
+	if s.route == bySlot {
+		l = sh.m[string(idb[:])]
+		id = string(idb[:])
+	} else {
+		l = sh.m[id]
+	}
+	if l == nil {
+		if sh.m == nil {
+			sh.m = make(map[string]*lane)
+		}
+		l = &lane{mu: &sh.mu, id: id, shard: sh}
+		sh.m[id] = l
+	}
+	return l
+}
+
+// idle marks a locked lane idle and forgets it if it is a keyed one.
+func (l *lane) idle() {
+	l.busy = false
+	if l.shard != nil {
+		delete(l.shard.m, l.id)
+	}
+}
+
+// do runs o through its lane. It returns nil when o holds its reply (in
+// vals, or an error in err), or ctx's error, at once, when o.ctx ends
+// first; o then belongs to the flusher and must not be reused. If o was in
+// flight its effect stands, as for any script call whose reply arrives
+// after its caller stopped waiting; if it was still queued it is dropped.
+func (s *Store) do(o *op) error {
+	if err := o.ctx.Err(); err != nil {
+		return fmt.Errorf("ratelimit: redis: %w", err)
+	}
+	l := s.laneFor(o.key)
+	if !l.busy && s.maxWait == 0 {
+		// Idle: send it now, alone, on the caller's goroutine and ctx.
+		l.busy = true
+		l.mu.Unlock()
+		s.send(o.ctx, []*op{o})
+		s.handOff(l)
+		return nil
+	}
+	l.queue = append(l.queue, o)
+	if !l.busy {
+		l.busy = true
+		go s.flush(l, true)
+	}
+	l.mu.Unlock()
+	select {
+	case <-o.done:
+		return nil
+	case <-o.ctx.Done():
+		return fmt.Errorf("ratelimit: redis: %w", o.ctx.Err())
+	}
+}
+
+// handOff is called by a solo sender when its call returned: queued ops go
+// out in a flusher goroutine, or the lane becomes idle.
+func (s *Store) handOff(l *lane) {
+	l.mu.Lock()
+	if len(l.queue) == 0 {
+		l.idle()
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	go s.flush(l, false)
+}
+
+// flush sends the lane's queue, batch after batch, until it is empty.
+func (s *Store) flush(l *lane, wait bool) {
+	if wait && s.maxWait > 0 {
+		time.Sleep(s.maxWait) // let a batch form
+	}
+	for {
+		l.mu.Lock()
+		q := l.queue
+		n := min(len(q), s.maxBatch)
+		batch := l.spare[:0]
+		for _, o := range q[:n] {
+			if o.ctx.Err() == nil {
+				batch = append(batch, o)
+			} else {
+				o.err = fmt.Errorf("ratelimit: redis: %w", o.ctx.Err())
+				o.done <- struct{}{} // never sent: no effect
+			}
+		}
+		if n == len(q) {
+			l.queue = q[:0]
+		} else {
+			l.queue = append(q[:0], q[n:]...)
+		}
+		if len(batch) == 0 && len(l.queue) == 0 {
+			l.spare = batch
+			l.idle()
+			l.mu.Unlock()
+			return
+		}
+		l.spare = nil
+		l.mu.Unlock()
+
+		if len(batch) > 0 {
+			ctx, cancel := s.batchContext(batch)
+			s.send(ctx, batch)
+			cancel()
+			for _, o := range batch {
+				o.done <- struct{}{}
+			}
+		}
+		clear(batch)
+		l.mu.Lock()
+		if l.spare == nil {
+			l.spare = batch[:0]
+		}
+		l.mu.Unlock()
+	}
+}
+
+// batchContext returns the context of a coalesced call: no caller's values
+// or cancellation, and a deadline that is the latest of the callers', and
+// at most the batch timeout from now.
+func (s *Store) batchContext(batch []*op) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(s.batchTimeout)
+	var latest time.Time
+	for _, o := range batch {
+		d, ok := o.ctx.Deadline()
+		if !ok {
+			latest = deadline
+			break
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	if latest.Before(deadline) {
+		deadline = latest
+	}
+	return context.WithDeadline(context.Background(), deadline)
+}
+
+// send runs ops in mode "i", one script call per distinct time (one in
+// all with server time), and stores each op's reply or error.
+func (s *Store) send(ctx context.Context, ops []*op) {
+	same := true
+	for _, o := range ops[1:] {
+		same = same && o.now == ops[0].now
+	}
+	if same {
+		s.sendGroup(ctx, ops)
+		return
+	}
+	var times []instant
+	groups := map[instant][]*op{}
+	for _, o := range ops {
+		if _, ok := groups[o.now]; !ok {
+			times = append(times, o.now)
+		}
+		groups[o.now] = append(groups[o.now], o)
+	}
+	for _, t := range times {
+		s.sendGroup(ctx, groups[t])
+	}
+}
+
+func (s *Store) sendGroup(ctx context.Context, ops []*op) {
+	keys := make([]string, len(ops))
+	args := s.header(make([]any, 0, 3+fieldsPerRequest*len(ops)), modeIndependent, ops[0].now)
+	for i, o := range ops {
+		keys[i] = o.key
+		args = appendOp(args, o)
+	}
+	vals, err := s.run(ctx, keys, args, takeWidth*len(ops))
+	s.stats.roundTrips.Add(1)
+	s.stats.sent.Add(int64(len(ops)))
+	for i, o := range ops {
+		if err != nil {
+			o.err = err
+			continue
+		}
+		copy(o.vals[:], vals[takeWidth*i:])
+		if o.vals[0] < 0 {
+			o.err = fmt.Errorf("ratelimit: redis: the state of rule %q key %q is not a rate-limit state (WRONGTYPE)", o.req.Rule, o.req.Key)
+		}
+	}
+}
