@@ -42,8 +42,10 @@ func (s *memoryStore) Return(_ context.Context, req Request) error {
 }
 
 func (s *memoryStore) TakeAt(now time.Time, req Request) (Result, error) {
-	if err := req.Validate(); err != nil {
-		return Result{}, err
+	if !req.validated {
+		if err := req.Validate(); err != nil {
+			return Result{}, err
+		}
 	}
 	m := toEngine(&req)
 	return fromEngine(req.Limit, s.engine.Take(&m, now.UnixNano())), nil
@@ -98,6 +100,7 @@ func toEngine(r *Request) memstore.Request {
 			Rate:     int64(r.Limit.Rate),
 			Period:   int64(r.Limit.Period),
 			Capacity: int64(r.Limit.Capacity()),
+			Interval: int64(r.Limit.Interval()),
 		},
 		Cost:     int64(r.Cost),
 		WinStart: r.Window.Start,

@@ -32,6 +32,7 @@ type Limiter struct {
 	headers      HeaderStyle
 	policyHeader string // every enforced rule's policy item, when all are static
 	carveOuts    map[string]struct{}
+	carveOutLen  int // the longest carve-out: longer clean paths cannot match
 	skippers     []func(*http.Request) bool
 	denied       http.Handler
 	onError      func(http.ResponseWriter, *http.Request, error)
@@ -182,6 +183,7 @@ func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
 		l.carveOuts = make(map[string]struct{}, len(c.carveOuts))
 		for _, p := range c.carveOuts {
 			l.carveOuts[p] = struct{}{}
+			l.carveOutLen = max(l.carveOutLen, len(p))
 		}
 	}
 	l.batches.New = func() any { return new(batch) }
@@ -378,6 +380,9 @@ func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
 	if ru.Cost != nil {
 		req.Cost = min(max(ru.Cost(r), 1), max(req.Limit.Capacity(), 1))
 	}
+	// A static rule's limit, algorithm and cost bounds were checked when the
+	// Limiter was built, and the cost was just clamped to them.
+	req.validated = ru.static
 	return req, applies, nil
 }
 
@@ -411,6 +416,7 @@ func (l *Limiter) storeFailed(w http.ResponseWriter, r *http.Request, ru *rule, 
 		local := *req
 		local.Limit = p.share(req.Limit)
 		local.Cost = min(local.Cost, local.Limit.Capacity())
+		local.validated = false
 		res, ferr := p.fallback.Take(r.Context(), local)
 		if ferr == nil {
 			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: Fallback, Result: res, Err: err, Latency: lat, Request: r})
@@ -543,8 +549,10 @@ func (l *Limiter) skip(r *http.Request) bool {
 // is never carved out: a router that does not clean paths would serve it
 // from another route, and the carve-out would become a bypass.
 func (l *Limiter) carvedOut(p string) bool {
-	if _, ok := l.carveOuts[p]; ok {
-		return true
+	if len(p) <= l.carveOutLen {
+		if _, ok := l.carveOuts[p]; ok {
+			return true
+		}
 	}
 	if len(p) > 256 || !needsClean(p) || hasDotSegment(p) {
 		return false

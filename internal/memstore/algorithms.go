@@ -22,15 +22,23 @@ const (
 )
 
 // Limit is a validated limit: Rate events per Period nanoseconds with at
-// most Capacity at once.
+// most Capacity at once. Interval, if set, is Period/Rate rounded up;
+// callers set it outside the store's locks so that no division happens
+// under them.
 type Limit struct {
 	Rate     int64
 	Period   int64
 	Capacity int64
+	Interval int64
 }
 
 // interval is Period/Rate rounded up: the time one unit takes to refill.
-func (l Limit) interval() int64 { return (l.Period + l.Rate - 1) / l.Rate }
+func (l Limit) interval() int64 {
+	if l.Interval > 0 {
+		return l.Interval
+	}
+	return (l.Period + l.Rate - 1) / l.Rate
+}
 
 // Result is the outcome of one check. Durations are in nanoseconds.
 type Result struct {
@@ -47,24 +55,40 @@ type Result struct {
 // tau = Capacity*interval. A request of cost n fits when tat + n*interval - tau
 // <= now. Cost zero reports whether one unit fits and changes nothing.
 func gcra(tat, now int64, l Limit, cost int64) (int64, Result) {
+	next, d := gcraDecide(tat, now, l, cost)
+	return next, d.result(now, l)
+}
+
+// gcraDecision is what gcraDecide settles under the shard lock; result
+// turns it into a Result (with its divisions) after the lock is released.
+type gcraDecision struct {
+	allowed bool
+	tat     int64 // the key's theoretical arrival time after the decision
+	allowAt int64 // when a denied request would fit
+}
+
+func gcraDecide(tat, now int64, l Limit, cost int64) (int64, gcraDecision) {
 	t := l.interval()
-	tau := t * l.Capacity
 	tat = max(tat, now)
-	need := max(cost, 1)
-	allowAt := tat + need*t - tau
+	allowAt := tat + max(cost, 1)*t - t*l.Capacity
 	if allowAt > now {
-		return tat, Result{
-			Remaining:  max(0, (now+tau-tat)/t),
-			RetryAfter: allowAt - now,
-			ResetAfter: tat - now,
-		}
+		return tat, gcraDecision{tat: tat, allowAt: allowAt}
 	}
 	tat += cost * t
-	return tat, Result{
-		Allowed:    true,
-		Remaining:  (now + tau - tat) / t,
-		ResetAfter: tat - now,
+	return tat, gcraDecision{allowed: true, tat: tat}
+}
+
+func (d gcraDecision) result(now int64, l Limit) Result {
+	t := l.interval()
+	res := Result{
+		Allowed:    d.allowed,
+		Remaining:  max(0, (now+t*l.Capacity-d.tat)/t),
+		ResetAfter: d.tat - now,
 	}
+	if !d.allowed {
+		res.RetryAfter = d.allowAt - now
+	}
+	return res
 }
 
 // gcraReturn gives cost units back to tat, never beyond a full bucket.

@@ -137,9 +137,9 @@ func (s *Store) Take(r *Request, now int64) Result {
 	if r.Alg == GCRA {
 		sh := &s.gcra[i]
 		sh.mu.Lock()
-		res := applyGCRA(sh, s.perCap, h, r, now)
+		d := decideGCRA(sh, s.perCap, h, r, now)
 		sh.mu.Unlock()
-		return res
+		return d.result(now, r.Limit)
 	}
 	sh := &s.windows[i]
 	sh.mu.Lock()
@@ -149,12 +149,17 @@ func (s *Store) Take(r *Request, now int64) Result {
 }
 
 func applyGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) Result {
+	return decideGCRA(sh, capacity, h, r, now).result(now, r.Limit)
+}
+
+// decideGCRA is the part of a GCRA check that needs the shard lock.
+func decideGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) gcraDecision {
 	old, ok := sh.m[h]
-	next, res := gcra(int64(old), now, r.Limit, r.Cost)
-	if res.Allowed && r.Cost > 0 {
+	next, d := gcraDecide(int64(old), now, r.Limit, r.Cost)
+	if d.allowed && r.Cost > 0 {
 		put(sh, capacity, h, tat(next), ok, now)
 	}
-	return res
+	return d
 }
 
 func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int64) Result {
