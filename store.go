@@ -19,7 +19,11 @@ const (
 
 	// SlidingWindow is the sliding-window counter: the count of the current
 	// window plus the previous window's count weighted by how much of it still
-	// overlaps the trailing Period. Capacity is Limit.Rate.
+	// overlaps the trailing Period. Capacity is Limit.Rate. Two counts per key
+	// and no boundary burst, but an estimate: it assumes the previous
+	// window's events were spread evenly, so when they were bunched at its
+	// end a trailing Period can hold up to (almost) twice Rate. Use GCRA for
+	// a strict bound.
 	SlidingWindow
 
 	// FixedWindow counts events in windows of Period aligned to the Unix epoch
