@@ -1,0 +1,310 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/throttled/throttled/v2"
+	throttledredis "github.com/throttled/throttled/v2/store/goredisstore.v9"
+	ulule "github.com/ulule/limiter/v3"
+	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/sluicehq/ratelimit"
+	redisstore "github.com/sluicehq/ratelimit/stores/redis"
+)
+
+// RedisUnlimited is the limit of the Redis allow path: 10^6 per second, which
+// never denies at the rates one Redis serves, and whose interval (1µs) every
+// library's arithmetic represents, so that each check writes its state.
+var RedisUnlimited = Limit{N: 1_000_000, Per: time.Second}
+
+// RedisLibrary is a limiter with a Redis store, checked through its limiter
+// API (redis_rate has no HTTP middleware; the HTTP layer is measured on
+// memory).
+type RedisLibrary struct {
+	Name, Module, Algorithm, Notes string
+	// New returns a check of one event for key under l on client.
+	New func(client redis.UniversalClient, l Limit) (check func(ctx context.Context, key string) (bool, error), err error)
+}
+
+// RedisLibraries returns the limiters measured on Redis, ours first.
+func RedisLibraries() []RedisLibrary {
+	return []RedisLibrary{
+		{
+			Name: "sluicehq", Module: "github.com/sluicehq/ratelimit/stores/redis", Algorithm: "GCRA; defaults: concurrent checks coalesced into one script call, denied keys cached locally",
+			Notes: "ratelimit.NewLimiter(limit, ByIP(), WithStore(redisstore.New(client))).Allow(ctx, key), the defaults",
+			New: func(c redis.UniversalClient, l Limit) (func(context.Context, string) (bool, error), error) {
+				lim := ratelimit.NewLimiter(ours(l), ratelimit.ByIP(), ratelimit.WithStore(redisstore.New(c)))
+				return func(ctx context.Context, key string) (bool, error) {
+					res, err := lim.Allow(ctx, key)
+					return res.Allowed, err
+				}, nil
+			},
+		},
+		{
+			Name: "sluicehq-plain", Module: "github.com/sluicehq/ratelimit/stores/redis", Algorithm: "GCRA, one EVALSHA per check",
+			Notes: "as sluicehq with redisstore.WithoutCoalescing() and redisstore.WithoutDeniedCache(): one script call per check",
+			New: func(c redis.UniversalClient, l Limit) (func(context.Context, string) (bool, error), error) {
+				st := redisstore.New(c, redisstore.WithoutCoalescing(), redisstore.WithoutDeniedCache())
+				lim := ratelimit.NewLimiter(ours(l), ratelimit.ByIP(), ratelimit.WithStore(st))
+				return func(ctx context.Context, key string) (bool, error) {
+					res, err := lim.Allow(ctx, key)
+					return res.Allowed, err
+				}, nil
+			},
+		},
+		{
+			Name: "redis_rate", Module: "github.com/go-redis/redis_rate/v10", Algorithm: "GCRA, one EVALSHA",
+			Notes: "redis_rate.NewLimiter(client).Allow(ctx, key, Limit{Rate: n, Burst: n, Period: per})",
+			New: func(c redis.UniversalClient, l Limit) (func(context.Context, string) (bool, error), error) {
+				lim := redis_rate.NewLimiter(c)
+				rl := redis_rate.Limit{Rate: l.N, Burst: l.N, Period: l.Per}
+				return func(ctx context.Context, key string) (bool, error) {
+					res, err := lim.Allow(ctx, key, rl)
+					if err != nil {
+						return false, err
+					}
+					return res.Allowed > 0, nil
+				}, nil
+			},
+		},
+		{
+			Name: "ulule", Module: "github.com/ulule/limiter/v3", Algorithm: "fixed window, one EVALSHA",
+			Notes: "limiter.New(redis.NewStoreWithOptions(client, StoreOptions{Prefix}), rate).Get(ctx, key)",
+			New: func(c redis.UniversalClient, l Limit) (func(context.Context, string) (bool, error), error) {
+				st, err := ululeredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: "ulule", MaxRetry: ulule.DefaultMaxRetry})
+				if err != nil {
+					return nil, err
+				}
+				lim := ulule.New(st, ulule.Rate{Period: l.Per, Limit: int64(l.N)})
+				return func(ctx context.Context, key string) (bool, error) {
+					res, err := lim.Get(ctx, key)
+					return err == nil && !res.Reached, err
+				}, nil
+			},
+		},
+		{
+			Name: "throttled", Module: "github.com/throttled/throttled/v2", Algorithm: "GCRA, GET+TIME pipeline then a CAS script",
+			Notes: "GCRARateLimiterCtx on goredisstore.v9.NewCtx(client, prefix), RateQuota{PerDuration(n, per), MaxBurst: n-1}",
+			New: func(c redis.UniversalClient, l Limit) (func(context.Context, string) (bool, error), error) {
+				st, err := throttledredis.NewCtx(c, "throttled:")
+				if err != nil {
+					return nil, err
+				}
+				rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerDuration(l.N, l.Per), MaxBurst: l.N - 1})
+				if err != nil {
+					return nil, err
+				}
+				return func(ctx context.Context, key string) (bool, error) {
+					limited, _, err := rl.RateLimitCtx(ctx, key, 1)
+					return err == nil && !limited, err
+				}, nil
+			},
+		},
+	}
+}
+
+// RedisResult is one Redis throughput measurement.
+type RedisResult struct {
+	Library  string
+	Case     Case
+	Workers  int
+	Checks   int64
+	Wrong    int64 // checks whose decision was not the case's (allowed on deny, denied on allow)
+	Errors   int64
+	Elapsed  time.Duration
+	RTrips   int64 // client round trips (go-redis hook)
+	Commands int64 // commands the server ran (INFO commandstats delta, including those inside scripts)
+	P50, P99 time.Duration
+	// ServerCPU is the CPU time redis-server used during the measurement.
+	ServerCPU time.Duration
+}
+
+// ServerCPUPerCheck is the redis-server CPU time per check attempted.
+func (r RedisResult) ServerCPUPerCheck() time.Duration {
+	return r.ServerCPU / time.Duration(max(r.Checks, 1))
+}
+
+// ChecksPerSec is the measured throughput of decided checks (those that
+// returned an error excluded).
+func (r RedisResult) ChecksPerSec() float64 {
+	return float64(r.Checks-r.Errors) / r.Elapsed.Seconds()
+}
+
+// RoundTripsPerCheck is client round trips per check.
+func (r RedisResult) RoundTripsPerCheck() float64 {
+	return float64(r.RTrips) / float64(max(r.Checks, 1))
+}
+
+// CommandsPerCheck is server commands per check.
+func (r RedisResult) CommandsPerCheck() float64 {
+	return float64(r.Commands) / float64(max(r.Checks, 1))
+}
+
+// RunRedis measures lib on srv for c with workers concurrent checks for d:
+// a fresh client (pool of workers connections) and a flushed database.
+func RunRedis(srv *RedisServer, lib RedisLibrary, c Case, workers int, d time.Duration) (RedisResult, error) {
+	ctx := context.Background()
+	client, rt := srv.Client(workers)
+	defer client.Close()
+	if err := client.FlushAll(ctx).Err(); err != nil {
+		return RedisResult{}, err
+	}
+	limit := RedisUnlimited
+	if c.Deny {
+		limit = OnePerHour
+	}
+	check, err := lib.New(client, limit)
+	if err != nil {
+		return RedisResult{}, err
+	}
+	keys := make([]string, c.Keys)
+	for i := range keys {
+		keys[i] = IP(i)
+	}
+	expired0, err := ExpiredKeys(ctx, client)
+	if err != nil {
+		return RedisResult{}, err
+	}
+	// Before timing: every key's first check passes (distinct keys), and on
+	// the deny path its second is denied.
+	if err := forEach(keys, workers, func(k string) error {
+		ok, err := check(ctx, k)
+		if err != nil || !ok {
+			return fmt.Errorf("%s: first check of %s: allowed=%v err=%v", lib.Name, k, ok, err)
+		}
+		if c.Deny {
+			if ok, err := check(ctx, k); err != nil || ok {
+				return fmt.Errorf("%s: second check of %s under 1/hour: allowed=%v err=%v", lib.Name, k, ok, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		return RedisResult{}, err
+	}
+	// Every library must keep state for every key: a limit whose arithmetic
+	// underflows (redis_rate in float seconds cannot add 1ns to the time)
+	// would skip its write and time a cheaper path than the others.
+	// A key whose state is back to full may have expired already (ours
+	// expire as soon as they are equivalent to absent).
+	n, err := client.DBSize(ctx).Result()
+	if err != nil {
+		return RedisResult{}, err
+	}
+	expired1, err := ExpiredKeys(ctx, client)
+	if err != nil {
+		return RedisResult{}, err
+	}
+	if n+expired1-expired0 < int64(c.Keys) {
+		return RedisResult{}, fmt.Errorf("%s %v: %d keys in Redis and %d expired after checking %d keys: the library kept no state", lib.Name, c, n, expired1-expired0, c.Keys)
+	}
+	// Open the whole pool before timing, so that no connection set-up
+	// (HELLO, CLIENT SETINFO) is counted as a round trip of a check.
+	if err := forEach(make([]string, workers), workers, func(string) error {
+		return client.Ping(ctx).Err()
+	}); err != nil {
+		return RedisResult{}, err
+	}
+	before, err := CommandCalls(ctx, client)
+	if err != nil {
+		return RedisResult{}, err
+	}
+	cpu0, err := ServerCPU(ctx, client)
+	if err != nil {
+		return RedisResult{}, err
+	}
+	rt0 := rt.Load()
+	res := RedisResult{Library: lib.Name, Case: c, Workers: workers}
+	var checks, wrong, errs atomic.Int64
+	lats := make([][]time.Duration, workers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			i := w * 7919
+			l := make([]time.Duration, 0, 4096)
+			for {
+				t0 := time.Now()
+				if !t0.Before(deadline) {
+					break
+				}
+				i++
+				ok, err := check(ctx, keys[i%len(keys)])
+				l = append(l, time.Since(t0))
+				checks.Add(1)
+				switch {
+				case err != nil:
+					errs.Add(1)
+				case ok == c.Deny:
+					wrong.Add(1)
+				}
+			}
+			lats[w] = l
+		}(w)
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	res.RTrips = rt.Load() - rt0
+	cpu1, err := ServerCPU(ctx, client)
+	if err != nil {
+		return RedisResult{}, err
+	}
+	res.ServerCPU = cpu1 - cpu0
+	after, err := CommandCalls(ctx, client)
+	if err != nil {
+		return RedisResult{}, err
+	}
+	for k, v := range after {
+		if k != "info" { // the measurement's own
+			res.Commands += v - before[k]
+		}
+	}
+	res.Checks, res.Wrong, res.Errors = checks.Load(), wrong.Load(), errs.Load()
+	all := slices.Concat(lats...)
+	res.P50, res.P99 = Percentile(all, 0.50), Percentile(all, 0.99)
+	return res, nil
+}
+
+func forEach(keys []string, workers int, f func(string) error) error {
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	errc := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(keys) {
+					return
+				}
+				if err := f(keys[i]); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+// Percentile returns the p-quantile of ds (sorted in place), 0 if empty.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	i := int(float64(len(ds)-1) * p)
+	return ds[i]
+}
