@@ -85,3 +85,15 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 	f.failed = fmt.Sprintf(format, args...)
 	panic("fatal")
 }
+
+func TestKeyRecorder(t *testing.T) {
+	var kr ratelimittest.KeyRecorder
+	if _, _, ok := kr.Last(); ok || kr.Len() != 0 {
+		t.Fatal("a new recorder has seen keys")
+	}
+	h := ratelimit.New(ratelimit.PerMinute(10), kr.Wrap(ratelimit.ByClientIP("10.0.0.0/8")))(http.NotFoundHandler())
+	ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "10.1.2.3:5000", "X-Forwarded-For", "198.51.100.20, 203.0.113.7"))
+	if k, err, ok := kr.Last(); !ok || err != nil || k != "203.0.113.7" || kr.Len() != 1 {
+		t.Fatalf("behind a trusted proxy: %q, %v, %v", k, err, ok)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,32 +22,14 @@ func get(h http.Handler, target string) *ratelimittest.Response {
 	return ratelimittest.Do(h, ratelimittest.NewRequest(http.MethodGet, target, ""))
 }
 
-// recordKeys wraps key and records every key and error it returns.
-type recordKeys struct {
-	mu   sync.Mutex
-	keys []string
-	errs []error
-}
-
-func (rk *recordKeys) wrap(key ratelimit.KeyFunc) ratelimit.KeyFunc {
-	return func(r *http.Request) (string, error) {
-		k, err := key(r)
-		rk.mu.Lock()
-		defer rk.mu.Unlock()
-		rk.keys = append(rk.keys, k)
-		rk.errs = append(rk.errs, err)
-		return k, err
-	}
-}
-
-func (rk *recordKeys) last(t *testing.T) (string, error) {
+// lastKey returns the key the recorder saw last, failing t if none.
+func lastKey(t *testing.T, kr *ratelimittest.KeyRecorder) (string, error) {
 	t.Helper()
-	rk.mu.Lock()
-	defer rk.mu.Unlock()
-	if len(rk.keys) == 0 {
+	k, err, ok := kr.Last()
+	if !ok {
 		t.Fatal("key function never called")
 	}
-	return rk.keys[len(rk.keys)-1], rk.errs[len(rk.errs)-1]
+	return k, err
 }
 
 func TestByRouteWorkingPlacements(t *testing.T) {
@@ -120,13 +101,13 @@ func TestByRouteWorkingPlacements(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var rk recordKeys
-			mw := ratelimit.New(ratelimit.PerMinute(2), rk.wrap(ratelimitchi.ByRoute()))
+			var rk ratelimittest.KeyRecorder
+			mw := ratelimit.New(ratelimit.PerMinute(2), rk.Wrap(ratelimitchi.ByRoute()))
 			h := tt.build(mw)
 			if resp := get(h, tt.target); resp.Code != http.StatusOK {
 				t.Fatalf("GET %s: %d %s", tt.target, resp.Code, resp.Body)
 			}
-			key, err := rk.last(t)
+			key, err := lastKey(t, &rk)
 			if err != nil || key != tt.want {
 				t.Fatalf("key = %q, %v; want %q", key, err, tt.want)
 			}
@@ -187,13 +168,13 @@ func TestByRouteBrokenPlacements(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var rk recordKeys
-			mw := ratelimit.New(ratelimit.PerMinute(2), rk.wrap(ratelimitchi.ByRoute()))
+			var rk ratelimittest.KeyRecorder
+			mw := ratelimit.New(ratelimit.PerMinute(2), rk.Wrap(ratelimitchi.ByRoute()))
 			resp := get(tt.build(mw), tt.target)
 			if resp.Code != http.StatusBadRequest {
 				t.Errorf("GET %s: %d, want 400 (the default key-error policy)", tt.target, resp.Code)
 			}
-			key, err := rk.last(t)
+			key, err := lastKey(t, &rk)
 			if key != "" || !errors.Is(err, ratelimit.ErrNoKey) || !errors.Is(err, ratelimitchi.ErrNotRouted) {
 				t.Errorf("key = %q, %v; want an ErrNotRouted error", key, err)
 			}

@@ -27,32 +27,14 @@ func clock() ratelimit.Option {
 	return ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))
 }
 
-// recordKeys wraps key and records the keys and errors it returns.
-type recordKeys struct {
-	mu   sync.Mutex
-	keys []string
-	errs []error
-}
-
-func (rk *recordKeys) wrap(key ratelimit.KeyFunc) ratelimit.KeyFunc {
-	return func(r *http.Request) (string, error) {
-		k, err := key(r)
-		rk.mu.Lock()
-		defer rk.mu.Unlock()
-		rk.keys = append(rk.keys, k)
-		rk.errs = append(rk.errs, err)
-		return k, err
-	}
-}
-
-func (rk *recordKeys) last(t *testing.T) (string, error) {
+// lastKey returns the key the recorder saw last, failing t if none.
+func lastKey(t *testing.T, kr *ratelimittest.KeyRecorder) (string, error) {
 	t.Helper()
-	rk.mu.Lock()
-	defer rk.mu.Unlock()
-	if len(rk.keys) == 0 {
+	k, err, ok := kr.Last()
+	if !ok {
 		t.Fatal("key function never called")
 	}
-	return rk.keys[len(rk.keys)-1], rk.errs[len(rk.errs)-1]
+	return k, err
 }
 
 func TestByRoutePlacements(t *testing.T) {
@@ -88,18 +70,18 @@ func TestByRoutePlacements(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var rk recordKeys
-			h := tt.build(ratelimitecho.New(ratelimit.PerMinute(5), rk.wrap(ratelimitecho.ByRoute())))
+			var rk ratelimittest.KeyRecorder
+			h := tt.build(ratelimitecho.New(ratelimit.PerMinute(5), rk.Wrap(ratelimitecho.ByRoute())))
 			if resp := get(h, tt.target); resp.Code != http.StatusOK {
 				t.Fatalf("GET %s: %d %s", tt.target, resp.Code, resp.Body)
 			}
-			if key, err := rk.last(t); err != nil || key != tt.want {
+			if key, err := lastKey(t, &rk); err != nil || key != tt.want {
 				t.Fatalf("key = %q, %v; want %q", key, err, tt.want)
 			}
-			var core recordKeys
-			h = tt.build(ratelimitecho.New(ratelimit.PerMinute(5), core.wrap(ratelimit.ByRoute())))
+			var core ratelimittest.KeyRecorder
+			h = tt.build(ratelimitecho.New(ratelimit.PerMinute(5), core.Wrap(ratelimit.ByRoute())))
 			get(h, tt.target)
-			if key, err := core.last(t); err != nil || key != tt.want {
+			if key, err := lastKey(t, &core); err != nil || key != tt.want {
 				t.Fatalf("ratelimit.ByRoute: key = %q, %v; want %q", key, err, tt.want)
 			}
 		})
@@ -107,26 +89,26 @@ func TestByRoutePlacements(t *testing.T) {
 }
 
 func TestByRoutePreHasNoRoute(t *testing.T) {
-	var rk recordKeys
+	var rk ratelimittest.KeyRecorder
 	e := echo.New()
-	e.Pre(ratelimitecho.New(ratelimit.PerMinute(5), rk.wrap(ratelimitecho.ByRoute())))
+	e.Pre(ratelimitecho.New(ratelimit.PerMinute(5), rk.Wrap(ratelimitecho.ByRoute())))
 	e.GET("/users/:id", ok)
 	if resp := get(e, "/users/1"); resp.Code != http.StatusBadRequest {
 		t.Fatalf("e.Pre: %d, want 400 (the default key-error policy)", resp.Code)
 	}
-	if key, err := rk.last(t); key != "" || !errors.Is(err, ratelimit.ErrNoKey) {
+	if key, err := lastKey(t, &rk); key != "" || !errors.Is(err, ratelimit.ErrNoKey) {
 		t.Fatalf("key = %q, %v; want ErrNoKey", key, err)
 	}
 }
 
 func TestByRouteGroupCatchAll(t *testing.T) {
-	var rk recordKeys
+	var rk ratelimittest.KeyRecorder
 	e := echo.New()
-	e.Group("/api", ratelimitecho.New(ratelimit.PerMinute(5), rk.wrap(ratelimitecho.ByRoute()))).GET("/users/:id", ok)
+	e.Group("/api", ratelimitecho.New(ratelimit.PerMinute(5), rk.Wrap(ratelimitecho.ByRoute()))).GET("/users/:id", ok)
 	if resp := get(e, "/api/nothing/here"); resp.Code != http.StatusNotFound {
 		t.Fatalf("unmatched route in group: %d, want 404", resp.Code)
 	}
-	if key, err := rk.last(t); err != nil || key != "/api/*" {
+	if key, err := lastKey(t, &rk); err != nil || key != "/api/*" {
 		t.Fatalf("key = %q, %v; want the group's catch-all", key, err)
 	}
 }

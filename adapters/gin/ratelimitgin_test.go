@@ -33,32 +33,14 @@ func clock() ratelimit.Option {
 	return ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))
 }
 
-// recordKeys wraps key and records the keys and errors it returns.
-type recordKeys struct {
-	mu   sync.Mutex
-	keys []string
-	errs []error
-}
-
-func (rk *recordKeys) wrap(key ratelimit.KeyFunc) ratelimit.KeyFunc {
-	return func(r *http.Request) (string, error) {
-		k, err := key(r)
-		rk.mu.Lock()
-		defer rk.mu.Unlock()
-		rk.keys = append(rk.keys, k)
-		rk.errs = append(rk.errs, err)
-		return k, err
-	}
-}
-
-func (rk *recordKeys) last(t *testing.T) (string, error) {
+// lastKey returns the key the recorder saw last, failing t if none.
+func lastKey(t *testing.T, kr *ratelimittest.KeyRecorder) (string, error) {
 	t.Helper()
-	rk.mu.Lock()
-	defer rk.mu.Unlock()
-	if len(rk.keys) == 0 {
+	k, err, ok := kr.Last()
+	if !ok {
 		t.Fatal("key function never called")
 	}
-	return rk.keys[len(rk.keys)-1], rk.errs[len(rk.errs)-1]
+	return k, err
 }
 
 func TestByRouteEveryPlacement(t *testing.T) {
@@ -95,19 +77,19 @@ func TestByRouteEveryPlacement(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var rk recordKeys
-			h := tt.build(ratelimitgin.New(ratelimit.PerMinute(5), rk.wrap(ratelimitgin.ByRoute())))
+			var rk ratelimittest.KeyRecorder
+			h := tt.build(ratelimitgin.New(ratelimit.PerMinute(5), rk.Wrap(ratelimitgin.ByRoute())))
 			if resp := get(h, tt.target); resp.Code != http.StatusOK {
 				t.Fatalf("GET %s: %d %s", tt.target, resp.Code, resp.Body)
 			}
-			if key, err := rk.last(t); err != nil || key != tt.want {
+			if key, err := lastKey(t, &rk); err != nil || key != tt.want {
 				t.Fatalf("key = %q, %v; want %q", key, err, tt.want)
 			}
 			// The core's ByRoute sees the same pattern.
-			var core recordKeys
-			h = tt.build(ratelimitgin.New(ratelimit.PerMinute(5), core.wrap(ratelimit.ByRoute())))
+			var core ratelimittest.KeyRecorder
+			h = tt.build(ratelimitgin.New(ratelimit.PerMinute(5), core.Wrap(ratelimit.ByRoute())))
 			get(h, tt.target)
-			if key, err := core.last(t); err != nil || key != tt.want {
+			if key, err := lastKey(t, &core); err != nil || key != tt.want {
 				t.Fatalf("ratelimit.ByRoute: key = %q, %v; want %q", key, err, tt.want)
 			}
 		})
@@ -115,14 +97,14 @@ func TestByRouteEveryPlacement(t *testing.T) {
 }
 
 func TestByRouteNoRoute(t *testing.T) {
-	var rk recordKeys
+	var rk ratelimittest.KeyRecorder
 	r := gin.New()
-	r.Use(ratelimitgin.New(ratelimit.PerMinute(5), rk.wrap(ratelimitgin.ByRoute())))
+	r.Use(ratelimitgin.New(ratelimit.PerMinute(5), rk.Wrap(ratelimitgin.ByRoute())))
 	r.GET("/users/:id", ok)
 	if resp := get(r, "/nowhere"); resp.Code != http.StatusBadRequest {
 		t.Fatalf("unmatched route: %d, want 400 (the default key-error policy)", resp.Code)
 	}
-	if key, err := rk.last(t); key != "" || !errors.Is(err, ratelimit.ErrNoKey) {
+	if key, err := lastKey(t, &rk); key != "" || !errors.Is(err, ratelimit.ErrNoKey) {
 		t.Fatalf("key = %q, %v; want ErrNoKey", key, err)
 	}
 	// Outside this package's middleware there is no pattern either.
