@@ -26,7 +26,11 @@ import (
 func main() {
 	addr := flag.String("addr", "localhost:8081", "address to listen on")
 	flag.Parse()
+	serve(*addr, newHandler())
+}
 
+// newHandler returns the app with its limits.
+func newHandler() http.Handler {
 	r := chi.NewRouter()
 
 	// Global: 30 requests a minute per client IP, on every route. /healthz
@@ -56,7 +60,7 @@ func main() {
 		})
 	})
 
-	serve(*addr, r)
+	return r
 }
 
 // serve prints curl commands to try, then serves h on addr until interrupted.

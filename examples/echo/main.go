@@ -28,7 +28,11 @@ import (
 func main() {
 	addr := flag.String("addr", "localhost:8083", "address to listen on")
 	flag.Parse()
+	serve(*addr, newHandler())
+}
 
+// newHandler returns the app with its limits.
+func newHandler() http.Handler {
 	e := echo.New()
 	e.HideBanner = true
 	e.Use(middleware.Recover())
@@ -60,7 +64,7 @@ func main() {
 	api.GET("/users/:id", func(c echo.Context) error { return c.String(http.StatusOK, "user "+c.Param("id")+"\n") })
 	api.GET("/items/:id", func(c echo.Context) error { return c.String(http.StatusOK, "item "+c.Param("id")+"\n") })
 
-	serve(*addr, e)
+	return e
 }
 
 // serve prints curl commands to try, then serves h on addr until interrupted.

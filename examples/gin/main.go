@@ -26,7 +26,11 @@ import (
 func main() {
 	addr := flag.String("addr", "localhost:8082", "address to listen on")
 	flag.Parse()
+	serve(*addr, newHandler())
+}
 
+// newHandler returns the app with its limits.
+func newHandler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Logger(), gin.Recovery())
@@ -52,7 +56,7 @@ func main() {
 	api.GET("/users/:id", func(c *gin.Context) { c.String(http.StatusOK, "user %s\n", c.Param("id")) })
 	api.GET("/items/:id", func(c *gin.Context) { c.String(http.StatusOK, "item %s\n", c.Param("id")) })
 
-	serve(*addr, r)
+	return r
 }
 
 // serve prints curl commands to try, then serves h on addr until interrupted.

@@ -60,8 +60,38 @@ func main() {
 	flag.Parse()
 
 	// Metrics: one Observer, registered once, shared by every limiter.
+	h := newHandler(prometheus.DefaultRegisterer, prometheus.DefaultGatherer)
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	fmt.Printf(`Serving on %[1]s. API keys: free-key-1, standard-key-2, enterprise-key-3.
+
+A tenant's limits are in the RateLimit-Policy header:
+  curl -i -H 'X-API-Key: standard-key-2' %[1]s/api/hello
+
+The free plan has 2 requests in flight at most: the third export is a 429.
+  for i in 1 2 3; do curl -s -o /dev/null -w '%%{http_code}\n' -H 'X-API-Key: free-key-1' %[1]s/api/export & done; wait
+
+The free plan allows bursts of 10, then one request a second: the rest are 429s.
+  for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code} ' -H 'X-API-Key: free-key-1' %[1]s/api/hello; done; echo
+
+No key, or an unknown one, is a 401:
+  curl -i %[1]s/api/hello
+
+The decisions, by rule and outcome (never limited):
+  curl -s %[1]s/metrics | grep ^ratelimit_
+`, base)
+	log.Fatal(http.Serve(ln, h))
+}
+
+// newHandler returns the API with its limits, registering the limiter's
+// metrics on reg and serving gather's on /metrics.
+func newHandler(reg prometheus.Registerer, gather prometheus.Gatherer) http.Handler {
 	metrics := ratelimitprom.New()
-	prometheus.MustRegister(metrics)
+	reg.MustRegister(metrics)
 
 	// The tenant's id keys its buckets; its plan picks their limits. An
 	// unknown or missing API key fails the key: a 401, never unlimited.
@@ -94,29 +124,6 @@ func main() {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.Handle("GET /metrics", promhttp.Handler()) // carved out by default
-
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		log.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	fmt.Printf(`Serving on %[1]s. API keys: free-key-1, standard-key-2, enterprise-key-3.
-
-A tenant's limits are in the RateLimit-Policy header:
-  curl -i -H 'X-API-Key: standard-key-2' %[1]s/api/hello
-
-The free plan has 2 requests in flight at most: the third export is a 429.
-  for i in 1 2 3; do curl -s -o /dev/null -w '%%{http_code}\n' -H 'X-API-Key: free-key-1' %[1]s/api/export & done; wait
-
-The free plan allows bursts of 10, then one request a second: the rest are 429s.
-  for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code} ' -H 'X-API-Key: free-key-1' %[1]s/api/hello; done; echo
-
-No key, or an unknown one, is a 401:
-  curl -i %[1]s/api/hello
-
-The decisions, by rule and outcome (never limited):
-  curl -s %[1]s/metrics | grep ^ratelimit_
-`, base)
-	log.Fatal(http.Serve(ln, limit(mux)))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gather, promhttp.HandlerOpts{})) // carved out by default
+	return limit(mux)
 }
