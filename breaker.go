@@ -65,10 +65,12 @@ type Breaker struct {
 	state    atomic.Uint32 // BreakerState
 	failures atomic.Int64  // consecutive failures while closed
 
-	mu       sync.Mutex // guards the fields below and transitions
-	openedAt time.Time
-	cooldown time.Duration
-	probing  bool
+	mu         sync.Mutex // guards the fields below and transitions
+	openedAt   time.Time
+	cooldown   time.Duration
+	probing    bool
+	probeGen   uint64    // the current probe; outcomes of older ones are ignored
+	probeStart time.Time // a probe older than the cooldown is given up on
 }
 
 var _ Store = (*Breaker)(nil)
@@ -98,65 +100,77 @@ func (b *Breaker) State() BreakerState { return BreakerState(b.state.Load()) }
 
 // Take calls the store unless the circuit is open.
 func (b *Breaker) Take(ctx context.Context, req Request) (Result, error) {
-	probe, err := b.admit()
+	gen, err := b.admit()
 	if err != nil {
 		return Result{}, err
 	}
 	res, err := b.store.Take(ctx, req)
-	b.record(ctx, probe, err)
+	b.record(ctx, gen, err)
 	return res, err
 }
 
 // TakeAll calls the store unless the circuit is open.
 func (b *Breaker) TakeAll(ctx context.Context, reqs []Request, results []Result) error {
-	probe, err := b.admit()
+	gen, err := b.admit()
 	if err != nil {
 		return err
 	}
 	err = b.store.TakeAll(ctx, reqs, results)
-	b.record(ctx, probe, err)
+	b.record(ctx, gen, err)
 	return err
 }
 
-// Return calls the store unless the circuit is open.
+// Return always calls the store, whatever the circuit's state, and its
+// outcome does not count: a Concurrency slot or an undone unit taken while
+// the circuit was closed must get back to the store that holds it.
 func (b *Breaker) Return(ctx context.Context, req Request) error {
-	probe, err := b.admit()
-	if err != nil {
-		return err
-	}
-	err = b.store.Return(ctx, req)
-	b.record(ctx, probe, err)
-	return err
+	return b.store.Return(ctx, req)
 }
 
-// admit decides whether a call may reach the store, and whether it is the
-// half-open probe.
-func (b *Breaker) admit() (probe bool, err error) {
+// admit decides whether a call may reach the store. It returns the probe's
+// generation for the half-open probe, and 0 for an ordinary call.
+func (b *Breaker) admit() (gen uint64, err error) {
 	if BreakerState(b.state.Load()) == BreakerClosed {
-		return false, nil
+		return 0, nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := b.cfg.Clock.Now()
 	switch BreakerState(b.state.Load()) {
 	case BreakerClosed:
-		return false, nil
+		return 0, nil
 	case BreakerOpen:
-		if b.cfg.Clock.Now().Sub(b.openedAt) < b.cooldown {
-			return false, ErrCircuitOpen
+		if now.Sub(b.openedAt) < b.cooldown {
+			return 0, ErrCircuitOpen
 		}
 		b.transition(BreakerHalfOpen)
 	}
-	if b.probing {
-		return false, ErrCircuitOpen // one probe at a time
+	// One probe at a time; one that has not answered within a cooldown (a
+	// hung store and a caller without a deadline) is given up on.
+	if b.probing && now.Sub(b.probeStart) < b.cooldown {
+		return 0, ErrCircuitOpen
 	}
-	b.probing = true
-	return true, nil
+	b.probing, b.probeStart = true, now
+	b.probeGen++
+	return b.probeGen, nil
 }
 
-// record counts the outcome of a call that reached the store.
-func (b *Breaker) record(ctx context.Context, probe bool, err error) {
-	failed := err != nil && !errors.Is(err, ErrInvalidRequest) && !errors.Is(err, ErrInvalidLimit) &&
-		!(errors.Is(err, context.Canceled) && ctx.Err() == context.Canceled)
+// record counts the outcome of a call that reached the store; gen is the
+// probe's generation, or 0.
+func (b *Breaker) record(ctx context.Context, gen uint64, err error) {
+	cancelled := errors.Is(err, context.Canceled) && ctx.Err() == context.Canceled
+	failed := err != nil && !errors.Is(err, ErrInvalidRequest) && !errors.Is(err, ErrInvalidLimit) && !cancelled
+	probe := gen != 0
+	if probe && cancelled {
+		// The caller gave up: the store said nothing either way. Let the
+		// next caller probe.
+		b.mu.Lock()
+		if gen == b.probeGen {
+			b.probing = false
+		}
+		b.mu.Unlock()
+		return
+	}
 	if !probe {
 		if !failed {
 			if b.failures.Load() != 0 {
@@ -171,6 +185,9 @@ func (b *Breaker) record(ctx context.Context, probe bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if probe {
+		if gen != b.probeGen {
+			return // an older probe, given up on
+		}
 		b.probing = false
 		if !failed {
 			b.failures.Store(0)

@@ -103,6 +103,9 @@ type fields struct {
 // string sharing the buffer's memory. The bytes are never written again, so
 // the string is immutable like any other.
 func (fs *fields) format(f func([]byte) []byte) string {
+	if fs.n == len(fs.buf) {
+		return string(f(nil))
+	}
 	b := f(fs.buf[fs.n:fs.n:len(fs.buf)])
 	if len(b) == 0 {
 		return ""

@@ -42,10 +42,8 @@ func (s *memoryStore) Return(_ context.Context, req Request) error {
 }
 
 func (s *memoryStore) TakeAt(now time.Time, req Request) (Result, error) {
-	if !req.validated {
-		if err := req.Validate(); err != nil {
-			return Result{}, err
-		}
+	if err := req.Validate(); err != nil {
+		return Result{}, err
 	}
 	m := toEngine(&req)
 	return fromEngine(req.Limit, s.engine.Take(&m, now.UnixNano())), nil

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"path"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,7 @@ type rule struct {
 	keyErrStatus int
 	static       bool // no LimitFunc, Quota or QuotaFunc
 	local        bool // its store answers from process memory
+	storeID      int  // rules with the same store share an ID
 }
 
 // LocalStore is implemented by stores that answer from process memory
@@ -154,8 +156,10 @@ func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
 		needNow:   c.headers&HeadersLegacy != 0,
 	}
 	names := map[string]bool{}
+	var stores []Store
 	for i := range rules {
 		ru := compileRule(rules[i], c, fixedCost)
+		ru.storeID, stores = storeID(stores, ru.Store)
 		if names[ru.Name] {
 			panic(fmt.Sprintf("ratelimit: two rules are named %q; names key the state and must differ", ru.Name))
 		}
@@ -188,6 +192,20 @@ func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
 	}
 	l.batches.New = func() any { return new(batch) }
 	return l
+}
+
+// storeID returns s's index in seen, appending it if new. Stores are told
+// apart with == where their type allows it; a store of a type that cannot
+// be compared (a struct holding a func or a map) is always its own.
+func storeID(seen []Store, s Store) (int, []Store) {
+	if reflect.TypeOf(s).Comparable() {
+		for i, x := range seen {
+			if reflect.TypeOf(x) == reflect.TypeOf(s) && x == s {
+				return i, seen
+			}
+		}
+	}
+	return len(seen), append(seen, s)
 }
 
 func rank(r *rule) int {
@@ -226,7 +244,7 @@ func compileRule(r Rule, c config, fixedCost int) *rule {
 	}
 	switch {
 	case !r.Quota.IsZero():
-		if r.Quota.N <= 0 || r.Quota.Unit > Month {
+		if r.Quota.N <= 0 || r.Quota.N > maxCount || r.Quota.Unit > Month {
 			panic(fmt.Sprintf("ratelimit: rule %q: invalid quota %+v", r.Name, r.Quota))
 		}
 		ru.Algorithm = FixedWindow
@@ -310,25 +328,25 @@ func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (fu
 	start := l.startTimer()
 	res, err := l.take(r, ru, &req)
 	lat := l.since(start)
+	store := ru.Store // the store that decided: a fallback's if the rule's failed
 	if err != nil {
 		var proceed bool
-		if res, proceed, err = l.storeFailed(w, r, ru, &req, err, lat); err != nil {
+		if res, store, proceed, err = l.storeFailed(w, r, ru, &req, err, lat); err != nil {
 			return noop, proceed
 		}
 	}
 	if ru.Shadow {
 		l.observeResult(r, ru, res, ShadowDenied, lat)
-		return l.releaser(r, ru, req, res), true
+		return l.releaser(r, ru, store, req, res), true
 	}
 	l.observeResult(r, ru, res, Denied, lat)
 	policy := l.policyHeader
-	if policy == "" || res.Limit != req.Limit { // dynamic, or decided by a fallback's share
-		policy = policyItem(ru.Name, res.Limit)
-		req.Limit = res.Limit
+	if policy == "" || req.Limit != ru.Limit { // dynamic, or decided by a fallback's share
+		policy = policyItem(ru.Name, req.Limit)
 	}
 	l.writeHeaders(w.Header(), policy, ru, &req, &res, now, l.denied == nil && !res.Allowed)
 	if res.Allowed {
-		return l.releaser(r, ru, req, res), true
+		return l.releaser(r, ru, store, req, res), true
 	}
 	l.deny(w, r, ru.problem, ru.Name, &res, nil)
 	return noop, false
@@ -380,9 +398,6 @@ func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
 	if ru.Cost != nil {
 		req.Cost = min(max(ru.Cost(r), 1), max(req.Limit.Capacity(), 1))
 	}
-	// A static rule's limit, algorithm and cost bounds were checked when the
-	// Limiter was built, and the cost was just clamped to them.
-	req.validated = ru.static
 	return req, applies, nil
 }
 
@@ -398,38 +413,44 @@ func (l *Limiter) take(r *http.Request, ru *rule, req *Request) (Result, error) 
 	return ru.Store.Take(ctx, *req)
 }
 
-// storeFailed applies ru's FailurePolicy after err. It returns the fallback
-// store's result and a nil error when the fallback decided; otherwise a
-// non-nil error and whether the request may proceed (the response is
-// written when it may not).
-func (l *Limiter) storeFailed(w http.ResponseWriter, r *http.Request, ru *rule, req *Request, err error, lat time.Duration) (Result, bool, error) {
+// storeFailed applies ru's FailurePolicy after err. When the fallback
+// decided, it returns its result and the fallback store with a nil error,
+// and rewrites *req to the request the fallback saw (its share of the
+// limit), so that releases and undos go to the store that took the units.
+// Otherwise it returns a non-nil error and whether the request may proceed
+// (the response is written when it may not). A shadow rule never writes.
+func (l *Limiter) storeFailed(w http.ResponseWriter, r *http.Request, ru *rule, req *Request, err error, lat time.Duration) (Result, Store, bool, error) {
 	err = fmt.Errorf("%w: rule %q: %w", ErrStoreUnavailable, ru.Name, err)
 	if errors.Is(err, ErrInvalidRequest) || errors.Is(err, ErrInvalidLimit) {
 		// A LimitFunc or Cost produced something no store can enforce: a
-		// bug in the configuration, never a reason to let traffic through.
+		// bug in the configuration, never a reason to let traffic through
+		// (nor, for a shadow rule, to stop it).
 		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: err, Latency: lat, Request: r})
+		if ru.Shadow {
+			return Result{}, nil, true, err
+		}
 		writeProblem(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
-		return Result{}, false, err
+		return Result{}, nil, false, err
 	}
 	p := ru.OnStoreError
 	if p.mode == failFallback {
 		local := *req
 		local.Limit = p.share(req.Limit)
 		local.Cost = min(local.Cost, local.Limit.Capacity())
-		local.validated = false
 		res, ferr := p.fallback.Take(r.Context(), local)
 		if ferr == nil {
 			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: Fallback, Result: res, Err: err, Latency: lat, Request: r})
-			return res, true, nil
+			*req = local
+			return res, p.fallback, true, nil
 		}
 		err = fmt.Errorf("%w (fallback: %w)", err, ferr)
 	}
 	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: err, Latency: lat, Request: r})
 	if p.mode != failClosed || ru.Shadow {
-		return Result{}, true, err
+		return Result{}, nil, true, err
 	}
 	l.failClosed(w, r, p.status, err)
-	return Result{}, false, err
+	return Result{}, nil, false, err
 }
 
 func (l *Limiter) failClosed(w http.ResponseWriter, r *http.Request, status int, err error) {
@@ -467,21 +488,22 @@ func (l *Limiter) deny(w http.ResponseWriter, r *http.Request, body []byte, name
 
 // releaser returns what Admit's caller runs when the request is done: the
 // release of a Concurrency slot that was taken, or nothing.
-func (l *Limiter) releaser(r *http.Request, ru *rule, req Request, res Result) func() {
+func (l *Limiter) releaser(r *http.Request, ru *rule, store Store, req Request, res Result) func() {
 	if ru.Algorithm != Concurrency || !res.Allowed {
 		return noop
 	}
 	ctx := context.WithoutCancel(r.Context())
-	return func() { l.release(ctx, r, ru, req) }
+	return func() { l.release(ctx, r, ru, store, req) }
 }
 
-func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, req Request) {
+// release gives req's units back to store, the store that took them.
+func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store Store, req Request) {
 	if l.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	if err := ru.Store.Return(ctx, req); err != nil {
+	if err := store.Return(ctx, req); err != nil {
 		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: fmt.Errorf("%w: releasing a slot: %w", ErrStoreUnavailable, err), Request: r})
 	}
 }
@@ -634,6 +656,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // Rules with a LimitFunc, Quota or QuotaFunc need a request and are skipped.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
 	reqs, rules := l.keyRequests(key, n)
+	if len(reqs) == 0 {
+		return Result{}, fmt.Errorf("%w: every enforced rule of this limiter needs a request (LimitFunc, Quota or QuotaFunc); use the middleware", ErrInvalidRequest)
+	}
 	if len(reqs) == 1 {
 		return rules[0].Store.Take(ctx, reqs[0])
 	}
@@ -648,6 +673,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 // login attempt that turned out to be valid.
 func (l *Limiter) Return(ctx context.Context, key string, n int) error {
 	reqs, rules := l.keyRequests(key, n)
+	if len(reqs) == 0 {
+		return fmt.Errorf("%w: every enforced rule of this limiter needs a request", ErrInvalidRequest)
+	}
 	var errs []error
 	for i := range reqs {
 		errs = append(errs, rules[i].Store.Return(ctx, reqs[i]))

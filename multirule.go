@@ -17,6 +17,11 @@ type batch struct {
 	res   [MaxRules]Result
 	state [MaxRules]ruleState
 	lat   [MaxRules]time.Duration // store latency, when observed
+	// by is the store that decided each request (a fallback's if the rule's
+	// store failed) and call the store call that decided it: requests of
+	// one call were all-or-nothing; -1 for a call of its own.
+	by   [MaxRules]Store
+	call [MaxRules]int
 	// Scratch for one store call, which needs contiguous slices.
 	greqs [MaxRules]Request
 	gres  [MaxRules]Result
@@ -35,6 +40,7 @@ const (
 
 func (b *batch) add(ru *rule, req Request) {
 	b.rules[b.n], b.reqs[b.n], b.res[b.n], b.state[b.n] = ru, req, Result{}, pending
+	b.by[b.n], b.call[b.n] = ru.Store, -1
 	b.n++
 }
 
@@ -72,7 +78,7 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 		}
 		k := 0
 		for i := g; i < enforced; i++ {
-			if b.state[i] == pending && b.rules[i].Store == b.rules[g].Store {
+			if b.state[i] == pending && b.rules[i].storeID == b.rules[g].storeID {
 				b.gidx[k], b.greqs[k] = i, b.reqs[i]
 				k++
 			}
@@ -84,10 +90,10 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 			i := b.gidx[j]
 			b.lat[i] = lat
 			if err != nil {
-				res, proceed, ferr := l.storeFailed(w, r, b.rules[i], &b.reqs[i], err, lat)
+				res, by, proceed, ferr := l.storeFailed(w, r, b.rules[i], &b.reqs[i], err, lat)
 				switch {
 				case ferr == nil:
-					b.res[i], b.state[i] = res, decided
+					b.res[i], b.state[i], b.by[i] = res, decided, by
 				case proceed:
 					b.state[i] = openFail
 				default: // failed closed: the response is written
@@ -95,7 +101,7 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 					return noop, false
 				}
 			} else {
-				b.res[i], b.state[i] = b.gres[j], decided
+				b.res[i], b.state[i], b.call[i] = b.gres[j], decided, g
 			}
 			denied = denied || (b.state[i] == decided && !b.res[i].Allowed)
 		}
@@ -111,8 +117,11 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 		res, err := l.take(r, ru, &b.reqs[i])
 		lat := l.since(start)
 		if err != nil {
-			l.storeFailed(w, r, ru, &b.reqs[i], err, lat)
-			continue
+			fres, by, _, ferr := l.storeFailed(w, r, ru, &b.reqs[i], err, lat)
+			if ferr != nil {
+				continue
+			}
+			res, b.by[i] = fres, by
 		}
 		b.res[i], b.state[i] = res, decided
 		l.observeResult(r, ru, res, ShadowDenied, lat)
@@ -133,18 +142,14 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 	}
 	policy := l.policyHeader
 	for i := 0; i < enforced && policy != ""; i++ {
-		if b.state[i] == decided && b.res[i].Limit != b.reqs[i].Limit {
+		if b.reqs[i].Limit != b.rules[i].Limit {
 			policy = "" // a fallback decided under its share of the limit
 		}
 	}
 	if policy == "" {
 		items := make([]string, 0, enforced)
 		for i := 0; i < enforced; i++ {
-			limit := b.reqs[i].Limit
-			if b.state[i] == decided {
-				limit = b.res[i].Limit
-			}
-			items = append(items, policyItem(b.rules[i].Name, limit))
+			items = append(items, policyItem(b.rules[i].Name, b.reqs[i].Limit))
 		}
 		policy = strings.Join(items, ", ")
 	}
@@ -164,6 +169,13 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 		body = problemBody(violated)
 	}
 	l.deny(w, r, body, b.rules[top].Name, &res, violated)
+	// Shadow rules counted this request on their own: give back the
+	// Concurrency slots they hold, since no handler runs.
+	for i := enforced; i < b.n; i++ {
+		if b.rules[i].Algorithm == Concurrency && b.state[i] == decided && b.res[i].Allowed {
+			l.release(context.WithoutCancel(r.Context()), r, b.rules[i], b.by[i], b.reqs[i])
+		}
+	}
 	return noop, false
 }
 
@@ -194,16 +206,19 @@ func (l *Limiter) compensate(r *http.Request, b *batch, enforced int) {
 		if l.storeCallDenied(b, i, enforced) {
 			continue
 		}
-		l.release(context.WithoutCancel(r.Context()), r, b.rules[i], b.reqs[i])
+		l.release(context.WithoutCancel(r.Context()), r, b.rules[i], b.by[i], b.reqs[i])
 		b.state[i] = consumed
 	}
 }
 
-// storeCallDenied reports whether rule i's store also holds a rule that
-// denied: they were in one all-or-nothing call, so i consumed nothing.
+// storeCallDenied reports whether request i was decided in the same store
+// call as a denied one: that call was all-or-nothing, so i consumed nothing.
 func (l *Limiter) storeCallDenied(b *batch, i, enforced int) bool {
+	if b.call[i] < 0 {
+		return false
+	}
 	for j := 0; j < enforced; j++ {
-		if b.rules[j].Store == b.rules[i].Store && b.state[j] == decided && !b.res[j].Allowed {
+		if b.call[j] == b.call[i] && b.state[j] == decided && !b.res[j].Allowed {
 			return true
 		}
 	}
@@ -222,20 +237,22 @@ func (l *Limiter) multiReleaser(r *http.Request, b *batch) func() {
 		return noop
 	}
 	rules := make([]*rule, len(held))
+	stores := make([]Store, len(held))
 	reqs := make([]Request, len(held))
 	for j, i := range held {
-		rules[j], reqs[j] = b.rules[i], b.reqs[i]
+		rules[j], stores[j], reqs[j] = b.rules[i], b.by[i], b.reqs[i]
 	}
 	ctx := context.WithoutCancel(r.Context())
 	return func() {
 		for j := range reqs {
-			l.release(ctx, r, rules[j], reqs[j])
+			l.release(ctx, r, rules[j], stores[j], reqs[j])
 		}
 	}
 }
 
 func (l *Limiter) putBatch(b *batch) {
-	clear(b.reqs[:b.n]) // drop key strings
+	clear(b.reqs[:b.n]) // drop key strings and stores
+	clear(b.by[:b.n])
 	clear(b.greqs[:])
 	b.n = 0
 	l.batches.Put(b)
@@ -277,7 +294,7 @@ func takeAll(ctx context.Context, rules []*rule, reqs []Request, results []Resul
 		}
 		var idx []int
 		for i := g; i < len(reqs); i++ {
-			if !done[i] && rules[i].Store == rules[g].Store {
+			if !done[i] && rules[i].storeID == rules[g].storeID {
 				idx = append(idx, i)
 				done[i] = true
 			}

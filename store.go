@@ -79,11 +79,6 @@ type Request struct {
 	// against its own bounds; RetryAfter and ResetAfter are then never
 	// negative.
 	Window Window
-
-	// validated is set by a Limiter on requests it built from rules it
-	// validated at construction, so that the in-process store can skip
-	// validating them again on the hot path. Other stores validate always.
-	validated bool
 }
 
 // Window is an explicit fixed-window interval [Start, End) in Unix nanoseconds.

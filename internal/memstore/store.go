@@ -60,12 +60,16 @@ type Config struct {
 	// MaxKeys bounds the keys kept per table (GCRA, and the counting
 	// algorithms together). Zero means DefaultMaxKeys.
 	MaxKeys int
-	// Shards is rounded up to a power of two. Zero means 16 per CPU, at least 64.
+	// Shards is rounded to a power of two, at most MaxKeys/1024. Zero means
+	// 16 per CPU, at least 64.
 	Shards int
 }
 
 // DefaultMaxKeys is the default bound on tracked keys per table.
 const DefaultMaxKeys = 1 << 20
+
+// minShardKeys is the fewest keys a shard is sized for.
+const minShardKeys = 1024
 
 // New returns an empty Store.
 func New(cfg Config) *Store {
@@ -76,8 +80,17 @@ func New(cfg Config) *Store {
 	if n <= 0 {
 		n = max(64, 16*runtime.GOMAXPROCS(0))
 	}
+	// Each shard is bounded on its own, and keys spread over shards by
+	// hash, unevenly: a shard that fills first evicts while others have
+	// room. Shards of at least minShardKeys keys keep that unevenness to a
+	// few percent of MaxKeys.
+	n = min(n, max(1, cfg.MaxKeys/minShardKeys))
 	bitsN := bits.Len(uint(n - 1))
 	n = 1 << bitsN
+	if n > max(1, cfg.MaxKeys/minShardKeys) && bitsN > 0 { // rounded up past the cap
+		bitsN--
+		n >>= 1
+	}
 	s := &Store{
 		seed:    maphash.MakeSeed(),
 		shift:   uint(64 - bitsN),

@@ -49,7 +49,10 @@ type config struct {
 }
 
 // WithMaxKeys bounds the number of keys kept per table. The default is
-// 1,048,576 (about 26 MiB of GCRA state at its fullest).
+// 1,048,576 (about 26 MiB of GCRA state at its fullest). The bound applies
+// per shard (MaxKeys/shards each, with shards of at least 1,024 keys), and
+// keys spread over shards by hash, so a shard may start evicting a few
+// percent before the store as a whole holds MaxKeys keys.
 func WithMaxKeys(n int) Option {
 	if n <= 0 {
 		panic("memory: WithMaxKeys needs a positive bound")
@@ -57,8 +60,9 @@ func WithMaxKeys(n int) Option {
 	return func(c *config) { c.engine.MaxKeys = n }
 }
 
-// WithShards sets the number of lock shards, rounded up to a power of two.
-// The default, 16 per CPU and at least 64, suits most servers.
+// WithShards sets the number of lock shards, rounded to a power of two and
+// at most MaxKeys/1024. The default, 16 per CPU and at least 64, suits most
+// servers.
 func WithShards(n int) Option {
 	if n <= 0 {
 		panic("memory: WithShards needs a positive count")
