@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/ratelimit"
 )
 
@@ -14,9 +16,11 @@ import (
 // set of keys one script call may touch: the whole server, a Cluster slot,
 // or a Ring hash tag) is idle is sent at once by its caller, alone, with the
 // caller's ctx. Ops that arrive while a call is in flight on their lane
-// queue; when the call returns, a short-lived goroutine sends everything
-// queued as one script call in mode "i" and keeps doing so until the queue
-// is empty, then exits. No goroutine outlives the work: a Store needs no
+// queue, and short-lived goroutines send everything queued as one script
+// call in mode "i", until the queue is empty, then exit. Up to
+// maxInFlight calls of a lane run at once, so that Redis works on one batch
+// while the next is on the wire (scripts are atomic, and concurrent callers
+// were never ordered). No goroutine outlives the work: a Store needs no
 // Close.
 
 type opKind uint8
@@ -43,21 +47,38 @@ type op struct {
 
 var opPool = sync.Pool{New: func() any { return &op{done: make(chan struct{}, 1)} }}
 
-// lane serialises the script calls of one group of keys: at most one is in
-// flight, and ops queue behind it.
+// lane gathers the script calls of one group of keys: at most maxInFlight
+// are in flight, and ops queue behind them.
 type lane struct {
-	mu    *sync.Mutex // the lane's own, or its shard's
-	id    string
-	shard *laneShard // nil for the single lane of a one-node client
-	queue []*op
-	spare []*op
-	busy  bool
+	mu       *sync.Mutex // the lane's own, or its shard's
+	id       string
+	shard    *laneShard // nil for the single lane of a one-node client
+	queue    []*op
+	inflight int // calls on the wire, solo sends and flushers together
+}
+
+// defaultMaxInFlight is how many script calls of one lane may be in flight,
+// unless the client's pool holds fewer connections.
+const defaultMaxInFlight = 2
+
+// poolSize returns the connection pool size of the go-redis clients whose
+// options are known, or 0.
+func poolSize(c redis.UniversalClient) int {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().PoolSize
+	case *redis.ClusterClient:
+		return c.Options().PoolSize
+	case *redis.Ring:
+		return c.Options().PoolSize
+	}
+	return 0
 }
 
 const laneShards = 32
 
 // laneShard holds the lanes of Cluster slots or Ring hash tags that are
-// busy; idle lanes are dropped, so the map stays as small as the work.
+// in flight; idle lanes are dropped, so the map stays as small as the work.
 type laneShard struct {
 	mu sync.Mutex
 	m  map[string]*lane
@@ -104,10 +125,11 @@ func (s *Store) laneFor(key string) *lane {
 	return l
 }
 
-// idle marks a locked lane idle and forgets it if it is a keyed one.
-func (l *lane) idle() {
-	l.busy = false
-	if l.shard != nil {
+// done records that one of a locked lane's calls ended; a lane with none
+// left is forgotten if it is a keyed one.
+func (l *lane) done() {
+	l.inflight--
+	if l.inflight == 0 && l.shard != nil {
 		delete(l.shard.m, l.id)
 	}
 }
@@ -122,18 +144,18 @@ func (s *Store) do(o *op) error {
 		return fmt.Errorf("ratelimit: redis: %w", err)
 	}
 	l := s.laneFor(o.key)
-	if !l.busy && s.maxWait == 0 {
+	if l.inflight == 0 && s.maxWait == 0 {
 		// Idle: send it now, alone, on the caller's goroutine and ctx.
-		l.busy = true
+		l.inflight++
 		l.mu.Unlock()
 		s.send(o.ctx, []*op{o})
 		s.handOff(l)
 		return nil
 	}
 	l.queue = append(l.queue, o)
-	if !l.busy {
-		l.busy = true
-		go s.flush(l, true)
+	if l.inflight < s.maxInFlight {
+		l.inflight++
+		go s.flush(l, l.inflight == 1)
 	}
 	l.mu.Unlock()
 	select {
@@ -144,12 +166,12 @@ func (s *Store) do(o *op) error {
 	}
 }
 
-// handOff is called by a solo sender when its call returned: queued ops go
-// out in a flusher goroutine, or the lane becomes idle.
+// handOff is called by a solo sender when its call returned: its slot in
+// flight goes to a flusher of the queued ops, or is given up.
 func (s *Store) handOff(l *lane) {
 	l.mu.Lock()
 	if len(l.queue) == 0 {
-		l.idle()
+		l.done()
 		l.mu.Unlock()
 		return
 	}
@@ -157,16 +179,18 @@ func (s *Store) handOff(l *lane) {
 	go s.flush(l, false)
 }
 
-// flush sends the lane's queue, batch after batch, until it is empty.
+// flush sends the lane's queue, batch after batch, until it is empty; other
+// flushers of the lane may take batches from the same queue meanwhile.
 func (s *Store) flush(l *lane, wait bool) {
 	if wait && s.maxWait > 0 {
 		time.Sleep(s.maxWait) // let a batch form
 	}
+	var batch []*op
 	for {
 		l.mu.Lock()
 		q := l.queue
 		n := min(len(q), s.maxBatch)
-		batch := l.spare[:0]
+		batch = batch[:0]
 		for _, o := range q[:n] {
 			if o.ctx.Err() == nil {
 				batch = append(batch, o)
@@ -181,12 +205,10 @@ func (s *Store) flush(l *lane, wait bool) {
 			l.queue = append(q[:0], q[n:]...)
 		}
 		if len(batch) == 0 && len(l.queue) == 0 {
-			l.spare = batch
-			l.idle()
+			l.done()
 			l.mu.Unlock()
 			return
 		}
-		l.spare = nil
 		l.mu.Unlock()
 
 		if len(batch) > 0 {
@@ -198,11 +220,6 @@ func (s *Store) flush(l *lane, wait bool) {
 			}
 		}
 		clear(batch)
-		l.mu.Lock()
-		if l.spare == nil {
-			l.spare = batch[:0]
-		}
-		l.mu.Unlock()
 	}
 }
 

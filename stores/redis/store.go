@@ -165,6 +165,7 @@ type Store struct {
 	coalesce     bool
 	maxBatch     int
 	maxWait      time.Duration
+	maxInFlight  int // coalesced calls of one lane on the wire at once
 	batchTimeout time.Duration
 	single       lane // the lane of a one-node client
 	singleMu     sync.Mutex
@@ -196,6 +197,10 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		client: client, prefix: c.prefix, clock: c.clock, route: routingFor(client), epoch: time.Now(),
 		coalesce: c.coalesce, maxBatch: c.maxBatch, maxWait: c.maxWait, batchTimeout: c.batchTimeout,
 		leaseFrac: c.leaseFrac, leaseLife: c.leaseLife,
+		maxInFlight: defaultMaxInFlight,
+	}
+	if ps := poolSize(client); ps > 0 {
+		s.maxInFlight = min(s.maxInFlight, ps) // never wait for a connection
 	}
 	s.single.mu = &s.singleMu
 	if c.deniedSize > 0 {
