@@ -308,51 +308,90 @@ local function field(i, j) return ARGV[3 + 6 * (i - 1) + j] end
 
 if mode == "i" then
   local out = {}
+  -- Keys named once in the batch (the usual case across many clients)
+  -- take the inline GCRA path of the single check above: no state tables.
+  local count = {}
+  for i = 1, n do
+    local k = KEYS[i]
+    count[k] = (count[k] or 0) + 1
+  end
   for i = 1, n do
     local b = 4 * (i - 1)
     local k = KEYS[i]
-    local alg = tonumber(field(i, 1))
-    local rate, p, cap = tonumber(field(i, 2)), tonumber(field(i, 3)), tonumber(field(i, 4))
-    local cost, wend = tonumber(field(i, 5)), tonumber(field(i, 6))
-    local lease = alg == 4
-    if lease then alg = 0 end
-    local st = cache[k]
-    if st == nil then
+    local at = 3 + 6 * (i - 1)
+    local cost = tonumber(ARGV[at + 5])
+    if ARGV[at + 1] == "0" and cost >= 0 and count[k] == 1 then
       local v = redis.pcall("GET", k)
-      if type(v) == "table" and v.err then
-        st = nil -- another type: this request fails, the others go on
+      if type(v) == "table" then
+        out[b + 1], out[b + 2], out[b + 3], out[b + 4] = -1, 0, 0, 0
       else
-        st = decode(alg, v) or false
-        cache[k] = st
-      end
-    end
-    if st == nil then
-      out[b + 1], out[b + 2], out[b + 3], out[b + 4] = -1, 0, 0, 0
-    elseif cost < 0 then
-      if st then
-        local nst, lifetime
-        if alg == 0 then
-          nst, lifetime = gcra_return(st, now, p, -cost)
+        local t, cap = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
+        local tat = tonumber(v)
+        if tat == nil or tat < now then tat = now end
+        local tau = t * cap
+        local need = cost
+        if need < 1 then need = 1 end
+        local wait = (tat - now - tau) + need * t
+        if wait > 0 then
+          local rem = floor((tau - (tat - now)) / t)
+          if rem < 0 then rem = 0 end
+          out[b + 1], out[b + 2], out[b + 3], out[b + 4] = 0, rem, wait, tat - now
         else
-          nst, lifetime = window_return(alg, st, now, p, -cost, wend)
+          if cost > 0 then
+            tat = tat + cost * t
+            local ms = floor((tat - now + 999) / 1000)
+            if ms < 1 then ms = 1 end
+            redis.call("SET", k, string.format("%.0f", tat), "PX", string.format("%.0f", ms + slack))
+          end
+          out[b + 1], out[b + 2], out[b + 3], out[b + 4] = 1, floor((tau - (tat - now)) / t), 0, tat - now
         end
-        if nst ~= nil then mark(k, alg, nst, lifetime) end
       end
-      out[b + 1], out[b + 2], out[b + 3], out[b + 4] = 0, 0, 0, 0
     else
-      local nst, ok, rem, retry, reset, lifetime = apply(alg, st or nil, rate, p, cap, cost, wend)
-      local code = ok and 1 or 0
-      if ok and lease then
-        -- Grant up to rate units in all: the cost, and whatever else fits.
-        local extra = min(rate - cost, rem)
-        if extra > 0 then
-          nst = nst + extra * p
-          rem, reset, lifetime = rem - extra, nst - now, nst - now
+      local b = 4 * (i - 1)
+      local k = KEYS[i]
+      local alg = tonumber(field(i, 1))
+      local rate, p, cap = tonumber(field(i, 2)), tonumber(field(i, 3)), tonumber(field(i, 4))
+      local cost, wend = tonumber(field(i, 5)), tonumber(field(i, 6))
+      local lease = alg == 4
+      if lease then alg = 0 end
+      local st = cache[k]
+      if st == nil then
+        local v = redis.pcall("GET", k)
+        if type(v) == "table" and v.err then
+          st = nil -- another type: this request fails, the others go on
+        else
+          st = decode(alg, v) or false
+          cache[k] = st
         end
-        code = cost + max(extra, 0)
       end
-      if ok and code > 0 and (cost > 0 or lease) then mark(k, alg, nst, lifetime) end
-      out[b + 1], out[b + 2], out[b + 3], out[b + 4] = code, rem, retry, reset
+      if st == nil then
+        out[b + 1], out[b + 2], out[b + 3], out[b + 4] = -1, 0, 0, 0
+      elseif cost < 0 then
+        if st then
+          local nst, lifetime
+          if alg == 0 then
+            nst, lifetime = gcra_return(st, now, p, -cost)
+          else
+            nst, lifetime = window_return(alg, st, now, p, -cost, wend)
+          end
+          if nst ~= nil then mark(k, alg, nst, lifetime) end
+        end
+        out[b + 1], out[b + 2], out[b + 3], out[b + 4] = 0, 0, 0, 0
+      else
+        local nst, ok, rem, retry, reset, lifetime = apply(alg, st or nil, rate, p, cap, cost, wend)
+        local code = ok and 1 or 0
+        if ok and lease then
+          -- Grant up to rate units in all: the cost, and whatever else fits.
+          local extra = min(rate - cost, rem)
+          if extra > 0 then
+            nst = nst + extra * p
+            rem, reset, lifetime = rem - extra, nst - now, nst - now
+          end
+          code = cost + max(extra, 0)
+        end
+        if ok and code > 0 and (cost > 0 or lease) then mark(k, alg, nst, lifetime) end
+        out[b + 1], out[b + 2], out[b + 3], out[b + 4] = code, rem, retry, reset
+      end
     end
   end
   commit()
