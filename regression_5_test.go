@@ -16,11 +16,13 @@ func TestRegressionBreakerHungProbe(t *testing.T) {
 	clock := ratelimittest.NewClock(time.Time{})
 	var mode atomic.Int32 // 0 fail, 1 hang, 2 healthy
 	block := make(chan struct{})
+	entered := make(chan struct{}) // closed when the probe reaches the store
 	st := storeFn(func(ctx context.Context) error {
 		switch mode.Load() {
 		case 0:
 			return errRDown
 		case 1:
+			close(entered)
 			<-block
 			return errRDown
 		}
@@ -32,7 +34,7 @@ func TestRegressionBreakerHungProbe(t *testing.T) {
 	clock.Advance(2 * time.Second)
 	mode.Store(1)
 	go br.Take(context.Background(), req) // the probe hangs (no deadline)
-	time.Sleep(20 * time.Millisecond)
+	<-entered
 	mode.Store(2) // the store is healthy again
 	clock.Advance(time.Hour)
 	_, err := br.Take(context.Background(), req)

@@ -7,26 +7,19 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
-	"fmt"
-	"log"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/sluicehq/ratelimit"
 	ratelimitgin "github.com/sluicehq/ratelimit/adapters/gin"
+	"github.com/sluicehq/ratelimit/examples/internal/appserver"
 )
 
 func main() {
 	addr := flag.String("addr", "localhost:8082", "address to listen on")
 	flag.Parse()
-	serve(*addr, newHandler())
+	appserver.Serve("gin", *addr, newHandler())
 }
 
 // newHandler returns the app with its limits.
@@ -57,30 +50,4 @@ func newHandler() http.Handler {
 	api.GET("/items/:id", func(c *gin.Context) { c.String(http.StatusOK, "item %s\n", c.Param("id")) })
 
 	return r
-}
-
-// serve prints curl commands to try, then serves h on addr until interrupted.
-func serve(addr string, h http.Handler) {
-	base := "http://" + addr
-	fmt.Printf(`gin example listening on %[1]s
-
-  curl -i %[1]s/
-  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\n' -X POST %[1]s/login; done   # 200 200 200 429
-  for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%%{http_code}\n' %[1]s/api/users/$i; done # five 200s, then 429
-  curl -i %[1]s/api/items/1     # another route, another bucket
-  curl -i %[1]s/healthz         # carved out: no RateLimit fields
-
-`, base)
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(shutdown)
-	}()
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-		log.Fatal(err)
-	}
 }

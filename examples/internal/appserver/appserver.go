@@ -1,0 +1,43 @@
+// Package appserver serves the chi, gin and echo example apps, which make
+// the same promises (see apptest.Check).
+package appserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// Serve prints the curl commands to try the framework example app, then
+// serves h on addr until interrupted. apptest.Check verifies what the
+// commands promise.
+func Serve(framework, addr string, h http.Handler) {
+	base := "http://" + addr
+	fmt.Printf(`%[2]s example listening on %[1]s
+
+  curl -i %[1]s/
+  for i in 1 2 3 4; do curl -s -o /dev/null -w '%%{http_code}\n' -X POST %[1]s/login; done   # 200 200 200 429
+  for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%%{http_code}\n' %[1]s/api/users/$i; done # five 200s, then 429
+  curl -i %[1]s/api/items/1     # another route, another bucket
+  curl -i %[1]s/healthz         # carved out: no RateLimit fields
+
+`, base, framework)
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		log.Fatal(err)
+	}
+}
