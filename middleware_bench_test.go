@@ -9,18 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
 )
-
-// discardWriter is a reusable ResponseWriter, so that benchmarks measure the
-// middleware rather than httptest.ResponseRecorder.
-type discardWriter struct {
-	h    http.Header
-	code int
-}
-
-func (w *discardWriter) Header() http.Header         { return w.h }
-func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (w *discardWriter) WriteHeader(code int)        { w.code = code }
 
 // BenchmarkMiddleware measures the full round trip through the middleware
 // (key, store, headers, and the 429 body on the deny path) in parallel, for
@@ -40,7 +30,7 @@ func BenchmarkMiddleware(b *testing.B) {
 				for i := range reqs {
 					reqs[i] = httptest.NewRequest("GET", "/api/items", nil)
 					reqs[i].RemoteAddr = fmt.Sprintf("10.%d.%d.%d:1234", i>>16&255, i>>8&255, i&255)
-					h.ServeHTTP(&discardWriter{h: http.Header{}}, reqs[i]) // drains the deny path's keys
+					h.ServeHTTP(ratelimittest.NewDiscardWriter(), reqs[i]) // drains the deny path's keys
 				}
 				want := 200
 				if path == "deny" {
@@ -50,14 +40,14 @@ func BenchmarkMiddleware(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
-					w := &discardWriter{h: make(http.Header, 8)}
+					w := ratelimittest.NewDiscardWriter()
 					i := int(seq.Add(7919))
 					for pb.Next() {
-						clear(w.h)
+						w.Reset()
 						i++
 						h.ServeHTTP(w, reqs[i%keys])
-						if w.code != want {
-							b.Errorf("status %d, want %d", w.code, want)
+						if w.Status() != want {
+							b.Errorf("status %d, want %d", w.Status(), want)
 							return
 						}
 					}

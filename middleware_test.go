@@ -386,14 +386,14 @@ func TestAllocations(t *testing.T) {
 	} {
 		h := ratelimit.New(tc.limit, ratelimit.ByIP())(next)
 		req := ratelimittest.NewRequest("GET", "/api", "198.51.100.7:5555")
-		w := &discardWriter{h: make(http.Header)}
+		w := ratelimittest.NewDiscardWriter()
 		h.ServeHTTP(w, req)
 		allocs := testing.AllocsPerRun(200, func() {
-			clear(w.h)
+			w.Reset()
 			h.ServeHTTP(w, req)
 		})
-		if w.code != tc.code || allocs > 1 {
-			t.Errorf("%s path: status %d, %.1f allocs per request, want %d and at most 1", tc.name, w.code, allocs, tc.code)
+		if w.Status() != tc.code || allocs > 1 {
+			t.Errorf("%s path: status %d, %.1f allocs per request, want %d and at most 1", tc.name, w.Status(), allocs, tc.code)
 		}
 	}
 }

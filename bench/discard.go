@@ -6,43 +6,6 @@ import (
 	"net/http/httptest"
 )
 
-// DiscardWriter is a reusable http.ResponseWriter that keeps the status and
-// discards the body, so that benchmarks measure the middleware rather than
-// httptest.ResponseRecorder. Clear H between requests.
-type DiscardWriter struct {
-	H    http.Header
-	Code int
-}
-
-func (w *DiscardWriter) Header() http.Header { return w.H }
-
-func (w *DiscardWriter) Write(b []byte) (int, error) {
-	if w.Code == 0 {
-		w.Code = http.StatusOK
-	}
-	return len(b), nil
-}
-
-func (w *DiscardWriter) WriteHeader(code int) {
-	if w.Code == 0 {
-		w.Code = code
-	}
-}
-
-// Reset clears the header map and the status for the next request.
-func (w *DiscardWriter) Reset() {
-	clear(w.H)
-	w.Code = 0
-}
-
-// Status is the status written, 200 if the handler wrote nothing.
-func (w *DiscardWriter) Status() int {
-	if w.Code == 0 {
-		return http.StatusOK
-	}
-	return w.Code
-}
-
 // IP returns the i-th of the distinct IPv4 client addresses the benchmarks
 // use (10.0.0.0/8), without the port.
 func IP(i int) string {

@@ -32,6 +32,7 @@ import (
 	ululemem "github.com/ulule/limiter/v3/drivers/store/memory"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -123,10 +124,10 @@ func Libraries() []Library {
 			},
 			Tracker: func(l Limit) (func(string) bool, any, func()) {
 				rl := httprate.NewRateLimiter(l.N, l.Per)
-				w := &DiscardWriter{H: make(http.Header, 8)}
+				w := ratelimittest.NewDiscardWriter()
 				r, _ := http.NewRequest("GET", "/", nil)
 				return func(key string) bool {
-					clear(w.H)
+					w.Reset()
 					return !rl.OnLimit(w, r, key)
 				}, rl, nop
 			},

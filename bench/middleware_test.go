@@ -3,6 +3,8 @@ package bench
 import (
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
 // TestConfigurations checks every library's configuration before any number
@@ -44,7 +46,7 @@ func BenchmarkMiddleware(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
-					w := &DiscardWriter{H: make(map[string][]string, 8)}
+					w := ratelimittest.NewDiscardWriter()
 					i := seq.Add(7919)
 					for pb.Next() {
 						w.Reset()

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+
+	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
 // Case is one benchmark workload: the allow or the deny path, over a number
@@ -47,7 +49,7 @@ func Prepare(lib Library, c Case) (*Prepared, error) {
 	}
 	h, closeFn := lib.Middleware(limit, OK)
 	p := &Prepared{Handler: h, Reqs: Requests(c.Keys), Want: want, Close: closeFn}
-	w := &DiscardWriter{H: make(http.Header, 8)}
+	w := ratelimittest.NewDiscardWriter()
 	for i, r := range p.Reqs {
 		w.Reset()
 		h.ServeHTTP(w, r)
@@ -55,9 +57,9 @@ func Prepare(lib Library, c Case) (*Prepared, error) {
 			closeFn()
 			return nil, fmt.Errorf("%s %v: first request of key %d (%s) got %d, want 200", lib.Name, c, i, r.RemoteAddr, w.Status())
 		}
-		if !HasRateLimitHeader(w.H) {
+		if !HasRateLimitHeader(w.Header()) {
 			closeFn()
-			return nil, fmt.Errorf("%s %v: no rate-limit header on an allowed response: %v", lib.Name, c, w.H)
+			return nil, fmt.Errorf("%s %v: no rate-limit header on an allowed response: %v", lib.Name, c, w.Header())
 		}
 	}
 	for i, r := range p.Reqs {
@@ -67,9 +69,9 @@ func Prepare(lib Library, c Case) (*Prepared, error) {
 			closeFn()
 			return nil, fmt.Errorf("%s %v: second request of key %d (%s) got %d, want %d", lib.Name, c, i, r.RemoteAddr, w.Status(), want)
 		}
-		if !HasRateLimitHeader(w.H) {
+		if !HasRateLimitHeader(w.Header()) {
 			closeFn()
-			return nil, fmt.Errorf("%s %v: no rate-limit header on a %d response: %v", lib.Name, c, want, w.H)
+			return nil, fmt.Errorf("%s %v: no rate-limit header on a %d response: %v", lib.Name, c, want, w.Header())
 		}
 	}
 	return p, nil
@@ -108,7 +110,7 @@ func CheckKeying(lib Library) error {
 		r.RemoteAddr = s.addr
 		// A header a spoofable extractor would read: it must be ignored.
 		r.Header.Set("X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i))
-		w := &DiscardWriter{H: make(http.Header)}
+		w := ratelimittest.NewDiscardWriter()
 		h.ServeHTTP(w, r)
 		if w.Status() != s.want {
 			return fmt.Errorf("%s: request %d from %s got %d, want %d", lib.Name, i, s.addr, w.Status(), s.want)

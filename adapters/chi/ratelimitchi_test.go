@@ -372,19 +372,13 @@ func BenchmarkAllow(b *testing.B) {
 
 func benchServe(b *testing.B, h http.Handler) {
 	req := ratelimittest.NewRequest(http.MethodGet, "/users/1", "")
-	w := &discard{h: make(http.Header)}
+	w := ratelimittest.NewDiscardWriter()
 	b.ReportAllocs()
 	for b.Loop() {
-		clear(w.h)
+		w.Reset()
 		h.ServeHTTP(w, req)
 	}
 }
-
-type discard struct{ h http.Header }
-
-func (d *discard) Header() http.Header         { return d.h }
-func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
-func (d *discard) WriteHeader(int)             {}
 
 // TestConcurrencyReleases: chi uses the core middleware, which releases
 // Concurrency slots when the handler returns.

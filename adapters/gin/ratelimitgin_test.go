@@ -310,19 +310,13 @@ func BenchmarkAllow(b *testing.B) {
 
 func benchServe(b *testing.B, h http.Handler) {
 	req := ratelimittest.NewRequest(http.MethodGet, "/users/1", "")
-	w := &discard{h: make(http.Header)}
+	w := ratelimittest.NewDiscardWriter()
 	b.ReportAllocs()
 	for b.Loop() {
-		clear(w.h)
+		w.Reset()
 		h.ServeHTTP(w, req)
 	}
 }
-
-type discard struct{ h http.Header }
-
-func (d *discard) Header() http.Header         { return d.h }
-func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
-func (d *discard) WriteHeader(int)             {}
 
 // TestConcurrencyReleases checks that a Concurrency slot is held while the
 // rest of the chain runs and released after it.

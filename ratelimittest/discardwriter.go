@@ -1,0 +1,51 @@
+package ratelimittest
+
+import "net/http"
+
+// DiscardWriter is a reusable http.ResponseWriter that keeps the status and
+// the header and discards the body, so that a benchmark of middleware
+// measures the middleware rather than httptest.ResponseRecorder. Create one
+// with NewDiscardWriter and call Reset between requests; it is not safe for
+// concurrent use (give each goroutine of b.RunParallel its own).
+type DiscardWriter struct {
+	// Code is the first status written, 0 until the handler writes one.
+	Code   int
+	header http.Header
+}
+
+// NewDiscardWriter returns an empty DiscardWriter.
+func NewDiscardWriter() *DiscardWriter {
+	return &DiscardWriter{header: make(http.Header, 8)}
+}
+
+// Header returns the response header.
+func (w *DiscardWriter) Header() http.Header { return w.header }
+
+// Write discards b, recording status 200 if none was written.
+func (w *DiscardWriter) Write(b []byte) (int, error) {
+	if w.Code == 0 {
+		w.Code = http.StatusOK
+	}
+	return len(b), nil
+}
+
+// WriteHeader records code unless a status was already written.
+func (w *DiscardWriter) WriteHeader(code int) {
+	if w.Code == 0 {
+		w.Code = code
+	}
+}
+
+// Reset clears the header (keeping its storage) and the status.
+func (w *DiscardWriter) Reset() {
+	clear(w.header)
+	w.Code = 0
+}
+
+// Status is the status written, 200 if the handler wrote nothing.
+func (w *DiscardWriter) Status() int {
+	if w.Code == 0 {
+		return http.StatusOK
+	}
+	return w.Code
+}
