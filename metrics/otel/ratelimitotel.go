@@ -26,10 +26,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/internal/labelcap"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -92,15 +91,8 @@ type Observer struct {
 	decisions metric.Int64Counter
 	duration  metric.Float64Histogram
 	breaker   metric.Int64Gauge
-	maxRules  int
-
-	pairs atomic.Pointer[map[pair]*series] // copy on write
-	full  atomic.Bool                      // pairs holds maxRules pairs
-	mu    sync.Mutex                       // serialises writers of pairs
-	other *series
+	series    *labelcap.Cap[*series] // at most maxRules (rule, key_kind) pairs
 }
-
-type pair struct{ rule, kind string }
 
 // series holds the precomputed measurement options of one (rule, key_kind)
 // pair, so that recording allocates nothing.
@@ -141,9 +133,8 @@ func New(meter metric.Meter, opts ...Option) (*Observer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %s: %w", BreakerStateName, err)
 	}
-	o := &Observer{decisions: decisions, duration: duration, breaker: breaker, maxRules: c.maxRules}
-	o.other = newSeries(Other, Other)
-	o.pairs.Store(&map[pair]*series{})
+	o := &Observer{decisions: decisions, duration: duration, breaker: breaker,
+		series: labelcap.New(c.maxRules, newSeries(Other, Other), newSeries)}
 	return o, nil
 }
 
@@ -170,7 +161,7 @@ func (o *Observer) Observe(e ratelimit.Event) {
 	if e.Request != nil {
 		ctx = e.Request.Context() // for exemplars
 	}
-	s := o.series(e.Rule, e.KeyKind)
+	s := o.series.Get(e.Rule, e.KeyKind)
 	if i := int(e.Outcome); i < numOutcomes {
 		o.decisions.Add(ctx, 1, s.add[i]...)
 	} else {
@@ -181,42 +172,6 @@ func (o *Observer) Observe(e ratelimit.Event) {
 	if e.Latency > 0 && e.Outcome != ratelimit.Fallback {
 		o.duration.Record(ctx, e.Latency.Seconds(), s.record...)
 	}
-}
-
-// series returns the series of (rule, kind), creating it while there is
-// room, or the "other" series.
-func (o *Observer) series(rule, kind string) *series {
-	if s, ok := (*o.pairs.Load())[pair{rule, kind}]; ok {
-		return s
-	}
-	if o.full.Load() {
-		// full is set after the last map is stored: look once more, in
-		// case the pair was added between the two loads.
-		if s, ok := (*o.pairs.Load())[pair{rule, kind}]; ok {
-			return s
-		}
-		return o.other
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	old := *o.pairs.Load()
-	if s, ok := old[pair{rule, kind}]; ok {
-		return s
-	}
-	if len(old) >= o.maxRules {
-		return o.other
-	}
-	m := make(map[pair]*series, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	s := newSeries(rule, kind)
-	m[pair{rule, kind}] = s
-	o.pairs.Store(&m)
-	if len(m) >= o.maxRules {
-		o.full.Store(true)
-	}
-	return s
 }
 
 // BreakerStateChange returns a function for ratelimit.BreakerConfig's

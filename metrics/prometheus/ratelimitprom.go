@@ -26,11 +26,11 @@
 package ratelimitprom
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/internal/labelcap"
 )
 
 // DefaultMaxRules is the number of distinct (rule, key_kind) pairs that get
@@ -88,16 +88,8 @@ type Observer struct {
 	decisions *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	breaker   *prometheus.GaugeVec
-	maxRules  int
-
-	pairs atomic.Pointer[map[pair]*series] // copy on write
-	full  atomic.Bool                      // pairs holds maxRules pairs
-	mu    sync.Mutex                       // serialises writers of pairs
-	other *series
+	series    *labelcap.Cap[*series] // at most maxRules (rule, key_kind) pairs
 }
-
-// pair is what a series is keyed by.
-type pair struct{ rule, kind string }
 
 // series holds the pre-resolved metrics of one (rule, key_kind) pair.
 type series struct {
@@ -134,59 +126,22 @@ func New(opts ...Option) *Observer {
 			Name: "ratelimit_breaker_state",
 			Help: "State of a store circuit breaker: 0 closed, 1 open, 2 half-open.",
 		}, []string{"name"}),
-		maxRules: c.maxRules,
 	}
-	o.other = &series{o: o, rule: Other, kind: Other}
-	o.pairs.Store(&map[pair]*series{})
+	o.series = labelcap.New(c.maxRules, &series{o: o, rule: Other, kind: Other},
+		func(rule, kind string) *series { return &series{o: o, rule: rule, kind: kind} })
 	return o
 }
 
 // Observe counts e, and records its store latency when it has one. It
 // implements ratelimit.Observer.
 func (o *Observer) Observe(e ratelimit.Event) {
-	s := o.series(e.Rule, e.KeyKind)
+	s := o.series.Get(e.Rule, e.KeyKind)
 	s.counter(e.Outcome).Inc()
 	// A Fallback event shares its store call with the decision that
 	// follows it: time the call once.
 	if e.Latency > 0 && e.Outcome != ratelimit.Fallback {
 		s.histogram().Observe(e.Latency.Seconds())
 	}
-}
-
-// series returns the series of (rule, kind), creating it while there is
-// room, or the "other" series.
-func (o *Observer) series(rule, kind string) *series {
-	if s, ok := (*o.pairs.Load())[pair{rule, kind}]; ok {
-		return s
-	}
-	if o.full.Load() {
-		// full is set after the last map is stored: look once more, in
-		// case the pair was added between the two loads.
-		if s, ok := (*o.pairs.Load())[pair{rule, kind}]; ok {
-			return s
-		}
-		return o.other
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	old := *o.pairs.Load()
-	if s, ok := old[pair{rule, kind}]; ok {
-		return s
-	}
-	if len(old) >= o.maxRules {
-		return o.other
-	}
-	m := make(map[pair]*series, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	s := &series{o: o, rule: rule, kind: kind}
-	m[pair{rule, kind}] = s
-	o.pairs.Store(&m)
-	if len(m) >= o.maxRules {
-		o.full.Store(true)
-	}
-	return s
 }
 
 func (s *series) counter(out ratelimit.Outcome) prometheus.Counter {
