@@ -3,6 +3,7 @@ package ratelimittest
 import (
 	"net/http"
 	"sync"
+	"testing"
 
 	"github.com/sluicehq/ratelimit"
 )
@@ -46,4 +47,15 @@ func (kr *KeyRecorder) Len() int {
 	kr.mu.Lock()
 	defer kr.mu.Unlock()
 	return len(kr.keys)
+}
+
+// MustLast is Last for tests: it fails tb if the key function was never
+// called.
+func (kr *KeyRecorder) MustLast(tb testing.TB) (key string, err error) {
+	tb.Helper()
+	key, err, ok := kr.Last()
+	if !ok {
+		tb.Fatal("ratelimittest: the key function was never called")
+	}
+	return key, err
 }

@@ -81,6 +81,10 @@ type fakeTB struct {
 }
 
 func (f *fakeTB) Helper() {}
+func (f *fakeTB) Fatal(args ...any) {
+	f.failed = fmt.Sprint(args...)
+	panic("fatal")
+}
 func (f *fakeTB) Fatalf(format string, args ...any) {
 	f.failed = fmt.Sprintf(format, args...)
 	panic("fatal")
@@ -95,5 +99,17 @@ func TestKeyRecorder(t *testing.T) {
 	ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "10.1.2.3:5000", "X-Forwarded-For", "198.51.100.20, 203.0.113.7"))
 	if k, err, ok := kr.Last(); !ok || err != nil || k != "203.0.113.7" || kr.Len() != 1 {
 		t.Fatalf("behind a trusted proxy: %q, %v, %v", k, err, ok)
+	}
+}
+
+func TestKeyRecorderMustLast(t *testing.T) {
+	var kr ratelimittest.KeyRecorder
+	ft := &fakeTB{TB: t}
+	func() {
+		defer func() { recover() }()
+		kr.MustLast(ft)
+	}()
+	if ft.failed == "" {
+		t.Fatal("MustLast on a recorder that saw nothing did not fail")
 	}
 }

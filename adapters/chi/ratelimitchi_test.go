@@ -22,16 +22,6 @@ func get(h http.Handler, target string) *ratelimittest.Response {
 	return ratelimittest.Do(h, ratelimittest.NewRequest(http.MethodGet, target, ""))
 }
 
-// lastKey returns the key the recorder saw last, failing t if none.
-func lastKey(t *testing.T, kr *ratelimittest.KeyRecorder) (string, error) {
-	t.Helper()
-	k, err, ok := kr.Last()
-	if !ok {
-		t.Fatal("key function never called")
-	}
-	return k, err
-}
-
 func TestByRouteWorkingPlacements(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -107,7 +97,7 @@ func TestByRouteWorkingPlacements(t *testing.T) {
 			if resp := get(h, tt.target); resp.Code != http.StatusOK {
 				t.Fatalf("GET %s: %d %s", tt.target, resp.Code, resp.Body)
 			}
-			key, err := lastKey(t, &rk)
+			key, err := rk.MustLast(t)
 			if err != nil || key != tt.want {
 				t.Fatalf("key = %q, %v; want %q", key, err, tt.want)
 			}
@@ -174,7 +164,7 @@ func TestByRouteBrokenPlacements(t *testing.T) {
 			if resp.Code != http.StatusBadRequest {
 				t.Errorf("GET %s: %d, want 400 (the default key-error policy)", tt.target, resp.Code)
 			}
-			key, err := lastKey(t, &rk)
+			key, err := rk.MustLast(t)
 			if key != "" || !errors.Is(err, ratelimit.ErrNoKey) || !errors.Is(err, ratelimitchi.ErrNotRouted) {
 				t.Errorf("key = %q, %v; want an ErrNotRouted error", key, err)
 			}

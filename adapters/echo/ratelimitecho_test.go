@@ -27,16 +27,6 @@ func clock() ratelimit.Option {
 	return ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))
 }
 
-// lastKey returns the key the recorder saw last, failing t if none.
-func lastKey(t *testing.T, kr *ratelimittest.KeyRecorder) (string, error) {
-	t.Helper()
-	k, err, ok := kr.Last()
-	if !ok {
-		t.Fatal("key function never called")
-	}
-	return k, err
-}
-
 func TestByRoutePlacements(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -75,13 +65,13 @@ func TestByRoutePlacements(t *testing.T) {
 			if resp := get(h, tt.target); resp.Code != http.StatusOK {
 				t.Fatalf("GET %s: %d %s", tt.target, resp.Code, resp.Body)
 			}
-			if key, err := lastKey(t, &rk); err != nil || key != tt.want {
+			if key, err := rk.MustLast(t); err != nil || key != tt.want {
 				t.Fatalf("key = %q, %v; want %q", key, err, tt.want)
 			}
 			var core ratelimittest.KeyRecorder
 			h = tt.build(ratelimitecho.New(ratelimit.PerMinute(5), core.Wrap(ratelimit.ByRoute())))
 			get(h, tt.target)
-			if key, err := lastKey(t, &core); err != nil || key != tt.want {
+			if key, err := core.MustLast(t); err != nil || key != tt.want {
 				t.Fatalf("ratelimit.ByRoute: key = %q, %v; want %q", key, err, tt.want)
 			}
 		})
@@ -96,7 +86,7 @@ func TestByRoutePreHasNoRoute(t *testing.T) {
 	if resp := get(e, "/users/1"); resp.Code != http.StatusBadRequest {
 		t.Fatalf("e.Pre: %d, want 400 (the default key-error policy)", resp.Code)
 	}
-	if key, err := lastKey(t, &rk); key != "" || !errors.Is(err, ratelimit.ErrNoKey) {
+	if key, err := rk.MustLast(t); key != "" || !errors.Is(err, ratelimit.ErrNoKey) {
 		t.Fatalf("key = %q, %v; want ErrNoKey", key, err)
 	}
 }
@@ -108,7 +98,7 @@ func TestByRouteGroupCatchAll(t *testing.T) {
 	if resp := get(e, "/api/nothing/here"); resp.Code != http.StatusNotFound {
 		t.Fatalf("unmatched route in group: %d, want 404", resp.Code)
 	}
-	if key, err := lastKey(t, &rk); err != nil || key != "/api/*" {
+	if key, err := rk.MustLast(t); err != nil || key != "/api/*" {
 		t.Fatalf("key = %q, %v; want the group's catch-all", key, err)
 	}
 }

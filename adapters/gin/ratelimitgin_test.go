@@ -33,16 +33,6 @@ func clock() ratelimit.Option {
 	return ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))
 }
 
-// lastKey returns the key the recorder saw last, failing t if none.
-func lastKey(t *testing.T, kr *ratelimittest.KeyRecorder) (string, error) {
-	t.Helper()
-	k, err, ok := kr.Last()
-	if !ok {
-		t.Fatal("key function never called")
-	}
-	return k, err
-}
-
 func TestByRouteEveryPlacement(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -82,14 +72,14 @@ func TestByRouteEveryPlacement(t *testing.T) {
 			if resp := get(h, tt.target); resp.Code != http.StatusOK {
 				t.Fatalf("GET %s: %d %s", tt.target, resp.Code, resp.Body)
 			}
-			if key, err := lastKey(t, &rk); err != nil || key != tt.want {
+			if key, err := rk.MustLast(t); err != nil || key != tt.want {
 				t.Fatalf("key = %q, %v; want %q", key, err, tt.want)
 			}
 			// The core's ByRoute sees the same pattern.
 			var core ratelimittest.KeyRecorder
 			h = tt.build(ratelimitgin.New(ratelimit.PerMinute(5), core.Wrap(ratelimit.ByRoute())))
 			get(h, tt.target)
-			if key, err := lastKey(t, &core); err != nil || key != tt.want {
+			if key, err := core.MustLast(t); err != nil || key != tt.want {
 				t.Fatalf("ratelimit.ByRoute: key = %q, %v; want %q", key, err, tt.want)
 			}
 		})
@@ -104,7 +94,7 @@ func TestByRouteNoRoute(t *testing.T) {
 	if resp := get(r, "/nowhere"); resp.Code != http.StatusBadRequest {
 		t.Fatalf("unmatched route: %d, want 400 (the default key-error policy)", resp.Code)
 	}
-	if key, err := lastKey(t, &rk); key != "" || !errors.Is(err, ratelimit.ErrNoKey) {
+	if key, err := rk.MustLast(t); key != "" || !errors.Is(err, ratelimit.ErrNoKey) {
 		t.Fatalf("key = %q, %v; want ErrNoKey", key, err)
 	}
 	// Outside this package's middleware there is no pattern either.
