@@ -241,30 +241,37 @@ end
 local slack = tonumber(ARGV[3])
 local n = #KEYS
 
--- Fast path: one GCRA take, the most common call, without the tables and
--- closures of the general case below. Same arithmetic as gcra().
+-- take_gcra is a whole GCRA take of cost units on key k, whose stored value
+-- is v (false when absent), without the tables and closures of the general
+-- case below: the fast path of the most common checks. Same arithmetic as
+-- gcra(). It returns allowed (1 or 0), remaining, retry-after and
+-- reset-after, and writes the new state when it consumed.
+local function take_gcra(k, v, t, cap, cost)
+  local tat = tonumber(v)
+  if tat == nil or tat < now then tat = now end
+  local tau = t * cap
+  local need = cost
+  if need < 1 then need = 1 end
+  local wait = (tat - now - tau) + need * t
+  if wait > 0 then
+    local rem = floor((tau - (tat - now)) / t)
+    if rem < 0 then rem = 0 end
+    return 0, rem, wait, tat - now
+  end
+  if cost > 0 then
+    tat = tat + cost * t
+    local ms = floor((tat - now + 999) / 1000)
+    if ms < 1 then ms = 1 end
+    redis.call("SET", k, string.format("%.0f", tat), "PX", string.format("%.0f", ms + slack))
+  end
+  return 1, floor((tau - (tat - now)) / t), 0, tat - now
+end
+
+-- Fast path: one GCRA take, the most common call.
 if n == 1 and ARGV[4] == "0" and (mode == "t" or mode == "i") then
   local t, cap, cost = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
   if cost >= 0 then
-    local k = KEYS[1]
-    local tat = tonumber(redis.call("GET", k))
-    if tat == nil or tat < now then tat = now end
-    local tau = t * cap
-    local need = cost
-    if need < 1 then need = 1 end
-    local wait = (tat - now - tau) + need * t
-    if wait > 0 then
-      local rem = floor((tau - (tat - now)) / t)
-      if rem < 0 then rem = 0 end
-      return {0, rem, wait, tat - now}
-    end
-    if cost > 0 then
-      tat = tat + cost * t
-      local ms = floor((tat - now + 999) / 1000)
-      if ms < 1 then ms = 1 end
-      redis.call("SET", k, string.format("%.0f", tat), "PX", string.format("%.0f", ms + slack))
-    end
-    return {1, floor((tau - (tat - now)) / t), 0, tat - now}
+    return {take_gcra(KEYS[1], redis.call("GET", KEYS[1]), t, cap, cost)}
   end
 end
 
@@ -308,8 +315,8 @@ local function field(i, j) return ARGV[3 + 6 * (i - 1) + j] end
 
 if mode == "i" then
   local out = {}
-  -- Keys named once in the batch (the usual case across many clients)
-  -- take the inline GCRA path of the single check above: no state tables.
+  -- GCRA checks of keys named once in the batch (the usual case across many
+  -- clients) take the fast path: no state tables.
   local count = {}
   for i = 1, n do
     local k = KEYS[i]
@@ -325,26 +332,8 @@ if mode == "i" then
       if type(v) == "table" then
         out[b + 1], out[b + 2], out[b + 3], out[b + 4] = -1, 0, 0, 0
       else
-        local t, cap = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
-        local tat = tonumber(v)
-        if tat == nil or tat < now then tat = now end
-        local tau = t * cap
-        local need = cost
-        if need < 1 then need = 1 end
-        local wait = (tat - now - tau) + need * t
-        if wait > 0 then
-          local rem = floor((tau - (tat - now)) / t)
-          if rem < 0 then rem = 0 end
-          out[b + 1], out[b + 2], out[b + 3], out[b + 4] = 0, rem, wait, tat - now
-        else
-          if cost > 0 then
-            tat = tat + cost * t
-            local ms = floor((tat - now + 999) / 1000)
-            if ms < 1 then ms = 1 end
-            redis.call("SET", k, string.format("%.0f", tat), "PX", string.format("%.0f", ms + slack))
-          end
-          out[b + 1], out[b + 2], out[b + 3], out[b + 4] = 1, floor((tau - (tat - now)) / t), 0, tat - now
-        end
+        out[b + 1], out[b + 2], out[b + 3], out[b + 4] =
+          take_gcra(k, v, tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), cost)
       end
     else
       local b = 4 * (i - 1)
