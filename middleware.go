@@ -401,16 +401,19 @@ func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
 	return req, applies, nil
 }
 
-// take asks the rule's store, within the time budget, and reports the
-// latency to observers.
+// take asks the rule's store, within the time budget.
 func (l *Limiter) take(r *http.Request, ru *rule, req *Request) (Result, error) {
-	ctx := r.Context()
-	if l.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
-	}
+	ctx, cancel := l.budget(r.Context())
+	defer cancel()
 	return ru.Store.Take(ctx, *req)
+}
+
+// budget bounds a store call by the limiter's time budget, if it has one.
+func (l *Limiter) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.timeout <= 0 {
+		return ctx, noop
+	}
+	return context.WithTimeout(ctx, l.timeout)
 }
 
 // storeFailed applies ru's FailurePolicy after err. When the fallback
@@ -498,11 +501,8 @@ func (l *Limiter) releaser(r *http.Request, ru *rule, store Store, req Request, 
 
 // release gives req's units back to store, the store that took them.
 func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store Store, req Request) {
-	if l.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
-	}
+	ctx, cancel := l.budget(ctx)
+	defer cancel()
 	if err := store.Return(ctx, req); err != nil {
 		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: fmt.Errorf("%w: releasing a slot: %w", ErrStoreUnavailable, err), Request: r})
 	}

@@ -181,11 +181,8 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 
 // takeGroup asks one store about several rules at once (all or nothing).
 func (l *Limiter) takeGroup(ctx context.Context, s Store, reqs []Request, res []Result) error {
-	if l.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
-	}
+	ctx, cancel := l.budget(ctx)
+	defer cancel()
 	if len(reqs) == 1 {
 		var err error
 		res[0], err = s.Take(ctx, reqs[0])
