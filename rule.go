@@ -137,7 +137,9 @@ type Plan struct {
 // and tier, so a new plan starts with a full bucket (GCRA state is time, and
 // a debt under one rate would misread under another). A request whose tier is
 // unknown or not in plans is rejected by the key-error policy, never let
-// through unlimited.
+// through unlimited. resolve runs several times per request (for each rule's
+// key and limit): make it cheap, for example by reading the tenant's plan
+// from the request context where authentication put it.
 func Tiers(name string, tenant KeyFunc, resolve func(*http.Request) (tier string, ok bool), plans map[string]Plan) []Rule {
 	if tenant == nil || resolve == nil || len(plans) == 0 {
 		panic("ratelimit: Tiers needs a tenant key, a resolver and at least one plan")
