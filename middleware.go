@@ -391,9 +391,7 @@ func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
 		quota = q
 	}
 	if !quota.IsZero() {
-		start, end := quota.Window(now)
-		req.Limit = Limit{Rate: quota.N, Period: end.Sub(start)}
-		req.Window = Window{Start: start.UnixNano(), End: end.UnixNano()}
+		req.Limit, req.Window = quotaWindow(quota, now)
 	}
 	if ru.Cost != nil {
 		req.Cost = min(max(ru.Cost(r), 1), max(req.Limit.Capacity(), 1))

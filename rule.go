@@ -93,6 +93,17 @@ func Monthly(n int, loc *time.Location) Quota { return Quota{N: n, Unit: Month, 
 // IsZero reports whether q is unset.
 func (q Quota) IsZero() bool { return q.Unit == 0 }
 
+// quotaWindow returns the store request's limit and window for q at now:
+// the window containing now and the bounds of its neighbours, so that a
+// store on its own clock can pick the window that contains its time.
+func quotaWindow(q Quota, now time.Time) (Limit, Window) {
+	start, end := q.Window(now)
+	prev, _ := q.Window(start.Add(-1))
+	_, next := q.Window(end)
+	return Limit{Rate: q.N, Period: end.Sub(start)},
+		Window{Start: start.UnixNano(), End: end.UnixNano(), PrevStart: prev.UnixNano(), NextEnd: next.UnixNano()}
+}
+
 // Window returns the bounds [start, end) of the window containing t.
 func (q Quota) Window(t time.Time) (start, end time.Time) {
 	loc := q.Location

@@ -77,13 +77,28 @@ type Request struct {
 	// (a day or a month in a time zone). The zero value means epoch-aligned.
 	// A window that does not contain the store's current time still counts
 	// against its own bounds; RetryAfter and ResetAfter are then never
-	// negative.
+	// negative. A window that ends before the one a store holds for the key
+	// counts against the stored (later) window: windows never go back.
 	Window Window
+
+	// Slot, on Return of Concurrency units, is the Result.Slot of the Take
+	// that acquired them: exactly those slots are released, and nothing if
+	// they have already expired. Zero releases the Cost slots that would
+	// expire soonest (Limiter.Return, which holds no token, does that).
+	// Other algorithms ignore it.
+	Slot uint64
 }
 
 // Window is an explicit fixed-window interval [Start, End) in Unix nanoseconds.
+//
+// PrevStart and NextEnd, when non-zero, are the bounds of the windows either
+// side, [PrevStart, Start) and [End, NextEnd). A store that keeps its own
+// clock (Redis, on server time) uses them to count a request against the
+// window that contains the store's time rather than the caller's, so that
+// instances with skewed clocks agree on when a calendar window turns.
 type Window struct {
-	Start, End int64
+	Start, End         int64
+	PrevStart, NextEnd int64
 }
 
 // Validate checks the request's limit, cost and algorithm. Stores call it
@@ -104,8 +119,9 @@ func (r *Request) Validate() error {
 	if r.Cost > r.Limit.Capacity() {
 		return fmt.Errorf("%w: cost %d exceeds the capacity %d of %v", ErrInvalidRequest, r.Cost, r.Limit.Capacity(), r.Limit)
 	}
-	if r.Window != (Window{}) && (r.Algorithm != FixedWindow || r.Window.End <= r.Window.Start || r.Window.End <= 0) {
-		return fmt.Errorf("%w: window [%d, %d) needs FixedWindow, End after Start and after 1970", ErrInvalidRequest, r.Window.Start, r.Window.End)
+	if w := r.Window; w != (Window{}) && (r.Algorithm != FixedWindow || w.End <= w.Start || w.End <= 0 ||
+		w.PrevStart != 0 && w.PrevStart >= w.Start || w.NextEnd != 0 && w.NextEnd <= w.End) {
+		return fmt.Errorf("%w: window [%d, %d) needs FixedWindow, End after Start and after 1970, and neighbours either side", ErrInvalidRequest, w.Start, w.End)
 	}
 	return nil
 }
@@ -130,6 +146,11 @@ type Result struct {
 	// ResetAfter is how long until the limit is back to full capacity,
 	// assuming no other traffic.
 	ResetAfter time.Duration
+
+	// Slot, for an allowed Concurrency Take of non-zero cost, identifies the
+	// slots it acquired (an opaque token, unique per key while they live):
+	// pass it in Request.Slot to Return exactly those slots. Zero otherwise.
+	Slot uint64
 }
 
 // A Store keeps rate-limit state and makes decisions against it.
