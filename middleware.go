@@ -3,12 +3,9 @@ package ratelimit
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"path"
 	"reflect"
 	"slices"
 	"strconv"
@@ -32,8 +29,7 @@ type Limiter struct {
 	clock        Clock
 	headers      HeaderStyle
 	policyHeader string // every enforced rule's policy item, when all are static
-	carveOuts    map[string]struct{}
-	carveOutLen  int // the longest carve-out: longer clean paths cannot match
+	carveOuts    carveOuts
 	skippers     []func(*http.Request) bool
 	denied       http.Handler
 	onError      func(http.ResponseWriter, *http.Request, error)
@@ -183,13 +179,7 @@ func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
 	if allStatic {
 		l.policyHeader = strings.Join(items, ", ")
 	}
-	if len(c.carveOuts) > 0 {
-		l.carveOuts = make(map[string]struct{}, len(c.carveOuts))
-		for _, p := range c.carveOuts {
-			l.carveOuts[p] = struct{}{}
-			l.carveOutLen = max(l.carveOutLen, len(p))
-		}
-	}
+	l.carveOuts = newCarveOuts(c.carveOuts)
 	l.batches.New = func() any { return new(batch) }
 	return l
 }
@@ -271,16 +261,18 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 	if next == nil {
 		panic("ratelimit: Handler(nil)")
 	}
-	return &handler{l: l, next: next}
+	mux, _ := next.(*http.ServeMux) // asked which pattern serves a carve-out
+	return &handler{l: l, next: next, mux: mux}
 }
 
 type handler struct {
 	l    *Limiter
 	next http.Handler
+	mux  *http.ServeMux
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	done, ok := h.l.Admit(w, r)
+	done, ok := h.l.admit(w, r, routing{mux: h.mux})
 	if !ok {
 		return
 	}
@@ -296,7 +288,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // fail-closed store error) and the caller must stop. Framework adapters
 // build on Admit; with net/http, use Handler.
 func (l *Limiter) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
-	if l.skip(r) {
+	return l.admit(w, r, routing{})
+}
+
+func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (done func(), ok bool) {
+	if l.skip(r, rt) {
 		l.observe(Event{Outcome: Skipped, Request: r})
 		return noop, true
 	}
@@ -549,74 +545,6 @@ func (l *Limiter) since(start time.Time) time.Duration {
 		return 0
 	}
 	return max(time.Since(start), 1) // an observed call never reports zero
-}
-
-// skip reports whether r is carved out or skipped by a predicate.
-func (l *Limiter) skip(r *http.Request) bool {
-	if l.carveOuts != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) && l.carvedOut(r.URL.Path) {
-		return true
-	}
-	for _, s := range l.skippers {
-		if s(r) {
-			return true
-		}
-	}
-	return false
-}
-
-// carvedOut matches p exactly, or after path.Clean when p is not clean
-// ("/healthz/", "//healthz"). A path with dot segments ("/api/../healthz")
-// is never carved out: a router that does not clean paths would serve it
-// from another route, and the carve-out would become a bypass.
-func (l *Limiter) carvedOut(p string) bool {
-	if len(p) <= l.carveOutLen {
-		if _, ok := l.carveOuts[p]; ok {
-			return true
-		}
-	}
-	if len(p) > 256 || !needsClean(p) || hasDotSegment(p) {
-		return false
-	}
-	_, ok := l.carveOuts[path.Clean(p)]
-	return ok
-}
-
-// needsClean reports whether path.Clean could change p other than by
-// resolving dot segments: a doubled or trailing slash.
-func needsClean(p string) bool {
-	if len(p) > 1 && p[len(p)-1] == '/' {
-		return true
-	}
-	for i := 1; i < len(p); i++ {
-		if p[i] == '/' && p[i-1] == '/' {
-			return true
-		}
-	}
-	return false
-}
-
-func hasDotSegment(p string) bool {
-	for i := 0; i < len(p); i++ {
-		if p[i] == '.' && (i == 0 || p[i-1] == '/') {
-			if i+1 == len(p) || p[i+1] == '/' || p[i+1] == '.' && (i+2 == len(p) || p[i+2] == '/') {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// maxKeyLen is the longest key sent to a store as is. Longer keys (a 1 MB
-// header used as a key) are replaced by their SHA-256, so that a client
-// cannot make the store keep or send large keys.
-const maxKeyLen = 256
-
-func compactKey(k string) string {
-	if len(k) <= maxKeyLen {
-		return k
-	}
-	sum := sha256.Sum256([]byte(k))
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func keyProblemBody(status int) []byte {

@@ -102,50 +102,6 @@ func TestPolicyFieldForBurst(t *testing.T) {
 	}
 }
 
-func TestCarveOuts(t *testing.T) {
-	cases := []struct {
-		opts    []ratelimit.Option
-		method  string
-		path    string
-		limited bool
-	}{
-		{nil, "GET", "/healthz", false},
-		{nil, "HEAD", "/readyz", false},
-		{nil, "GET", "/metrics", false},
-		{nil, "GET", "/livez", false},
-		{nil, "GET", "/healthz/", false},
-		{nil, "GET", "//healthz", false},
-		{nil, "POST", "/healthz", true},
-		{nil, "GET", "/healthz/x", true},
-		{nil, "GET", "/healthzx", true},
-		{nil, "GET", "/api/../healthz", true}, // dot segments are never carved out
-		{nil, "GET", "/./healthz", true},
-		{nil, "GET", "/api", true},
-		{[]ratelimit.Option{ratelimit.WithCarveOuts()}, "GET", "/healthz", true},
-		{[]ratelimit.Option{ratelimit.WithCarveOuts("/ping")}, "GET", "/ping", false},
-		{[]ratelimit.Option{ratelimit.WithCarveOuts("/ping")}, "GET", "/healthz", true},
-		{[]ratelimit.Option{ratelimit.WithSkip(func(r *http.Request) bool { return r.Header.Get("X-Internal") == "yes" })}, "GET", "/api", false},
-	}
-	for _, c := range cases {
-		t.Run(c.method+c.path, func(t *testing.T) {
-			opts := append([]ratelimit.Option{ratelimit.WithClock(newClock())}, c.opts...)
-			h := ratelimit.New(ratelimit.PerHour(1), byPeer, opts...)(ok)
-			var last *ratelimittest.Response
-			for i := 0; i < 3; i++ {
-				req := ratelimittest.NewRequest(c.method, "/", "", "X-Internal", "yes")
-				req.URL.Path = c.path
-				last = ratelimittest.Do(h, req)
-			}
-			if last.Limited() != c.limited {
-				t.Fatalf("third %s %s: status %d, want limited=%v", c.method, c.path, last.Code, c.limited)
-			}
-			if !c.limited && last.Header.Get("RateLimit") != "" {
-				t.Fatalf("carved-out response carries RateLimit %q", last.Header.Get("RateLimit"))
-			}
-		})
-	}
-}
-
 func TestKeyErrorPolicies(t *testing.T) {
 	noPeer := func() *http.Request { return ratelimittest.NewRequest("GET", "/", "@") }
 

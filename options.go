@@ -114,9 +114,7 @@ func WithHeaders(s HeaderStyle) Option {
 // no paths to limit everything.
 func WithCarveOuts(paths ...string) Option {
 	for _, p := range paths {
-		if len(p) == 0 || p[0] != '/' {
-			panic(fmt.Sprintf("ratelimit: WithCarveOuts(%q): paths start with /", p))
-		}
+		checkCarveOut(p)
 	}
 	paths = append([]string(nil), paths...)
 	return func(c *config) { c.carveOuts = paths }

@@ -1,0 +1,143 @@
+package ratelimit
+
+import (
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+)
+
+// carveOuts is the set of paths that pass unlimited (WithCarveOuts) and the
+// rule that decides whether a request is one of them: a request skips the
+// limiter only when it will certainly be served by the handler the router
+// has for that path. When in doubt, it is limited.
+//
+// The zero value carves out nothing. A carveOuts is immutable once built
+// and safe for concurrent use.
+type carveOuts struct {
+	paths  map[string]struct{}
+	maxLen int // the longest path: longer ones cannot match
+}
+
+// routing is what the limiter knows of how a request is routed.
+type routing struct {
+	mux    *http.ServeMux // the ServeMux that Handler wraps, if any
+	route  string         // the route the router matched, when routed
+	routed bool           // an adapter told the route (AdmitRoute)
+}
+
+func newCarveOuts(paths []string) carveOuts {
+	if len(paths) == 0 {
+		return carveOuts{}
+	}
+	c := carveOuts{paths: make(map[string]struct{}, len(paths))}
+	for _, p := range paths {
+		c.paths[p] = struct{}{}
+		c.maxLen = max(c.maxLen, len(p))
+	}
+	return c
+}
+
+func (c *carveOuts) has(p string) bool {
+	if len(p) > c.maxLen {
+		return false
+	}
+	_, ok := c.paths[p]
+	return ok
+}
+
+// match reports whether r is carved out:
+//
+//   - only GET and HEAD requests are;
+//   - when the router has matched r (an adapter's AdmitRoute, or
+//     Request.Pattern set by ServeMux or chi before the middleware ran),
+//     the matched route must be exactly a carve-out; the path is not read;
+//   - otherwise the path must be exactly a carve-out as sent: already
+//     clean, no escaping (URL.RawPath empty), no trailing or doubled slash;
+//   - and then, when Handler wraps a ServeMux, the ServeMux is asked which
+//     pattern would serve r: it must be the carve-out's own (ServeMux
+//     serves HEAD from a GET pattern, so HEAD qualifies); with any other
+//     router, which may not serve HEAD from GET, only GET qualifies.
+func (c *carveOuts) match(r *http.Request, rt routing) bool {
+	if c.paths == nil || r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	switch {
+	case rt.routed:
+		return rt.route != "" && c.has(rt.route)
+	case r.Pattern != "":
+		return c.has(patternPath(r.Pattern))
+	}
+	p := r.URL.Path
+	if r.URL.RawPath != "" || r.URL.Opaque != "" || !c.has(p) {
+		return false
+	}
+	if rt.mux != nil {
+		_, pattern := rt.mux.Handler(r)
+		return patternPath(pattern) == p
+	}
+	return r.Method == http.MethodGet
+}
+
+// patternPath returns the path part of a route pattern. ServeMux patterns
+// may start with a method and a host ("GET example.com/healthz"); chi, gin
+// and echo patterns are paths. A pattern with no path gives "".
+func patternPath(p string) string {
+	if strings.HasPrefix(p, "/") {
+		return p
+	}
+	if i := strings.IndexAny(p, " \t"); i >= 0 && !strings.Contains(p[:i], "/") {
+		p = strings.TrimLeft(p[i:], " \t") // a method
+	}
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[i:] // after a host, if any
+	}
+	return ""
+}
+
+// checkCarveOut panics unless p can be a carve-out: a literal, clean,
+// absolute path of unreserved characters (RFC 3986), so that it never reads
+// as a route pattern with wildcards ("{id}", ":id", "*") nor needs
+// escaping, and is not a subtree ("/", "/static/").
+func checkCarveOut(p string) {
+	bad := len(p) < 2 || p[0] != '/' || p[len(p)-1] == '/' || path.Clean(p) != p
+	for i := 0; i < len(p) && !bad; i++ {
+		b := p[i]
+		bad = !('a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' ||
+			b == '/' || b == '-' || b == '.' || b == '_' || b == '~')
+	}
+	if bad {
+		panic(fmt.Sprintf("ratelimit: WithCarveOuts(%q): a carve-out is a clean absolute path of letters, digits and -._~/, with no trailing slash", p))
+	}
+}
+
+// CarvesOut reports whether path is one of the limiter's carve-out paths
+// (DefaultCarveOuts or WithCarveOuts). Adapters use it to look up the
+// route of a request only when it could be carved out.
+func (l *Limiter) CarvesOut(path string) bool {
+	return l.carveOuts.has(path)
+}
+
+// AdmitRoute is Admit for a request the router has already matched: route
+// is the pattern of the route it matched for the request's method, as the
+// router spells it ("/healthz", "/users/:id", "/*"), or "" when it matched
+// none (404, 405) or has not routed yet. A GET or HEAD request is carved
+// out when route is exactly a carve-out path; the request's path is not
+// read, so escapes, doubled slashes and catch-all routes cannot pass for a
+// carve-out. The chi, gin and echo adapters call it; see docs/carve-outs.md.
+func (l *Limiter) AdmitRoute(w http.ResponseWriter, r *http.Request, route string) (done func(), ok bool) {
+	return l.admit(w, r, routing{route: route, routed: true})
+}
+
+// skip reports whether r is carved out or skipped by a predicate.
+func (l *Limiter) skip(r *http.Request, rt routing) bool {
+	if l.carveOuts.match(r, rt) {
+		return true
+	}
+	for _, s := range l.skippers {
+		if s(r) {
+			return true
+		}
+	}
+	return false
+}
