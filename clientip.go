@@ -142,7 +142,7 @@ const (
 // error policy applies (see OnKeyError), when, from a trusted peer:
 //
 //   - the header is missing;
-//   - a member that has to be examined is not exactly an address: empty,
+//   - a member that has to be examined is not exactly an address:
 //     "unknown", an obfuscated identifier ("_hidden"), a hostname, garbage,
 //     NUL or non-ASCII bytes, leading zeros ("010.0.0.1"), hex or octal
 //     octets, short forms ("10.1"), out-of-range octets, a Forwarded element
@@ -154,7 +154,12 @@ const (
 //     member or the peer, would either let anyone who can reach the app
 //     through a pass-through proxy choose a trusted address per request, or
 //     lump unrelated clients together;
-//   - more than MaxMembers members are trusted proxies.
+//   - more than MaxMembers members are trusted proxies or empty.
+//
+// Empty list elements ("198.51.100.9, , 10.0.0.3", an empty header line) are
+// ignored, as RFC 9110 (section 5.6.1.2) requires of recipients: they are
+// never an address and never a reason to fail, but each counts against
+// MaxMembers. A header of nothing but empty elements counts as missing.
 //
 // Nothing falls back: not to the leftmost member, not to another header, and
 // not to the trusted peer's own address. A single-address header
@@ -202,8 +207,9 @@ type ClientIPConfig struct {
 	// TrustedProxies is set, a peer outside it is keyed by its own address.
 	Hops int
 
-	// MaxMembers caps the members examined (default 32, at most 1024). A
-	// request needing more fails closed. Real chains have a handful.
+	// MaxMembers caps the members examined, empty list elements included
+	// (default 32, at most 1024). A request needing more fails closed. Real
+	// chains have a handful.
 	MaxMembers int
 
 	// IPv4Prefix and IPv6Prefix group client addresses by prefix, as the
@@ -382,7 +388,7 @@ func newClientIP(fn string, cfg ClientIPConfig) KeyFunc {
 		case modeRightmostUntrusted:
 			n, reason = clientip.RightmostUntrusted(src, lines, &trusted, maxMembers)
 		case modeHops:
-			n, reason = clientip.NthFromRight(src, lines, hops)
+			n, reason = clientip.NthFromRight(src, lines, hops, maxMembers)
 		default:
 			n, reason = clientip.Single(lines)
 		}

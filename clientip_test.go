@@ -135,6 +135,12 @@ func TestByClientIP(t *testing.T) {
 		{"client prepends 10,000", lb, []string{"X-Forwarded-For: " + strings.Repeat("1.2.3.4, ", 10000) + "203.0.113.7"}, "203.0.113.7"},
 		{"client sends Forwarded too", lb, []string{"Forwarded: for=1.1.1.1", "X-Forwarded-For: 203.0.113.7"}, "203.0.113.7"},
 		{"client sends X-Real-IP too", lb, []string{"X-Real-IP: 1.1.1.1", "X-Forwarded-For: 203.0.113.7"}, "203.0.113.7"},
+		// Empty list elements are ignored (RFC 9110, section 5.6.1.2).
+		{"empty element", lb, []string{"X-Forwarded-For: 198.51.100.9, , 10.0.0.3"}, "198.51.100.9"},
+		{"empty elements everywhere", lb, []string{"X-Forwarded-For: ,, 198.51.100.9 ,,\t, 10.0.0.3 ,"}, "198.51.100.9"},
+		{"empty line", lb, []string{"X-Forwarded-For: 198.51.100.9", "X-Forwarded-For: ", "X-Forwarded-For: 10.0.0.3"}, "198.51.100.9"},
+		{"client's empty element", lb, []string{"X-Forwarded-For: 1.1.1.1, , 198.51.100.9"}, "198.51.100.9"},
+		{"31 empty elements", lb, []string{"X-Forwarded-For: 203.0.113.7" + strings.Repeat(",", 31)}, "203.0.113.7"},
 		// Fail closed, never fall back.
 		{"missing", lb, nil, ""},
 		{"only Forwarded", lb, []string{"Forwarded: for=203.0.113.7"}, ""},
@@ -148,8 +154,11 @@ func TestByClientIP(t *testing.T) {
 		{"short form", lb, []string{"X-Forwarded-For: 203.113.7"}, ""},
 		{"NUL", lb, []string{"X-Forwarded-For: 203.0.113.7\x00"}, ""},
 		{"high bytes", lb, []string{"X-Forwarded-For: 203.0.113.7\xc2\xa0"}, ""},
-		{"empty member", lb, []string{"X-Forwarded-For: 203.0.113.7, , 10.0.0.2"}, ""},
 		{"empty value", lb, []string{"X-Forwarded-For: "}, ""},
+		{"only empty elements", lb, []string{"X-Forwarded-For: , ,\t,"}, ""},
+		{"empty elements then all trusted", lb, []string{"X-Forwarded-For: , 10.0.0.3, , 10.0.0.2"}, ""},
+		{"33 empty elements before the client", lb, []string{"X-Forwarded-For: 203.0.113.7" + strings.Repeat(",", 33)}, ""},
+		{"garbage behind empty elements", lb, []string{"X-Forwarded-For: 203.0.113.7, garbage, , 10.0.0.2"}, ""},
 		{"garbage behind trusted", lb, []string{"X-Forwarded-For: 203.0.113.7, garbage, 10.0.0.2"}, ""},
 		{"overlong trusted 100KB", lb, []string{"X-Forwarded-For: " + huge}, ""},
 		{"overlong member", lb, []string{"X-Forwarded-For: " + strings.Repeat("1", 100000)}, ""},
@@ -180,6 +189,11 @@ func TestNewClientIPForwarded(t *testing.T) {
 		{"unquoted ipv6", lb, []string{"Forwarded: for=[2001:db8::1]"}, ""},
 		{"duplicate for", lb, []string{"Forwarded: for=203.0.113.7;for=10.0.0.9"}, ""},
 		{"all trusted", lb, []string{"Forwarded: for=10.0.0.9"}, ""},
+		{"empty element", lb, []string{"Forwarded: for=198.51.100.9, , for=10.0.0.3"}, "198.51.100.9"},
+		{"empty elements and lines", lb, []string{"Forwarded: ,for=198.51.100.9;proto=https,\t,", "Forwarded: ", "Forwarded: for=10.0.0.3,"}, "198.51.100.9"},
+		{"only empty elements", lb, []string{"Forwarded: , , "}, ""},
+		{"empty pairs are not an empty element", lb, []string{"Forwarded: for=198.51.100.9, ;, for=10.0.0.3"}, ""},
+		{"too many empty elements", lb, []string{"Forwarded: for=198.51.100.9" + strings.Repeat(", ", 40)}, ""},
 		{"overlong", lb, []string{"Forwarded: " + strings.Repeat("for=10.0.0.7, ", 10000) + "for=10.0.0.7"}, ""},
 	})
 }

@@ -207,7 +207,7 @@ func TestRightmostUntrustedXFF(t *testing.T) {
 		{"two lines", []string{"1.1.1.1, 203.0.113.7", "10.0.0.1"}, "203.0.113.7", OK},
 		{"two lines client in last", []string{"203.0.113.7", "198.51.100.1"}, "198.51.100.1", OK},
 		{"three lines", []string{"203.0.113.7", "10.0.0.3", "10.0.0.2, 10.0.0.1"}, "203.0.113.7", OK},
-		{"empty line skipped past? no", []string{"203.0.113.7", "", "10.0.0.1"}, "", Malformed},
+		{"empty line ignored", []string{"203.0.113.7", "", "10.0.0.1"}, "203.0.113.7", OK},
 		// Normalisation before the trust check.
 		{"mapped trusted", []string{"203.0.113.7, ::ffff:10.0.0.1"}, "203.0.113.7", OK},
 		{"mapped client", []string{"::ffff:203.0.113.7, 10.0.0.1"}, "203.0.113.7", OK},
@@ -217,9 +217,14 @@ func TestRightmostUntrustedXFF(t *testing.T) {
 		{"unknown", []string{"203.0.113.7, unknown, 10.0.0.1"}, "", Malformed},
 		{"obfuscated", []string{"203.0.113.7, _hidden, 10.0.0.1"}, "", Malformed},
 		{"hostname", []string{"203.0.113.7, proxy.internal"}, "", Malformed},
-		{"empty member", []string{"203.0.113.7,,10.0.0.1"}, "", Malformed},
-		{"trailing comma", []string{"203.0.113.7,"}, "", Malformed},
-		{"empty header", []string{""}, "", Malformed},
+		{"empty member ignored", []string{"203.0.113.7,,10.0.0.1"}, "203.0.113.7", OK},
+		{"empty members ignored", []string{"198.51.100.9, , 10.0.0.3"}, "198.51.100.9", OK},
+		{"trailing comma ignored", []string{"203.0.113.7,"}, "203.0.113.7", OK},
+		{"leading comma ignored", []string{", 203.0.113.7"}, "203.0.113.7", OK},
+		{"empty header", []string{""}, "", Missing},
+		{"only empty members", []string{" , ,\t", ""}, "", Missing},
+		{"empty members and trusted", []string{", 10.0.0.2, ,10.0.0.1"}, "", AllTrusted},
+		{"bad member behind an empty one", []string{"203.0.113.7, x, , 10.0.0.1"}, "", Malformed},
 		{"leading zeros", []string{"203.0.113.07"}, "", Malformed},
 		{"hex", []string{"0xcb.0.113.7"}, "", Malformed},
 		{"out of range", []string{"203.0.113.256"}, "", Malformed},
@@ -280,8 +285,11 @@ func TestRightmostUntrustedForwarded(t *testing.T) {
 		{"obfuscated", []string{`for=_hidden, for=10.0.0.1`}, "", Obfuscated},
 		{"bad obfuscated", []string{`for="_hid den"`}, "", Malformed},
 		{"no for", []string{`for=203.0.113.7, proto=https`}, "", NoFor},
-		{"empty element", []string{`for=203.0.113.7, , for=10.0.0.1`}, "", NoFor},
-		{"trailing comma", []string{`for=203.0.113.7,`}, "", NoFor},
+		{"empty element ignored", []string{`for=203.0.113.7, , for=10.0.0.1`}, "203.0.113.7", OK},
+		{"empty elements ignored", []string{`,for=203.0.113.7,,`, ``, `for=10.0.0.1, `}, "203.0.113.7", OK},
+		{"only empty elements", []string{` , `}, "", Missing},
+		{"element of empty pairs", []string{`for=203.0.113.7, ;, for=10.0.0.1`}, "", NoFor},
+		{"trailing comma ignored", []string{`for=203.0.113.7,`}, "203.0.113.7", OK},
 		{"duplicate for", []string{`for=203.0.113.7;for=10.0.0.5`}, "", Malformed},
 		{"duplicate proto", []string{`for=203.0.113.7;proto=http;proto=https`}, "", Malformed},
 		{"unquoted ipv6", []string{`for=[2001:db8::7]`}, "", Malformed},
@@ -340,9 +348,16 @@ func TestNthFromRight(t *testing.T) {
 		{Forwarded, []string{`for=_x, for=10.0.0.1`}, 2, "", Obfuscated},
 		{Forwarded, []string{`for=unknown`}, 1, "", Unknown},
 		{Forwarded, []string{`proto=http`}, 1, "", NoFor},
+		{XForwardedFor, []string{"1.1.1.1, 203.0.113.7, , 10.0.0.1,"}, 2, "203.0.113.7", OK},
+		{XForwardedFor, []string{"203.0.113.7", "", " , "}, 1, "203.0.113.7", OK},
+		{XForwardedFor, []string{" , "}, 1, "", Missing},
+		{XForwardedFor, []string{"203.0.113.7, ,"}, 2, "", TooFew},
+		{XForwardedFor, []string{"203.0.113.7" + strings.Repeat(",", 32)}, 1, "", TooMany},
+		{XForwardedFor, []string{"203.0.113.7" + strings.Repeat(",", 31)}, 1, "203.0.113.7", OK},
+		{Forwarded, []string{`for=203.0.113.7, , for=10.0.0.1`}, 2, "203.0.113.7", OK},
 	}
 	for _, tt := range tests {
-		n, r := NthFromRight(tt.src, tt.lines, tt.n)
+		n, r := NthFromRight(tt.src, tt.lines, tt.n, 32)
 		got := ""
 		if r == OK {
 			got = Key(n, 32, 128)

@@ -59,22 +59,29 @@ func checkResult(t *testing.T, what string, n Node, r Reason) {
 	}
 }
 
-// refWalk is the reference: every member split out up front.
+// refWalk is the reference: every member split out up front. Empty members
+// (only optional whitespace) are skipped but count against max.
 func refWalk(members []string, parse func(string) (Node, Reason), trusted *Set, max int) (Node, Reason) {
-	if len(members) == 0 {
-		return Node{}, Missing
-	}
+	seen := false
 	for i := 0; i < len(members); i++ {
 		if i == max {
 			return Node{}, TooMany
 		}
-		n, r := parse(members[len(members)-1-i])
+		m := members[len(members)-1-i]
+		if strings.Trim(m, " \t") == "" {
+			continue
+		}
+		seen = true
+		n, r := parse(m)
 		if r != OK {
 			return Node{}, r
 		}
 		if !trusted.Contains(n.Addr) {
 			return n, OK
 		}
+	}
+	if !seen {
+		return Node{}, Missing
 	}
 	return Node{}, AllTrusted
 }
@@ -87,6 +94,8 @@ func FuzzXForwardedFor(f *testing.F) {
 		"[2001:db8::1]:80, ::ffff:10.0.0.1, fe80::1%eth0",
 		"unknown, _hidden, 01.2.3.4, 0x7f.0.0.1, 1.2.3, 256.0.0.1",
 		"10.0.0.1,,10.0.0.2",
+		"198.51.100.9, , 10.0.0.3",
+		" ,\n, ,\t",
 		"1.2.3.4\x00, 1.2.3.4\xff",
 		"",
 	} {
@@ -110,7 +119,7 @@ func FuzzXForwardedFor(f *testing.F) {
 			t.Fatalf("RightmostUntrusted(%q) = %+v, %v; reference %+v, %v", lines, n, r, rn, rr)
 		}
 
-		hn, hr := NthFromRight(XForwardedFor, lines, 2)
+		hn, hr := NthFromRight(XForwardedFor, lines, 2, 32)
 		checkResult(t, "NthFromRight", hn, hr)
 
 		// Anti-spoofing: a proxy appends the client's real address, then two
@@ -123,7 +132,7 @@ func FuzzXForwardedFor(f *testing.F) {
 			if r != OK || n.Addr != netip.MustParseAddr("198.51.100.9") {
 				t.Fatalf("spoofed by %q: got %+v, %v", data, n, r)
 			}
-			n, r = NthFromRight(XForwardedFor, spoofed, 2)
+			n, r = NthFromRight(XForwardedFor, spoofed, 2, 32)
 			if r != OK || n.Addr != netip.MustParseAddr("198.51.100.9") {
 				t.Fatalf("hops spoofed by %q: got %+v, %v", data, n, r)
 			}
@@ -186,6 +195,8 @@ func FuzzForwarded(f *testing.F) {
 		`for="1.1.1.1, for=203.0.113.7`,
 		`for=\", for=203.0.113.7`,
 		`proto=https, ;;, for=`,
+		`for=198.51.100.9, , for=10.0.0.3`,
+		"for=198.51.100.9,\n ,",
 		"for=\"1.2.3.4\x00\", for=\"\xff\"",
 		"",
 	} {
@@ -218,7 +229,7 @@ func FuzzForwarded(f *testing.F) {
 			}
 		}
 
-		hn, hr := NthFromRight(Forwarded, lines, 2)
+		hn, hr := NthFromRight(Forwarded, lines, 2, 32)
 		checkResult(t, "NthFromRight", hn, hr)
 
 		// Anti-spoofing, as for X-Forwarded-For.
@@ -232,7 +243,7 @@ func FuzzForwarded(f *testing.F) {
 			if r != OK || n.Addr != want {
 				t.Fatalf("spoofed by %q: got %+v, %v", data, n, r)
 			}
-			n, r = NthFromRight(Forwarded, spoofed, 2)
+			n, r = NthFromRight(Forwarded, spoofed, 2, 32)
 			if r != OK || n.Addr != want {
 				t.Fatalf("hops spoofed by %q: got %+v, %v", data, n, r)
 			}

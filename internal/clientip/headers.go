@@ -22,6 +22,7 @@ const (
 	TooFew            // fewer members than the configured hop count
 	Duplicate         // a single-value header appears on more than one line
 	BadPeer           // RemoteAddr is not an IP address (a Unix socket, a test)
+	Empty             // an empty list element ("a, , b"): skipped, never an address
 	NumReasons
 )
 
@@ -37,6 +38,7 @@ var reasonText = [NumReasons]string{
 	TooFew:     "fewer addresses than trusted hops",
 	Duplicate:  "header repeated",
 	BadPeer:    "RemoteAddr is not an IP address",
+	Empty:      "empty list element",
 }
 
 // String describes r in a few words, for error messages.
@@ -86,9 +88,12 @@ func NewIter(src Source, lines []string) Iter {
 }
 
 // Next returns the next member from the right, parsed and normalised. done
-// reports that the list is exhausted. A member that is not a valid address
-// yields a Reason other than OK; the caller must stop there (fail closed)
-// rather than skip it.
+// reports that the list is exhausted. An empty list element (nothing but
+// optional whitespace between commas, or an empty line) yields Empty: RFC
+// 9110, section 5.6.1.2, has recipients ignore it, so the caller skips it
+// (it is never an address) but counts it against its cap. Any other member
+// that is not a valid address yields another Reason; the caller must stop
+// there (fail closed) rather than skip it.
 func (it *Iter) Next() (n Node, r Reason, done bool) {
 	if !it.has {
 		if len(it.lines) == 0 {
@@ -109,6 +114,9 @@ func (it *Iter) Next() (n Node, r Reason, done bool) {
 			return Node{}, Malformed, false
 		}
 		it.cur, it.has = rest, !last
+		if trimOWS(member) == "" {
+			return Node{}, Empty, false
+		}
 		var fr Reason
 		member, fr = forValue(member)
 		if fr != OK {
@@ -121,35 +129,40 @@ func (it *Iter) Next() (n Node, r Reason, done bool) {
 		} else {
 			member, it.has = it.cur, false
 		}
-		n, r = parseXFFMember(trimOWS(member))
+		member = trimOWS(member)
+		if member == "" {
+			return Node{}, Empty, false
+		}
+		n, r = parseXFFMember(member)
 	}
 	return n, r, false
 }
 
 // RightmostUntrusted returns the client address in lines: walking from the
-// right, it skips members that are in trusted and returns the first that is
-// not. It fails closed on the first member it cannot parse, if every member
-// is trusted (AllTrusted), if there is no member at all (Missing), and if it
-// examines max members without finding an untrusted one (TooMany).
+// right, it skips empty list elements and members that are in trusted and
+// returns the first member that is neither. It fails closed on the first
+// member it cannot parse, if every member is trusted (AllTrusted), if there
+// is no member at all (Missing: no header, or only empty elements), and if
+// it examines max members, empty ones included, without finding an
+// untrusted one (TooMany).
 func RightmostUntrusted(src Source, lines []string, trusted *Set, max int) (Node, Reason) {
-	if len(lines) == 0 {
-		return Node{}, Missing
-	}
 	it := NewIter(src, lines)
+	seen := false // a member that is not empty
 	for i := 0; ; i++ {
-		if i == max {
-			if _, _, done := it.Next(); done {
-				return Node{}, AllTrusted
-			}
-			return Node{}, TooMany
-		}
 		n, r, done := it.Next()
-		if done {
+		switch {
+		case done && !seen:
+			return Node{}, Missing
+		case done:
 			return Node{}, AllTrusted
-		}
-		if r != OK {
+		case i == max:
+			return Node{}, TooMany
+		case r == Empty:
+			continue
+		case r != OK:
 			return Node{}, r
 		}
+		seen = true
 		if !trusted.Contains(n.Addr) {
 			return n, OK
 		}
@@ -157,23 +170,29 @@ func RightmostUntrusted(src Source, lines []string, trusted *Set, max int) (Node
 }
 
 // NthFromRight returns the n-th member from the right (n >= 1) of lines,
-// after checking that the n-1 members to its right are valid addresses. It
-// fails closed with TooFew when there are fewer than n members, Missing when
-// the header is absent, and on the first member it cannot parse.
-func NthFromRight(src Source, lines []string, n int) (Node, Reason) {
-	if len(lines) == 0 {
-		return Node{}, Missing
-	}
+// not counting empty list elements, after checking that the n-1 members to
+// its right are valid addresses. It fails closed with TooFew when there are
+// fewer than n members, Missing when there is none (no header, or only
+// empty elements), TooMany when it examines max members, empty ones
+// included, before the n-th, and on the first member it cannot parse.
+func NthFromRight(src Source, lines []string, n, max int) (Node, Reason) {
 	it := NewIter(src, lines)
-	for i := 1; ; i++ {
+	found := 0
+	for examined := 0; ; examined++ {
 		node, r, done := it.Next()
-		if done {
+		switch {
+		case done && found == 0:
+			return Node{}, Missing
+		case done:
 			return Node{}, TooFew
-		}
-		if r != OK {
+		case examined == max:
+			return Node{}, TooMany
+		case r == Empty:
+			continue
+		case r != OK:
 			return Node{}, r
 		}
-		if i == n {
+		if found++; found == n {
 			return node, OK
 		}
 	}
