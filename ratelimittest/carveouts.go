@@ -113,7 +113,7 @@ func (p *CarveOutProber) Check(t *testing.T, h http.Handler, paths ...string) ma
 				t.Errorf("%s %s was limited: the carve-out does not work", must.Method, must.Target)
 			}
 		}
-		for _, pr := range []Probe{{"POST", path}, {"GET", strings.ToUpper(path)}, {"GET", path + ";x"}, {"GET", path + "/../api"}, {"GET", "/api/.." + path}} {
+		for _, pr := range []Probe{{"POST", path}, {"GET", strings.ToUpper(path)}, {"GET", path + ";x"}, {"GET", path + "/../api"}} {
 			if skipped[pr] {
 				t.Errorf("%s %s was carved out; it must stay limited", pr.Method, pr.Target)
 			}

@@ -2,11 +2,11 @@
 //
 // New takes the same limits, key functions, stores and options as
 // ratelimit.New and returns a gin.HandlerFunc. It runs the core limiter
-// (ratelimit.Limiter.Admit): an allowed request gets the rate-limit fields
+// (ratelimit.Limiter.AdmitRoute): an allowed request gets the rate-limit fields
 // and goes on down the chain; a denied one gets the core's 429 (the same
 // fields, Retry-After, Cache-Control and RFC 9457 problem+json body) and the
 // chain is aborted with c.Abort. Nothing about limiting is reimplemented here.
-// (The middleware builds on ratelimit.Limiter.Admit, so Concurrency limits
+// (The middleware builds on the limiter's Admit methods, so Concurrency limits
 // release their slot when the rest of the chain returns.)
 //
 // # Global, per-group and per-route limits
@@ -38,6 +38,30 @@
 // ratelimit.ErrNoKey and the limiter's key-error policy applies (400 unless
 // set with ratelimit.OnKeyError).
 //
+// # Carve-outs
+//
+// The carve-outs (ratelimit.DefaultCarveOuts, ratelimit.WithCarveOuts) are
+// decided from the route gin matched, c.FullPath(), never from the raw
+// path: a GET or HEAD request skips the limiter only when gin matched a
+// route registered for its method at exactly a carve-out path, so its
+// handler is the one serving it. Requests that reach NoRoute or NoMethod
+// ("//healthz", "/healthz/", HEAD /healthz with only a GET route) are
+// limited. See docs/carve-outs.md in the repository.
+//
+// # Denials in your own format
+//
+// NewWithConfig takes a DenyHandler, a gin handler that renders the 429
+// with the decision, for example in the application's JSON error format:
+//
+//	r.Use(ratelimitgin.NewWithConfig(ratelimitgin.Config{
+//		Limit: ratelimit.PerMinute(100),
+//		Key:   ratelimit.ByIP(),
+//		DenyHandler: func(c *gin.Context, d *ratelimit.Decision) {
+//			c.JSON(http.StatusTooManyRequests, gin.H{"error": "rate_limited",
+//				"retry_in_ms": d.Result.RetryAfter.Milliseconds()})
+//		},
+//	}))
+//
 // # Client IP
 //
 // Key by client with the core's extractors: ratelimit.ByIP when clients
@@ -57,6 +81,8 @@ package ratelimitgin
 import (
 	"fmt"
 	"net/http"
+	"slices"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 	"github.com/sluicehq/ratelimit"
@@ -81,24 +107,113 @@ func Middleware(l *ratelimit.Limiter) gin.HandlerFunc {
 		panic("ratelimitgin: Middleware(nil)")
 	}
 	return func(c *gin.Context) {
-		r := c.Request
-		// Make gin's matched route visible to key functions, as ServeMux
-		// does for its own patterns. No allocation: FullPath is stored on
-		// the route.
-		if fp := c.FullPath(); r.Pattern != fp {
-			r.Pattern = fp
-		}
-		done, ok := l.Admit(c.Writer, r)
+		done, ok := admit(c, l, c.Writer)
 		if !ok {
-			// Admit wrote the response: 429, key error, denied handler or
-			// fail-closed store error.
-			c.Abort()
 			return
 		}
 		// done releases Concurrency slots once the rest of the chain has
 		// run; for other algorithms it does nothing.
 		defer done()
 		c.Next()
+	}
+}
+
+// Config configures the middleware NewWithConfig returns.
+type Config struct {
+	// Limit is the limit per key, as in ratelimit.New. Required.
+	Limit ratelimit.Limit
+
+	// Key extracts the key requests are limited by, such as
+	// ratelimit.ByIP() or ratelimit.Keys(ratelimit.ByIP(), ByRoute()).
+	// Required.
+	Key ratelimit.KeyFunc
+
+	// Options are the options of ratelimit.New: store, name, algorithm,
+	// headers, carve-outs, key-error policy and so on. DenyHandler, when
+	// set, replaces ratelimit.WithDeniedHandler.
+	Options []ratelimit.Option
+
+	// DenyHandler, if set, replaces the core's 429 response. It runs with
+	// the rate-limit fields, Retry-After and Cache-Control already set and
+	// gets the decision: the rule that denied and its Result (RetryAfter,
+	// Remaining, Limit). It writes the response, status included, for
+	// example with c.JSON(http.StatusTooManyRequests, ...). The chain is
+	// aborted after it returns; the next handler is never called.
+	DenyHandler func(c *gin.Context, d *ratelimit.Decision)
+}
+
+// NewWithConfig returns gin middleware configured by cfg. It panics on an
+// invalid configuration, as ratelimit.New does.
+func NewWithConfig(cfg Config) gin.HandlerFunc {
+	if cfg.DenyHandler == nil {
+		return New(cfg.Limit, cfg.Key, cfg.Options...)
+	}
+	deny := cfg.DenyHandler
+	// The core's denied handler is a net/http handler: it reaches the
+	// gin.Context through the ResponseWriter given to the limiter.
+	opts := append(slices.Clip(cfg.Options), ratelimit.WithDeniedHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, _ := ratelimit.DecisionFrom(r)
+		deny(hookFrom(w).c, d)
+	})))
+	l := ratelimit.NewLimiter(cfg.Limit, cfg.Key, opts...)
+	return func(c *gin.Context) {
+		hw := hookPool.Get().(*hookWriter)
+		hw.ResponseWriter, hw.c = c.Writer, c
+		done, ok := admit(c, l, hw)
+		*hw = hookWriter{}
+		hookPool.Put(hw)
+		if !ok {
+			return
+		}
+		defer done()
+		c.Next()
+	}
+}
+
+// admit applies l to c, writing any response through w. When the request
+// may not proceed, the limiter has written the response (429, key error,
+// deny handler or fail-closed store error) and the chain is aborted.
+func admit(c *gin.Context, l *ratelimit.Limiter, w http.ResponseWriter) (done func(), ok bool) {
+	r := c.Request
+	// Make gin's matched route visible to key functions, as ServeMux does
+	// for its own patterns. No allocation: FullPath is stored on the route.
+	fp := c.FullPath()
+	if r.Pattern != fp {
+		r.Pattern = fp
+	}
+	// gin matched fp for this method (its trees are per method; NoRoute
+	// and NoMethod have none): carve-outs are decided from it.
+	done, ok = l.AdmitRoute(w, r, fp)
+	if !ok {
+		c.Abort()
+	}
+	return done, ok
+}
+
+// hookWriter is the ResponseWriter given to the limiter when a DenyHandler
+// is set: it carries the gin.Context to it. Pooled, so that it costs no
+// allocation.
+type hookWriter struct {
+	http.ResponseWriter
+	c *gin.Context
+}
+
+// Unwrap returns gin's writer, for http.ResponseController.
+func (w *hookWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+var hookPool = sync.Pool{New: func() any { return new(hookWriter) }}
+
+// hookFrom finds the hookWriter given to the limiter in w.
+func hookFrom(w http.ResponseWriter) *hookWriter {
+	for {
+		switch x := w.(type) {
+		case *hookWriter:
+			return x
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			panic("ratelimitgin: a DenyHandler ran outside the middleware NewWithConfig returned")
+		}
 	}
 }
 
