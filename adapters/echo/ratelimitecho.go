@@ -4,7 +4,7 @@
 // New takes the same limits, key functions, stores and options as
 // ratelimit.New and returns an echo.MiddlewareFunc; NewWithConfig adds echo's
 // conventions: a Skipper, and handlers that return errors for echo's
-// HTTPErrorHandler. Both run the core limiter (ratelimit.Limiter.Admit):
+// HTTPErrorHandler. Both run the core limiter (ratelimit.Limiter.AdmitRoute):
 // nothing about limiting, headers or bodies is reimplemented here.
 //
 // # Global, per-group and per-route limits
@@ -56,6 +56,18 @@
 // e.Pre runs before routing: there ByRoute returns an error wrapping
 // ratelimit.ErrNoKey. Requests in a group that match none of its routes have
 // the group's catch-all path ("/api/*") as their route.
+//
+// # Carve-outs
+//
+// The carve-outs (ratelimit.DefaultCarveOuts, ratelimit.WithCarveOuts) are
+// decided from the route echo matched, never from the raw path: a GET or
+// HEAD request skips the limiter only when echo matched a route registered
+// for its method at exactly a carve-out path, so its handler is the one
+// serving it. Requests served by a catch-all ("/*"), a group's not-found
+// route, or echo's 404 and 405 handlers ("/%68ealthz", "//healthz", HEAD
+// /healthz with only a GET route) are limited. Middleware added with e.Pre
+// runs before routing and carves nothing out. See docs/carve-outs.md in the
+// repository.
 //
 // # Client IP
 //
@@ -135,7 +147,7 @@ func Middleware(l *ratelimit.Limiter) echo.MiddlewareFunc {
 	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			done, ok := l.Admit(c.Response(), setPattern(c))
+			done, ok := l.AdmitRoute(c.Response(), setPattern(c), route(c, l))
 			if !ok {
 				return nil // Admit wrote the response
 			}
@@ -196,7 +208,7 @@ func NewWithConfig(cfg Config) echo.MiddlewareFunc {
 			r := setPattern(c)
 			hw := hookPool.Get().(*hookWriter)
 			hw.ResponseWriter, hw.c = c.Response(), c
-			done, ok := l.Admit(hw, r)
+			done, ok := l.AdmitRoute(hw, r, route(c, l))
 			outcome, err := hw.outcome, hw.err
 			*hw = hookWriter{}
 			hookPool.Put(hw)
@@ -218,6 +230,24 @@ func setPattern(c echo.Context) *http.Request {
 		r.Pattern = p
 	}
 	return r
+}
+
+// route returns the route echo matched for the request's method, c.Path(),
+// or "" when it matched none. echo sets c.Path() for its 405 and some 404
+// responses too, so a path the limiter would carve out is confirmed
+// against the routes registered for the request's method.
+func route(c echo.Context, l *ratelimit.Limiter) string {
+	p := c.Path()
+	if p == "" || !l.CarvesOut(p) {
+		return p
+	}
+	method := c.Request().Method
+	for _, rt := range c.Echo().Routes() {
+		if rt.Method == method && rt.Path == p {
+			return p
+		}
+	}
+	return ""
 }
 
 type outcome uint8
