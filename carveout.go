@@ -49,9 +49,11 @@ func (c *carveOuts) has(p string) bool {
 // match reports whether r is carved out:
 //
 //   - only GET and HEAD requests are;
-//   - when the router has matched r (an adapter's AdmitRoute, or
-//     Request.Pattern set by ServeMux or chi before the middleware ran),
-//     the matched route must be exactly a carve-out; the path is not read;
+//   - when an adapter tells the route it matched (AdmitRoute), the route
+//     must be exactly a carve-out; the path is not read;
+//   - when a router has matched r before the middleware ran
+//     (Request.Pattern, set by ServeMux and chi), the pattern's path must
+//     be exactly a carve-out, and so must the request's path;
 //   - otherwise the path must be exactly a carve-out as sent: already
 //     clean, no escaping (URL.RawPath empty), no trailing or doubled slash;
 //   - and then, when Handler wraps a ServeMux, the ServeMux is asked which
@@ -66,7 +68,10 @@ func (c *carveOuts) match(r *http.Request, rt routing) bool {
 	case rt.routed:
 		return rt.route != "" && c.has(rt.route)
 	case r.Pattern != "":
-		return c.has(patternPath(r.Pattern))
+		// chi trims a trailing slash off the pattern it reports ("/healthz/"
+		// reads "/healthz"): the path must be the pattern's own text too.
+		p := patternPath(r.Pattern)
+		return c.has(p) && r.URL.Path == p
 	}
 	p := r.URL.Path
 	if r.URL.RawPath != "" || r.URL.Opaque != "" || !c.has(p) {

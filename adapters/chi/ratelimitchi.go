@@ -1,10 +1,12 @@
 // Package ratelimitchi adapts github.com/sluicehq/ratelimit to go-chi/chi v5.
 //
-// chi routers take net/http middleware as is, so the core middleware needs no
-// wrapper: ratelimit.New returns a func(http.Handler) http.Handler that goes
-// straight into r.Use, r.With and r.Group. This package adds what chi users
-// need on top: ByRoute, a key function that reads the route pattern chi
-// matched ("/users/{id}", not "/users/42"), and the patterns below.
+// chi routers take net/http middleware as is: ratelimit.New returns a
+// func(http.Handler) http.Handler that goes straight into r.Use, r.With and
+// r.Group. This package adds what chi users need on top: New and
+// Middleware, the same middleware with carve-outs decided by chi's routes
+// (see Carve-outs below); ByRoute, a key function that reads the route
+// pattern chi matched ("/users/{id}", not "/users/42"); and the patterns
+// below.
 //
 // # Global, per-group and per-route limits
 //
@@ -49,6 +51,22 @@
 // ByRoute never returns a partial pattern or the raw path. Limits keyed by
 // the client alone (ratelimit.ByIP, ratelimit.ByClientIP, ratelimit.ByUser)
 // work in every placement.
+//
+// # Carve-outs
+//
+// The carve-outs (ratelimit.DefaultCarveOuts, ratelimit.WithCarveOuts) let
+// GET and HEAD requests for health and metrics endpoints through unlimited,
+// but only when the carve-out's own route serves them. New and Middleware
+// decide from chi's routes: after routing (r.With, r.Group) from the
+// pattern chi matched; in r.Use of the top router, before routing, by
+// asking the router (chi.Routes.Find) which pattern it will match for the
+// request's method and routing path. chi routes on the escaped path and
+// neither cleans it nor serves HEAD from a GET route, so "/%68ealthz",
+// "//healthz", "/healthz/" and HEAD /healthz with only a GET route reach a
+// catch-all or chi's 404 and 405 handlers: they are limited. The core
+// middleware (ratelimit.New) is safe under chi too, but at the top it only
+// knows the path: it carves out GET requests for the exact path, whatever
+// route serves them. See docs/carve-outs.md in the repository.
 package ratelimitchi
 
 import (
@@ -60,6 +78,88 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/sluicehq/ratelimit"
 )
+
+// New returns chi middleware limiting requests to limit per key, with the
+// options of ratelimit.New, whose carve-outs are decided by chi's routes:
+//
+//	r := chi.NewRouter()
+//	r.Use(ratelimitchi.New(ratelimit.PerMinute(600), ratelimit.ByIP()))
+//	r.Get("/healthz", health) // unlimited: GET /healthz is carved out
+//
+// Invalid static configuration panics with a "ratelimit: ..." message, as
+// ratelimit.New does.
+func New(limit ratelimit.Limit, key ratelimit.KeyFunc, opts ...ratelimit.Option) func(http.Handler) http.Handler {
+	return Middleware(ratelimit.NewLimiter(limit, key, opts...))
+}
+
+// Middleware returns chi middleware applying l, for a limiter built once
+// with ratelimit.NewLimiter and shared between routes. It panics if l is
+// nil.
+func Middleware(l *ratelimit.Limiter) func(http.Handler) http.Handler {
+	if l == nil {
+		panic("ratelimitchi: Middleware(nil)")
+	}
+	return func(next http.Handler) http.Handler {
+		if next == nil {
+			panic("ratelimitchi: Middleware: nil next handler")
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			done, ok := l.AdmitRoute(w, r, route(r, l))
+			if !ok {
+				return // the limiter wrote the response
+			}
+			defer done() // releases Concurrency slots; otherwise a no-op
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// route returns the pattern of the route chi serves r with for its method,
+// as far as the limiter needs it: "" when r cannot be carved out, when chi
+// matches no route, or outside chi.
+func route(r *http.Request, l *ratelimit.Limiter) string {
+	rctx := chi.RouteContext(r.Context())
+	if rctx == nil {
+		return ""
+	}
+	if len(rctx.RoutePatterns) > 0 {
+		// chi has routed, and set r.Pattern to what it matched so far: the
+		// endpoint's full pattern inside r.With and r.Group, a mount
+		// ("/api/*") in a subrouter's r.Use.
+		if !l.CarvesOut(r.Pattern) || exactPattern(rctx.RoutePatterns) != r.Pattern {
+			return ""
+		}
+		return r.Pattern
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead || rctx.Routes == nil {
+		return ""
+	}
+	// Before routing: the path chi will route on, as chi picks it.
+	path := rctx.RoutePath
+	if path == "" {
+		path = r.URL.RawPath
+	}
+	if path == "" {
+		path = r.URL.Path
+	}
+	// A literal pattern matches only its own text, so only a carve-out
+	// path can be routed to a carve-out route: ask chi about those alone.
+	if !l.CarvesOut(path) {
+		return ""
+	}
+	return rctx.Routes.Find(chi.NewRouteContext(), r.Method, path)
+}
+
+// exactPattern joins the patterns chi matched as chi does, without
+// trimming the trailing slash that chi's RoutePattern drops: a route
+// "/healthz/" is not the carve-out "/healthz".
+func exactPattern(patterns []string) string {
+	p := strings.Join(patterns, "")
+	for strings.Contains(p, "/*/") {
+		p = strings.ReplaceAll(p, "/*/", "/")
+	}
+	return p
+}
 
 // ErrNotRouted is returned by the ByRoute key function when chi has not yet
 // matched the full route: the limiter runs in r.Use of a router that routes
