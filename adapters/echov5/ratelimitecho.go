@@ -264,7 +264,7 @@ const (
 // back. Pooled, so that it costs no allocation.
 type hookWriter struct {
 	http.ResponseWriter
-	c *echo.Context
+	c       *echo.Context
 	outcome outcome
 	err     error
 }
