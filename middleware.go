@@ -286,7 +286,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Concurrency slots; for other rules it does nothing). Otherwise it has
 // written the response (429, the denied handler's, a key error or a
 // fail-closed store error) and the caller must stop. Framework adapters
-// build on Admit; with net/http, use Handler.
+// build on Admit, or on AdmitRoute when their router has matched a route;
+// with net/http, use Handler.
 func (l *Limiter) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
 	return l.admit(w, r, routing{})
 }

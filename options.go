@@ -41,8 +41,10 @@ func defaultConfig() config {
 	}
 }
 
-// DefaultCarveOuts are the paths that pass unlimited by default, for GET and
-// HEAD only: the usual Kubernetes probes and the Prometheus scrape endpoint.
+// DefaultCarveOuts are the paths that pass unlimited by default: the usual
+// Kubernetes probes and the Prometheus scrape endpoint, for GET requests (and
+// HEAD where the router is known to serve it from the GET route) that the
+// carve-out's own route serves. See WithCarveOuts.
 var DefaultCarveOuts = []string{"/healthz", "/livez", "/readyz", "/metrics"}
 
 // WithStore sets where limit state is kept. The default is a private
@@ -109,9 +111,20 @@ func WithHeaders(s HeaderStyle) Option {
 	return func(c *config) { c.headers = s }
 }
 
-// WithCarveOuts replaces DefaultCarveOuts: GET and HEAD requests for exactly
-// these paths (after path.Clean, no prefix match) pass unlimited. Call it with
-// no paths to limit everything.
+// WithCarveOuts replaces DefaultCarveOuts: requests for these paths pass
+// unlimited and without rate-limit fields, when they will certainly be served
+// by the path's own handler; when in doubt, they are limited. Only GET and
+// HEAD requests qualify. Where the router has matched the request (inside a
+// route, or through the chi, gin and echo adapters), the matched route must be
+// exactly one of paths. Where the limiter runs before routing, the path must
+// be exactly one of them as sent (no escapes, no trailing or doubled slash,
+// no dot segments), and HEAD qualifies only when the limiter wraps a
+// *http.ServeMux, which it asks which pattern serves the request. The full
+// rule, per router, is in docs/carve-outs.md.
+//
+// Paths are literal clean paths of letters, digits and "-._~/", not a subtree
+// ("/", "/static/") nor a route pattern ("/{id}", "/:id", "/*"); anything else
+// panics. Call it with no paths to limit everything.
 func WithCarveOuts(paths ...string) Option {
 	for _, p := range paths {
 		checkCarveOut(p)
@@ -121,9 +134,12 @@ func WithCarveOuts(paths ...string) Option {
 }
 
 // WithSkip adds a predicate: requests for which it returns true pass
-// unlimited and without rate-limit fields. Predicates run before the key is
-// extracted; keep them cheap and never base them on client-controlled input
-// you would not trust to bypass the limit.
+// unlimited and without rate-limit fields. Predicates run after the
+// carve-outs and before the key is extracted; keep them cheap. Unlike a
+// carve-out, a predicate is not checked against the router: never base it on
+// client-controlled input you would not trust to bypass the limit, such as
+// the path alone ("/healthz/" and "/%68ealthz" may reach a catch-all route),
+// a query parameter or a header your proxy does not set.
 func WithSkip(skip func(*http.Request) bool) Option {
 	if skip == nil {
 		panic("ratelimit: WithSkip(nil)")
