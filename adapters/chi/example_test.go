@@ -91,3 +91,23 @@ func ExampleByRoute_wrongPlacement() {
 	// Output:
 	// 400
 }
+
+// New decides carve-outs from chi's routes: GET /healthz is carved out
+// because chi serves it from the /healthz route; /healthz/ and HEAD /healthz
+// reach the catch-all and are limited like any other request.
+func ExampleNew() {
+	r := chi.NewRouter()
+	r.Use(ratelimitchi.New(ratelimit.PerMinute(1), ratelimit.ByIP()))
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	r.HandleFunc("/*", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "app") })
+	for _, req := range [][2]string{{"GET", "/"}, {"GET", "/healthz"}, {"GET", "/healthz/"}, {"HEAD", "/healthz"}} {
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, httptest.NewRequest(req[0], req[1], nil))
+		fmt.Println(req[0], req[1], rec.Code)
+	}
+	// Output:
+	// GET / 200
+	// GET /healthz 200
+	// GET /healthz/ 429
+	// HEAD /healthz 429
+}

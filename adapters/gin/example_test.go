@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/sluicehq/ratelimit"
 	ratelimitgin "github.com/sluicehq/ratelimit/adapters/gin"
+	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
 // A global limit on the engine, a per-client, per-route limit on a group and
@@ -82,4 +83,32 @@ func ExampleMiddleware() {
 	// Output:
 	// /a 200
 	// /b 429
+}
+
+// A DenyHandler renders denials in the application's own JSON format; the
+// rate-limit fields and Retry-After are already set.
+func ExampleNewWithConfig() {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(ratelimitgin.NewWithConfig(ratelimitgin.Config{
+		Limit: ratelimit.PerMinute(1),
+		Key:   ratelimit.ByIP(),
+		// A clock that stands still, for the output below.
+		Options: []ratelimit.Option{ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))},
+		DenyHandler: func(c *gin.Context, d *ratelimit.Decision) {
+			c.JSON(http.StatusTooManyRequests, gin.H{
+				"error":       "rate_limited",
+				"retry_in_ms": d.Result.RetryAfter.Milliseconds(),
+			})
+		},
+	}))
+	r.GET("/items", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"items": []string{}}) })
+	for range 2 {
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/items", nil))
+		fmt.Println(rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
+	}
+	// Output:
+	// 200  {"items":[]}
+	// 429 60 {"error":"rate_limited","retry_in_ms":60000}
 }
