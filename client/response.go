@@ -1,0 +1,59 @@
+package ratelimitclient
+
+import (
+	"net/http"
+	"time"
+)
+
+// update applies what resp, the response to the send numbered seq, says
+// about the rate limits of partition p, and reports whether it is a
+// throttle: a 429, or a 503 with Retry-After.
+func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attempt int) bool {
+	h := resp.Header
+	status := resp.StatusCode
+	if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable &&
+		!p.gated.Load() && !mayHaveFields(h) {
+		return false
+	}
+	now := time.Now()
+	var obs observation
+	parseFields(h, now, t.maxDelay, &obs)
+	throttled := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable && obs.hasRetry
+	if obs.n == 0 && !throttled && p.local == nil {
+		return false
+	}
+	var block time.Duration
+	p.mu.Lock()
+	count := p.count.Load()
+	for _, q := range obs.quotas[:obs.n] {
+		if pol := find(&p.policies, q.name); pol != nil {
+			pol.apply(q, seq, count, now)
+		}
+	}
+	if throttled {
+		// Retry-After takes precedence; without it, back off exponentially.
+		block = obs.retryAfter
+		if !obs.hasRetry {
+			block = min(time.Second<<min(attempt, 10), t.maxDelay)
+		}
+		if until := now.Add(block); until.After(p.blocked) {
+			p.blocked = until
+		}
+	}
+	t.adapt(p, throttled, now)
+	p.gated.Store(true)
+	p.mu.Unlock()
+	if throttled {
+		t.observe(Event{Kind: Throttled, Partition: p.name, Wait: block, Attempt: attempt, Status: status})
+	}
+	return throttled
+}
+
+// mayHaveFields reports whether h may carry rate-limit fields, cheaply.
+func mayHaveFields(h http.Header) bool {
+	if len(h) == 0 {
+		return false
+	}
+	return len(h[hdrRateLimit]) > 0 || len(h[hdrOldRemaining]) > 0 ||
+		len(h[hdrXRemaining]) > 0 || len(h[hdrRetryAfter]) > 0
+}
