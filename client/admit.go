@@ -20,7 +20,7 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 	}
 	now := time.Now()
 	p.mu.Lock()
-	slot, next, res, ok := plan(p, now)
+	slot, res, ok := plan(p, now)
 	wait := slot.Sub(now)
 	bound, byDeadline := t.bound(req, now, waited)
 	if !ok || wait > bound || byDeadline && wait > 0 && wait >= bound {
@@ -31,25 +31,26 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 		t.observe(Event{Kind: WouldWait, Partition: p.name, Wait: wait, Attempt: attempt})
 		return 0, time.Time{}, &WaitError{Partition: p.name, Wait: wait, Bound: bound, Deadline: byDeadline}
 	}
-	copy(p.policies, next[:len(p.policies)])
+	copy(p.policies, p.scratch)
 	seq := p.count.Add(1)
 	p.mu.Unlock()
 	return seq, slot, nil
 }
 
 // plan computes when a send admitted at now may happen, with the policies as
-// they will be once it is counted and the local limiter's reservation, if
-// any; ok is false when a policy refuses to queue that far ahead. The
-// caller holds p.mu.
-func plan(p *partition, now time.Time) (slot time.Time, next [maxItems]policy, res *rate.Reservation, ok bool) {
+// they will be once it is counted (in p.scratch) and the local limiter's
+// reservation, if any; ok is false when a policy refuses to queue that far
+// ahead. The caller holds p.mu.
+func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, ok bool) {
 	at := now
 	if p.blocked.After(now) {
 		at = p.blocked.Add(jitter(p.blocked.Sub(now)))
 	}
 	slot, ok = at, true
+	p.scratch = p.scratch[:0]
 	for i := range p.policies {
 		s, np, fits := p.policies[i].take(at, jitter)
-		next[i], ok = np, ok && fits
+		p.scratch, ok = append(p.scratch, np), ok && fits
 		if s.After(slot) {
 			slot = s
 		}
@@ -62,7 +63,7 @@ func plan(p *partition, now time.Time) (slot time.Time, next [maxItems]policy, r
 			ok = false // adaptive: not queued far on a rate that may be cut
 		}
 	}
-	return slot, next, res, ok
+	return slot, res, ok
 }
 
 // jitter returns a random delay of up to a fifth of d, so that requests

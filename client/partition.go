@@ -17,7 +17,7 @@ const maxPartitions = 10_000
 
 // credentialHeaders are the request fields hashed into the default
 // partition: requests with different credentials have different quotas.
-var credentialHeaders = [...]string{"Authorization", "X-Api-Key", "Api-Key", "X-Auth-Token"}
+var credentialHeaders = [...]string{"Authorization", "X-Api-Key"}
 
 // partKey identifies a partition without allocating: the request's scheme
 // and host and a hash of its credentials, or the string Transport.Partition
@@ -38,15 +38,17 @@ type partition struct {
 	mu       sync.Mutex
 	blocked  time.Time     // no send before this (a 429 or 503's Retry-After)
 	policies []policy      // per server policy name
+	scratch  []policy      // plan's result, committed into policies
 	local    *rate.Limiter // the local limit, nil when none
 	rate     float64       // adaptive mode: the current local rate, per second
 	lastCut  time.Time     // adaptive mode: the latest decrease
 }
 
-// table maps keys to partitions.
+// table maps keys to partitions. Reads are lock-free: the map is replaced,
+// never modified, when a partition is added (rarely: once per partition).
 type table struct {
-	mu sync.RWMutex
-	m  map[partKey]*partition
+	m  atomic.Pointer[map[partKey]*partition]
+	mu sync.Mutex // serialises writers
 }
 
 func (t *Transport) key(req *http.Request) partKey {
@@ -54,6 +56,9 @@ func (t *Transport) key(req *http.Request) partKey {
 		return partKey{host: t.Partition(req), custom: true}
 	}
 	k := partKey{scheme: req.URL.Scheme, host: req.URL.Host}
+	if len(req.Header) == 0 && req.URL.User == nil {
+		return k
+	}
 	for _, h := range credentialHeaders {
 		if v := req.Header[h]; len(v) > 0 {
 			k.cred = k.cred*31 + maphash.String(t.seed, v[0])
@@ -69,25 +74,27 @@ func (t *Transport) key(req *http.Request) partKey {
 // partition returns the partition of req, creating it on first use.
 func (t *Transport) partition(req *http.Request) *partition {
 	k := t.key(req)
-	t.parts.mu.RLock()
-	p := t.parts.m[k]
-	t.parts.mu.RUnlock()
-	if p != nil {
+	if p := (*t.parts.m.Load())[k]; p != nil {
 		return p
 	}
 	t.parts.mu.Lock()
 	defer t.parts.mu.Unlock()
-	if p = t.parts.m[k]; p != nil {
+	old := *t.parts.m.Load()
+	if p := old[k]; p != nil {
 		return p
 	}
-	if len(t.parts.m) >= maxPartitions {
-		t.evict()
+	m := make(map[partKey]*partition, len(old)+1)
+	for k, p := range old {
+		m[k] = p
+	}
+	if len(m) >= maxPartitions {
+		evict(m)
 	}
 	name := k.host
 	if !k.custom {
 		name = k.scheme + "://" + k.host
 	}
-	p = &partition{name: name, local: t.newLocal()}
+	p := &partition{name: name, local: t.newLocal()}
 	p.budget.Store(1000) // one retry before any request has paid for it
 	if p.local != nil {
 		if t.Adaptive {
@@ -95,30 +102,30 @@ func (t *Transport) partition(req *http.Request) *partition {
 		}
 		p.gated.Store(true)
 	}
-	t.parts.m[k] = p
+	m[k] = p
+	t.parts.m.Store(&m)
 	return p
 }
 
 // evict forgets partitions that are not blocked, down to 7/8 of the bound.
-// The caller holds t.parts.mu.
-func (t *Transport) evict() {
+func evict(m map[partKey]*partition) {
 	now := time.Now()
-	for k, p := range t.parts.m {
-		if len(t.parts.m) < maxPartitions*7/8 {
+	for k, p := range m {
+		if len(m) < maxPartitions*7/8 {
 			return
 		}
 		p.mu.Lock()
 		busy := p.blocked.After(now)
 		p.mu.Unlock()
 		if !busy {
-			delete(t.parts.m, k)
+			delete(m, k)
 		}
 	}
-	for k := range t.parts.m { // all blocked: forget some anyway
-		if len(t.parts.m) < maxPartitions*7/8 {
+	for k := range m { // all blocked: forget some anyway
+		if len(m) < maxPartitions*7/8 {
 			return
 		}
-		delete(t.parts.m, k)
+		delete(m, k)
 	}
 }
 

@@ -95,10 +95,10 @@ func (p policy) take(at time.Time, jitter func(time.Duration) time.Duration) (sl
 			// not counted: its response will tell the new quota.
 			return p.resetAt.Add(jitter(p.resetAt.Sub(at))), p, true
 		}
-		// Quota spent but its rate known: keep going at the average rate,
-		// from the reset when the window is only a guess.
+		// Quota spent but its rate known: from the reset, go on at the
+		// policy's average rate.
 		p.interval = p.avg()
-		if p.guessed && at.Before(p.resetAt) {
+		if at.Before(p.resetAt) {
 			at = p.resetAt
 		}
 	}

@@ -141,7 +141,7 @@ func (t *Transport) init() {
 			panic("ratelimit: Transport.Adaptive needs Transport.Local as its starting rate")
 		}
 		t.seed = maphash.MakeSeed()
-		t.parts.m = make(map[partKey]*partition)
+		t.parts.m.Store(&map[partKey]*partition{})
 	})
 }
 
