@@ -25,6 +25,11 @@ const (
 // maxCount bounds the quota numbers kept from a response.
 const maxCount = 1 << 40
 
+// maxWindow bounds a policy's window. Unlike delays it is not capped by
+// MaxDelay, which would make the client faster than the policy allows; the
+// spacing it implies is.
+const maxWindow = 400 * 24 * time.Hour
+
 // quota is what one response says about one server policy.
 type quota struct {
 	name      string
@@ -90,7 +95,7 @@ func (o *observation) add(q quota, maxDelay time.Duration) {
 		return
 	}
 	q.reset = min(q.reset, maxDelay)
-	q.window = min(q.window, maxDelay)
+	q.window = min(q.window, maxWindow)
 	q.remaining = min(q.remaining, maxCount)
 	q.limit = min(q.limit, maxCount)
 	o.quotas[o.n] = q
@@ -137,7 +142,7 @@ func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, obs *ob
 				if q := &obs.quotas[i]; q.name == it.name {
 					q.limit = min(it.q, maxCount)
 					if it.w > 0 {
-						q.window = min(secs(it.w), maxDelay)
+						q.window = min(secs(it.w), maxWindow)
 					}
 				}
 			}

@@ -23,24 +23,25 @@ type policy struct {
 	window   time.Duration // the policy's window, 0 when unknown
 	guessed  bool          // window is the longest reset seen, not given
 	seq      uint64        // sequence number of the response last applied
+	maxGap   time.Duration // cap on the spacing: the Transport's MaxDelay
 }
 
 // known reports whether the policy's quota and window are known, which lets
 // the client keep pacing at their average rate once the quota is spent.
 func (p *policy) known() bool { return p.limit > 0 && p.window > 0 }
 
-// avg is the average spacing the policy allows.
-func (p *policy) avg() time.Duration { return p.window / time.Duration(p.limit) }
+// avg is the average spacing the policy allows, at most maxGap.
+func (p *policy) avg() time.Duration { return min(p.window/time.Duration(p.limit), p.maxGap) }
 
 // apply updates the policy from q, reported by the response to the send
 // numbered seq and received at now, when count sends have been admitted so
 // far. A response older than the one last applied (responses to concurrent
-// requests can arrive out of order) is ignored.
-func (p *policy) apply(q quota, seq, count uint64, now time.Time) {
+// requests can arrive out of order) is ignored. No spacing exceeds maxGap.
+func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Duration) {
 	if p.active && seq < p.seq {
 		return
 	}
-	p.active, p.seq = true, seq
+	p.active, p.seq, p.maxGap = true, seq, maxGap
 	if q.limit > 0 {
 		p.limit = q.limit
 		switch {
@@ -70,6 +71,7 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time) {
 			p.interval = q.reset / time.Duration(p.rem)
 		}
 	}
+	p.interval = min(p.interval, maxGap)
 }
 
 // take returns when a send may happen, no earlier than at, and the policy as

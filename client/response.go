@@ -27,7 +27,7 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 	count := p.count.Load()
 	for _, q := range obs.quotas[:obs.n] {
 		if pol := find(&p.policies, q.name); pol != nil {
-			pol.apply(q, seq, count, now)
+			pol.apply(q, seq, count, now, t.maxDelay)
 		}
 	}
 	if throttled {
