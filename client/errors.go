@@ -9,7 +9,8 @@ import (
 
 // ErrWouldWait is matched by the error RoundTrip returns, before any network
 // call, when a request would have to wait for the rate limit longer than the
-// Transport's MaxWait or than its context's deadline allows.
+// Transport's MaxWait or than its context's deadline allows, or would be
+// queued more than a policy window beyond the quota the server announced.
 //
 // The error is a *WaitError: errors.Is(err, ErrWouldWait) is true for every
 // such error, and errors.Is(err, context.DeadlineExceeded) is true as well

@@ -93,7 +93,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"0", 0, true},
 		{now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second, true},
 		{now.Add(-30 * time.Second).Format(http.TimeFormat), 0, true},
-		{"31536000", time.Hour, true},    // a year, capped
+		{"31536000", time.Hour, true}, // a year, capped
 		{"Fri, 01 Jan 2100 00:00:00 GMT", time.Hour, true},
 		{"-5", 0, false},
 		{"1.5", 0, false},

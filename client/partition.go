@@ -44,11 +44,18 @@ type partition struct {
 	lastCut  time.Time     // adaptive mode: the latest decrease
 }
 
-// table maps keys to partitions. Reads are lock-free: the map is replaced,
-// never modified, when a partition is added (rarely: once per partition).
+// table maps keys to partitions, in shards so that concurrent requests to
+// different partitions rarely share a lock.
 type table struct {
-	m  atomic.Pointer[map[partKey]*partition]
-	mu sync.Mutex // serialises writers
+	shards [numShards]shard
+}
+
+const numShards = 16
+
+type shard struct {
+	mu sync.RWMutex
+	m  map[partKey]*partition
+	_  [40]byte // keep shards on separate cache lines
 }
 
 func (t *Transport) key(req *http.Request) partKey {
@@ -74,27 +81,29 @@ func (t *Transport) key(req *http.Request) partKey {
 // partition returns the partition of req, creating it on first use.
 func (t *Transport) partition(req *http.Request) *partition {
 	k := t.key(req)
-	if p := (*t.parts.m.Load())[k]; p != nil {
+	sh := &t.parts.shards[maphash.Comparable(t.seed, k)%numShards]
+	sh.mu.RLock()
+	p := sh.m[k]
+	sh.mu.RUnlock()
+	if p != nil {
 		return p
 	}
-	t.parts.mu.Lock()
-	defer t.parts.mu.Unlock()
-	old := *t.parts.m.Load()
-	if p := old[k]; p != nil {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if p = sh.m[k]; p != nil {
 		return p
 	}
-	m := make(map[partKey]*partition, len(old)+1)
-	for k, p := range old {
-		m[k] = p
+	if sh.m == nil {
+		sh.m = make(map[partKey]*partition)
 	}
-	if len(m) >= maxPartitions {
-		evict(m)
+	if len(sh.m) >= maxPartitions/numShards {
+		evict(sh.m, maxPartitions/numShards)
 	}
 	name := k.host
 	if !k.custom {
 		name = k.scheme + "://" + k.host
 	}
-	p := &partition{name: name, local: t.newLocal()}
+	p = &partition{name: name, local: t.newLocal()}
 	p.budget.Store(1000) // one retry before any request has paid for it
 	if p.local != nil {
 		if t.Adaptive {
@@ -102,16 +111,15 @@ func (t *Transport) partition(req *http.Request) *partition {
 		}
 		p.gated.Store(true)
 	}
-	m[k] = p
-	t.parts.m.Store(&m)
+	sh.m[k] = p
 	return p
 }
 
-// evict forgets partitions that are not blocked, down to 7/8 of the bound.
-func evict(m map[partKey]*partition) {
+// evict forgets partitions of m that are not blocked, down to 7/8 of limit.
+func evict(m map[partKey]*partition, limit int) {
 	now := time.Now()
 	for k, p := range m {
-		if len(m) < maxPartitions*7/8 {
+		if len(m) < limit*7/8 {
 			return
 		}
 		p.mu.Lock()
@@ -122,7 +130,7 @@ func evict(m map[partKey]*partition) {
 		}
 	}
 	for k := range m { // all blocked: forget some anyway
-		if len(m) < maxPartitions*7/8 {
+		if len(m) < limit*7/8 {
 			return
 		}
 		delete(m, k)

@@ -19,7 +19,7 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 	var obs observation
 	parseFields(h, now, t.maxDelay, &obs)
 	throttled := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable && obs.hasRetry
-	if obs.n == 0 && !throttled && p.local == nil {
+	if obs.n == 0 && !throttled && !(t.Adaptive && p.local != nil) {
 		return false
 	}
 	var block time.Duration

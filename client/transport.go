@@ -1,6 +1,7 @@
 package ratelimitclient
 
 import (
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"net/http"
@@ -141,7 +142,6 @@ func (t *Transport) init() {
 			panic("ratelimit: Transport.Adaptive needs Transport.Local as its starting rate")
 		}
 		t.seed = maphash.MakeSeed()
-		t.parts.m.Store(&map[partKey]*partition{})
 	})
 }
 
@@ -151,6 +151,10 @@ func (t *Transport) init() {
 // a throttled response as is when it is not retried.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
+	if req.URL == nil {
+		closeBody(req)
+		return nil, errors.New("ratelimit: request has no URL")
+	}
 	p := t.partition(req)
 	retryable := t.maxRetries > 0 && replayable(req)
 	if retryable {
