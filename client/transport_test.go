@@ -187,6 +187,11 @@ func TestWouldWaitFailsFastWithoutNetworkCall(t *testing.T) {
 		if !errors.Is(err, ratelimitclient.ErrWouldWait) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want ErrWouldWait and DeadlineExceeded", err)
 		}
+		// http.Client.Timeout is a deadline too.
+		_, err = (&http.Client{Transport: tr2, Timeout: 5 * time.Second}).Get("http://api.test/")
+		if !errors.Is(err, ratelimitclient.ErrWouldWait) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("with Client.Timeout: err = %v, want ErrWouldWait and DeadlineExceeded", err)
+		}
 		if d := time.Since(start); d != 0 {
 			t.Errorf("failing fast took %v", d)
 		}
