@@ -26,13 +26,13 @@
 // capped by Transport.MaxDelay.
 //
 // Before sending, the Transport spreads the quota left over the time until
-// it is restored; once it is spent it waits for the reset, or keeps going at
-// the policy's average rate when RateLimit-Policy gave one. After a 429, or
-// a 503 with Retry-After, the whole partition waits until Retry-After has
-// passed, each waiting request with its own jitter so that they do not all
-// resume at once. Requests that arrive out of order, or responses that do,
-// never let the client count quota twice: each response is applied only if
-// it answers a later send than the last applied one, and sends made since
+// it is restored; once it is spent it waits for the reset and then, when the
+// policy's quota and window are known, goes on at their average rate. After
+// a 429, or a 503 or 403 with Retry-After, the whole partition waits until
+// Retry-After has passed, each waiting request with its own jitter so that
+// they do not all resume at once. Quota is never counted twice: responses to
+// concurrent requests may arrive out of order, so each is applied only if it
+// answers a later send than the last one applied, and the sends made since
 // are deducted from what it reports.
 //
 // A request waits only while the wait fits both Transport.MaxWait and its

@@ -11,7 +11,7 @@ const (
 	// WouldWait: a request was not sent because its wait did not fit; its
 	// RoundTrip returned a WaitError.
 	WouldWait
-	// Throttled: a response was a 429, or a 503 with Retry-After; the
+	// Throttled: a response was a 429, or a 503 or 403 with Retry-After; the
 	// partition is blocked until Wait has passed.
 	Throttled
 	// Retried: a throttled request is being sent again.

@@ -7,18 +7,20 @@ import (
 
 // update applies what resp, the response to the send numbered seq, says
 // about the rate limits of partition p, and reports whether it is a
-// throttle: a 429, or a 503 with Retry-After.
+// throttle: a 429, or a 503 or 403 with Retry-After (GitHub answers its
+// secondary rate limits with 403 and Retry-After).
 func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attempt int) bool {
 	h := resp.Header
 	status := resp.StatusCode
 	if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable &&
-		!p.gated.Load() && !mayHaveFields(h) {
+		status != http.StatusForbidden && !p.gated.Load() && !mayHaveFields(h) {
 		return false
 	}
 	now := time.Now()
 	var obs observation
 	parseFields(h, now, t.maxDelay, &obs)
-	throttled := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable && obs.hasRetry
+	throttled := status == http.StatusTooManyRequests ||
+		(status == http.StatusServiceUnavailable || status == http.StatusForbidden) && obs.hasRetry
 	if obs.n == 0 && !throttled && !(t.Adaptive && p.local != nil) {
 		return false
 	}

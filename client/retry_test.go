@@ -151,3 +151,34 @@ func TestUnavailableWithoutRetryAfterIsNotAThrottle(t *testing.T) {
 		}
 	})
 }
+
+// GitHub answers its secondary rate limits with 403 and Retry-After.
+func TestForbiddenWithRetryAfterIsAThrottle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{respond: func(n int, _ *http.Request) *http.Response {
+			if n == 0 {
+				return response(http.StatusForbidden, "Retry-After", "30")
+			}
+			return response(http.StatusOK)
+		}}
+		tr := &ratelimitclient.Transport{Base: base}
+		resp, _ := send(tr, get("https://api.github.test/repos"))
+		if resp.StatusCode != http.StatusOK || base.count() != 2 {
+			t.Fatalf("status %d after %d sends, want 200 after a retry", resp.StatusCode, base.count())
+		}
+		if d := base.callTimes()[1].Sub(base.callTimes()[0]); d < 30e9 {
+			t.Errorf("retried after %v, before Retry-After", d)
+		}
+		// A plain 403 is not a throttle.
+		base2 := &fakeBase{respond: always(http.StatusForbidden)}
+		tr2 := &ratelimitclient.Transport{Base: base2, MaxWait: -1}
+		for range 3 {
+			if resp, err := send(tr2, get("https://api.github.test/")); err != nil || resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("plain 403: %v, %v", resp, err)
+			}
+		}
+		if base2.count() != 3 {
+			t.Errorf("plain 403 sent %d times for 3 requests", base2.count())
+		}
+	})
+}

@@ -30,8 +30,8 @@ const maxBudget = 10 * 1000
 // throttled host never delays a request to another. From the RateLimit and
 // RateLimit-Policy fields (and their earlier and de-facto forms) it learns
 // how much quota is left and when it is restored, and spaces requests over
-// that time instead of sending them at once. A 429, or a 503 with
-// Retry-After, blocks the partition until Retry-After has passed, with
+// that time instead of sending them at once. A 429, or a 503 or 403
+// with Retry-After, blocks the partition until Retry-After has passed, with
 // jitter. A request that would wait longer than MaxWait, or past its
 // context's deadline, fails at once with an error matching ErrWouldWait,
 // without a network call. Throttled requests are retried only when that is
