@@ -51,8 +51,9 @@ type Transport struct {
 	Partition func(*http.Request) string
 
 	// MaxWait bounds how long a request waits for the rate limit before it
-	// is sent; DefaultMaxWait when zero. A negative MaxWait never waits:
-	// any request that would is failed at once.
+	// is sent, and again before each retry; DefaultMaxWait when zero. A
+	// negative MaxWait never waits: any request that would is failed at
+	// once, and no retry is made that would.
 	MaxWait time.Duration
 
 	// MaxDelay caps what the Transport honours from a server: a reset or a
