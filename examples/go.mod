@@ -69,3 +69,7 @@ replace (
 )
 
 replace github.com/sluicehq/ratelimit/stores/redis => ../stores/redis
+
+require github.com/sluicehq/ratelimit/client v0.0.0
+
+replace github.com/sluicehq/ratelimit/client => ../client

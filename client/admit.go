@@ -1,0 +1,122 @@
+package ratelimitclient
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// reserve admits a send of req in partition p: it returns the send's
+// sequence number and the slot to send at (zero when there is nothing to
+// wait for), with the send counted against every policy; or a *WaitError
+// when the wait would not fit, with nothing counted. waited is how long the
+// request has already waited.
+func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited time.Duration) (uint64, time.Time, error) {
+	if !p.gated.Load() {
+		return p.count.Add(1), time.Time{}, nil
+	}
+	now := time.Now()
+	p.mu.Lock()
+	slot, res, ok := plan(p, now)
+	wait := slot.Sub(now)
+	bound, byDeadline := t.bound(req, now, waited)
+	if !ok || wait > bound || byDeadline && wait > 0 && wait >= bound {
+		if res != nil {
+			res.CancelAt(now)
+		}
+		p.mu.Unlock()
+		t.observe(Event{Kind: WouldWait, Partition: p.name, Wait: wait, Attempt: attempt})
+		return 0, time.Time{}, &WaitError{Partition: p.name, Wait: wait, Bound: bound, Deadline: byDeadline}
+	}
+	copy(p.policies, p.scratch)
+	seq := p.count.Add(1)
+	p.mu.Unlock()
+	return seq, slot, nil
+}
+
+// plan computes when a send admitted at now may happen, with the policies as
+// they will be once it is counted (in p.scratch) and the local limiter's
+// reservation, if any; ok is false when a policy refuses to queue that far
+// ahead. The caller holds p.mu.
+func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, ok bool) {
+	at := now
+	if p.blocked.After(now) {
+		at = p.blocked.Add(jitter(p.blocked.Sub(now)))
+	}
+	slot, ok = at, true
+	p.scratch = p.scratch[:0]
+	for i := range p.policies {
+		s, np, fits := p.policies[i].take(at, jitter)
+		p.scratch, ok = append(p.scratch, np), ok && fits
+		if s.After(slot) {
+			slot = s
+		}
+	}
+	if ok && p.usesLocal() {
+		res = p.local.ReserveN(slot, 1)
+		d := res.DelayFrom(slot)
+		slot = slot.Add(d)
+		if p.rate > 0 && d.Seconds()*p.rate > aimdQueue {
+			ok = false // adaptive: not queued far on a rate that may be cut
+		}
+	}
+	return slot, res, ok
+}
+
+// jitter returns a random delay of up to a fifth of d, so that requests
+// waiting for the same moment resume spread over a fifth of their wait
+// instead of at once.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(d/5) + 1))
+}
+
+// bound is the longest req may still wait at now: what is left of MaxWait,
+// or the time to its context's deadline when that is shorter (byDeadline).
+func (t *Transport) bound(req *http.Request, now time.Time, waited time.Duration) (time.Duration, bool) {
+	b := max(t.maxWait-waited, 0)
+	if dl, ok := req.Context().Deadline(); ok {
+		if left := dl.Sub(now); left <= b {
+			return max(left, 0), true
+		}
+	}
+	return b, false
+}
+
+// wait blocks until slot, returning early with the context's error. If a
+// throttle blocked the partition in the meantime, it admits the send again
+// and waits for the new slot. It returns the send's sequence number.
+func (t *Transport) wait(req *http.Request, p *partition, attempt int, seq uint64, slot time.Time) (uint64, error) {
+	var waited time.Duration
+	for !slot.IsZero() {
+		d := time.Until(slot)
+		if d <= 0 {
+			return seq, nil
+		}
+		t.observe(Event{Kind: Waited, Partition: p.name, Wait: d, Attempt: attempt})
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+		case <-req.Context().Done():
+			timer.Stop()
+			return 0, fmt.Errorf("ratelimit: %s: waiting for the rate limit: %w", p.name, req.Context().Err())
+		}
+		waited += d
+		p.mu.Lock()
+		blocked := p.blocked.After(time.Now())
+		p.mu.Unlock()
+		if !blocked {
+			return seq, nil
+		}
+		var err error
+		if seq, slot, err = t.reserve(req, p, attempt, waited); err != nil {
+			return 0, err
+		}
+	}
+	return seq, nil
+}

@@ -1,0 +1,46 @@
+package ratelimitclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrWouldWait is matched by the error RoundTrip returns, before any network
+// call, when a request would have to wait for the rate limit longer than the
+// Transport's MaxWait or than its context's deadline allows, or would be
+// queued more than a policy window beyond the quota the server announced.
+//
+// The error is a *WaitError: errors.Is(err, ErrWouldWait) is true for every
+// such error, and errors.Is(err, context.DeadlineExceeded) is true as well
+// when the context's deadline, not MaxWait, was the bound. Both hold through
+// the *url.Error an http.Client wraps it in.
+var ErrWouldWait = errors.New("ratelimit: request would wait too long for the rate limit")
+
+// WaitError is the error of a request that was not sent because its wait
+// for the rate limit did not fit. See ErrWouldWait.
+type WaitError struct {
+	Partition string        // the partition, as in Event.Partition
+	Wait      time.Duration // how long the request would have waited
+	Bound     time.Duration // the longest wait allowed: MaxWait or the time to the deadline
+	Deadline  bool          // the context's deadline set Bound
+}
+
+func (e *WaitError) Error() string {
+	by := "MaxWait"
+	if e.Deadline {
+		by = "the context deadline"
+	}
+	return fmt.Sprintf("ratelimit: %s: request would wait %v for the rate limit, beyond %v allowed by %s",
+		e.Partition, e.Wait.Round(time.Millisecond), e.Bound.Round(time.Millisecond), by)
+}
+
+// Is reports whether target is ErrWouldWait, or context.DeadlineExceeded
+// when the deadline was the bound.
+func (e *WaitError) Is(target error) bool {
+	return target == ErrWouldWait || e.Deadline && target == context.DeadlineExceeded
+}
+
+// Timeout reports whether the deadline was the bound, as net.Error does.
+func (e *WaitError) Timeout() bool { return e.Deadline }

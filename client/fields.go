@@ -1,0 +1,307 @@
+package ratelimitclient
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Canonical header keys, read directly from http.Header.
+const (
+	hdrRateLimit    = "Ratelimit"
+	hdrPolicy       = "Ratelimit-Policy"
+	hdrOldLimit     = "Ratelimit-Limit"
+	hdrOldRemaining = "Ratelimit-Remaining"
+	hdrOldReset     = "Ratelimit-Reset"
+	hdrXLimit       = "X-Ratelimit-Limit"
+	hdrXRemaining   = "X-Ratelimit-Remaining"
+	hdrXReset       = "X-Ratelimit-Reset"
+	hdrXResource    = "X-Ratelimit-Resource"
+	hdrRetryAfter   = "Retry-After"
+	hdrAge          = "Age"
+	hdrDate         = "Date"
+)
+
+// maxCount bounds the quota numbers kept from a response.
+const maxCount = 1 << 40
+
+// maxWindow bounds a policy's window. Unlike delays it is not capped by
+// MaxDelay, which would make the client faster than the policy allows; the
+// spacing it implies is.
+const maxWindow = 400 * 24 * time.Hour
+
+// quota is what one response says about one server policy.
+type quota struct {
+	name      string
+	remaining int64
+	reset     time.Duration // until the quota is restored
+	limit     int64         // the policy's quota; 0 when unknown
+	window    time.Duration // the policy's window; 0 when unknown
+}
+
+// observation is what one response says about the rate limits.
+type observation struct {
+	quotas     [maxItems]quota
+	n          int
+	retryAfter time.Duration
+	hasRetry   bool
+}
+
+// parseFields fills obs from the rate-limit fields of h, received at now.
+// Durations are capped at maxDelay. A response served from a cache (one with
+// an Age field) says nothing: its fields may be stale. Malformed fields are
+// ignored, one field at a time.
+func parseFields(h http.Header, now time.Time, maxDelay time.Duration, obs *observation) {
+	if len(h) == 0 || len(h[hdrAge]) > 0 {
+		return
+	}
+	ref := now // the server's idea of now, for absolute times
+	if d := h[hdrDate]; len(d) == 1 {
+		if t, err := http.ParseTime(d[0]); err == nil {
+			ref = t
+		}
+	}
+	if v := h[hdrRetryAfter]; len(v) == 1 {
+		obs.retryAfter, obs.hasRetry = parseRetryAfter(v[0], ref, maxDelay)
+	}
+	if v := h[hdrRateLimit]; len(v) > 0 {
+		if parseRateLimit(v, h[hdrPolicy], maxDelay, obs) {
+			return
+		}
+		if q, ok := parseOldDict(v); ok {
+			obs.add(q, maxDelay)
+			return
+		}
+	}
+	if v := h[hdrOldRemaining]; len(v) > 0 {
+		if q, ok := parseTriple(h[hdrOldLimit], v, h[hdrOldReset], ref, false); ok {
+			obs.add(q, maxDelay)
+			return
+		}
+	}
+	if v := h[hdrXRemaining]; len(v) > 0 {
+		if q, ok := parseTriple(h[hdrXLimit], v, h[hdrXReset], ref, true); ok {
+			if r := h[hdrXResource]; len(r) == 1 && len(r[0]) <= 64 {
+				q.name = r[0]
+			}
+			obs.add(q, maxDelay)
+		}
+	}
+}
+
+// add appends q, capping what a hostile server could ask for.
+func (o *observation) add(q quota, maxDelay time.Duration) {
+	if o.n == len(o.quotas) {
+		return
+	}
+	q.reset = min(q.reset, maxDelay)
+	q.window = min(q.window, maxWindow)
+	q.remaining = min(q.remaining, maxCount)
+	q.limit = min(q.limit, maxCount)
+	o.quotas[o.n] = q
+	o.n++
+}
+
+// parseRateLimit reads the current draft's fields:
+//
+//	RateLimit: "default";r=42;t=17
+//	RateLimit-Policy: "default";q=100;w=60
+//
+// Items without r and t are skipped; a field that is not a valid List is
+// ignored as a whole, as is RateLimit-Policy alone.
+func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, obs *observation) bool {
+	var items [maxItems]sfItem
+	found := false
+	for _, line := range lines {
+		n, ok := parseList(line, &items)
+		if !ok {
+			obs.n = 0
+			return false
+		}
+		for _, it := range items[:n] {
+			if it.r < 0 || it.t < 0 {
+				continue
+			}
+			obs.add(quota{name: it.name, remaining: it.r, reset: secs(it.t)}, maxDelay)
+			found = true
+		}
+	}
+	if !found {
+		return false
+	}
+	for _, line := range policyLines {
+		n, ok := parseList(line, &items)
+		if !ok {
+			break // a malformed policy field only loses the policy details
+		}
+		for _, it := range items[:n] {
+			if it.q <= 0 {
+				continue
+			}
+			for i := range obs.quotas[:obs.n] {
+				if q := &obs.quotas[i]; q.name == it.name {
+					q.limit = min(it.q, maxCount)
+					if it.w > 0 {
+						q.window = min(secs(it.w), maxWindow)
+					}
+				}
+			}
+		}
+	}
+	return true
+}
+
+// parseOldDict reads the dictionary form of earlier drafts:
+//
+//	RateLimit: limit=100, remaining=42, reset=17
+func parseOldDict(lines []string) (quota, bool) {
+	q := quota{remaining: absent}
+	reset := int64(absent)
+	for _, line := range lines {
+		p := sfParser{s: line}
+		p.skipSP()
+		for p.i < len(p.s) {
+			key, ok := p.key()
+			if !ok || p.i == len(p.s) || p.s[p.i] != '=' {
+				return quota{}, false
+			}
+			p.i++
+			_, v, ok := p.bare()
+			if !ok {
+				return quota{}, false
+			}
+			switch key {
+			case "limit":
+				q.limit = max(v, 0)
+			case "remaining":
+				q.remaining = v
+			case "reset":
+				reset = v
+			}
+			for p.i < len(p.s) && p.s[p.i] == ';' { // parameters: skipped
+				p.i++
+				if _, ok := p.key(); !ok {
+					return quota{}, false
+				}
+				if p.i < len(p.s) && p.s[p.i] == '=' {
+					p.i++
+					if _, _, ok := p.bare(); !ok {
+						return quota{}, false
+					}
+				}
+			}
+			p.skipOWS()
+			if p.i < len(p.s) {
+				if p.s[p.i] != ',' {
+					return quota{}, false
+				}
+				p.i++
+				p.skipOWS()
+			}
+		}
+	}
+	if q.remaining < 0 || reset < 0 {
+		return quota{}, false
+	}
+	q.reset = secs(reset)
+	return q, true
+}
+
+// parseTriple reads a Limit/Remaining/Reset trio of single-number fields:
+// the earlier drafts' RateLimit-* (Reset in seconds) or the de-facto
+// X-RateLimit-* (Reset in seconds or, when epoch is set, a Unix time in
+// seconds or milliseconds relative to ref, the response's Date: a value of
+// at least half of ref's Unix time in that unit, which as a delay would be
+// decades, is taken as one).
+func parseTriple(limit, remaining, reset []string, ref time.Time, epoch bool) (quota, bool) {
+	if len(remaining) != 1 || len(reset) != 1 {
+		return quota{}, false
+	}
+	r, ok := parseInt(remaining[0])
+	if !ok {
+		return quota{}, false
+	}
+	var d time.Duration
+	v, isInt := parseInt(reset[0])
+	switch {
+	case epoch && isInt && v >= ref.UnixMilli()/2:
+		d = max(time.UnixMilli(v).Sub(ref), 0)
+	case epoch && isInt && v >= ref.Unix()/2:
+		d = max(time.Unix(v, 0).Sub(ref), 0)
+	default:
+		if d, ok = parseSeconds(reset[0]); !ok {
+			return quota{}, false
+		}
+	}
+	q := quota{remaining: r, reset: d}
+	if len(limit) == 1 {
+		// The earlier drafts allowed a policy after the number: "100, 100;w=60".
+		l := limit[0]
+		if i := strings.IndexAny(l, ",;"); i >= 0 {
+			l = l[:i]
+		}
+		if n, ok := parseInt(strings.TrimSpace(l)); ok && n > 0 {
+			q.limit = n
+		}
+	}
+	return q, true
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP-date relative to ref.
+func parseRetryAfter(v string, ref time.Time, maxDelay time.Duration) (time.Duration, bool) {
+	if n, ok := parseInt(v); ok {
+		return min(secs(n), maxDelay), true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return min(max(t.Sub(ref), 0), maxDelay), true
+}
+
+// parseInt parses a non-negative decimal integer of at most 15 digits.
+func parseInt(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 15 {
+		return 0, false
+	}
+	var v int64
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) {
+			return 0, false
+		}
+		v = v*10 + int64(s[i]-'0')
+	}
+	return v, true
+}
+
+// parseSeconds parses non-negative seconds with an optional fraction of up
+// to nine digits, as some legacy APIs send ("1.5").
+func parseSeconds(s string) (time.Duration, bool) {
+	whole, frac, _ := strings.Cut(s, ".")
+	n, ok := parseInt(whole)
+	if !ok || len(frac) > 9 {
+		return 0, false
+	}
+	d := secs(n)
+	scale := time.Duration(1e8)
+	for i := 0; i < len(frac); i++ {
+		if !isDigit(frac[i]) {
+			return 0, false
+		}
+		d += time.Duration(frac[i]-'0') * scale
+		scale /= 10
+	}
+	if strings.Contains(s, ".") && len(frac) == 0 {
+		return 0, false
+	}
+	return d, true
+}
+
+// secs converts whole seconds to a Duration, saturating.
+func secs(n int64) time.Duration {
+	const maxSecs = int64(1<<63-1) / int64(time.Second)
+	if n > maxSecs {
+		return 1<<63 - 1
+	}
+	return time.Duration(n) * time.Second
+}

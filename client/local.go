@@ -1,0 +1,74 @@
+package ratelimitclient
+
+import (
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// The adaptive mode's AIMD constants: each throttle multiplies the local
+// rate by aimdCut (at most once per send interval, so that the throttles of
+// one burst count once); unthrottled responses raise it by Local's rate
+// every aimdRamp seconds of sending. The rate stays between Local's rate
+// divided by aimdFloor and multiplied by aimdCeil. In adaptive mode a request
+// is not queued more than aimdQueue send intervals ahead: queued sends keep
+// the rate they were given, and the rate may be cut before they go.
+const (
+	aimdCut   = 0.7
+	aimdRamp  = 100
+	aimdFloor = 100
+	aimdCeil  = 100
+	aimdQueue = 10
+)
+
+// newLocal returns a new partition's local limiter: Local's rate and burst,
+// or Local's rate with a burst of one (pacing) in adaptive mode; nil when
+// Local is not set.
+func (t *Transport) newLocal() *rate.Limiter {
+	if t.Local.Rate == 0 {
+		return nil
+	}
+	burst := t.Local.Capacity()
+	if t.Adaptive {
+		burst = 1
+	}
+	return rate.NewLimiter(t.localRate(), burst)
+}
+
+// localRate is Local's rate per second.
+func (t *Transport) localRate() rate.Limit {
+	return rate.Limit(float64(t.Local.Rate) / t.Local.Period.Seconds())
+}
+
+// usesLocal reports whether the local limiter applies: it does only while
+// the server has sent no rate-limit fields in the partition.
+func (p *partition) usesLocal() bool {
+	if p.local == nil {
+		return false
+	}
+	for i := range p.policies {
+		if p.policies[i].active {
+			return false
+		}
+	}
+	return true
+}
+
+// adapt runs the adaptive mode's AIMD step for a response received at now.
+// The caller holds p.mu.
+func (t *Transport) adapt(p *partition, throttled bool, now time.Time) {
+	if !t.Adaptive || !p.usesLocal() {
+		return
+	}
+	base := float64(t.localRate())
+	if throttled {
+		if now.Sub(p.lastCut).Seconds()*p.rate < 1 {
+			return
+		}
+		p.rate = max(p.rate*aimdCut, base/aimdFloor)
+		p.lastCut = now
+	} else {
+		p.rate = min(p.rate+base/aimdRamp/p.rate, base*aimdCeil)
+	}
+	p.local.SetLimitAt(now, rate.Limit(p.rate))
+}

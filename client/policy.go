@@ -1,0 +1,131 @@
+package ratelimitclient
+
+import (
+	"strings"
+	"time"
+)
+
+// policy is the client's model of one server policy in one partition: how
+// many sends are left before the quota is restored, and how far apart to
+// space them so that they are spread over that time instead of sent at once.
+//
+// rem counts every request admitted since the response the state comes
+// from, including those still waiting for their slot, so that queued
+// requests are never given quota twice.
+type policy struct {
+	name     string
+	active   bool
+	rem      int64         // sends left before resetAt
+	resetAt  time.Time     // when the server restores the quota
+	interval time.Duration // spacing of sends
+	last     time.Time     // slot of the latest admitted send
+	limit    int64         // the policy's quota, 0 when unknown
+	window   time.Duration // the policy's window, 0 when unknown
+	guessed  bool          // window is the longest reset seen, not given
+	seq      uint64        // sequence number of the response last applied
+	maxGap   time.Duration // cap on the spacing: the Transport's MaxDelay
+}
+
+// known reports whether the policy's quota and window are known, which lets
+// the client keep pacing at their average rate once the quota is spent.
+func (p *policy) known() bool { return p.limit > 0 && p.window > 0 }
+
+// avg is the average spacing the policy allows, at most maxGap.
+func (p *policy) avg() time.Duration { return min(p.window/time.Duration(p.limit), p.maxGap) }
+
+// apply updates the policy from q, reported by the response to the send
+// numbered seq and received at now, when count sends have been admitted so
+// far. A response older than the one last applied (responses to concurrent
+// requests can arrive out of order) is ignored. No spacing exceeds maxGap.
+func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Duration) {
+	if p.active && seq < p.seq {
+		return
+	}
+	p.active, p.seq, p.maxGap = true, seq, maxGap
+	if q.limit > 0 {
+		p.limit = q.limit
+		switch {
+		case q.window > 0:
+			p.window, p.guessed = q.window, false
+		case p.window == 0 || p.guessed:
+			// No window given: the longest reset seen is a lower bound of
+			// it (the quota never takes longer than a window to restore).
+			p.window, p.guessed = max(p.window, q.reset), true
+		}
+	}
+	p.rem = q.remaining - int64(min(count-seq, maxCount))
+	p.resetAt = now.Add(q.reset)
+	p.interval = 0
+	if p.known() {
+		p.interval = p.avg()
+	}
+	if p.rem > 0 {
+		// Spread the sends left over the time left, after those queued.
+		from := now
+		if p.last.After(from) {
+			from = p.last
+		}
+		if span := p.resetAt.Sub(from); span > 0 {
+			p.interval = span / time.Duration(p.rem)
+		} else if !p.known() {
+			p.interval = q.reset / time.Duration(p.rem)
+		}
+	}
+	p.interval = min(p.interval, maxGap)
+}
+
+// take returns when a send may happen, no earlier than at, and the policy as
+// it is once that send is counted. jitter spreads sends that wait for a
+// reset of unknown size. ok is false when the slot is more than a window
+// past the reset: sends are not queued that far ahead on a picture that
+// will be stale by then. take does not modify p: the caller commits the
+// returned state only if the send goes ahead.
+func (p policy) take(at time.Time, jitter func(time.Duration) time.Duration) (slot time.Time, next policy, ok bool) {
+	if !p.active {
+		return at, p, true
+	}
+	if !at.Before(p.resetAt) { // the quota has been restored
+		if !p.known() {
+			p.active = false
+			return at, p, true
+		}
+		p.rem, p.interval, p.resetAt = p.limit, p.avg(), at.Add(p.window)
+	}
+	if p.rem <= 0 {
+		if !p.known() {
+			// Wait for the reset; jitter spreads the waiters out. The send is
+			// not counted: its response will tell the new quota.
+			return p.resetAt.Add(jitter(p.resetAt.Sub(at))), p, true
+		}
+		// Quota spent but its rate known: from the reset, go on at the
+		// policy's average rate.
+		p.interval = p.avg()
+		if at.Before(p.resetAt) {
+			at = p.resetAt
+		}
+	}
+	slot = at
+	if next := p.last.Add(p.interval); !p.last.IsZero() && next.After(slot) {
+		slot = next
+	}
+	if p.known() && slot.After(p.resetAt.Add(p.window)) {
+		return slot, p, false
+	}
+	p.rem--
+	p.last = slot
+	return slot, p, true
+}
+
+// find returns the policy named name, adding it when there is room.
+func find(ps *[]policy, name string) *policy {
+	for i := range *ps {
+		if (*ps)[i].name == name {
+			return &(*ps)[i]
+		}
+	}
+	if len(*ps) == maxItems {
+		return nil
+	}
+	*ps = append(*ps, policy{name: strings.Clone(name)})
+	return &(*ps)[len(*ps)-1]
+}

@@ -1,0 +1,61 @@
+package ratelimitclient
+
+import (
+	"net/http"
+	"time"
+)
+
+// update applies what resp, the response to the send numbered seq, says
+// about the rate limits of partition p, and reports whether it is a
+// throttle: a 429, or a 503 or 403 with Retry-After (GitHub answers its
+// secondary rate limits with 403 and Retry-After).
+func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attempt int) bool {
+	h := resp.Header
+	status := resp.StatusCode
+	if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable &&
+		status != http.StatusForbidden && !p.gated.Load() && !mayHaveFields(h) {
+		return false
+	}
+	now := time.Now()
+	var obs observation
+	parseFields(h, now, t.maxDelay, &obs)
+	throttled := status == http.StatusTooManyRequests ||
+		(status == http.StatusServiceUnavailable || status == http.StatusForbidden) && obs.hasRetry
+	if obs.n == 0 && !throttled && !(t.Adaptive && p.local != nil) {
+		return false
+	}
+	var block time.Duration
+	p.mu.Lock()
+	count := p.count.Load()
+	for _, q := range obs.quotas[:obs.n] {
+		if pol := find(&p.policies, q.name); pol != nil {
+			pol.apply(q, seq, count, now, t.maxDelay)
+		}
+	}
+	if throttled {
+		// Retry-After takes precedence; without it, back off exponentially.
+		block = obs.retryAfter
+		if !obs.hasRetry {
+			block = min(time.Second<<min(attempt, 10), t.maxDelay)
+		}
+		if until := now.Add(block); until.After(p.blocked) {
+			p.blocked = until
+		}
+	}
+	t.adapt(p, throttled, now)
+	p.gated.Store(true)
+	p.mu.Unlock()
+	if throttled {
+		t.observe(Event{Kind: Throttled, Partition: p.name, Wait: block, Attempt: attempt, Status: status})
+	}
+	return throttled
+}
+
+// mayHaveFields reports whether h may carry rate-limit fields, cheaply.
+func mayHaveFields(h http.Header) bool {
+	if len(h) == 0 {
+		return false
+	}
+	return len(h[hdrRateLimit]) > 0 || len(h[hdrOldRemaining]) > 0 ||
+		len(h[hdrXRemaining]) > 0 || len(h[hdrRetryAfter]) > 0
+}

@@ -1,0 +1,317 @@
+package ratelimitclient_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	ratelimitclient "github.com/sluicehq/ratelimit/client"
+)
+
+func TestBlockedResetResumesWithoutHerd(t *testing.T) {
+	cases := map[string][]string{
+		"Retry-After":                 {"Retry-After", "10"},
+		"RateLimit without policy":    {"RateLimit", `"default";r=0;t=10`},
+		"RateLimit with policy known": {"RateLimit", `"default";r=0;t=10`, "RateLimit-Policy", `"default";q=100;w=10`},
+	}
+	for name, fields := range cases {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				status := http.StatusTooManyRequests
+				if fields[0] == "RateLimit" {
+					status = http.StatusOK
+				}
+				base := &fakeBase{respond: func(n int, _ *http.Request) *http.Response {
+					if n == 0 {
+						return response(status, fields...)
+					}
+					return response(http.StatusOK)
+				}}
+				tr := &ratelimitclient.Transport{Base: base, MaxRetries: -1}
+				send(tr, get("http://api.test/"))
+				start := time.Now()
+				var wg sync.WaitGroup
+				for range 100 {
+					wg.Go(func() {
+						if _, err := send(tr, get("http://api.test/")); err != nil {
+							t.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				calls := base.callTimes()[1:]
+				if len(calls) != 100 {
+					t.Fatalf("%d sends, want 100", len(calls))
+				}
+				first, last := calls[0], calls[0]
+				for _, c := range calls {
+					if c.Before(start.Add(10 * time.Second)) {
+						t.Fatalf("a send at %v, before the reset at 10s", c.Sub(start))
+					}
+					first, last = minTime(first, c), maxTime(last, c)
+				}
+				if spread := last.Sub(first); spread < time.Second {
+					t.Errorf("100 waiters resumed within %v, want spread over >= 1s (10%% of the 10s wait)", spread)
+				} else {
+					t.Logf("100 waiters resumed over %v after a 10s wait", spread)
+				}
+			})
+		})
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func TestThrottledHostAddsNothingToAnother(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{respond: func(_ int, req *http.Request) *http.Response {
+			if req.URL.Host == "slow.test" {
+				return response(http.StatusTooManyRequests, "Retry-After", "30", "RateLimit", `"default";r=0;t=30`)
+			}
+			return response(http.StatusOK)
+		}}
+		tr := &ratelimitclient.Transport{Base: base, MaxRetries: -1}
+		send(tr, get("http://slow.test/"))
+		// Requests to the throttled host wait in the background...
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() { send(tr, get("http://slow.test/")) })
+		}
+		synctest.Wait()
+		// ...while another host's requests take no time at all.
+		for i := range 50 {
+			start := time.Now()
+			if _, err := send(tr, get("http://fast.test/")); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d != 0 {
+				t.Fatalf("request %d to the other host took %v, want 0", i, d)
+			}
+		}
+		// Same host, other credentials: another partition too.
+		req := get("http://slow.test/")
+		req.Header.Set("Authorization", "Bearer other-user")
+		start := time.Now()
+		send(tr, req)
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("request with other credentials took %v, want 0", d)
+		}
+		wg.Wait()
+	})
+}
+
+func TestSpreadsRemainingQuotaOverReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{respond: func(n int, _ *http.Request) *http.Response {
+			if n == 0 {
+				return response(http.StatusOK, "RateLimit", `"default";r=10;t=10`)
+			}
+			return response(http.StatusOK)
+		}}
+		tr := &ratelimitclient.Transport{Base: base}
+		send(tr, get("http://api.test/"))
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() { send(tr, get("http://api.test/")) })
+		}
+		wg.Wait()
+		calls := base.callTimes()[1:]
+		var late int
+		for _, c := range calls {
+			if c.Sub(start) >= 5*time.Second {
+				late++
+			}
+		}
+		// Ten sends spread over ten seconds: about half in the second half.
+		if late < 4 {
+			t.Errorf("%d of 10 sends in the second half of the reset window, want them spread (>= 4)", late)
+		}
+		if end := base.callTimes()[10].Sub(start); end >= 10*time.Second {
+			t.Errorf("last send at %v, after the reset", end)
+		}
+	})
+}
+
+func TestWouldWaitFailsFastWithoutNetworkCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{respond: always(http.StatusTooManyRequests, "Retry-After", "120")}
+		var events []ratelimitclient.Event
+		var mu sync.Mutex
+		tr := &ratelimitclient.Transport{Base: base, MaxWait: time.Minute, MaxRetries: -1,
+			Observer: func(e ratelimitclient.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }}
+		client := &http.Client{Transport: tr}
+		client.Get("http://api.test/")
+
+		// MaxWait is the bound.
+		start := time.Now()
+		_, err := client.Get("http://api.test/")
+		if !errors.Is(err, ratelimitclient.ErrWouldWait) {
+			t.Fatalf("err = %v, want ErrWouldWait", err)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err %v matches DeadlineExceeded, but MaxWait was the bound", err)
+		}
+		var we *ratelimitclient.WaitError
+		if !errors.As(err, &we) || we.Wait < 120*time.Second || we.Deadline {
+			t.Errorf("WaitError = %+v", we)
+		}
+		if !strings.HasPrefix(we.Error(), "ratelimit: ") {
+			t.Errorf("error %q lacks the ratelimit: prefix", we)
+		}
+
+		// The context's deadline is the bound.
+		tr2 := &ratelimitclient.Transport{Base: base, MaxWait: time.Hour, MaxRetries: -1}
+		send(tr2, get("http://api.test/"))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+		_, err = (&http.Client{Transport: tr2}).Do(req)
+		if !errors.Is(err, ratelimitclient.ErrWouldWait) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want ErrWouldWait and DeadlineExceeded", err)
+		}
+		// http.Client.Timeout is a deadline too.
+		_, err = (&http.Client{Transport: tr2, Timeout: 5 * time.Second}).Get("http://api.test/")
+		if !errors.Is(err, ratelimitclient.ErrWouldWait) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("with Client.Timeout: err = %v, want ErrWouldWait and DeadlineExceeded", err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("failing fast took %v", d)
+		}
+		if n := base.count(); n != 2 {
+			t.Errorf("%d network calls, want 2 (one per transport): failing fast sends nothing", n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(events) != 2 || events[0].Kind != ratelimitclient.Throttled || events[1].Kind != ratelimitclient.WouldWait {
+			t.Errorf("events = %+v, want throttled then would_wait", events)
+		}
+	})
+}
+
+func TestCancelledWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{respond: always(http.StatusTooManyRequests, "Retry-After", "10")}
+		tr := &ratelimitclient.Transport{Base: base, MaxRetries: -1}
+		send(tr, get("http://api.test/"))
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+		go func() {
+			time.Sleep(time.Second)
+			cancel()
+		}()
+		_, err := tr.RoundTrip(req)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+		if base.count() != 1 {
+			t.Errorf("%d sends, want 1", base.count())
+		}
+	})
+}
+
+func TestHostileDelaysAreCapped(t *testing.T) {
+	for _, fields := range [][]string{
+		{"Retry-After", "31536000"},
+		{"Retry-After", "Fri, 01 Jan 2100 00:00:00 GMT"},
+		{"RateLimit", `"default";r=0;t=999999999999999`},
+		{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "999999999999999"},
+	} {
+		t.Run(fields[0]+"="+fields[1], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &fakeBase{respond: func(n int, _ *http.Request) *http.Response {
+					if n == 0 {
+						return response(http.StatusTooManyRequests, fields...)
+					}
+					return response(http.StatusOK)
+				}}
+				tr := &ratelimitclient.Transport{Base: base, MaxDelay: 2 * time.Second, MaxRetries: -1}
+				send(tr, get("http://api.test/"))
+				start := time.Now()
+				if _, err := send(tr, get("http://api.test/")); err != nil {
+					t.Fatal(err)
+				}
+				if d := time.Since(start); d > 2*time.Second*6/5 {
+					t.Errorf("waited %v, want at most MaxDelay (2s) plus a fifth of jitter", d)
+				}
+			})
+		})
+	}
+}
+
+func TestCachedResponseFieldsIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{respond: func(n int, _ *http.Request) *http.Response {
+			if n == 0 {
+				return response(http.StatusOK, "Age", "30", "RateLimit", `"default";r=0;t=60`)
+			}
+			return response(http.StatusOK)
+		}}
+		tr := &ratelimitclient.Transport{Base: base, MaxWait: -1}
+		send(tr, get("http://api.test/"))
+		if _, err := send(tr, get("http://api.test/")); err != nil {
+			t.Fatalf("a cached response's fields delayed the next request: %v", err)
+		}
+	})
+}
+
+func TestOutOfOrderResponseDoesNotRestoreQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The response to the first send arrives after the second's and
+		// reports more quota than is left.
+		release := make(chan struct{})
+		base := &fakeBase{respond: func(n int, _ *http.Request) *http.Response {
+			switch n {
+			case 0:
+				<-release
+				return response(http.StatusOK, "RateLimit", `"default";r=50;t=10`)
+			case 1:
+				return response(http.StatusOK, "RateLimit", `"default";r=0;t=10`)
+			}
+			return response(http.StatusOK)
+		}}
+		tr := &ratelimitclient.Transport{Base: base, MaxWait: -1}
+		done := make(chan struct{})
+		go func() { send(tr, get("http://api.test/")); close(done) }()
+		synctest.Wait()
+		send(tr, get("http://api.test/"))
+		close(release)
+		<-done
+		if _, err := send(tr, get("http://api.test/")); !errors.Is(err, ratelimitclient.ErrWouldWait) {
+			t.Fatalf("err = %v: the late, stale response restored the quota", err)
+		}
+	})
+}
+
+func TestMalformedFieldsIgnored(t *testing.T) {
+	for _, v := range []string{`"default";r=-1;t=10`, `"default";r=0;t=10,`, `"default";r=0;t=abc`, `("a" "b");r=0;t=1`, `"unterminated;r=0;t=5`} {
+		t.Run(v, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &fakeBase{respond: always(http.StatusOK, "RateLimit", v)}
+				tr := &ratelimitclient.Transport{Base: base, MaxWait: -1}
+				for range 3 {
+					if _, err := send(tr, get("http://api.test/")); err != nil {
+						t.Fatalf("malformed %q delayed a request: %v", v, err)
+					}
+				}
+			})
+		})
+	}
+}
