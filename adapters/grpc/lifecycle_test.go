@@ -25,9 +25,8 @@ func TestConcurrencySlotHeldWhileUnaryRunsAndReleasedOnReturn(t *testing.T) {
 	e := newEnv(t, oneSlot())
 	conn := e.dial(peerAddr(1))
 	first := make(chan error, 1)
-	go func() {
-		_, err := call(t, conn, ping, "block")
-		first <- err
+	go func() { // no t.Fatal off the test goroutine: Invoke, not call
+		first <- conn.Invoke(ctx(t), ping, wrapperspb.String("block"), new(wrapperspb.StringValue))
 	}()
 	select {
 	case <-e.svc.entered:

@@ -54,8 +54,11 @@
 //   - 400, no usable key (ratelimit.OnKeyError): codes.InvalidArgument;
 //   - 500, a misconfigured limit: codes.Internal.
 //
-// See statusFor for the other statuses a custom denied or error handler may
-// write.
+// A denied handler (ratelimit.WithDeniedHandler) that writes a status below
+// 400, or none, still refused the call: ResourceExhausted. Other statuses a
+// custom denied or error handler may write map to Unauthenticated (401),
+// PermissionDenied (403), DeadlineExceeded (504), Internal (other 5xx) and
+// FailedPrecondition (other 4xx).
 //
 // # Concurrency limits
 //
@@ -75,6 +78,7 @@ package ratelimitgrpc
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/sluicehq/ratelimit"
@@ -171,7 +175,7 @@ func (c *config) admit(ctx context.Context, fullMethod string, setHeader func(me
 	if _, ok := c.exempt[fullMethod]; ok {
 		return noop, nil
 	}
-	var w recorder
+	w := recorder{header: make(http.Header, 4)} // the fields of a denial
 	done, ok := c.l.Admit(&w, newRequest(ctx, fullMethod))
 	if md := responseMetadata(w.header); md != nil {
 		// It fails only once headers were sent, which no handler has

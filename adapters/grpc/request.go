@@ -16,6 +16,7 @@ import (
 // header fields, POST, and the full method name as path and pattern. The
 // method name is used as is, never parsed.
 func newRequest(ctx context.Context, fullMethod string) *http.Request {
+	md, _ := metadata.FromIncomingContext(ctx)
 	r := &http.Request{
 		Method:     http.MethodPost,
 		URL:        &url.URL{Path: fullMethod},
@@ -23,12 +24,11 @@ func newRequest(ctx context.Context, fullMethod string) *http.Request {
 		Pattern:    fullMethod,
 		Proto:      "HTTP/2.0",
 		ProtoMajor: 2,
-		Header:     http.Header{},
+		Header:     make(http.Header, len(md)),
 	}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		r.RemoteAddr = p.Addr.String()
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
 	for k, vs := range md {
 		if strings.HasPrefix(k, ":") {
 			if k == ":authority" && len(vs) > 0 {

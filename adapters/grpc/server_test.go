@@ -123,6 +123,32 @@ func recoverStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h gr
 	return h(srv, ss)
 }
 
+// userKey holds the user that authUnary and authStream "authenticated":
+// the x-user metadata, a stand-in for a verified credential.
+type userKey struct{}
+
+func authenticate(ctx context.Context) context.Context {
+	if u := metadata.ValueFromIncomingContext(ctx, "x-user"); len(u) == 1 {
+		return context.WithValue(ctx, userKey{}, u[0])
+	}
+	return ctx
+}
+
+func authUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	return h(authenticate(ctx), req)
+}
+
+func authStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, ctxStream{ss, authenticate(ss.Context())})
+}
+
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s ctxStream) Context() context.Context { return s.ctx }
+
 // env is a gRPC server with the interceptors of one limiter, the test
 // service (as test.Echo and as health look-alikes) and the real health
 // service, reached over bufconn.
@@ -135,8 +161,8 @@ type env struct {
 func newEnv(t *testing.T, l *ratelimit.Limiter, opts ...ratelimitgrpc.Option) *env {
 	t.Helper()
 	srv := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(recoverUnary, ratelimitgrpc.UnaryServerInterceptor(l, opts...)),
-		grpc.ChainStreamInterceptor(recoverStream, ratelimitgrpc.StreamServerInterceptor(l, opts...)),
+		grpc.ChainUnaryInterceptor(recoverUnary, authUnary, ratelimitgrpc.UnaryServerInterceptor(l, opts...)),
+		grpc.ChainStreamInterceptor(recoverStream, authStream, ratelimitgrpc.StreamServerInterceptor(l, opts...)),
 	)
 	e := &env{t: t, srv: srv, svc: newService()}
 	e.svc.register(srv, "test.Echo", "Ping", "Chat")

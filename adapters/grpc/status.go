@@ -28,12 +28,7 @@ type recorder struct {
 	body   []byte
 }
 
-func (w *recorder) Header() http.Header {
-	if w.header == nil {
-		w.header = http.Header{}
-	}
-	return w.header
-}
+func (w *recorder) Header() http.Header { return w.header }
 
 func (w *recorder) WriteHeader(code int) {
 	if w.code == 0 {
