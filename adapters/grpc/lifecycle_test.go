@@ -1,6 +1,7 @@
 package ratelimitgrpc_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,22 @@ func TestConcurrencySlotReleasedWhenStreamEnds(t *testing.T) {
 		if err := closeChat(t, cs); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The client cancelling the stream ends it too; the slot is released
+// although the RPC's context is cancelled.
+func TestConcurrencySlotReleasedWhenClientCancelsStream(t *testing.T) {
+	e := newEnv(t, oneSlot())
+	conn := e.dial(peerAddr(1))
+	c, cancel := context.WithCancel(ctx(t))
+	if _, _, err := openChatCtx(t, c, conn); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-e.ended
+	if _, err := call(t, conn, ping, "x"); err != nil {
+		t.Fatalf("after the cancelled stream ended: %v", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package ratelimitgrpc_test
 import (
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -268,4 +269,36 @@ func TestHTTPAndGRPCShareOneLimiter(t *testing.T) {
 	}
 	_, err := call(t, conn, ping, "x", "x-api-key", "k1")
 	mustCode(t, err, codes.ResourceExhausted)
+}
+
+// With several rules, QuotaFailure names every rule that denied, and only
+// those.
+func TestQuotaFailureNamesEveryViolatedRule(t *testing.T) {
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "per-ip", Limit: ratelimit.PerMinute(1), Key: ratelimit.ByIP()},
+		{Name: "per-key", Limit: ratelimit.PerMinute(1), Key: ratelimit.ByAPIKey("x-api-key")},
+		{Name: "global", Limit: ratelimit.PerMinute(100), Key: ratelimit.ByRoute()},
+	}, ratelimit.WithClock(ratelimittest.NewClock(time.Time{})))
+	conn := newEnv(t, l).dial(peerAddr(1))
+	if _, err := call(t, conn, ping, "x", "x-api-key", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	violated := func(err error) string {
+		t.Helper()
+		_, qf := details(mustCode(t, err, codes.ResourceExhausted))
+		var names []string
+		for _, v := range qf.GetViolations() {
+			names = append(names, v.GetQuotaId())
+		}
+		slices.Sort(names)
+		return strings.Join(names, ",")
+	}
+	_, err := call(t, conn, ping, "x", "x-api-key", "k1")
+	if got := violated(err); got != "per-ip,per-key" {
+		t.Fatalf("violated %q, want per-ip,per-key", got)
+	}
+	_, err = call(t, conn, ping, "x", "x-api-key", "k2")
+	if got := violated(err); got != "per-ip" {
+		t.Fatalf("violated %q, want per-ip", got)
+	}
 }

@@ -153,18 +153,32 @@ func (s ctxStream) Context() context.Context { return s.ctx }
 // service (as test.Echo and as health look-alikes) and the real health
 // service, reached over bufconn.
 type env struct {
-	t   *testing.T
-	srv *grpc.Server
-	svc *service
+	t     *testing.T
+	srv   *grpc.Server
+	svc   *service
+	ended chan struct{} // a stream's interceptors, the limiter's included, returned
+}
+
+// streamEnded, the outermost stream interceptor, reports on e.ended when a
+// stream has ended on the server, after the limiter released its slot.
+func (e *env) streamEnded(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	defer func() {
+		select {
+		case e.ended <- struct{}{}:
+		default: // no test is waiting for this many
+		}
+	}()
+	return h(srv, ss)
 }
 
 func newEnv(t *testing.T, l *ratelimit.Limiter, opts ...ratelimitgrpc.Option) *env {
 	t.Helper()
+	e := &env{t: t, svc: newService(), ended: make(chan struct{}, 64)}
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(recoverUnary, authUnary, ratelimitgrpc.UnaryServerInterceptor(l, opts...)),
-		grpc.ChainStreamInterceptor(recoverStream, authStream, ratelimitgrpc.StreamServerInterceptor(l, opts...)),
+		grpc.ChainStreamInterceptor(e.streamEnded, recoverStream, authStream, ratelimitgrpc.StreamServerInterceptor(l, opts...)),
 	)
-	e := &env{t: t, srv: srv, svc: newService()}
+	e.srv = srv
 	e.svc.register(srv, "test.Echo", "Ping", "Chat")
 	e.svc.register(srv, "test.Other", "Pong", "Chat") // "/test.Other/Pong"
 	// Look-alikes of the health service: other services, limited.
@@ -257,7 +271,12 @@ func mustCode(t *testing.T, err error, want codes.Code) *status.Status {
 // header metadata.
 func openChat(t *testing.T, conn *grpc.ClientConn, md ...string) (grpc.ClientStream, metadata.MD, error) {
 	t.Helper()
-	cs, err := conn.NewStream(ctx(t, md...), &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, chat)
+	return openChatCtx(t, ctx(t, md...), conn)
+}
+
+func openChatCtx(t *testing.T, c context.Context, conn *grpc.ClientConn) (grpc.ClientStream, metadata.MD, error) {
+	t.Helper()
+	cs, err := conn.NewStream(c, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, chat)
 	if err != nil {
 		return nil, nil, err
 	}
