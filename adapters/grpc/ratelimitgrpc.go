@@ -87,7 +87,9 @@ import (
 )
 
 // HealthMethods are the methods exempt by default: those of the standard
-// gRPC health service, grpc.health.v1.Health.
+// gRPC health service, grpc.health.v1.Health, that probes call. The
+// interceptors copy it when built; change the exemptions with
+// WithExemptMethods, not by modifying it.
 var HealthMethods = []string{
 	"/grpc.health.v1.Health/Check",
 	"/grpc.health.v1.Health/Watch",
