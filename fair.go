@@ -157,17 +157,16 @@ func (f *Fair) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bo
 		f.observe(FairEvent{Level: lv.Name, Outcome: FairExempt, Queue: -1, Request: r})
 		return noop, true
 	}
-	now := time.Now()
 	f.mu.Lock()
-	f.refreshSeats(now)
+	f.refreshSeats()
 	if f.queued == 0 && f.canTake(lv) {
-		f.take(lv, now)
+		f.take(lv)
 		f.mu.Unlock()
 		f.observe(FairEvent{Level: lv.Name, Outcome: FairAdmitted, Queue: -1, Request: r})
 		return lv.release, true
 	}
 	f.mu.Unlock()
-	return f.wait(w, r, lv, now)
+	return f.wait(w, r, lv)
 }
 
 // level classifies r.
@@ -183,14 +182,14 @@ func (f *Fair) level(r *http.Request) *fairLevel {
 
 // refreshSeats reads SeatsFunc and, when the number changed, re-apportions
 // the seats and admits the waiters that now fit. f.mu is held.
-func (f *Fair) refreshSeats(now time.Time) {
+func (f *Fair) refreshSeats() {
 	if f.seatsFunc == nil {
 		return
 	}
 	if n := max(1, f.seatsFunc()); n != f.seats {
 		f.seats = n
 		f.apportion()
-		f.dispatch(now)
+		f.dispatch()
 	}
 }
 
@@ -225,8 +224,7 @@ func (f *Fair) canTake(lv *fairLevel) bool {
 }
 
 // take gives lv a seat. f.mu is held.
-func (f *Fair) take(lv *fairLevel, now time.Time) {
-	lv.account(now)
+func (f *Fair) take(lv *fairLevel) {
 	f.protected -= max(0, lv.reserve-lv.inUse)
 	lv.inUse++
 	f.protected += max(0, lv.reserve-lv.inUse)
@@ -234,20 +232,22 @@ func (f *Fair) take(lv *fairLevel, now time.Time) {
 }
 
 // free returns lv's seat. f.mu is held.
-func (f *Fair) free(lv *fairLevel, now time.Time) {
-	lv.account(now)
+func (f *Fair) free(lv *fairLevel) {
 	f.protected -= max(0, lv.reserve-lv.inUse)
 	lv.inUse--
 	f.protected += max(0, lv.reserve-lv.inUse)
 	f.inUse--
-	lv.completed++
 }
 
 // dispatch hands free seats to waiters: first to levels below their
 // nominal seats, then to levels that borrow, each time to the highest
 // priority level that can take one, within a level to the queue whose
 // head has the earliest virtual finish time. f.mu is held.
-func (f *Fair) dispatch(now time.Time) {
+//
+// The clock is read only when a waiter is granted a seat, so that the
+// uncontended path never reads it.
+func (f *Fair) dispatch() {
+	var now time.Time
 	for f.queued > 0 && f.inUse < f.seats {
 		lv := f.nextLevel()
 		if lv == nil {
@@ -255,7 +255,10 @@ func (f *Fair) dispatch(now time.Time) {
 		}
 		wt := lv.dequeue()
 		f.queued--
-		f.take(lv, now)
+		f.take(lv)
+		if now.IsZero() {
+			now = time.Now()
+		}
 		wt.granted, wt.grantedAt = true, now
 		close(wt.ready)
 	}

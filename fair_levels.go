@@ -66,15 +66,13 @@ type fairLevel struct {
 	inUse, queued    int
 	queues           []fairQueue
 	flows            map[uint64]fairFlow // the flows waiting, by key hash
-	vtime            float64 // virtual time: the start of the last dispatch
-	maxStart         float64 // the latest start of any queue
+	vtime            float64             // virtual time: the start of the last dispatch
+	maxStart         float64             // the latest start of any queue
 
-	// Observed service time, by Little's law: seat-seconds accrued over
-	// requests completed, folded into svc every svcWindow completions.
-	lastAcct  time.Time
-	area      float64
-	completed int
-	svc       float64 // seconds; the estimate of one request's service
+	// svc is the observed service time of one request, in seconds: a
+	// moving average over the requests that waited (the uncontended path
+	// does not read the clock; without contention nothing needs it).
+	svc float64
 
 	problem429, problem503 []byte
 }
@@ -86,8 +84,8 @@ type fairFlow struct {
 }
 
 const (
-	svcWindow  = 32
-	svcInitial = 0.01 // seconds, until the first window completes
+	svcInitial = 0.01 // seconds, until a request has been observed
+	svcWeight  = 1.0 / 16
 )
 
 func newFairLevel(f *Fair, idx int, l Level) *fairLevel {
@@ -136,20 +134,10 @@ func deckBits(queues, hand int) int {
 	return int(math.Ceil(total))
 }
 
-// account accrues seat-seconds up to now. Fair.mu is held.
-func (lv *fairLevel) account(now time.Time) {
-	if lv.inUse > 0 {
-		lv.area += float64(lv.inUse) * now.Sub(lv.lastAcct).Seconds()
-	}
-	lv.lastAcct = now
-	if lv.completed >= svcWindow {
-		// Little's law over the window: mean time in service.
-		est := lv.area / float64(lv.completed)
-		if est > 0 {
-			lv.svc = 0.5*lv.svc + 0.5*est
-		}
-		lv.area, lv.completed = 0, 0
-	}
+// observeService folds one request's service time into the estimate.
+// Fair.mu is held.
+func (lv *fairLevel) observeService(d time.Duration) {
+	lv.svc += svcWeight * (max(d.Seconds(), 1e-6) - lv.svc)
 }
 
 // retryAfter is the Retry-After, in whole seconds from 1 to 32, for a

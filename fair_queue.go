@@ -17,17 +17,18 @@ type fairQueue struct {
 // fairWaiter is a request waiting for a seat. granted and grantedAt are
 // guarded by Fair.mu; ready is closed when the seat is granted.
 type fairWaiter struct {
-	ready         chan struct{}
-	granted       bool
-	grantedAt     time.Time
-	queue         int
-	flow          uint64  // the flow key's hash
-	est           float64 // the service time charged at dispatch, seconds
+	ready     chan struct{}
+	granted   bool
+	grantedAt time.Time
+	queue     int
+	flow      uint64  // the flow key's hash
+	est       float64 // the service time charged at dispatch, seconds
 }
 
 // wait is Admit's contended path: r joins the shortest queue of its flow's
 // hand and waits for a seat, MaxWait, or the end of its context.
-func (f *Fair) wait(w http.ResponseWriter, r *http.Request, lv *fairLevel, start time.Time) (func(), bool) {
+func (f *Fair) wait(w http.ResponseWriter, r *http.Request, lv *fairLevel) (func(), bool) {
+	start := time.Now()
 	key := ""
 	if lv.Flow != nil {
 		if k, err := lv.Flow(r); err == nil {
@@ -57,7 +58,7 @@ func (f *Fair) wait(w http.ResponseWriter, r *http.Request, lv *fairLevel, start
 	wt := &fairWaiter{ready: make(chan struct{}), flow: h}
 	lv.enqueue(ev.Queue, wt)
 	f.queued++
-	f.dispatch(start)
+	f.dispatch()
 	f.mu.Unlock()
 
 	select {
@@ -83,8 +84,8 @@ func (f *Fair) wait(w http.ResponseWriter, r *http.Request, lv *fairLevel, start
 	}
 	if wt.granted { // the context ended as the seat came: hand it on
 		lv.queues[wt.queue].executing--
-		f.untake(lv, now)
-		f.dispatch(now)
+		f.free(lv)
+		f.dispatch()
 	} else {
 		lv.remove(wt)
 		f.queued--
@@ -123,20 +124,17 @@ func (f *Fair) refuse(w http.ResponseWriter, lv *fairLevel, status int, retry in
 // release frees a seat taken by an admission (wt is nil on the uncontended
 // path) and hands it on.
 func (f *Fair) release(lv *fairLevel, wt *fairWaiter) {
-	now := time.Now()
+	var now time.Time
+	if wt != nil {
+		now = time.Now()
+	}
 	f.mu.Lock()
-	f.free(lv, now)
+	f.free(lv)
 	if wt != nil {
 		lv.charge(wt, now)
 	}
-	f.dispatch(now)
+	f.dispatch()
 	f.mu.Unlock()
-}
-
-// untake returns a seat that was granted but not used. Fair.mu is held.
-func (f *Fair) untake(lv *fairLevel, now time.Time) {
-	f.free(lv, now)
-	lv.completed--
 }
 
 // queueOf returns the queue a request of the flow with hash h joins: the
@@ -247,6 +245,8 @@ func (lv *fairLevel) remove(wt *fairWaiter) {
 func (lv *fairLevel) charge(wt *fairWaiter, now time.Time) {
 	q := &lv.queues[wt.queue]
 	q.executing--
-	q.start = max(q.start+now.Sub(wt.grantedAt).Seconds()-wt.est, lv.vtime)
+	served := now.Sub(wt.grantedAt)
+	lv.observeService(served)
+	q.start = max(q.start+served.Seconds()-wt.est, lv.vtime)
 	lv.maxStart = max(lv.maxStart, q.start)
 }
