@@ -1,7 +1,10 @@
 package ratelimit_test
 
 import (
+	"encoding/json"
+	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -206,6 +209,58 @@ func TestFairNeverWaitsPastMaxWaitOrDeadline(t *testing.T) {
 		}
 		if timedOut == 0 {
 			t.Fatal("no request timed out: the scenario does not test the bound")
+		}
+	})
+}
+
+var fairChartOut = flag.String("fairchart.out", "", "write the noisy-tenant per-flow rates, as JSON, to this file (bench/cmd/fairchart)")
+
+// FairChartData is what TestFairChartData writes for bench/cmd/fairchart.
+type FairChartData struct {
+	Seats   int       `json:"seats"`
+	SvcMS   float64   `json:"svc_ms"`
+	Flows   []string  `json:"flows"`
+	Offered []float64 `json:"offered"` // requests per second
+	FIFO    []float64 `json:"fifo"`    // admitted per second, one FIFO queue
+	Fair    []float64 `json:"fair"`    // admitted per second, fair queuing
+}
+
+// TestFairChartData runs the noisy-tenant scenario (4 seats) with and
+// without fair queuing and checks that both keep the seats busy and never
+// serve more at once than there are seats; with -fairchart.out it writes
+// the per-flow rates.
+func TestFairChartData(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const seats = 4
+		d := FairChartData{Seats: seats, SvcMS: float64(simSvc) / float64(time.Millisecond)}
+		fifo := noisyTenant(7, seats, false, false, true)
+		fair := noisyTenant(7, seats, false, true, true)
+		d.Flows = append(d.Flows, "elephant")
+		for i := range 9 {
+			d.Flows = append(d.Flows, fmt.Sprintf("mouse%d", i))
+		}
+		secs := noisyDur.Seconds()
+		for _, fl := range d.Flows {
+			sf, sq := summarize(fifo, byFlow(fl)), summarize(fair, byFlow(fl))
+			d.Offered = append(d.Offered, float64(sq.n)/secs)
+			d.FIFO = append(d.FIFO, float64(sf.admitted)/secs)
+			d.Fair = append(d.Fair, float64(sq.admitted)/secs)
+		}
+		for name, out := range map[string][]simOut{"fifo": fifo, "fair": fair} {
+			if busy := throughput(out, seats, time.Second, noisyDur); busy > 1 || busy < 0.95 {
+				t.Errorf("%s kept %.3f of the seats busy, want 0.95-1", name, busy)
+			}
+		}
+		t.Logf("%+v", d)
+		if *fairChartOut == "" {
+			return
+		}
+		b, err := json.MarshalIndent(d, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(*fairChartOut, b, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
