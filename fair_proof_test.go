@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -261,6 +262,38 @@ func TestFairChartData(t *testing.T) {
 		}
 		if err := os.WriteFile(*fairChartOut, b, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// Under contention every level gets its nominal seats, whatever its
+// priority: a borrower never holds a seat another level is owed.
+func TestFairLevelsUnderContentionGetTheirShares(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const seats = 8
+		capacity := seats * float64(time.Second/simSvc)
+		var flows []simFlow
+		for i := range 4 {
+			flows = append(flows,
+				simFlow{level: "hi", flow: fmt.Sprint("h", i), rate: capacity / 2, svc: simSvc},
+				simFlow{level: "lo", flow: fmt.Sprint("l", i), rate: capacity / 2, svc: simSvc})
+		}
+		cfg := ratelimit.FairConfig{Seats: seats, MaxWait: time.Second,
+			Levels: []ratelimit.Level{{Name: "hi", Shares: 3}, {Name: "lo", Shares: 1}}}
+		out := simulate(cfg, arrivals(5, simDur, flows...))
+		busy := func(level string) float64 {
+			var keep []simOut
+			for _, o := range out {
+				if o.level == level {
+					keep = append(keep, o)
+				}
+			}
+			return throughput(keep, seats, time.Second, simDur-time.Second)
+		}
+		hi, lo := busy("hi"), busy("lo")
+		t.Logf("hi holds %.3f of the seats, lo %.3f", hi, lo)
+		if math.Abs(hi-0.75) > 0.03 || math.Abs(lo-0.25) > 0.03 {
+			t.Errorf("seat shares hi %.3f lo %.3f, want 0.75 and 0.25 (+-0.03)", hi, lo)
 		}
 	})
 }
