@@ -230,7 +230,9 @@ func (lv *fairLevel) remove(wt *fairWaiter) {
 	q := &lv.queues[wt.queue]
 	for i, x := range q.waiters {
 		if x == wt {
-			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			copy(q.waiters[i:], q.waiters[i+1:])
+			q.waiters[len(q.waiters)-1] = nil
+			q.waiters = q.waiters[:len(q.waiters)-1]
 			lv.unwait(wt)
 			return
 		}
