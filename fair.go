@@ -194,7 +194,9 @@ func (f *Fair) refreshSeats() {
 }
 
 // apportion computes each level's nominal seats and reserve from f.seats.
-// Shares are rounded up, so that a level with a share always has a seat.
+// Nominal seats are rounded up, so that a level with a share always has a
+// seat; reserves are rounded down, so that together they never hold every
+// seat (one seat reserved 20% of is no reserve).
 // f.mu is held (or f is not yet shared).
 func (f *Fair) apportion() {
 	total := 0
@@ -208,8 +210,9 @@ func (f *Fair) apportion() {
 		if lv.Exempt || total == 0 {
 			continue
 		}
-		lv.nominal = int(math.Ceil(float64(f.seats) * float64(lv.Shares) / float64(total)))
-		lv.reserve = lv.nominal * lv.Reserve / 100
+		exact := float64(f.seats) * float64(lv.Shares) / float64(total)
+		lv.nominal = int(math.Ceil(exact))
+		lv.reserve = int(exact * float64(lv.Reserve) / 100)
 		f.protected += max(0, lv.reserve-lv.inUse)
 	}
 }

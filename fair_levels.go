@@ -21,8 +21,9 @@ type Level struct {
 	// guarantee: it runs on seats the others leave idle.
 	Shares int
 
-	// Reserve is the percentage (0-100) of the level's nominal seats that
-	// other levels may not borrow even while they are idle. 0, the default,
+	// Reserve is the percentage (0-100) of the level's share of the seats
+	// (rounded down) that other levels may not borrow even while they are
+	// idle. 0, the default,
 	// lends every idle seat (work conserving); 100 keeps them all for the
 	// level (a reserve for critical traffic that the others cannot eat).
 	Reserve int

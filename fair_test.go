@@ -332,3 +332,30 @@ func TestFairHandlerServesAndFreesTheSeat(t *testing.T) {
 		}
 	}
 }
+
+// The preset keeps a fifth of the seats for critical requests, rounded
+// down: 2 of 10, none of 1.
+func TestFairPresetReservesAFifthForCritical(t *testing.T) {
+	for _, c := range []struct{ seats, others int }{{10, 8}, {1, 1}, {4, 4}} {
+		cfg := ratelimit.FairPreset(c.seats, nil)
+		cfg.MaxWait = time.Nanosecond
+		cfg.Classify = func(r *http.Request) string { return r.URL.Path[1:] }
+		f := ratelimit.NewFair(cfg)
+		admitted := 0
+		for _, level := range []string{"interactive", "batch", "test"} {
+			for range c.seats {
+				if _, ok := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/"+level, nil)); ok {
+					admitted++
+				}
+			}
+		}
+		if admitted != c.others {
+			t.Errorf("%d seats: the other levels took %d, want %d", c.seats, admitted, c.others)
+		}
+		for i := range c.seats - c.others {
+			if _, ok := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/critical", nil)); !ok {
+				t.Errorf("%d seats: critical request %d refused", c.seats, i)
+			}
+		}
+	}
+}
