@@ -89,7 +89,7 @@ func noisyTenant(seed uint64, seats int, fixed, fair, withElephant bool) []simOu
 	return simulate(cfg, arrivals(seed, noisyDur, flows...))
 }
 
-const noisyDur = 30 * time.Second
+const noisyDur = 20 * time.Second
 
 func isMouse(o simOut) bool { return strings.HasPrefix(o.flow, "mouse") }
 
@@ -110,8 +110,13 @@ func TestFairShieldsLightFlowsFromANoisyTenant(t *testing.T) {
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("seats=%d/fixed=%v", c.seats, c.fixed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				alone := summarize(noisyTenant(7, c.seats, c.fixed, true, false), isMouse)
-				out := noisyTenant(7, c.seats, c.fixed, true, true)
+				// Five seeds pooled: one run's p99 rests on a few dozen waits.
+				var aloneOut, out []simOut
+				for seed := range uint64(5) {
+					aloneOut = append(aloneOut, noisyTenant(7+seed, c.seats, c.fixed, true, false)...)
+					out = append(out, noisyTenant(7+seed, c.seats, c.fixed, true, true)...)
+				}
+				alone := summarize(aloneOut, isMouse)
 				mice := summarize(out, isMouse)
 				el := summarize(out, byFlow("elephant"))
 				t.Logf("light flows alone: p99 wait %v; with the elephant: %.2f%% admitted, p99 wait %v (%.2fx); elephant %.1f%% admitted (%d 429, %d 503)",
