@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -46,12 +47,14 @@ func (f *Fair) wait(w http.ResponseWriter, r *http.Request, lv *fairLevel) (func
 	f.mu.Lock()
 	ev.Queue = lv.queueOf(h)
 	if qlen := len(lv.queues[ev.Queue].waiters); qlen >= lv.QueueLength || limit <= 0 || ctx.Err() != nil {
-		status := 503
+		status, ra := 503, lv.retryAfter(0)
 		ev.Outcome = FairTimedOut
-		if qlen >= lv.QueueLength {
-			status, ev.Outcome = 429, FairQueueFull
+		switch {
+		case qlen >= lv.QueueLength:
+			status, ev.Outcome, ra = 429, FairQueueFull, lv.retryAfter(qlen)
+		case ctx.Err() == context.Canceled:
+			ev.Outcome = FairCanceled
 		}
-		ra := lv.retryAfter(qlen)
 		f.mu.Unlock()
 		return f.refuse(w, lv, status, ra, ev)
 	}

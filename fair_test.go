@@ -359,3 +359,19 @@ func TestFairPresetReservesAFifthForCritical(t *testing.T) {
 		}
 	}
 }
+
+func TestFairRequestWithAnEndedContextIsNotQueued(t *testing.T) {
+	var got []ratelimit.FairOutcome
+	f := oneLevel(1, 10, time.Minute, ratelimit.FairObserverFunc(func(e ratelimit.FairEvent) { got = append(got, e.Outcome) }))
+	hold, _ := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	defer hold()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec := httptest.NewRecorder()
+	if _, ok := f.Admit(rec, httptest.NewRequestWithContext(ctx, "GET", "/", nil)); ok || rec.Code != 503 {
+		t.Fatalf("ok=%v status %d, want 503", ok, rec.Code)
+	}
+	if f.Stats().Queued != 0 || got[1] != ratelimit.FairCanceled {
+		t.Errorf("queued %d, outcome %v; want 0 and canceled", f.Stats().Queued, got[1])
+	}
+}
