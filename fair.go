@@ -17,8 +17,8 @@ type FairConfig struct {
 
 	// SeatsFunc, if set, supplies the current number of seats instead of
 	// Seats (an adaptive concurrency limit, for example). It is called on
-	// every admission, so it must be fast and safe for concurrent use;
-	// values below 1 count as 1. When it grows, waiting requests are
+	// every admission, outside any lock, so it must be fast and safe for
+	// concurrent use; values below 1 count as 1. When it grows, waiting requests are
 	// admitted at the next admission or completion.
 	SeatsFunc func() int
 
@@ -157,8 +157,9 @@ func (f *Fair) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bo
 		f.observe(FairEvent{Level: lv.Name, Outcome: FairExempt, Queue: -1, Request: r})
 		return noop, true
 	}
+	seats := f.readSeats() // outside the lock: SeatsFunc is the user's code
 	f.mu.Lock()
-	f.refreshSeats()
+	f.setSeats(seats)
 	if f.queued == 0 && f.canTake(lv) {
 		f.take(lv)
 		f.mu.Unlock()
@@ -180,13 +181,19 @@ func (f *Fair) level(r *http.Request) *fairLevel {
 	return f.fallback
 }
 
-// refreshSeats reads SeatsFunc and, when the number changed, re-apportions
-// the seats and admits the waiters that now fit. f.mu is held.
-func (f *Fair) refreshSeats() {
+// readSeats returns SeatsFunc's current number of seats (at least 1), or 0
+// without a SeatsFunc.
+func (f *Fair) readSeats() int {
 	if f.seatsFunc == nil {
-		return
+		return 0
 	}
-	if n := max(1, f.seatsFunc()); n != f.seats {
+	return max(1, f.seatsFunc())
+}
+
+// setSeats adopts n seats (0: no change) and, when the number changed,
+// re-apportions them and admits the waiters that now fit. f.mu is held.
+func (f *Fair) setSeats(n int) {
+	if n > 0 && n != f.seats {
 		f.seats = n
 		f.apportion()
 		f.dispatch()

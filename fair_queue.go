@@ -86,7 +86,9 @@ func (f *Fair) wait(w http.ResponseWriter, r *http.Request, lv *fairLevel) (func
 		return f.admitted(lv, wt, start, ev)
 	}
 	if wt.granted { // the context ended as the seat came: hand it on
-		lv.queues[wt.queue].executing--
+		q := &lv.queues[wt.queue]
+		q.executing--
+		q.start = max(q.start-wt.est, lv.vtime) // refund the unused service
 		f.free(lv)
 		f.dispatch()
 	} else {

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"net/http"
 	"testing"
 )
 
@@ -46,9 +47,34 @@ func TestFairSeatsFuncBelowOneCountsAsOne(t *testing.T) {
 	}
 	n = 0
 	f.mu.Lock()
-	f.refreshSeats()
+	f.setSeats(f.readSeats())
 	f.mu.Unlock()
 	if s := f.Stats().Seats; s != 1 {
 		t.Errorf("seats %d, want 1", s)
 	}
 }
+
+// SeatsFunc runs outside the lock: it may look at the Fair it drives.
+func TestFairSeatsFuncMayCallBackIntoTheFair(t *testing.T) {
+	var f *Fair
+	f = NewFair(FairConfig{
+		SeatsFunc: func() int {
+			if f != nil {
+				return f.Stats().InUse + 1 // grows with use
+			}
+			return 1
+		},
+		Levels: []Level{{Name: "l", Shares: 1}},
+	})
+	for i := range 3 {
+		if _, ok := f.Admit(nopWriter{}, &http.Request{}); !ok {
+			t.Fatalf("admission %d refused", i)
+		}
+	}
+}
+
+type nopWriter struct{}
+
+func (nopWriter) Header() http.Header         { return http.Header{} }
+func (nopWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (nopWriter) WriteHeader(int)             {}
