@@ -1,0 +1,52 @@
+package ratelimit_test
+
+import (
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+// BenchmarkFairUncontended measures Admit plus done when a seat is free and
+// nobody waits, beside the simplest concurrency cap, a buffered-channel
+// semaphore, in the same run: serially (one goroutine) and in parallel.
+func BenchmarkFairUncontended(b *testing.B) {
+	r := httptest.NewRequest("GET", "/api", nil)
+	w := ratelimittest.NewDiscardWriter()
+	fair := ratelimit.NewFair(ratelimit.FairPreset(1<<20, ratelimit.ByIP()))
+	fair.Admit(w, r) // warm
+	sem := make(chan struct{}, 1<<20)
+	variants := []struct {
+		name string
+		op   func()
+	}{
+		{"fair", func() {
+			done, ok := fair.Admit(w, r)
+			if !ok {
+				panic("refused")
+			}
+			done()
+		}},
+		{"chan-semaphore", func() {
+			sem <- struct{}{}
+			<-sem
+		}},
+	}
+	for _, v := range variants {
+		b.Run(v.name+"/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				v.op()
+			}
+		})
+		b.Run(v.name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					v.op()
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,304 @@
+package ratelimit_test
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+)
+
+// The guarantees of Fair, shown on the simulation harness in virtual time.
+
+const (
+	simSvc = 10 * time.Millisecond
+	simDur = 10 * time.Second
+)
+
+func TestFairIsWorkConservingUnderAnyMix(t *testing.T) {
+	levels := func() []ratelimit.Level {
+		return []ratelimit.Level{
+			{Name: "a", Shares: 50}, {Name: "b", Shares: 30}, {Name: "c", Shares: 20}, {Name: "z"},
+		}
+	}
+	const seats = 8
+	capacity := seats * float64(time.Second/simSvc) // requests per second
+	mixes := []struct {
+		name  string
+		flows []simFlow
+	}{
+		{"one level one flow 2x", []simFlow{{level: "a", flow: "x", rate: 2 * capacity}}},
+		{"smallest share alone borrows 2x", []simFlow{{level: "c", flow: "x", rate: 2 * capacity}}},
+		{"no-share level alone 1.5x", []simFlow{{level: "z", flow: "x", rate: 1.5 * capacity}}},
+		{"all levels 3x, many flows", func() []simFlow {
+			var fs []simFlow
+			for i, l := range []string{"a", "b", "c", "z"} {
+				for j := range 5 {
+					fs = append(fs, simFlow{level: l, flow: fmt.Sprint(i, j), rate: 3 * capacity / 20})
+				}
+			}
+			return fs
+		}()},
+		{"a and c 1.2x, fixed service", []simFlow{
+			{level: "a", flow: "x", rate: 0.6 * capacity, fixed: true},
+			{level: "c", flow: "y", rate: 0.6 * capacity, fixed: true},
+		}},
+	}
+	for i, m := range mixes {
+		t.Run(m.name, func(t *testing.T) {
+			for j := range m.flows {
+				m.flows[j].svc = simSvc
+			}
+			synctest.Test(t, func(t *testing.T) {
+				out := simulate(ratelimit.FairConfig{Seats: seats, Levels: levels(), MaxWait: time.Second},
+					arrivals(uint64(i+1), simDur, m.flows...))
+				got := throughput(out, seats, time.Second, simDur-time.Second)
+				t.Logf("busy seats: %.2f%% of %d", 100*got, seats)
+				if got < 0.95 {
+					t.Errorf("throughput %.3f of seats x service rate, want >= 0.95", got)
+				}
+			})
+		})
+	}
+}
+
+// noisyTenant runs one flow offering 10x its fair share and 9 flows at
+// 0.5x on a saturated level of the given seats (or the light flows alone),
+// with fair queuing or with one first-come-first-served queue.
+func noisyTenant(seed uint64, seats int, fixed, fair, withElephant bool) []simOut {
+	capacity := float64(seats) * float64(time.Second/simSvc)
+	share := capacity / 10
+	var flows []simFlow
+	if withElephant {
+		flows = append(flows, simFlow{level: "l", flow: "elephant", rate: 10 * share, svc: simSvc, fixed: fixed})
+	}
+	for i := range 9 {
+		flows = append(flows, simFlow{level: "l", flow: fmt.Sprintf("mouse%d", i), rate: share / 2, svc: simSvc, fixed: fixed})
+	}
+	lvl := ratelimit.Level{Name: "l", Shares: 1}
+	if !fair { // first come, first served: one queue for everybody
+		lvl.Queues, lvl.HandSize, lvl.QueueLength = 1, 1, 400
+	}
+	cfg := ratelimit.FairConfig{Seats: seats, Levels: []ratelimit.Level{lvl}, MaxWait: time.Second}
+	return simulate(cfg, arrivals(seed, noisyDur, flows...))
+}
+
+const noisyDur = 20 * time.Second
+
+func isMouse(o simOut) bool { return strings.HasPrefix(o.flow, "mouse") }
+
+// A request that finds every seat held must wait for one to free: no
+// scheduler that does not preempt can do better. With one seat the light
+// flows wait for that alone too, and the bound is the plain 2x; with more
+// seats, where alone they seldom wait, the bound allows the wait for a
+// departure (two mean service times).
+func TestFairShieldsLightFlowsFromANoisyTenant(t *testing.T) {
+	cases := []struct {
+		seats int
+		fixed bool
+		slack time.Duration
+	}{
+		{1, true, 0},
+		{4, false, 2 * simSvc},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("seats=%d/fixed=%v", c.seats, c.fixed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// Five seeds pooled: one run's p99 rests on a few dozen waits.
+				var aloneOut, out []simOut
+				for seed := range uint64(5) {
+					aloneOut = append(aloneOut, noisyTenant(7+seed, c.seats, c.fixed, true, false)...)
+					out = append(out, noisyTenant(7+seed, c.seats, c.fixed, true, true)...)
+				}
+				alone := summarize(aloneOut, isMouse)
+				mice := summarize(out, isMouse)
+				el := summarize(out, byFlow("elephant"))
+				t.Logf("light flows alone: p99 wait %v; with the elephant: %.2f%% admitted, p99 wait %v (%.2fx); elephant %.1f%% admitted (%d 429, %d 503)",
+					alone.quantile(0.99), 100*mice.availability(), mice.quantile(0.99),
+					float64(mice.quantile(0.99))/float64(alone.quantile(0.99)), 100*el.availability(), el.s429, el.s503)
+				if mice.availability() < 0.99 {
+					t.Errorf("light flows admitted %.4f, want >= 0.99", mice.availability())
+				}
+				if p, base := mice.quantile(0.99), alone.quantile(0.99); base == 0 || p > 2*base+c.slack {
+					t.Errorf("light flows' p99 wait %v, want <= 2 x %v (uncontended) + %v", p, base, c.slack)
+				}
+				if el.availability() > 0.75 {
+					t.Errorf("the elephant got %.2f of its 10x share admitted; the scenario is not saturated", el.availability())
+				}
+			})
+		})
+	}
+}
+
+// Without fair queuing (one FIFO queue), the same light flows are not
+// shielded: this is what the fair queues buy, and the proof that the
+// scenario above can fail.
+func TestFairFIFOWouldNotShieldLightFlows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		alone := summarize(noisyTenant(7, 4, false, false, false), isMouse)
+		mice := summarize(noisyTenant(7, 4, false, false, true), isMouse)
+		t.Logf("FIFO: light flows %.2f%% admitted, p99 wait %v (alone %v)", 100*mice.availability(), mice.quantile(0.99), alone.quantile(0.99))
+		if mice.availability() >= 0.99 && mice.quantile(0.99) <= 2*alone.quantile(0.99)+2*simSvc {
+			t.Errorf("FIFO met the fairness bounds: the noisy-tenant scenario does not discriminate")
+		}
+	})
+}
+
+func TestFairKeepsCriticalAvailableAndExemptUntouchedAt2xOverload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const seats = 10
+		capacity := seats * float64(time.Second/simSvc)
+		var flows []simFlow
+		for i := range 20 { // 2x overload: half critical, half sheddable
+			flows = append(flows,
+				simFlow{level: ratelimit.LevelCritical, flow: fmt.Sprint("c", i), rate: capacity / 20, svc: simSvc},
+				simFlow{level: ratelimit.LevelTest, flow: fmt.Sprint("t", i), rate: capacity / 20, svc: simSvc})
+		}
+		flows = append(flows, simFlow{level: ratelimit.LevelExempt, flow: "probe", rate: 50, svc: simSvc})
+		cfg := ratelimit.FairPreset(seats, nil)
+		cfg.MaxWait = time.Second
+		out := simulate(cfg, arrivals(3, simDur, flows...))
+		crit := summarize(out, byLevel(ratelimit.LevelCritical))
+		shed := summarize(out, byLevel(ratelimit.LevelTest))
+		ex := summarize(out, byLevel(ratelimit.LevelExempt))
+		t.Logf("critical %.3f%% of %d (p99 wait %v), test %.1f%% of %d, exempt %d/%d (max wait %v)",
+			100*crit.availability(), crit.n, crit.quantile(0.99), 100*shed.availability(), shed.n, ex.admitted, ex.n, ex.quantile(1))
+		if crit.availability() < 0.995 {
+			t.Errorf("critical availability %.4f, want >= 0.995", crit.availability())
+		}
+		if shed.availability() > 0.5 {
+			t.Errorf("sheddable availability %.3f: the server was not overloaded", shed.availability())
+		}
+		if ex.admitted != ex.n || ex.n == 0 {
+			t.Errorf("exempt: %d of %d admitted, want all", ex.admitted, ex.n)
+		}
+		if w := ex.quantile(1); w != 0 {
+			t.Errorf("exempt requests waited up to %v, want 0", w)
+		}
+	})
+}
+
+func TestFairNeverWaitsPastMaxWaitOrDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxWait = 50 * time.Millisecond
+		reqs := arrivals(11, 3*time.Second,
+			simFlow{level: "l", flow: "a", rate: 2000, svc: simSvc},
+			simFlow{level: "l", flow: "b", rate: 500, svc: simSvc})
+		for i := range reqs {
+			if i%3 == 0 {
+				reqs[i].deadline = time.Duration(i%7) * 5 * time.Millisecond // some already expired
+			}
+		}
+		cfg := ratelimit.FairConfig{Seats: 4, MaxWait: maxWait, Levels: []ratelimit.Level{{Name: "l", Shares: 1}}}
+		out := simulate(cfg, reqs)
+		timedOut := 0
+		for _, o := range out {
+			bound := maxWait
+			if o.deadline > 0 {
+				bound = min(bound, o.deadline)
+			}
+			if o.wait > bound+5*time.Millisecond {
+				t.Fatalf("a request waited %v, bound %v (+5ms)", o.wait, bound)
+			}
+			if o.status == 503 {
+				timedOut++
+				if o.retry < "1" || len(o.retry) > 2 {
+					t.Fatalf("Retry-After %q, want 1-32", o.retry)
+				}
+			}
+		}
+		if timedOut == 0 {
+			t.Fatal("no request timed out: the scenario does not test the bound")
+		}
+	})
+}
+
+var fairChartOut = flag.String("fairchart.out", "", "write the noisy-tenant per-flow rates, as JSON, to this file (bench/cmd/fairchart)")
+
+// FairChartData is what TestFairChartData writes for bench/cmd/fairchart.
+type FairChartData struct {
+	Seats   int       `json:"seats"`
+	SvcMS   float64   `json:"svc_ms"`
+	Flows   []string  `json:"flows"`
+	Offered []float64 `json:"offered"` // requests per second
+	FIFO    []float64 `json:"fifo"`    // admitted per second, one FIFO queue
+	Fair    []float64 `json:"fair"`    // admitted per second, fair queuing
+}
+
+// TestFairChartData runs the noisy-tenant scenario (4 seats) with and
+// without fair queuing and checks that both keep the seats busy and never
+// serve more at once than there are seats; with -fairchart.out it writes
+// the per-flow rates.
+func TestFairChartData(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const seats = 4
+		d := FairChartData{Seats: seats, SvcMS: float64(simSvc) / float64(time.Millisecond)}
+		fifo := noisyTenant(7, seats, false, false, true)
+		fair := noisyTenant(7, seats, false, true, true)
+		d.Flows = append(d.Flows, "elephant")
+		for i := range 9 {
+			d.Flows = append(d.Flows, fmt.Sprintf("mouse%d", i))
+		}
+		secs := noisyDur.Seconds()
+		for _, fl := range d.Flows {
+			sf, sq := summarize(fifo, byFlow(fl)), summarize(fair, byFlow(fl))
+			d.Offered = append(d.Offered, float64(sq.n)/secs)
+			d.FIFO = append(d.FIFO, float64(sf.admitted)/secs)
+			d.Fair = append(d.Fair, float64(sq.admitted)/secs)
+		}
+		for name, out := range map[string][]simOut{"fifo": fifo, "fair": fair} {
+			if busy := throughput(out, seats, time.Second, noisyDur); busy > 1 || busy < 0.95 {
+				t.Errorf("%s kept %.3f of the seats busy, want 0.95-1", name, busy)
+			}
+		}
+		t.Logf("%+v", d)
+		if *fairChartOut == "" {
+			return
+		}
+		b, err := json.MarshalIndent(d, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(*fairChartOut, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Under contention every level gets its nominal seats, whatever its
+// priority: a borrower never holds a seat another level is owed.
+func TestFairLevelsUnderContentionGetTheirShares(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const seats = 8
+		capacity := seats * float64(time.Second/simSvc)
+		var flows []simFlow
+		for i := range 4 {
+			flows = append(flows,
+				simFlow{level: "hi", flow: fmt.Sprint("h", i), rate: capacity / 2, svc: simSvc},
+				simFlow{level: "lo", flow: fmt.Sprint("l", i), rate: capacity / 2, svc: simSvc})
+		}
+		cfg := ratelimit.FairConfig{Seats: seats, MaxWait: time.Second,
+			Levels: []ratelimit.Level{{Name: "hi", Shares: 3}, {Name: "lo", Shares: 1}}}
+		out := simulate(cfg, arrivals(5, simDur, flows...))
+		busy := func(level string) float64 {
+			var keep []simOut
+			for _, o := range out {
+				if o.level == level {
+					keep = append(keep, o)
+				}
+			}
+			return throughput(keep, seats, time.Second, simDur-time.Second)
+		}
+		hi, lo := busy("hi"), busy("lo")
+		t.Logf("hi holds %.3f of the seats, lo %.3f", hi, lo)
+		if math.Abs(hi-0.75) > 0.03 || math.Abs(lo-0.25) > 0.03 {
+			t.Errorf("seat shares hi %.3f lo %.3f, want 0.75 and 0.25 (+-0.03)", hi, lo)
+		}
+	})
+}
