@@ -16,13 +16,17 @@ type Request struct {
 	Limit     Limit
 	Cost      int64
 	// WinStart and WinEnd are explicit FixedWindow bounds; zero means
-	// epoch-aligned windows of Limit.Period.
-	WinStart, WinEnd int64
+	// epoch-aligned windows of Limit.Period. WinNext, if set, is the end of
+	// the window after [WinStart, WinEnd).
+	WinStart, WinEnd, WinNext int64
+	// Slot names the Concurrency slots a Return releases; see slots.release.
+	Slot uint64
 }
 
 // Store is a sharded map from a 64-bit hash of (rule, key, algorithm) to the
-// key's state. GCRA keys keep one int64 each; the counting algorithms keep a
-// 16-byte window. Each shard is bounded; see Config.MaxKeys.
+// key's state. GCRA keys keep one int64 each; fixed and sliding windows keep
+// a 16-byte window; Concurrency keys keep a queue of slot deadlines. Each
+// shard is bounded; see Config.MaxKeys.
 //
 // A Store is safe for concurrent use. Its zero value is not usable; call New.
 type Store struct {
@@ -31,6 +35,7 @@ type Store struct {
 	perCap  int  // keys per shard per table
 	gcra    []shard[tat]
 	windows []shard[window]
+	conc    []shard[*slots]
 }
 
 // tat is the GCRA state: the theoretical arrival time, which is also when
@@ -40,7 +45,7 @@ type tat int64
 func (t tat) expiry() int64 { return int64(t) }
 
 type state interface {
-	tat | window
+	tat | window | *slots
 	expiry() int64
 }
 
@@ -52,7 +57,14 @@ type shard[V state] struct {
 	// floor is at most the expiry of every entry: while now < floor the
 	// shard holds no expired entry and a full scan would find nothing.
 	floor int64
-	_     [32]byte
+	// swept is the latest expiry of an entry dropped as expired: whoever
+	// dropped it had reached that time, so a key found absent is never
+	// counted before it (its dropped window might be the one a request
+	// stamped earlier would reopen).
+	swept int64
+	// seq numbers Concurrency slots: tokens are never reused in a shard.
+	seq uint64
+	_   [16]byte
 }
 
 // Config sizes a Store.
@@ -97,12 +109,15 @@ func New(cfg Config) *Store {
 		perCap:  max(1, (cfg.MaxKeys+n-1)/n),
 		gcra:    make([]shard[tat], n),
 		windows: make([]shard[window], n),
+		conc:    make([]shard[*slots], n),
 	}
 	for i := range s.gcra {
 		s.gcra[i].m = make(map[uint64]tat)
 		s.gcra[i].floor = math.MaxInt64
 		s.windows[i].m = make(map[uint64]window)
 		s.windows[i].floor = math.MaxInt64
+		s.conc[i].m = make(map[uint64]*slots)
+		s.conc[i].floor = math.MaxInt64
 	}
 	if bitsN == 0 {
 		s.shift = 63 // one shard: every hash maps to index 0
@@ -116,6 +131,7 @@ func (s *Store) Len() int {
 	for i := range s.gcra {
 		n += lockedLen(&s.gcra[i])
 		n += lockedLen(&s.windows[i])
+		n += lockedLen(&s.conc[i])
 	}
 	return n
 }
@@ -154,10 +170,35 @@ func (s *Store) Take(r *Request, now int64) Result {
 		sh.mu.Unlock()
 		return d.result(now, r.Limit)
 	}
+	if r.Alg == Concurrency {
+		sh := &s.conc[i]
+		sh.mu.Lock()
+		res := applySlots(sh, s.perCap, h, r, now)
+		sh.mu.Unlock()
+		return res
+	}
 	sh := &s.windows[i]
 	sh.mu.Lock()
 	res := applyWindow(sh, s.perCap, h, r, now)
 	sh.mu.Unlock()
+	return res
+}
+
+// applySlots acquires Concurrency slots. The key's queue is created only
+// when an acquisition is allowed.
+func applySlots(sh *shard[*slots], capacity int, h uint64, r *Request, now int64) Result {
+	q, ok := sh.m[h]
+	if !ok {
+		if r.Cost == 0 || r.Cost > r.Limit.Rate { // nothing to keep
+			var empty slots
+			return empty.take(now, r.Limit, r.Cost, &sh.seq)
+		}
+		q = new(slots)
+	}
+	res := q.take(now, r.Limit, r.Cost, &sh.seq)
+	if res.Allowed && r.Cost > 0 {
+		put(sh, capacity, h, q, ok, now)
+	}
 	return res
 }
 
@@ -177,20 +218,36 @@ func decideGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) g
 
 func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int64) Result {
 	old, ok := sh.m[h]
+	start, end := r.WinStart, r.WinEnd
+	if !ok {
+		now, start, end = afterSwept(sh.swept, now, r)
+	}
 	var next window
 	var res Result
-	switch r.Alg {
-	case SlidingWindow:
+	if r.Alg == SlidingWindow {
 		next, res = slidingWindow(old, now, r.Limit, r.Cost)
-	case FixedWindow:
-		next, res = fixedWindow(old, now, r.Limit, r.Cost, r.WinStart, r.WinEnd)
-	default:
-		next, res = concurrency(old, now, r.Limit, r.Cost)
+	} else {
+		next, res = fixedWindow(old, now, r.Limit, r.Cost, start, end)
 	}
 	if res.Allowed && r.Cost > 0 {
 		put(sh, capacity, h, next, ok, now)
 	}
 	return res
+}
+
+// afterSwept moves a request for an absent key to the shard's swept time
+// when it is stamped before it: the key may have been dropped there with a
+// count in a window the request would otherwise reopen. An explicit window
+// that ended by then gives way to the next one when the caller named it.
+func afterSwept(swept, now int64, r *Request) (int64, int64, int64) {
+	start, end := r.WinStart, r.WinEnd
+	if now >= swept {
+		return now, start, end
+	}
+	if end != 0 && end <= swept && r.WinNext > end {
+		start, end = end, r.WinNext
+	}
+	return swept, start, end
 }
 
 // put stores v under h. A new key first makes room; see makeRoom.
@@ -224,8 +281,9 @@ func makeRoom[V state](sh *shard[V], capacity int, now int64) {
 	if len(sh.m) < capacity {
 		n := 0
 		for k, v := range sh.m {
-			if v.expiry() <= now {
+			if e := v.expiry(); e <= now {
 				delete(sh.m, k)
+				sh.swept = max(sh.swept, e)
 			}
 			if n++; n == sweepSample {
 				break
@@ -258,6 +316,7 @@ func scan[V state](sh *shard[V], now int64) bool {
 	for k, v := range sh.m {
 		if e := v.expiry(); e <= now {
 			delete(sh.m, k)
+			sh.swept = max(sh.swept, e)
 		} else {
 			floor = min(floor, e)
 		}
@@ -279,16 +338,23 @@ func (s *Store) Return(r *Request, now int64) {
 		sh.mu.Unlock()
 		return
 	}
+	if r.Alg == Concurrency {
+		sh := &s.conc[i]
+		sh.mu.Lock()
+		if q, ok := sh.m[h]; ok {
+			q.release(now, r.Slot, r.Cost)
+			set(sh, h, q)
+		}
+		sh.mu.Unlock()
+		return
+	}
 	sh := &s.windows[i]
 	sh.mu.Lock()
 	if old, ok := sh.m[h]; ok {
-		switch r.Alg {
-		case SlidingWindow:
+		if r.Alg == SlidingWindow {
 			old = slidingReturn(old, now, r.Limit, r.Cost)
-		case FixedWindow:
+		} else {
 			old = fixedReturn(old, now, r.Limit, r.Cost, r.WinEnd)
-		default:
-			old = concurrencyReturn(old, now, r.Cost)
 		}
 		set(sh, h, old)
 	}
@@ -304,10 +370,39 @@ const MaxBatch = 64
 // undo remembers a key's state before TakeAll changed it.
 type undo struct {
 	h       uint64
-	gcra    bool
+	table   int
 	existed bool
 	tat     tat
 	win     window
+}
+
+// The tables, numbered for TakeAll's lock order.
+const (
+	gcraTable = iota
+	windowTable
+	concTable
+)
+
+func table(a Alg) int {
+	switch a {
+	case GCRA:
+		return gcraTable
+	case Concurrency:
+		return concTable
+	}
+	return windowTable
+}
+
+// apply decides r in its table; the caller holds the shard's lock.
+func (s *Store) apply(t int, h uint64, r *Request, now int64) Result {
+	i := s.index(h)
+	switch t {
+	case gcraTable:
+		return applyGCRA(&s.gcra[i], s.perCap, h, r, now)
+	case concTable:
+		return applySlots(&s.conc[i], s.perCap, h, r, now)
+	}
+	return applyWindow(&s.windows[i], s.perCap, h, r, now)
 }
 
 // TakeAll checks every request at now and consumes them only if all are
@@ -319,15 +414,12 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 		return ErrTooManyRequests
 	}
 	var hashes [MaxBatch]uint64
-	var locks [MaxBatch]int // shard index, +len(shards) for window shards
+	var locks [MaxBatch]int // shard index + table*len(shards)
 	n := len(s.gcra)
 	for i := range reqs {
 		r := &reqs[i]
 		hashes[i] = s.hash(r)
-		locks[i] = s.index(hashes[i])
-		if r.Alg != GCRA {
-			locks[i] += n
-		}
+		locks[i] = s.index(hashes[i]) + table(r.Alg)*n
 	}
 	order := sortUnique(locks[:len(reqs)])
 	for _, l := range order {
@@ -345,17 +437,16 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 		r := &reqs[i]
 		h := hashes[i]
 		u := &log[i]
-		u.h = h
-		if r.Alg == GCRA {
-			sh := &s.gcra[s.index(h)]
-			u.gcra = true
-			u.tat, u.existed = sh.m[h]
-			results[i] = applyGCRA(sh, s.perCap, h, r, now)
-		} else {
-			sh := &s.windows[s.index(h)]
-			u.win, u.existed = sh.m[h]
-			results[i] = applyWindow(sh, s.perCap, h, r, now)
+		u.h, u.table = h, table(r.Alg)
+		switch u.table {
+		case gcraTable:
+			u.tat, u.existed = s.gcra[s.index(h)].m[h]
+		case windowTable:
+			u.win, u.existed = s.windows[s.index(h)].m[h]
+		default:
+			_, u.existed = s.conc[s.index(h)].m[h]
 		}
+		results[i] = s.apply(u.table, h, r, now)
 		denied = denied || !results[i].Allowed
 	}
 	if !denied {
@@ -364,12 +455,7 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 	// Roll back in reverse so a key named twice ends at its first state,
 	// then report every request as it stands with nothing consumed.
 	for i := len(reqs) - 1; i >= 0; i-- {
-		u := &log[i]
-		if u.gcra {
-			restore(&s.gcra[s.index(u.h)], u.h, u.tat, u.existed)
-		} else {
-			restore(&s.windows[s.index(u.h)], u.h, u.win, u.existed)
-		}
+		s.rollback(&log[i], &results[i])
 	}
 	for i := range reqs {
 		if !results[i].Allowed {
@@ -377,15 +463,32 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 		}
 		peek := reqs[i]
 		peek.Cost = 0
-		h := hashes[i]
-		if peek.Alg == GCRA {
-			results[i] = applyGCRA(&s.gcra[s.index(h)], s.perCap, h, &peek, now)
-		} else {
-			results[i] = applyWindow(&s.windows[s.index(h)], s.perCap, h, &peek, now)
-		}
+		results[i] = s.apply(log[i].table, hashes[i], &peek, now)
 		results[i].Allowed = true
 	}
 	return nil
+}
+
+// rollback undoes one request of a denied TakeAll.
+func (s *Store) rollback(u *undo, res *Result) {
+	i := s.index(u.h)
+	switch u.table {
+	case gcraTable:
+		restore(&s.gcra[i], u.h, u.tat, u.existed)
+	case windowTable:
+		restore(&s.windows[i], u.h, u.win, u.existed)
+	default:
+		sh := &s.conc[i]
+		q, ok := sh.m[u.h]
+		if !ok || res.Slot == 0 {
+			return
+		}
+		q.undo(res.Slot)
+		res.Slot = 0
+		if !u.existed {
+			delete(sh.m, u.h)
+		}
+	}
 }
 
 func restore[V state](sh *shard[V], h uint64, v V, existed bool) {
@@ -398,10 +501,14 @@ func restore[V state](sh *shard[V], h uint64, v V, existed bool) {
 
 func (s *Store) lockIndex(l int, lock bool) {
 	var mu *sync.Mutex
-	if l < len(s.gcra) {
+	n := len(s.gcra)
+	switch l / n {
+	case gcraTable:
 		mu = &s.gcra[l].mu
-	} else {
-		mu = &s.windows[l-len(s.gcra)].mu
+	case windowTable:
+		mu = &s.windows[l-n].mu
+	default:
+		mu = &s.conc[l-2*n].mu
 	}
 	if lock {
 		mu.Lock()
