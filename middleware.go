@@ -488,19 +488,23 @@ func (l *Limiter) deny(w http.ResponseWriter, r *http.Request, body []byte, name
 }
 
 // releaser returns what Admit's caller runs when the request is done: the
-// release of a Concurrency slot that was taken, or nothing.
+// release of the Concurrency slots that were taken, or nothing.
 func (l *Limiter) releaser(r *http.Request, ru *rule, store Store, req Request, res Result) func() {
 	if ru.Algorithm != Concurrency || !res.Allowed {
 		return noop
 	}
 	ctx := context.WithoutCancel(r.Context())
-	return func() { l.release(ctx, r, ru, store, req) }
+	return func() { l.release(ctx, r, ru, store, req, res) }
 }
 
-// release gives req's units back to store, the store that took them.
-func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store Store, req Request) {
+// release gives back to store, the store that took them, the units that
+// req took with result res: for Concurrency, exactly the slots res.Slot
+// names, so that a release arriving after those slots expired frees no
+// other request's.
+func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store Store, req Request, res Result) {
 	ctx, cancel := l.budget(ctx)
 	defer cancel()
+	req.Slot = res.Slot
 	if err := store.Return(ctx, req); err != nil {
 		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: fmt.Errorf("%w: releasing a slot: %w", ErrStoreUnavailable, err), Request: r})
 	}

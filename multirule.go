@@ -173,7 +173,7 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 	// Concurrency slots they hold, since no handler runs.
 	for i := enforced; i < b.n; i++ {
 		if b.rules[i].Algorithm == Concurrency && b.state[i] == decided && b.res[i].Allowed {
-			l.release(context.WithoutCancel(r.Context()), r, b.rules[i], b.by[i], b.reqs[i])
+			l.release(context.WithoutCancel(r.Context()), r, b.rules[i], b.by[i], b.reqs[i], b.res[i])
 		}
 	}
 	return noop, false
@@ -203,7 +203,7 @@ func (l *Limiter) compensate(r *http.Request, b *batch, enforced int) {
 		if l.storeCallDenied(b, i, enforced) {
 			continue
 		}
-		l.release(context.WithoutCancel(r.Context()), r, b.rules[i], b.by[i], b.reqs[i])
+		l.release(context.WithoutCancel(r.Context()), r, b.rules[i], b.by[i], b.reqs[i], b.res[i])
 		b.state[i] = consumed
 	}
 }
@@ -238,11 +238,12 @@ func (l *Limiter) multiReleaser(r *http.Request, b *batch) func() {
 	reqs := make([]Request, len(held))
 	for j, i := range held {
 		rules[j], stores[j], reqs[j] = b.rules[i], b.by[i], b.reqs[i]
+		reqs[j].Slot = b.res[i].Slot
 	}
 	ctx := context.WithoutCancel(r.Context())
 	return func() {
 		for j := range reqs {
-			l.release(ctx, r, rules[j], stores[j], reqs[j])
+			l.release(ctx, r, rules[j], stores[j], reqs[j], Result{Slot: reqs[j].Slot})
 		}
 	}
 }

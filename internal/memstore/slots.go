@@ -17,6 +17,10 @@ type slots struct {
 	head     int   // q[:head] are gone
 	inflight int64 // units held by the live entries
 	dead     int   // tombstones in q[head:]
+	// last is the latest deadline ever taken: the key is kept until then
+	// even when every slot was returned, so that a busy key does not
+	// allocate its queue again on every acquisition.
+	last int64
 }
 
 type slot struct {
@@ -25,7 +29,11 @@ type slot struct {
 	cost     int64 // 0 once released
 }
 
-func (s *slots) expiry() int64 {
+func (s *slots) expiry() int64 { return s.last }
+
+// resetAt is when every slot now held will have expired (the back entry is
+// always live), or 0 when none is held.
+func (s *slots) resetAt() int64 {
 	if s.head == len(s.q) {
 		return 0
 	}
@@ -86,11 +94,11 @@ func (s *slots) take(now int64, l Limit, cost int64, seq *uint64) Result {
 		return Result{
 			Remaining:  max(0, l.Rate-s.inflight),
 			RetryAfter: s.retryAfter(now, need, l.Rate),
-			ResetAfter: s.expiry() - now,
+			ResetAfter: s.resetAt() - now,
 		}
 	}
 	if cost == 0 {
-		return Result{Allowed: true, Remaining: l.Rate - s.inflight, ResetAfter: max(0, s.expiry()-now)}
+		return Result{Allowed: true, Remaining: l.Rate - s.inflight, ResetAfter: max(0, s.resetAt()-now)}
 	}
 	deadline := now + l.Period
 	if s.head < len(s.q) {
@@ -98,6 +106,7 @@ func (s *slots) take(now int64, l Limit, cost int64, seq *uint64) Result {
 	}
 	*seq++
 	s.q = append(s.q, slot{deadline: deadline, token: *seq, cost: cost})
+	s.last = max(s.last, deadline)
 	s.inflight += cost
 	return Result{Allowed: true, Remaining: l.Rate - s.inflight, ResetAfter: deadline - now, Slot: *seq}
 }
