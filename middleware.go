@@ -255,7 +255,7 @@ func compileRule(r Rule, c config, fixedCost int) *rule {
 		if err := probe.Validate(); err != nil {
 			panic(fmt.Sprintf("ratelimit: rule %q: %v", r.Name, strings.TrimPrefix(err.Error(), "ratelimit: ")))
 		}
-		ru.policyItem = policyItem(r.Name, r.Limit)
+		ru.policyItem = policyItem(r.Name, r.Limit, r.Algorithm)
 		ru.capacityText = strconv.Itoa(r.Limit.Capacity())
 	}
 	if fixedCost > 1 && r.Cost == nil {
@@ -324,6 +324,8 @@ func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (fu
 		return noop, true // a shadow rule never denies
 	case use == keyFailed:
 		return l.keyFailed(w, r, ru, err)
+	case use == overCapacity:
+		return l.costExceeded(w, r, ru, &req)
 	}
 	start := l.startTimer()
 	res, err := l.take(r, ru, &req)
@@ -342,7 +344,7 @@ func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (fu
 	l.observeResult(r, ru, res, Denied, lat)
 	policy := l.policyHeader
 	if policy == "" || req.Limit != ru.Limit { // dynamic, or decided by a fallback's share
-		policy = policyItem(ru.Name, req.Limit)
+		policy = policyItem(ru.Name, req.Limit, ru.Algorithm)
 	}
 	l.writeHeaders(w.Header(), policy, ru, &req, &res, now, l.denied == nil && !res.Allowed)
 	if res.Allowed {
@@ -359,6 +361,7 @@ const (
 	applies   use = iota
 	exempt        // the rule's LimitFunc or QuotaFunc exempted the request
 	keyFailed     // the rule's KeyFunc failed
+	overCapacity  // the request costs more than the rule's limit allows at once
 )
 
 // request builds the store request for r under ru. The key comes first, so
@@ -394,7 +397,12 @@ func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
 		req.Limit, req.Window = quotaWindow(quota, now)
 	}
 	if ru.Cost != nil {
-		req.Cost = min(max(ru.Cost(r), 1), max(req.Limit.Capacity(), 1))
+		// A request costs at least 1; one that costs more than the limit
+		// allows at once can never be admitted (see costExceeded).
+		req.Cost = max(ru.Cost(r), 1)
+		if c := req.Limit.Capacity(); c >= 1 && req.Cost > c {
+			return req, overCapacity, nil
+		}
 	}
 	return req, applies, nil
 }
@@ -461,8 +469,18 @@ func (l *Limiter) failClosed(w http.ResponseWriter, r *http.Request, status int,
 	}
 	h := w.Header()
 	h[hdrRetryAfter] = []string{"1"}
-	writeProblem(w, status, "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",
-		"The rate limiter is unavailable; retry shortly.")
+	writeProblem(w, status, failClosedType(status), "The rate limiter is unavailable; retry shortly.")
+}
+
+// failClosedType is the problem type of a fail-closed response (FailClosed
+// takes 429 or 503): the one draft-ietf-httpapi-ratelimit-headers registers
+// for its status, quota-exceeded for 429 and temporary-reduced-capacity for
+// 503.
+func failClosedType(status int) string {
+	if status == http.StatusTooManyRequests {
+		return ProblemType
+	}
+	return "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 }
 
 func writeProblem(w http.ResponseWriter, status int, typ, detail string) {
@@ -654,7 +672,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 }
 
 // AllowN reports whether n events for key fit now, and consumes them if so.
-// n must be between 0 (a query that consumes nothing) and the capacity.
+// n must be between 0 (a query that consumes nothing) and the capacity: n
+// above a rule's capacity could never be admitted, so AllowN returns an
+// error wrapping ErrInvalidRequest and consumes nothing.
 // Rules with a LimitFunc, Quota or QuotaFunc need a request and are skipped.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
 	reqs, rules := l.keyRequests(key, n)

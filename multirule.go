@@ -62,6 +62,11 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 			continue // a shadow rule never denies
 		case use == keyFailed:
 			return l.keyFailed(w, r, ru, err)
+		case use == overCapacity && ru.Shadow:
+			l.costExceeded(w, r, ru, &req)
+			continue
+		case use == overCapacity:
+			return l.costExceeded(w, r, ru, &req)
 		}
 		b.add(ru, req)
 		if i < l.enforced {
@@ -149,7 +154,7 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 	if policy == "" {
 		items := make([]string, 0, enforced)
 		for i := 0; i < enforced; i++ {
-			items = append(items, policyItem(b.rules[i].Name, b.reqs[i].Limit))
+			items = append(items, policyItem(b.rules[i].Name, b.reqs[i].Limit, b.rules[i].Algorithm))
 		}
 		policy = strings.Join(items, ", ")
 	}
