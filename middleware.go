@@ -358,10 +358,10 @@ func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (fu
 type use uint8
 
 const (
-	applies   use = iota
-	exempt        // the rule's LimitFunc or QuotaFunc exempted the request
-	keyFailed     // the rule's KeyFunc failed
-	overCapacity  // the request costs more than the rule's limit allows at once
+	applies      use = iota
+	exempt           // the rule's LimitFunc or QuotaFunc exempted the request
+	keyFailed        // the rule's KeyFunc failed
+	overCapacity     // the request costs more than the rule's limit allows at once
 )
 
 // request builds the store request for r under ru. The key comes first, so
