@@ -53,7 +53,7 @@ type state interface {
 // on different cache lines.
 type shard[V state] struct {
 	mu sync.Mutex
-	m  map[uint64]V
+	t  table[V]
 	// floor is at most the expiry of every entry: while now < floor the
 	// shard holds no expired entry and a full scan would find nothing.
 	floor int64
@@ -112,11 +112,11 @@ func New(cfg Config) *Store {
 		conc:    make([]shard[*slots], n),
 	}
 	for i := range s.gcra {
-		s.gcra[i].m = make(map[uint64]tat)
+		s.gcra[i].t = newTable[tat](s.perCap)
 		s.gcra[i].floor = math.MaxInt64
-		s.windows[i].m = make(map[uint64]window)
+		s.windows[i].t = newTable[window](s.perCap)
 		s.windows[i].floor = math.MaxInt64
-		s.conc[i].m = make(map[uint64]*slots)
+		s.conc[i].t = newTable[*slots](s.perCap)
 		s.conc[i].floor = math.MaxInt64
 	}
 	if bitsN == 0 {
@@ -139,7 +139,7 @@ func (s *Store) Len() int {
 func lockedLen[V state](sh *shard[V]) int {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return len(sh.m)
+	return sh.t.len()
 }
 
 // hash identifies (rule, key, alg). Sliding and fixed windows share a table,
@@ -149,7 +149,11 @@ func (s *Store) hash(r *Request) uint64 {
 	if r.Rule != "" {
 		h ^= bits.RotateLeft64(maphash.String(s.seed, r.Rule)*0x9e3779b97f4a7c15, 31)
 	}
-	return h ^ uint64(r.Alg)*0xff51afd7ed558ccd
+	h ^= uint64(r.Alg) * 0xff51afd7ed558ccd
+	if h == 0 { // 0 marks an empty table slot
+		h = 1
+	}
+	return h
 }
 
 func (s *Store) index(h uint64) int {
@@ -187,7 +191,7 @@ func (s *Store) Take(r *Request, now int64) Result {
 // applySlots acquires Concurrency slots. The key's queue is created only
 // when an acquisition is allowed.
 func applySlots(sh *shard[*slots], capacity int, h uint64, r *Request, now int64) Result {
-	q, ok := sh.m[h]
+	q, ok := sh.t.get(h)
 	if !ok {
 		if r.Cost == 0 || r.Cost > r.Limit.Rate { // nothing to keep
 			var empty slots
@@ -208,7 +212,7 @@ func applyGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) Re
 
 // decideGCRA is the part of a GCRA check that needs the shard lock.
 func decideGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) gcraDecision {
-	old, ok := sh.m[h]
+	old, ok := sh.t.get(h)
 	next, d := gcraDecide(int64(old), now, r.Limit, r.Cost)
 	if d.allowed && r.Cost > 0 {
 		put(sh, capacity, h, tat(next), ok, now)
@@ -217,7 +221,7 @@ func decideGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) g
 }
 
 func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int64) Result {
-	old, ok := sh.m[h]
+	old, ok := sh.t.get(h)
 	start, end := r.WinStart, r.WinEnd
 	if !ok {
 		now, start, end = afterSwept(sh.swept, now, r)
@@ -253,41 +257,44 @@ func afterSwept(swept, now int64, r *Request) (int64, int64, int64) {
 // put stores v under h. A new key first makes room; see makeRoom.
 func put[V state](sh *shard[V], capacity int, h uint64, v V, exists bool, now int64) {
 	if !exists {
-		makeRoom(sh, capacity, now)
+		makeRoom(sh, capacity, h, now)
 	}
 	set(sh, h, v)
 }
 
 // set stores v and keeps the shard's expiry floor a lower bound.
 func set[V state](sh *shard[V], h uint64, v V) {
-	sh.m[h] = v
+	sh.t.set(h, v)
 	sh.floor = min(sh.floor, v.expiry())
 }
 
-// sweepSample is how many entries an insertion examines. Go randomises
-// where each range over a map starts, so this is a random sample.
+// sweepSample is how many entries an insertion examines, from a slot
+// picked by the new key's hash: a random sample.
 const sweepSample = 4
 
-// makeRoom prepares the shard for a new key. Expired entries are equivalent
-// to absent ones, so they go first: each insertion drops the expired entries
-// of a small random sample, which keeps the shard tidy without a sweep.
-// When the shard is full and the sample freed nothing, but its floor says
-// some entry may have expired, the shard scans itself once (one shard, never
-// the whole store) and drops every expired entry. Only a shard full of live
-// entries evicts one: the entry that would be full again soonest, whose
-// state matters least. So no key that is still limited is ever reset while
-// an expired entry could make room.
-func makeRoom[V state](sh *shard[V], capacity int, now int64) {
-	if len(sh.m) < capacity {
+// makeRoom prepares the shard for a new key h. Expired entries are
+// equivalent to absent ones, so they go first: each insertion drops the
+// expired entries of a small random sample, which keeps the shard tidy
+// without a sweep. When the shard is full and the sample freed nothing, but
+// its floor says some entry may have expired, the shard scans itself once
+// (one shard, never the whole store) and drops every expired entry. Only a
+// shard full of live entries evicts one: the entry that would be full again
+// soonest, whose state matters least. So no key that is still limited is
+// ever reset while an expired entry could make room.
+func makeRoom[V state](sh *shard[V], capacity int, h uint64, now int64) {
+	if sh.t.len() < capacity {
+		var expired [sweepSample]uint64
 		n := 0
-		for k, v := range sh.m {
+		sh.t.sample(h, sweepSample, func(k uint64, v V) bool {
 			if e := v.expiry(); e <= now {
-				delete(sh.m, k)
+				expired[n] = k
+				n++
 				sh.swept = max(sh.swept, e)
 			}
-			if n++; n == sweepSample {
-				break
-			}
+			return true
+		})
+		for _, k := range expired[:n] {
+			sh.t.remove(k)
 		}
 		return
 	}
@@ -296,33 +303,40 @@ func makeRoom[V state](sh *shard[V], capacity int, now int64) {
 	}
 	// Full of live entries: evict the soonest-expiring of a sample.
 	var victim uint64
-	soonest, n := int64(math.MaxInt64), 0
-	for k, v := range sh.m {
+	soonest := int64(math.MaxInt64)
+	sh.t.sample(h, 2*sweepSample, func(k uint64, v V) bool {
 		if e := v.expiry(); e < soonest {
 			victim, soonest = k, e
 		}
-		if n++; n == 2*sweepSample {
-			break
-		}
-	}
-	delete(sh.m, victim)
+		return true
+	})
+	sh.t.remove(victim)
 }
 
 // scan drops every expired entry of the shard, recomputes its floor, and
 // reports whether it freed any room.
 func scan[V state](sh *shard[V], now int64) bool {
-	before := len(sh.m)
+	t := &sh.t
+	before := t.len()
 	floor := int64(math.MaxInt64)
-	for k, v := range sh.m {
-		if e := v.expiry(); e <= now {
-			delete(sh.m, k)
+	// Removing shifts later entries back into the hole: look at slot i
+	// again until it holds a live entry or none (see table.removeAt).
+	for i := 0; i < len(t.keys); {
+		if t.keys[i] == 0 {
+			i++
+			continue
+		}
+		if e := t.vals[i].expiry(); e <= now {
+			t.removeAt(i)
 			sh.swept = max(sh.swept, e)
+			continue
 		} else {
 			floor = min(floor, e)
 		}
+		i++
 	}
 	sh.floor = floor
-	return len(sh.m) < before
+	return t.len() < before
 }
 
 // Return gives back r.Cost units of r's key.
@@ -332,7 +346,7 @@ func (s *Store) Return(r *Request, now int64) {
 	if r.Alg == GCRA {
 		sh := &s.gcra[i]
 		sh.mu.Lock()
-		if old, ok := sh.m[h]; ok {
+		if old, ok := sh.t.get(h); ok {
 			set(sh, h, tat(gcraReturn(int64(old), now, r.Limit, r.Cost)))
 		}
 		sh.mu.Unlock()
@@ -341,7 +355,7 @@ func (s *Store) Return(r *Request, now int64) {
 	if r.Alg == Concurrency {
 		sh := &s.conc[i]
 		sh.mu.Lock()
-		if q, ok := sh.m[h]; ok {
+		if q, ok := sh.t.get(h); ok {
 			q.release(now, r.Slot, r.Cost)
 			set(sh, h, q)
 		}
@@ -350,7 +364,7 @@ func (s *Store) Return(r *Request, now int64) {
 	}
 	sh := &s.windows[i]
 	sh.mu.Lock()
-	if old, ok := sh.m[h]; ok {
+	if old, ok := sh.t.get(h); ok {
 		if r.Alg == SlidingWindow {
 			old = slidingReturn(old, now, r.Limit, r.Cost)
 		} else {
@@ -383,7 +397,7 @@ const (
 	concTable
 )
 
-func table(a Alg) int {
+func tableOf(a Alg) int {
 	switch a {
 	case GCRA:
 		return gcraTable
@@ -419,7 +433,7 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 	for i := range reqs {
 		r := &reqs[i]
 		hashes[i] = s.hash(r)
-		locks[i] = s.index(hashes[i]) + table(r.Alg)*n
+		locks[i] = s.index(hashes[i]) + tableOf(r.Alg)*n
 	}
 	order := sortUnique(locks[:len(reqs)])
 	for _, l := range order {
@@ -437,14 +451,14 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 		r := &reqs[i]
 		h := hashes[i]
 		u := &log[i]
-		u.h, u.table = h, table(r.Alg)
+		u.h, u.table = h, tableOf(r.Alg)
 		switch u.table {
 		case gcraTable:
-			u.tat, u.existed = s.gcra[s.index(h)].m[h]
+			u.tat, u.existed = s.gcra[s.index(h)].t.get(h)
 		case windowTable:
-			u.win, u.existed = s.windows[s.index(h)].m[h]
+			u.win, u.existed = s.windows[s.index(h)].t.get(h)
 		default:
-			_, u.existed = s.conc[s.index(h)].m[h]
+			_, u.existed = s.conc[s.index(h)].t.get(h)
 		}
 		results[i] = s.apply(u.table, h, r, now)
 		denied = denied || !results[i].Allowed
@@ -479,14 +493,14 @@ func (s *Store) rollback(u *undo, res *Result) {
 		restore(&s.windows[i], u.h, u.win, u.existed)
 	default:
 		sh := &s.conc[i]
-		q, ok := sh.m[u.h]
+		q, ok := sh.t.get(u.h)
 		if !ok || res.Slot == 0 {
 			return
 		}
 		q.undo(res.Slot)
 		res.Slot = 0
 		if !u.existed {
-			delete(sh.m, u.h)
+			sh.t.remove(u.h)
 		}
 	}
 }
@@ -495,7 +509,7 @@ func restore[V state](sh *shard[V], h uint64, v V, existed bool) {
 	if existed {
 		set(sh, h, v)
 	} else {
-		delete(sh.m, h)
+		sh.t.remove(h)
 	}
 }
 
