@@ -37,9 +37,9 @@ func (t *table[V]) home(h uint64) int {
 	return int(hi)
 }
 
-// find returns the slot holding h, or -1.
+// find returns the slot holding h, or -1 (always for 0, which is no key).
 func (t *table[V]) find(h uint64) int {
-	if t.n == 0 {
+	if t.n == 0 || h == 0 {
 		return -1
 	}
 	for i := t.home(h); ; {
