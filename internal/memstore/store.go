@@ -1,7 +1,6 @@
 package memstore
 
 import (
-	"errors"
 	"hash/maphash"
 	"math"
 	"math/bits"
@@ -23,7 +22,7 @@ type Request struct {
 	Slot uint64
 }
 
-// Store is a sharded map from a 64-bit hash of (rule, key, algorithm) to the
+// Store is a sharded table from a 64-bit hash of (rule, key, algorithm) to the
 // key's state. GCRA keys keep one int64 each; fixed and sliding windows keep
 // a 16-byte window; Concurrency keys keep a queue of slot deadlines. Each
 // shard is bounded; see Config.MaxKeys.
@@ -49,7 +48,7 @@ type state interface {
 	expiry() int64
 }
 
-// shard is one lock and map. The padding keeps neighbouring shards' locks
+// shard is one lock and table. The padding keeps neighbouring shards' locks
 // on different cache lines.
 type shard[V state] struct {
 	mu sync.Mutex
@@ -254,91 +253,6 @@ func afterSwept(swept, now int64, r *Request) (int64, int64, int64) {
 	return swept, start, end
 }
 
-// put stores v under h. A new key first makes room; see makeRoom.
-func put[V state](sh *shard[V], capacity int, h uint64, v V, exists bool, now int64) {
-	if !exists {
-		makeRoom(sh, capacity, h, now)
-	}
-	set(sh, h, v)
-}
-
-// set stores v and keeps the shard's expiry floor a lower bound.
-func set[V state](sh *shard[V], h uint64, v V) {
-	sh.t.set(h, v)
-	sh.floor = min(sh.floor, v.expiry())
-}
-
-// sweepSample is how many entries an insertion examines, from a slot
-// picked by the new key's hash: a random sample.
-const sweepSample = 4
-
-// makeRoom prepares the shard for a new key h. Expired entries are
-// equivalent to absent ones, so they go first: each insertion drops the
-// expired entries of a small random sample, which keeps the shard tidy
-// without a sweep. When the shard is full and the sample freed nothing, but
-// its floor says some entry may have expired, the shard scans itself once
-// (one shard, never the whole store) and drops every expired entry. Only a
-// shard full of live entries evicts one: the entry that would be full again
-// soonest, whose state matters least. So no key that is still limited is
-// ever reset while an expired entry could make room.
-func makeRoom[V state](sh *shard[V], capacity int, h uint64, now int64) {
-	if sh.t.len() < capacity {
-		var expired [sweepSample]uint64
-		n := 0
-		sh.t.sample(h, sweepSample, func(k uint64, v V) bool {
-			if e := v.expiry(); e <= now {
-				expired[n] = k
-				n++
-				sh.swept = max(sh.swept, e)
-			}
-			return true
-		})
-		for _, k := range expired[:n] {
-			sh.t.remove(k)
-		}
-		return
-	}
-	if now >= sh.floor && scan(sh, now) {
-		return
-	}
-	// Full of live entries: evict the soonest-expiring of a sample.
-	var victim uint64
-	soonest := int64(math.MaxInt64)
-	sh.t.sample(h, 2*sweepSample, func(k uint64, v V) bool {
-		if e := v.expiry(); e < soonest {
-			victim, soonest = k, e
-		}
-		return true
-	})
-	sh.t.remove(victim)
-}
-
-// scan drops every expired entry of the shard, recomputes its floor, and
-// reports whether it freed any room.
-func scan[V state](sh *shard[V], now int64) bool {
-	t := &sh.t
-	before := t.len()
-	floor := int64(math.MaxInt64)
-	// Removing shifts later entries back into the hole: look at slot i
-	// again until it holds a live entry or none (see table.removeAt).
-	for i := 0; i < len(t.keys); {
-		if t.keys[i] == 0 {
-			i++
-			continue
-		}
-		if e := t.vals[i].expiry(); e <= now {
-			t.removeAt(i)
-			sh.swept = max(sh.swept, e)
-			continue
-		} else {
-			floor = min(floor, e)
-		}
-		i++
-	}
-	sh.floor = floor
-	return t.len() < before
-}
-
 // Return gives back r.Cost units of r's key.
 func (s *Store) Return(r *Request, now int64) {
 	h := s.hash(r)
@@ -373,179 +287,6 @@ func (s *Store) Return(r *Request, now int64) {
 		set(sh, h, old)
 	}
 	sh.mu.Unlock()
-}
-
-// ErrTooManyRequests is returned by TakeAll for more requests than it takes.
-var ErrTooManyRequests = errors.New("too many requests in one call")
-
-// MaxBatch is the most requests one TakeAll accepts.
-const MaxBatch = 64
-
-// undo remembers a key's state before TakeAll changed it.
-type undo struct {
-	h       uint64
-	table   int
-	existed bool
-	tat     tat
-	win     window
-}
-
-// The tables, numbered for TakeAll's lock order.
-const (
-	gcraTable = iota
-	windowTable
-	concTable
-)
-
-func tableOf(a Alg) int {
-	switch a {
-	case GCRA:
-		return gcraTable
-	case Concurrency:
-		return concTable
-	}
-	return windowTable
-}
-
-// apply decides r in its table; the caller holds the shard's lock.
-func (s *Store) apply(t int, h uint64, r *Request, now int64) Result {
-	i := s.index(h)
-	switch t {
-	case gcraTable:
-		return applyGCRA(&s.gcra[i], s.perCap, h, r, now)
-	case concTable:
-		return applySlots(&s.conc[i], s.perCap, h, r, now)
-	}
-	return applyWindow(&s.windows[i], s.perCap, h, r, now)
-}
-
-// TakeAll checks every request at now and consumes them only if all are
-// allowed. It locks every shard involved, in index order so that concurrent
-// calls cannot deadlock, applies the requests one by one (so a key named
-// twice sees its own earlier update) and rolls back if any is denied.
-func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
-	if len(reqs) > MaxBatch {
-		return ErrTooManyRequests
-	}
-	var hashes [MaxBatch]uint64
-	var locks [MaxBatch]int // shard index + table*len(shards)
-	n := len(s.gcra)
-	for i := range reqs {
-		r := &reqs[i]
-		hashes[i] = s.hash(r)
-		locks[i] = s.index(hashes[i]) + tableOf(r.Alg)*n
-	}
-	order := sortUnique(locks[:len(reqs)])
-	for _, l := range order {
-		s.lockIndex(l, true)
-	}
-	defer func() {
-		for _, l := range order {
-			s.lockIndex(l, false)
-		}
-	}()
-
-	var log [MaxBatch]undo
-	denied := false
-	for i := range reqs {
-		r := &reqs[i]
-		h := hashes[i]
-		u := &log[i]
-		u.h, u.table = h, tableOf(r.Alg)
-		switch u.table {
-		case gcraTable:
-			u.tat, u.existed = s.gcra[s.index(h)].t.get(h)
-		case windowTable:
-			u.win, u.existed = s.windows[s.index(h)].t.get(h)
-		default:
-			_, u.existed = s.conc[s.index(h)].t.get(h)
-		}
-		results[i] = s.apply(u.table, h, r, now)
-		denied = denied || !results[i].Allowed
-	}
-	if !denied {
-		return nil
-	}
-	// Roll back in reverse so a key named twice ends at its first state,
-	// then report every request as it stands with nothing consumed.
-	for i := len(reqs) - 1; i >= 0; i-- {
-		s.rollback(&log[i], &results[i])
-	}
-	for i := range reqs {
-		if !results[i].Allowed {
-			continue
-		}
-		peek := reqs[i]
-		peek.Cost = 0
-		results[i] = s.apply(log[i].table, hashes[i], &peek, now)
-		results[i].Allowed = true
-	}
-	return nil
-}
-
-// rollback undoes one request of a denied TakeAll.
-func (s *Store) rollback(u *undo, res *Result) {
-	i := s.index(u.h)
-	switch u.table {
-	case gcraTable:
-		restore(&s.gcra[i], u.h, u.tat, u.existed)
-	case windowTable:
-		restore(&s.windows[i], u.h, u.win, u.existed)
-	default:
-		sh := &s.conc[i]
-		q, ok := sh.t.get(u.h)
-		if !ok || res.Slot == 0 {
-			return
-		}
-		q.undo(res.Slot)
-		res.Slot = 0
-		if !u.existed {
-			sh.t.remove(u.h)
-		}
-	}
-}
-
-func restore[V state](sh *shard[V], h uint64, v V, existed bool) {
-	if existed {
-		set(sh, h, v)
-	} else {
-		sh.t.remove(h)
-	}
-}
-
-func (s *Store) lockIndex(l int, lock bool) {
-	var mu *sync.Mutex
-	n := len(s.gcra)
-	switch l / n {
-	case gcraTable:
-		mu = &s.gcra[l].mu
-	case windowTable:
-		mu = &s.windows[l-n].mu
-	default:
-		mu = &s.conc[l-2*n].mu
-	}
-	if lock {
-		mu.Lock()
-	} else {
-		mu.Unlock()
-	}
-}
-
-// sortUnique sorts a small slice in place (insertion sort: no allocation)
-// and returns it without duplicates.
-func sortUnique(a []int) []int {
-	for i := 1; i < len(a); i++ {
-		for j := i; j > 0 && a[j] < a[j-1]; j-- {
-			a[j], a[j-1] = a[j-1], a[j]
-		}
-	}
-	out := a[:0]
-	for _, v := range a {
-		if len(out) == 0 || v != out[len(out)-1] {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // Wrap turns an engine and a ratelimit.Clock into the ratelimit.Store that
