@@ -71,3 +71,32 @@ func TestLateReleaseFreesNoOtherSlot(t *testing.T) {
 		t.Fatal("the slot was not released")
 	}
 }
+
+// TestLateReleaseFreesNoOtherSlotMultiRule: the same with two Concurrency
+// rules on two stores (the multi-rule path releases each rule's slots by
+// token too).
+func TestLateReleaseFreesNoOtherSlotMultiRule(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	slot := ratelimit.Limit{Rate: 1, Period: time.Minute}
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "a", Limit: slot, Algorithm: ratelimit.Concurrency, Key: ratelimit.Global(), Store: memory.New(memory.WithClock(clock))},
+		{Name: "b", Limit: slot, Algorithm: ratelimit.Concurrency, Key: ratelimit.Global(), Store: memory.New(memory.WithClock(clock))},
+	}, ratelimit.WithClock(clock))
+	slow, ok := admit(l)
+	if !ok {
+		t.Fatal("first request denied")
+	}
+	clock.Advance(61 * time.Second)
+	done, ok := admit(l)
+	if !ok {
+		t.Fatal("the expired slots were not free again")
+	}
+	slow()
+	if _, ok := admit(l); ok {
+		t.Fatal("the late release freed the slots of the request still in flight")
+	}
+	done()
+	if _, ok := admit(l); !ok {
+		t.Fatal("the slots were not released")
+	}
+}

@@ -64,3 +64,30 @@ func TestSlotsAmortised(t *testing.T) {
 		t.Fatalf("after the last release: %d in flight, %d entries", q.inflight, len(q.q)-q.head)
 	}
 }
+
+// TestTakeAllRollsBackSlots: a Concurrency acquisition in a TakeAll that
+// another request denies is undone (the key named twice as well), and an
+// allowed TakeAll reports each acquisition's token.
+func TestTakeAllRollsBackSlots(t *testing.T) {
+	s := New(Config{})
+	conc := Request{Key: "c", Alg: Concurrency, Limit: Limit{Rate: 3, Period: int64(time.Minute), Capacity: 3}, Cost: 1}
+	tight := Request{Key: "g", Alg: GCRA, Limit: Limit{Rate: 1, Period: int64(time.Minute), Capacity: 1}, Cost: 1}
+	res := make([]Result, 3)
+	if err := s.TakeAll([]Request{conc, conc, tight}, res, 0); err != nil || !res[2].Allowed {
+		t.Fatalf("first batch: %+v, %v", res, err)
+	}
+	if res[0].Slot == 0 || res[1].Slot == 0 || res[0].Slot == res[1].Slot {
+		t.Fatalf("tokens %d, %d: want two distinct", res[0].Slot, res[1].Slot)
+	}
+	if err := s.TakeAll([]Request{conc, tight, conc}, res, 1); err != nil || res[1].Allowed {
+		t.Fatalf("second batch should be denied by g: %+v, %v", res, err)
+	}
+	if res[0].Slot != 0 || res[2].Slot != 0 {
+		t.Fatalf("a rolled-back acquisition reported tokens %d, %d", res[0].Slot, res[2].Slot)
+	}
+	peek := conc
+	peek.Cost = 0
+	if got := s.Take(&peek, 2); got.Remaining != 1 {
+		t.Fatalf("after the denied batch: %d slots free, want 1 (two held by the first batch)", got.Remaining)
+	}
+}
