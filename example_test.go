@@ -91,7 +91,7 @@ func ExampleTiers() {
 		fmt.Println(t, resp.Code, resp.Header.Get("RateLimit-Policy"))
 	}
 	// Output:
-	// acme 404 "plan-rate";q=500;w=5, "plan-concurrency";q=50;w=60
-	// bob 404 "plan-rate";q=60;w=60, "plan-quota";q=1000;w=86400, "plan-concurrency";q=2;w=60
+	// acme 404 "plan-rate";q=500;w=5, "plan-concurrency";q=50;qu="concurrent-requests"
+	// bob 404 "plan-rate";q=60;w=60, "plan-quota";q=1000;w=86400, "plan-concurrency";q=2;qu="concurrent-requests"
 	// mallory 400
 }

@@ -1,6 +1,8 @@
 package ratelimit
 
 import (
+	"math"
+	"math/bits"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,7 +21,9 @@ const (
 	//	RateLimit: "default";r=42;t=17
 	//
 	// q is the policy's capacity (Burst, or Rate) and w the seconds an empty
-	// quota takes to refill. r is the remaining quota and t a delay in
+	// quota takes to refill: the Period for window algorithms, rounded up to
+	// whole seconds, and Capacity*Period/Rate for GCRA. Concurrency rules
+	// are listed as "name";q=N;qu="concurrent-requests", without w. r is the remaining quota and t a delay in
 	// seconds, rounded up and never negative: on an allowed response, until
 	// the quota is back to full; on a denied one, until the request would
 	// fit, which is also the Retry-After value. With several rules the
@@ -61,10 +65,39 @@ func seconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// policyItem formats one RateLimit-Policy list member.
-func policyItem(name string, l Limit) string {
-	refill := time.Duration(l.Capacity()) * l.Interval()
-	return strconv.Quote(name) + ";q=" + strconv.Itoa(l.Capacity()) + ";w=" + strconv.FormatInt(seconds(refill), 10)
+// policyItem formats one RateLimit-Policy list member for a rule of alg.
+//
+// q is the capacity. For the rate algorithms w is the seconds an empty quota
+// takes to refill: the Period for the window algorithms, Capacity*Period/Rate
+// for GCRA (so PerMinute(7) says w=60), rounded up to whole seconds and at
+// least 1. A Concurrency rule counts requests in flight, not requests per
+// window: it is advertised with the draft's quota unit for that,
+// qu="concurrent-requests", and no w (its Period is how long a lost slot
+// lives, not a window).
+func policyItem(name string, l Limit, alg Algorithm) string {
+	item := strconv.Quote(name) + ";q=" + strconv.Itoa(l.Capacity())
+	if alg == Concurrency {
+		return item + `;qu="concurrent-requests"`
+	}
+	return item + ";w=" + strconv.FormatUint(refillSeconds(l), 10)
+}
+
+// refillSeconds is ceil(Capacity*Period/Rate) in seconds, at least 1,
+// computed exactly: for a valid limit the quotient fits in 64 bits.
+func refillSeconds(l Limit) uint64 {
+	if l.Rate <= 0 || l.Period <= 0 {
+		return 1
+	}
+	hi, lo := bits.Mul64(uint64(max(l.Capacity(), 0)), uint64(l.Period))
+	d := uint64(l.Rate) * uint64(time.Second)
+	if hi >= d {
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, d)
+	if r != 0 {
+		q++
+	}
+	return max(q, 1)
 }
 
 // appendRateLimit appends a RateLimit field value for res under policy name.

@@ -103,6 +103,8 @@ func toEngine(r *Request) memstore.Request {
 		Cost:     int64(r.Cost),
 		WinStart: r.Window.Start,
 		WinEnd:   r.Window.End,
+		WinNext:  r.Window.NextEnd,
+		Slot:     r.Slot,
 	}
 }
 
@@ -113,6 +115,7 @@ func fromEngine(l Limit, r memstore.Result) Result {
 		Remaining:  int(r.Remaining),
 		RetryAfter: time.Duration(r.RetryAfter),
 		ResetAfter: time.Duration(r.ResetAfter),
+		Slot:       r.Slot,
 	}
 }
 

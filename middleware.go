@@ -245,7 +245,7 @@ func compileRule(r Rule, c config, fixedCost int) *rule {
 		if err := probe.Validate(); err != nil {
 			panic(fmt.Sprintf("ratelimit: rule %q: %v", r.Name, strings.TrimPrefix(err.Error(), "ratelimit: ")))
 		}
-		ru.policyItem = policyItem(r.Name, r.Limit)
+		ru.policyItem = policyItem(r.Name, r.Limit, r.Algorithm)
 		ru.capacityText = strconv.Itoa(r.Limit.Capacity())
 	}
 	if fixedCost > 1 && r.Cost == nil {
@@ -321,6 +321,8 @@ func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (fu
 		return noop, true // a shadow rule never denies
 	case use == keyFailed:
 		return l.keyFailed(w, r, ru, err)
+	case use == overCapacity:
+		return l.costExceeded(w, r, ru, &req)
 	}
 	start := l.startTimer()
 	res, err := l.take(r, ru, &req)
@@ -339,7 +341,7 @@ func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (fu
 	l.observeResult(r, ru, res, Denied, lat)
 	policy := l.policyHeader
 	if policy == "" || req.Limit != ru.Limit { // dynamic, or decided by a fallback's share
-		policy = policyItem(ru.Name, req.Limit)
+		policy = policyItem(ru.Name, req.Limit, ru.Algorithm)
 	}
 	l.writeHeaders(w.Header(), policy, ru, &req, &res, now, l.denied == nil && !res.Allowed)
 	if res.Allowed {
@@ -353,9 +355,10 @@ func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (fu
 type use uint8
 
 const (
-	applies   use = iota
-	exempt        // the rule's LimitFunc or QuotaFunc exempted the request
-	keyFailed     // the rule's KeyFunc failed
+	applies      use = iota
+	exempt           // the rule's LimitFunc or QuotaFunc exempted the request
+	keyFailed        // the rule's KeyFunc failed
+	overCapacity     // the request costs more than the rule's limit allows at once
 )
 
 // request builds the store request for r under ru. The key comes first, so
@@ -391,7 +394,12 @@ func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
 		req.Limit, req.Window = quotaWindow(quota, now)
 	}
 	if ru.Cost != nil {
-		req.Cost = min(max(ru.Cost(r), 1), max(req.Limit.Capacity(), 1))
+		// A request costs at least 1; one that costs more than the limit
+		// allows at once can never be admitted (see costExceeded).
+		req.Cost = max(ru.Cost(r), 1)
+		if c := req.Limit.Capacity(); c >= 1 && req.Cost > c {
+			return req, overCapacity, nil
+		}
 	}
 	return req, applies, nil
 }
@@ -458,8 +466,18 @@ func (l *Limiter) failClosed(w http.ResponseWriter, r *http.Request, status int,
 	}
 	h := w.Header()
 	h[hdrRetryAfter] = []string{"1"}
-	writeProblem(w, status, "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",
-		"The rate limiter is unavailable; retry shortly.")
+	writeProblem(w, status, failClosedType(status), "The rate limiter is unavailable; retry shortly.")
+}
+
+// failClosedType is the problem type of a fail-closed response (FailClosed
+// takes 429 or 503): the one draft-ietf-httpapi-ratelimit-headers registers
+// for its status, quota-exceeded for 429 and temporary-reduced-capacity for
+// 503.
+func failClosedType(status int) string {
+	if status == http.StatusTooManyRequests {
+		return ProblemType
+	}
+	return "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 }
 
 func writeProblem(w http.ResponseWriter, status int, typ, detail string) {
@@ -485,19 +503,23 @@ func (l *Limiter) deny(w http.ResponseWriter, r *http.Request, body []byte, name
 }
 
 // releaser returns what Admit's caller runs when the request is done: the
-// release of a Concurrency slot that was taken, or nothing.
+// release of the Concurrency slots that were taken, or nothing.
 func (l *Limiter) releaser(r *http.Request, ru *rule, store Store, req Request, res Result) func() {
 	if ru.Algorithm != Concurrency || !res.Allowed {
 		return noop
 	}
 	ctx := context.WithoutCancel(r.Context())
-	return func() { l.release(ctx, r, ru, store, req) }
+	return func() { l.release(ctx, r, ru, store, req, res) }
 }
 
-// release gives req's units back to store, the store that took them.
-func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store Store, req Request) {
+// release gives back to store, the store that took them, the units that
+// req took with result res: for Concurrency, exactly the slots res.Slot
+// names, so that a release arriving after those slots expired frees no
+// other request's.
+func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store Store, req Request, res Result) {
 	ctx, cancel := l.budget(ctx)
 	defer cancel()
+	req.Slot = res.Slot
 	if err := store.Return(ctx, req); err != nil {
 		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: fmt.Errorf("%w: releasing a slot: %w", ErrStoreUnavailable, err), Request: r})
 	}
@@ -579,7 +601,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 }
 
 // AllowN reports whether n events for key fit now, and consumes them if so.
-// n must be between 0 (a query that consumes nothing) and the capacity.
+// n must be between 0 (a query that consumes nothing) and the capacity: n
+// above a rule's capacity could never be admitted, so AllowN returns an
+// error wrapping ErrInvalidRequest and consumes nothing.
 // Rules with a LimitFunc, Quota or QuotaFunc need a request and are skipped.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
 	reqs, rules := l.keyRequests(key, n)

@@ -62,6 +62,11 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 			continue // a shadow rule never denies
 		case use == keyFailed:
 			return l.keyFailed(w, r, ru, err)
+		case use == overCapacity && ru.Shadow:
+			l.costExceeded(w, r, ru, &req)
+			continue
+		case use == overCapacity:
+			return l.costExceeded(w, r, ru, &req)
 		}
 		b.add(ru, req)
 		if i < l.enforced {
@@ -149,7 +154,7 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 	if policy == "" {
 		items := make([]string, 0, enforced)
 		for i := 0; i < enforced; i++ {
-			items = append(items, policyItem(b.rules[i].Name, b.reqs[i].Limit))
+			items = append(items, policyItem(b.rules[i].Name, b.reqs[i].Limit, b.rules[i].Algorithm))
 		}
 		policy = strings.Join(items, ", ")
 	}
@@ -173,7 +178,7 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 	// Concurrency slots they hold, since no handler runs.
 	for i := enforced; i < b.n; i++ {
 		if b.rules[i].Algorithm == Concurrency && b.state[i] == decided && b.res[i].Allowed {
-			l.release(context.WithoutCancel(r.Context()), r, b.rules[i], b.by[i], b.reqs[i])
+			l.release(context.WithoutCancel(r.Context()), r, b.rules[i], b.by[i], b.reqs[i], b.res[i])
 		}
 	}
 	return noop, false
@@ -203,7 +208,7 @@ func (l *Limiter) compensate(r *http.Request, b *batch, enforced int) {
 		if l.storeCallDenied(b, i, enforced) {
 			continue
 		}
-		l.release(context.WithoutCancel(r.Context()), r, b.rules[i], b.by[i], b.reqs[i])
+		l.release(context.WithoutCancel(r.Context()), r, b.rules[i], b.by[i], b.reqs[i], b.res[i])
 		b.state[i] = consumed
 	}
 }
@@ -238,11 +243,12 @@ func (l *Limiter) multiReleaser(r *http.Request, b *batch) func() {
 	reqs := make([]Request, len(held))
 	for j, i := range held {
 		rules[j], stores[j], reqs[j] = b.rules[i], b.by[i], b.reqs[i]
+		reqs[j].Slot = b.res[i].Slot
 	}
 	ctx := context.WithoutCancel(r.Context())
 	return func() {
 		for j := range reqs {
-			l.release(ctx, r, rules[j], stores[j], reqs[j])
+			l.release(ctx, r, rules[j], stores[j], reqs[j], Result{Slot: reqs[j].Slot})
 		}
 	}
 }

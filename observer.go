@@ -17,10 +17,11 @@ const (
 	KeyError                    // no key could be extracted; the key-error policy applied
 	StoreError                  // the store failed; the rule's FailurePolicy applied
 	Fallback                    // the store failed and the fallback store decided (its Allowed or Denied follows)
+	CostExceeded                // the request costs more than the rule's capacity: never admissible, denied without a store call (a shadow rule only reports it)
 	numOutcomes
 )
 
-var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "skipped", "key_error", "store_error", "fallback"}
+var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "skipped", "key_error", "store_error", "fallback", "cost_exceeded"}
 
 // String returns the outcome's metrics label, e.g. "shadow_denied".
 func (o Outcome) String() string {
@@ -45,7 +46,7 @@ type Event struct {
 	Outcome Outcome       // what happened
 	Result  Result        // the store's result, when it decided
 	Latency time.Duration // real time spent in the store call (shared by the rules of one call); 0 without a store call
-	Err     error         // for KeyError, StoreError and Fallback
+	Err     error         // for KeyError, StoreError, Fallback and CostExceeded (wraps ErrInvalidRequest)
 	Request *http.Request // the request; do not retain it
 }
 
@@ -63,7 +64,7 @@ type ObserverFunc func(e Event)
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
 // WithObserver sends every decision to o: allowed, denied, shadow-denied,
-// skipped, key errors, store errors and fallbacks. See the ratelimitprom and
+// skipped, key errors, store errors, fallbacks and costs above capacity. See the ratelimitprom and
 // ratelimitotel packages for ready-made metrics.
 func WithObserver(o Observer) Option {
 	if o == nil {

@@ -94,9 +94,11 @@ func WithCost(n int) Option {
 	return func(c *config) { c.cost = n; c.ruleOpts = append(c.ruleOpts, "WithCost") }
 }
 
-// WithCostFunc sets a per-request cost, for example 5 for a search. Its
-// result is clamped to [1, capacity]: a request can never cost nothing, and
-// one that costs more than the limit's capacity consumes all of it.
+// WithCostFunc sets a per-request cost, for example 5 for a search. A
+// result below 1 counts as 1: a request can never cost nothing. A request
+// that costs more than the limit's capacity can never be admitted: it is
+// denied at once, without Retry-After, with a problem+json body saying so,
+// and reported to observers as CostExceeded.
 func WithCostFunc(f func(*http.Request) int) Option {
 	if f == nil {
 		panic("ratelimit: WithCostFunc(nil)")

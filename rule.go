@@ -43,7 +43,8 @@ type Rule struct {
 	Algorithm Algorithm
 
 	// Cost, if set, is the number of units a request consumes; 1 when nil.
-	// Results are clamped to [1, capacity].
+	// Results below 1 count as 1; a request whose cost exceeds the limit's
+	// capacity is denied (see WithCostFunc).
 	Cost func(r *http.Request) int
 
 	// Shadow makes the rule report without enforcing: it counts requests and

@@ -78,7 +78,7 @@ func ParseRateLimit(h http.Header) (RateLimit, error) {
 	if v == "" {
 		return RateLimit{}, fmt.Errorf("ratelimittest: no RateLimit field")
 	}
-	name, params, err := parseItem(v)
+	name, params, _, err := parseItem(v)
 	if err != nil {
 		return RateLimit{}, err
 	}
@@ -101,7 +101,8 @@ func ParseRateLimit(h http.Header) (RateLimit, error) {
 type Policy struct {
 	Name   string
 	Quota  int
-	Window time.Duration
+	Window time.Duration // zero when the member has no w
+	Unit   string        // the qu parameter, e.g. "concurrent-requests"; empty when absent
 }
 
 // ParsePolicies parses every member of the RateLimit-Policy field of h.
@@ -109,11 +110,11 @@ func ParsePolicies(h http.Header) ([]Policy, error) {
 	var out []Policy
 	for _, line := range h.Values("RateLimit-Policy") {
 		for _, item := range strings.Split(line, ",") {
-			name, params, err := parseItem(strings.TrimSpace(item))
+			name, params, unit, err := parseItem(strings.TrimSpace(item))
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, Policy{Name: name, Quota: params["q"], Window: time.Duration(params["w"]) * time.Second})
+			out = append(out, Policy{Name: name, Quota: params["q"], Window: time.Duration(params["w"]) * time.Second, Unit: unit})
 		}
 	}
 	if len(out) == 0 {
@@ -124,22 +125,27 @@ func ParsePolicies(h http.Header) ([]Policy, error) {
 
 // parseItem parses `"name";k=1;k2=2`, the subset of Structured Fields the
 // limiter writes.
-func parseItem(v string) (string, map[string]int, error) {
+// Integer parameters go in params; the quota unit qu, a string, in unit.
+func parseItem(v string) (name string, params map[string]int, unit string, err error) {
 	parts := strings.Split(v, ";")
-	name, err := strconv.Unquote(parts[0])
+	name, err = strconv.Unquote(parts[0])
 	if err != nil {
-		return "", nil, fmt.Errorf("ratelimittest: bad item %q: %w", v, err)
+		return "", nil, "", fmt.Errorf("ratelimittest: bad item %q: %w", v, err)
 	}
-	params := make(map[string]int)
+	params = make(map[string]int)
 	for _, p := range parts[1:] {
 		k, val, ok := strings.Cut(p, "=")
+		if u, err := strconv.Unquote(val); ok && err == nil && k == "qu" {
+			unit = u
+			continue
+		}
 		n, err := strconv.Atoi(val)
 		if !ok || err != nil {
-			return "", nil, fmt.Errorf("ratelimittest: bad parameter %q in %q", p, v)
+			return "", nil, "", fmt.Errorf("ratelimittest: bad parameter %q in %q", p, v)
 		}
 		params[k] = n
 	}
-	return name, params, nil
+	return name, params, unit, nil
 }
 
 // ExpectLimitedAt sends requests made by newReq through h and fails tb

@@ -18,14 +18,17 @@ type NewStoreFunc func(t *testing.T, clock ratelimit.Clock) ratelimit.Store
 
 // TestStore runs the conformance suite for a ratelimit.Store: exact results
 // of every algorithm on a fixed time grid, costs, invalid requests, key
-// isolation, all-or-nothing TakeAll, refunds and concurrent use. Every store
-// in this module runs it; so should yours.
+// isolation, all-or-nothing TakeAll, refunds and concurrent use; bounds that
+// hold when requests arrive out of order, the clock is stepped back or
+// instances see calendar windows turn at different times; and Concurrency
+// slots that expire one by one. Every store in this module runs it; so
+// should yours.
 //
 // The clock starts at Epoch, a boundary of every common window, and the
 // suite moves it by whole milliseconds, so a store with microsecond or
 // millisecond resolution gives the same results as one with nanoseconds.
 func TestStore(t *testing.T, newStore NewStoreFunc) {
-	for _, tc := range storeCases {
+	for _, tc := range append(storeCases[:len(storeCases):len(storeCases)], exactCases...) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := NewClock(Epoch)
 			s := newStore(t, clock)
@@ -40,17 +43,25 @@ type storeTester struct {
 	clock *Clock
 }
 
-// take calls Take and checks the result against want (Limit is filled in).
-func (st *storeTester) take(req ratelimit.Request, want ratelimit.Result) {
+// take calls Take and checks the result against want (Limit is filled in;
+// Slot is checked to be set exactly for an allowed Concurrency take of
+// non-zero cost) and returns the Slot.
+func (st *storeTester) take(req ratelimit.Request, want ratelimit.Result) uint64 {
 	st.t.Helper()
 	got, err := st.s.Take(context.Background(), req)
 	if err != nil {
 		st.t.Fatalf("Take(%s, cost %d) at +%v: %v", req.Key, req.Cost, st.elapsed(), err)
 	}
+	slot := got.Slot
+	if holds := req.Algorithm == ratelimit.Concurrency && got.Allowed && req.Cost > 0; holds != (slot != 0) {
+		st.t.Fatalf("Take(%s, %v, cost %d) at +%v: Slot %d; want a token exactly for an allowed Concurrency take of non-zero cost", req.Key, req.Algorithm, req.Cost, st.elapsed(), slot)
+	}
+	got.Slot = 0
 	want.Limit = req.Limit
 	if got != want {
 		st.t.Fatalf("Take(%s, cost %d) at +%v:\n got %+v\nwant %+v", req.Key, req.Cost, st.elapsed(), got, want)
 	}
+	return slot
 }
 
 func (st *storeTester) remaining(req ratelimit.Request) int {

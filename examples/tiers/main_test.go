@@ -19,7 +19,7 @@ func TestExample(t *testing.T) {
 	}
 
 	resp := ratelimittest.Do(h, withKey("standard-key-2")())
-	want := `"plan-rate";q=50;w=5, "plan-quota";q=50000;w=86400, "plan-concurrency";q=10;w=60, "per-ip";q=40;w=2`
+	want := `"plan-rate";q=50;w=5, "plan-quota";q=50000;w=86400, "plan-concurrency";q=10;qu="concurrent-requests", "per-ip";q=40;w=2`
 	if resp.Code != 200 || resp.Header.Get("RateLimit-Policy") != want {
 		t.Fatalf("standard tenant: %d, policy %q", resp.Code, resp.Header.Get("RateLimit-Policy"))
 	}

@@ -46,6 +46,7 @@ type Result struct {
 	Remaining  int64
 	RetryAfter int64
 	ResetAfter int64
+	Slot       uint64 // the token of the slots an allowed Concurrency take acquired
 }
 
 // gcra applies cost at now to the theoretical arrival time tat of a key
@@ -112,8 +113,14 @@ func (w window) expiry() int64 { return w.Expires }
 // The estimated count at elapsed time e into the current window is
 // A + B*(Period-e)/Period; a request of cost n fits when that plus n is at
 // most Rate. All comparisons are exact (128-bit intermediate products).
+//
+// Time never goes back for a key: a request stamped before the start of the
+// window the key counts in is decided at that start (the most conservative
+// moment of the window), never in an earlier window that would forget the
+// current count.
 func slidingWindow(w window, now int64, l Limit, cost int64) (window, Result) {
 	p := l.Period
+	now = slidingNow(w, now, p)
 	start := now - mod(now, p)
 	cur, prev := int64(0), int64(0)
 	switch w.Expires - 2*p {
@@ -170,7 +177,16 @@ func slidingResetAfter(cur, prev, start, now, p int64) int64 {
 	return 0
 }
 
+// slidingNow is now, or the start of the key's current window if later.
+func slidingNow(w window, now, p int64) int64 {
+	if w.A != 0 || w.B != 0 { // an empty state has no window to hold to
+		now = max(now, w.Expires-2*p)
+	}
+	return now
+}
+
 func slidingReturn(w window, now int64, l Limit, cost int64) window {
+	now = slidingNow(w, now, l.Period)
 	start := now - mod(now, l.Period)
 	if w.Expires-2*l.Period == start {
 		w.A = uint32(max(0, int64(w.A)-cost))
@@ -180,14 +196,19 @@ func slidingReturn(w window, now int64, l Limit, cost int64) window {
 
 // fixedWindow: A is the count of the window that ends at Expires. The window
 // is [start, end), epoch-aligned unless the caller gave explicit bounds.
+//
+// Windows never go back: when the key already counts in a later window than
+// the one now falls in (a request read the clock before another that was
+// served first, or the clock was stepped back), the request counts against
+// that later window. Only a later window starts a new count.
 func fixedWindow(w window, now int64, l Limit, cost int64, start, end int64) (window, Result) {
 	if end == 0 {
 		start = now - mod(now, l.Period)
 		end = start + l.Period
 	}
 	count := int64(0)
-	if w.Expires == end {
-		count = int64(w.A)
+	if w.Expires == end || w.A > 0 && w.Expires > end {
+		end, count = w.Expires, int64(w.A)
 	}
 	need := max(cost, 1)
 	left := max(0, end-now)
@@ -202,46 +223,13 @@ func fixedWindow(w window, now int64, l Limit, cost int64, start, end int64) (wi
 	return window{Expires: end, A: uint32(count)}, res
 }
 
+// fixedReturn refunds cost units of the window a take at now would have
+// counted against: the request's window, or the key's later one.
 func fixedReturn(w window, now int64, l Limit, cost int64, end int64) window {
 	if end == 0 {
 		end = now - mod(now, l.Period) + l.Period
 	}
-	if w.Expires == end {
-		w.A = uint32(max(0, int64(w.A)-cost))
-	}
-	return w
-}
-
-// concurrencyRetryHint is the RetryAfter of a denied Concurrency request:
-// slots free up when requests finish, which no store can predict, so clients
-// are told to come back in a second (or when the slots expire, if sooner).
-const concurrencyRetryHint = 1e9
-
-// concurrency: A is the number of slots in flight; they all expire at
-// Expires, which every acquisition pushes to now + Period.
-func concurrency(w window, now int64, l Limit, cost int64) (window, Result) {
-	inflight := int64(0)
-	if w.Expires > now {
-		inflight = int64(w.A)
-	}
-	need := max(cost, 1)
-	if inflight+need > l.Rate {
-		return w, Result{
-			Remaining:  max(0, l.Rate-inflight),
-			RetryAfter: min(concurrencyRetryHint, w.Expires-now),
-			ResetAfter: w.Expires - now,
-		}
-	}
-	if cost == 0 {
-		return w, Result{Allowed: true, Remaining: l.Rate - inflight, ResetAfter: max(0, w.Expires-now)}
-	}
-	inflight += cost
-	w = window{Expires: now + l.Period, A: uint32(inflight)}
-	return w, Result{Allowed: true, Remaining: l.Rate - inflight, ResetAfter: l.Period}
-}
-
-func concurrencyReturn(w window, now int64, cost int64) window {
-	if w.Expires > now {
+	if w.Expires == end || w.A > 0 && w.Expires > end {
 		w.A = uint32(max(0, int64(w.A)-cost))
 	}
 	return w

@@ -120,8 +120,10 @@ func TestLoweredLimitNeverNegative(t *testing.T) {
 	if _, res := fixedWindow(w, 0, low, 1, 0, 0); res.Allowed || res.Remaining != 0 {
 		t.Fatalf("fixed window: %+v", res)
 	}
-	c, _ := concurrency(window{}, 0, high, 5)
-	if _, res := concurrency(c, 0, low, 1); res.Allowed || res.Remaining != 0 {
+	var c slots
+	var seq uint64
+	c.take(0, high, 5, &seq)
+	if res := c.take(0, low, 1, &seq); res.Allowed || res.Remaining != 0 {
 		t.Fatalf("concurrency: %+v", res)
 	}
 	// An explicit window that has already ended never reports negative waits.

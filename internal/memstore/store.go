@@ -1,7 +1,6 @@
 package memstore
 
 import (
-	"errors"
 	"hash/maphash"
 	"math"
 	"math/bits"
@@ -16,13 +15,17 @@ type Request struct {
 	Limit     Limit
 	Cost      int64
 	// WinStart and WinEnd are explicit FixedWindow bounds; zero means
-	// epoch-aligned windows of Limit.Period.
-	WinStart, WinEnd int64
+	// epoch-aligned windows of Limit.Period. WinNext, if set, is the end of
+	// the window after [WinStart, WinEnd).
+	WinStart, WinEnd, WinNext int64
+	// Slot names the Concurrency slots a Return releases; see slots.release.
+	Slot uint64
 }
 
-// Store is a sharded map from a 64-bit hash of (rule, key, algorithm) to the
-// key's state. GCRA keys keep one int64 each; the counting algorithms keep a
-// 16-byte window. Each shard is bounded; see Config.MaxKeys.
+// Store is a sharded table from a 64-bit hash of (rule, key, algorithm) to the
+// key's state. GCRA keys keep one int64 each; fixed and sliding windows keep
+// a 16-byte window; Concurrency keys keep a queue of slot deadlines. Each
+// shard is bounded; see Config.MaxKeys.
 //
 // A Store is safe for concurrent use. Its zero value is not usable; call New.
 type Store struct {
@@ -31,6 +34,7 @@ type Store struct {
 	perCap  int  // keys per shard per table
 	gcra    []shard[tat]
 	windows []shard[window]
+	conc    []shard[*slots]
 }
 
 // tat is the GCRA state: the theoretical arrival time, which is also when
@@ -40,19 +44,26 @@ type tat int64
 func (t tat) expiry() int64 { return int64(t) }
 
 type state interface {
-	tat | window
+	tat | window | *slots
 	expiry() int64
 }
 
-// shard is one lock and map. The padding keeps neighbouring shards' locks
+// shard is one lock and table. The padding keeps neighbouring shards' locks
 // on different cache lines.
 type shard[V state] struct {
 	mu sync.Mutex
-	m  map[uint64]V
+	t  table[V]
 	// floor is at most the expiry of every entry: while now < floor the
 	// shard holds no expired entry and a full scan would find nothing.
 	floor int64
-	_     [32]byte
+	// swept is the latest expiry of an entry dropped as expired: whoever
+	// dropped it had reached that time, so a key found absent is never
+	// counted before it (its dropped window might be the one a request
+	// stamped earlier would reopen).
+	swept int64
+	// seq numbers Concurrency slots: tokens are never reused in a shard.
+	seq uint64
+	_   [16]byte
 }
 
 // Config sizes a Store.
@@ -97,12 +108,15 @@ func New(cfg Config) *Store {
 		perCap:  max(1, (cfg.MaxKeys+n-1)/n),
 		gcra:    make([]shard[tat], n),
 		windows: make([]shard[window], n),
+		conc:    make([]shard[*slots], n),
 	}
 	for i := range s.gcra {
-		s.gcra[i].m = make(map[uint64]tat)
+		s.gcra[i].t = newTable[tat](s.perCap)
 		s.gcra[i].floor = math.MaxInt64
-		s.windows[i].m = make(map[uint64]window)
+		s.windows[i].t = newTable[window](s.perCap)
 		s.windows[i].floor = math.MaxInt64
+		s.conc[i].t = newTable[*slots](s.perCap)
+		s.conc[i].floor = math.MaxInt64
 	}
 	if bitsN == 0 {
 		s.shift = 63 // one shard: every hash maps to index 0
@@ -116,6 +130,7 @@ func (s *Store) Len() int {
 	for i := range s.gcra {
 		n += lockedLen(&s.gcra[i])
 		n += lockedLen(&s.windows[i])
+		n += lockedLen(&s.conc[i])
 	}
 	return n
 }
@@ -123,7 +138,7 @@ func (s *Store) Len() int {
 func lockedLen[V state](sh *shard[V]) int {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return len(sh.m)
+	return sh.t.len()
 }
 
 // hash identifies (rule, key, alg). Sliding and fixed windows share a table,
@@ -133,7 +148,11 @@ func (s *Store) hash(r *Request) uint64 {
 	if r.Rule != "" {
 		h ^= bits.RotateLeft64(maphash.String(s.seed, r.Rule)*0x9e3779b97f4a7c15, 31)
 	}
-	return h ^ uint64(r.Alg)*0xff51afd7ed558ccd
+	h ^= uint64(r.Alg) * 0xff51afd7ed558ccd
+	if h == 0 { // 0 marks an empty table slot
+		h = 1
+	}
+	return h
 }
 
 func (s *Store) index(h uint64) int {
@@ -154,10 +173,35 @@ func (s *Store) Take(r *Request, now int64) Result {
 		sh.mu.Unlock()
 		return d.result(now, r.Limit)
 	}
+	if r.Alg == Concurrency {
+		sh := &s.conc[i]
+		sh.mu.Lock()
+		res := applySlots(sh, s.perCap, h, r, now)
+		sh.mu.Unlock()
+		return res
+	}
 	sh := &s.windows[i]
 	sh.mu.Lock()
 	res := applyWindow(sh, s.perCap, h, r, now)
 	sh.mu.Unlock()
+	return res
+}
+
+// applySlots acquires Concurrency slots. The key's queue is created only
+// when an acquisition is allowed.
+func applySlots(sh *shard[*slots], capacity int, h uint64, r *Request, now int64) Result {
+	q, ok := sh.t.get(h)
+	if !ok {
+		if r.Cost == 0 || r.Cost > r.Limit.Rate { // nothing to keep
+			var empty slots
+			return empty.take(now, r.Limit, r.Cost, &sh.seq)
+		}
+		q = new(slots)
+	}
+	res := q.take(now, r.Limit, r.Cost, &sh.seq)
+	if res.Allowed && r.Cost > 0 {
+		put(sh, capacity, h, q, ok, now)
+	}
 	return res
 }
 
@@ -167,7 +211,7 @@ func applyGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) Re
 
 // decideGCRA is the part of a GCRA check that needs the shard lock.
 func decideGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) gcraDecision {
-	old, ok := sh.m[h]
+	old, ok := sh.t.get(h)
 	next, d := gcraDecide(int64(old), now, r.Limit, r.Cost)
 	if d.allowed && r.Cost > 0 {
 		put(sh, capacity, h, tat(next), ok, now)
@@ -176,16 +220,17 @@ func decideGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) g
 }
 
 func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int64) Result {
-	old, ok := sh.m[h]
+	old, ok := sh.t.get(h)
+	start, end := r.WinStart, r.WinEnd
+	if !ok {
+		now, start, end = afterSwept(sh.swept, now, r)
+	}
 	var next window
 	var res Result
-	switch r.Alg {
-	case SlidingWindow:
+	if r.Alg == SlidingWindow {
 		next, res = slidingWindow(old, now, r.Limit, r.Cost)
-	case FixedWindow:
-		next, res = fixedWindow(old, now, r.Limit, r.Cost, r.WinStart, r.WinEnd)
-	default:
-		next, res = concurrency(old, now, r.Limit, r.Cost)
+	} else {
+		next, res = fixedWindow(old, now, r.Limit, r.Cost, start, end)
 	}
 	if res.Allowed && r.Cost > 0 {
 		put(sh, capacity, h, next, ok, now)
@@ -193,77 +238,19 @@ func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int6
 	return res
 }
 
-// put stores v under h. A new key first makes room; see makeRoom.
-func put[V state](sh *shard[V], capacity int, h uint64, v V, exists bool, now int64) {
-	if !exists {
-		makeRoom(sh, capacity, now)
+// afterSwept moves a request for an absent key to the shard's swept time
+// when it is stamped before it: the key may have been dropped there with a
+// count in a window the request would otherwise reopen. An explicit window
+// that ended by then gives way to the next one when the caller named it.
+func afterSwept(swept, now int64, r *Request) (int64, int64, int64) {
+	start, end := r.WinStart, r.WinEnd
+	if now >= swept {
+		return now, start, end
 	}
-	set(sh, h, v)
-}
-
-// set stores v and keeps the shard's expiry floor a lower bound.
-func set[V state](sh *shard[V], h uint64, v V) {
-	sh.m[h] = v
-	sh.floor = min(sh.floor, v.expiry())
-}
-
-// sweepSample is how many entries an insertion examines. Go randomises
-// where each range over a map starts, so this is a random sample.
-const sweepSample = 4
-
-// makeRoom prepares the shard for a new key. Expired entries are equivalent
-// to absent ones, so they go first: each insertion drops the expired entries
-// of a small random sample, which keeps the shard tidy without a sweep.
-// When the shard is full and the sample freed nothing, but its floor says
-// some entry may have expired, the shard scans itself once (one shard, never
-// the whole store) and drops every expired entry. Only a shard full of live
-// entries evicts one: the entry that would be full again soonest, whose
-// state matters least. So no key that is still limited is ever reset while
-// an expired entry could make room.
-func makeRoom[V state](sh *shard[V], capacity int, now int64) {
-	if len(sh.m) < capacity {
-		n := 0
-		for k, v := range sh.m {
-			if v.expiry() <= now {
-				delete(sh.m, k)
-			}
-			if n++; n == sweepSample {
-				break
-			}
-		}
-		return
+	if end != 0 && end <= swept && r.WinNext > end {
+		start, end = end, r.WinNext
 	}
-	if now >= sh.floor && scan(sh, now) {
-		return
-	}
-	// Full of live entries: evict the soonest-expiring of a sample.
-	var victim uint64
-	soonest, n := int64(math.MaxInt64), 0
-	for k, v := range sh.m {
-		if e := v.expiry(); e < soonest {
-			victim, soonest = k, e
-		}
-		if n++; n == 2*sweepSample {
-			break
-		}
-	}
-	delete(sh.m, victim)
-}
-
-// scan drops every expired entry of the shard, recomputes its floor, and
-// reports whether it freed any room.
-func scan[V state](sh *shard[V], now int64) bool {
-	before := len(sh.m)
-	floor := int64(math.MaxInt64)
-	for k, v := range sh.m {
-		if e := v.expiry(); e <= now {
-			delete(sh.m, k)
-		} else {
-			floor = min(floor, e)
-		}
-	}
-	sh.floor = floor
-	return len(sh.m) < before
+	return swept, start, end
 }
 
 // Return gives back r.Cost units of r's key.
@@ -273,158 +260,33 @@ func (s *Store) Return(r *Request, now int64) {
 	if r.Alg == GCRA {
 		sh := &s.gcra[i]
 		sh.mu.Lock()
-		if old, ok := sh.m[h]; ok {
+		if old, ok := sh.t.get(h); ok {
 			set(sh, h, tat(gcraReturn(int64(old), now, r.Limit, r.Cost)))
+		}
+		sh.mu.Unlock()
+		return
+	}
+	if r.Alg == Concurrency {
+		sh := &s.conc[i]
+		sh.mu.Lock()
+		if q, ok := sh.t.get(h); ok {
+			q.release(now, r.Slot, r.Cost)
+			set(sh, h, q)
 		}
 		sh.mu.Unlock()
 		return
 	}
 	sh := &s.windows[i]
 	sh.mu.Lock()
-	if old, ok := sh.m[h]; ok {
-		switch r.Alg {
-		case SlidingWindow:
+	if old, ok := sh.t.get(h); ok {
+		if r.Alg == SlidingWindow {
 			old = slidingReturn(old, now, r.Limit, r.Cost)
-		case FixedWindow:
+		} else {
 			old = fixedReturn(old, now, r.Limit, r.Cost, r.WinEnd)
-		default:
-			old = concurrencyReturn(old, now, r.Cost)
 		}
 		set(sh, h, old)
 	}
 	sh.mu.Unlock()
-}
-
-// ErrTooManyRequests is returned by TakeAll for more requests than it takes.
-var ErrTooManyRequests = errors.New("too many requests in one call")
-
-// MaxBatch is the most requests one TakeAll accepts.
-const MaxBatch = 64
-
-// undo remembers a key's state before TakeAll changed it.
-type undo struct {
-	h       uint64
-	gcra    bool
-	existed bool
-	tat     tat
-	win     window
-}
-
-// TakeAll checks every request at now and consumes them only if all are
-// allowed. It locks every shard involved, in index order so that concurrent
-// calls cannot deadlock, applies the requests one by one (so a key named
-// twice sees its own earlier update) and rolls back if any is denied.
-func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
-	if len(reqs) > MaxBatch {
-		return ErrTooManyRequests
-	}
-	var hashes [MaxBatch]uint64
-	var locks [MaxBatch]int // shard index, +len(shards) for window shards
-	n := len(s.gcra)
-	for i := range reqs {
-		r := &reqs[i]
-		hashes[i] = s.hash(r)
-		locks[i] = s.index(hashes[i])
-		if r.Alg != GCRA {
-			locks[i] += n
-		}
-	}
-	order := sortUnique(locks[:len(reqs)])
-	for _, l := range order {
-		s.lockIndex(l, true)
-	}
-	defer func() {
-		for _, l := range order {
-			s.lockIndex(l, false)
-		}
-	}()
-
-	var log [MaxBatch]undo
-	denied := false
-	for i := range reqs {
-		r := &reqs[i]
-		h := hashes[i]
-		u := &log[i]
-		u.h = h
-		if r.Alg == GCRA {
-			sh := &s.gcra[s.index(h)]
-			u.gcra = true
-			u.tat, u.existed = sh.m[h]
-			results[i] = applyGCRA(sh, s.perCap, h, r, now)
-		} else {
-			sh := &s.windows[s.index(h)]
-			u.win, u.existed = sh.m[h]
-			results[i] = applyWindow(sh, s.perCap, h, r, now)
-		}
-		denied = denied || !results[i].Allowed
-	}
-	if !denied {
-		return nil
-	}
-	// Roll back in reverse so a key named twice ends at its first state,
-	// then report every request as it stands with nothing consumed.
-	for i := len(reqs) - 1; i >= 0; i-- {
-		u := &log[i]
-		if u.gcra {
-			restore(&s.gcra[s.index(u.h)], u.h, u.tat, u.existed)
-		} else {
-			restore(&s.windows[s.index(u.h)], u.h, u.win, u.existed)
-		}
-	}
-	for i := range reqs {
-		if !results[i].Allowed {
-			continue
-		}
-		peek := reqs[i]
-		peek.Cost = 0
-		h := hashes[i]
-		if peek.Alg == GCRA {
-			results[i] = applyGCRA(&s.gcra[s.index(h)], s.perCap, h, &peek, now)
-		} else {
-			results[i] = applyWindow(&s.windows[s.index(h)], s.perCap, h, &peek, now)
-		}
-		results[i].Allowed = true
-	}
-	return nil
-}
-
-func restore[V state](sh *shard[V], h uint64, v V, existed bool) {
-	if existed {
-		set(sh, h, v)
-	} else {
-		delete(sh.m, h)
-	}
-}
-
-func (s *Store) lockIndex(l int, lock bool) {
-	var mu *sync.Mutex
-	if l < len(s.gcra) {
-		mu = &s.gcra[l].mu
-	} else {
-		mu = &s.windows[l-len(s.gcra)].mu
-	}
-	if lock {
-		mu.Lock()
-	} else {
-		mu.Unlock()
-	}
-}
-
-// sortUnique sorts a small slice in place (insertion sort: no allocation)
-// and returns it without duplicates.
-func sortUnique(a []int) []int {
-	for i := 1; i < len(a); i++ {
-		for j := i; j > 0 && a[j] < a[j-1]; j-- {
-			a[j], a[j-1] = a[j-1], a[j]
-		}
-	}
-	out := a[:0]
-	for _, v := range a {
-		if len(out) == 0 || v != out[len(out)-1] {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // Wrap turns an engine and a ratelimit.Clock into the ratelimit.Store that

@@ -1,5 +1,6 @@
 // Package memory is the in-process Store: sharded, bounded, O(1) and free of
-// allocations per check. It is what ratelimit.New uses when no store is given;
+// allocations per check (a Concurrency key allocates its queue of slots when
+// it is first taken and when the queue grows). It is what ratelimit.New uses when no store is given;
 // create one yourself to share it between middleware, to bound its size, or
 // to inject a clock in tests.
 package memory
@@ -15,13 +16,29 @@ import (
 // Store keeps rate-limit state in process memory.
 //
 // Keys are kept as 64-bit hashes of (rule, key, algorithm) with a per-process
-// random seed: a tracked GCRA key costs one 16-byte map slot, and clients
-// cannot choose keys that collide. The store holds at most MaxKeys keys per
-// table (GCRA, and the window algorithms together). A key whose state has
+// random seed, so clients cannot choose keys that collide, in open-addressing
+// tables sized for the bound: a GCRA key takes one 16-byte slot and a fixed
+// or sliding window key one 24-byte slot, in tables that grow by half when
+// 3/4 full, up to the size that holds the bound at 3/4. Measured at the default bound
+// (1,048,576 keys, the test TestMemoryAtFullBound): 22.0 bytes per GCRA key
+// (22 MiB for a full table) and 32.5 per window key (33 MiB); at 200,000
+// keys, 26 and 39. A Concurrency key also keeps a queue of its slots in
+// flight (about 64 bytes, plus 24 per acquisition held). The store holds at
+// most MaxKeys keys per table (GCRA; fixed and sliding windows together;
+// Concurrency). A key whose state has
 // expired is equivalent to an absent one and is swept a few at a time as new
 // keys arrive; only when a shard is full of live keys does a new key evict the
 // sampled key that would have been full again soonest. There is no background
 // goroutine and no stop-the-world sweep.
+//
+// Time never goes back for a key: a request stamped before the window the
+// key already counts in (a caller that read the clock before another that
+// was served first, or a clock stepped back) counts against that window, and
+// a key dropped as expired is never counted before the time at which it was
+// dropped; GCRA holds because its state only moves forward. Each
+// Concurrency slot expires a Period after it was taken, and Return with a
+// Result.Slot releases exactly that acquisition's slots. See
+// docs/exact-limits.md.
 //
 // A Store is safe for concurrent use. Most callers want Take; TakeAt and its
 // twins take an explicit time for deterministic tests.
@@ -49,7 +66,8 @@ type config struct {
 }
 
 // WithMaxKeys bounds the number of keys kept per table. The default is
-// 1,048,576 (about 26 MiB of GCRA state at its fullest). The bound applies
+// 1,048,576: about 22 MiB of GCRA state at its fullest, and 33 MiB of
+// window state if fixed or sliding windows fill their table too. The bound applies
 // per shard (MaxKeys/shards each, with shards of at least 1,024 keys), and
 // keys spread over shards by hash, so a shard may start evicting a few
 // percent before the store as a whole holds MaxKeys keys.

@@ -1,0 +1,88 @@
+package memstore
+
+import "math"
+
+// put stores v under h. A new key first makes room; see makeRoom.
+func put[V state](sh *shard[V], capacity int, h uint64, v V, exists bool, now int64) {
+	if !exists {
+		makeRoom(sh, capacity, h, now)
+	}
+	set(sh, h, v)
+}
+
+// set stores v and keeps the shard's expiry floor a lower bound.
+func set[V state](sh *shard[V], h uint64, v V) {
+	sh.t.set(h, v)
+	sh.floor = min(sh.floor, v.expiry())
+}
+
+// sweepSample is how many entries an insertion examines, from a slot
+// picked by the new key's hash: a random sample.
+const sweepSample = 4
+
+// makeRoom prepares the shard for a new key h. Expired entries are
+// equivalent to absent ones, so they go first: each insertion drops the
+// expired entries of a small random sample, which keeps the shard tidy
+// without a sweep. When the shard is full and the sample freed nothing, but
+// its floor says some entry may have expired, the shard scans itself once
+// (one shard, never the whole store) and drops every expired entry. Only a
+// shard full of live entries evicts one: the entry that would be full again
+// soonest, whose state matters least. So no key that is still limited is
+// ever reset while an expired entry could make room.
+func makeRoom[V state](sh *shard[V], capacity int, h uint64, now int64) {
+	if sh.t.len() < capacity {
+		var expired [sweepSample]uint64
+		n := 0
+		sh.t.sample(h, sweepSample, func(k uint64, v V) bool {
+			if e := v.expiry(); e <= now {
+				expired[n] = k
+				n++
+				sh.swept = max(sh.swept, e)
+			}
+			return true
+		})
+		for _, k := range expired[:n] {
+			sh.t.remove(k)
+		}
+		return
+	}
+	if now >= sh.floor && scan(sh, now) {
+		return
+	}
+	// Full of live entries: evict the soonest-expiring of a sample.
+	var victim uint64
+	soonest := int64(math.MaxInt64)
+	sh.t.sample(h, 2*sweepSample, func(k uint64, v V) bool {
+		if e := v.expiry(); e < soonest {
+			victim, soonest = k, e
+		}
+		return true
+	})
+	sh.t.remove(victim)
+}
+
+// scan drops every expired entry of the shard, recomputes its floor, and
+// reports whether it freed any room.
+func scan[V state](sh *shard[V], now int64) bool {
+	t := &sh.t
+	before := t.len()
+	floor := int64(math.MaxInt64)
+	// Removing shifts later entries back into the hole: look at slot i
+	// again until it holds a live entry or none (see table.removeAt).
+	for i := 0; i < len(t.keys); {
+		if t.keys[i] == 0 {
+			i++
+			continue
+		}
+		if e := t.vals[i].expiry(); e <= now {
+			t.removeAt(i)
+			sh.swept = max(sh.swept, e)
+			continue
+		} else {
+			floor = min(floor, e)
+		}
+		i++
+	}
+	sh.floor = floor
+	return t.len() < before
+}
