@@ -51,11 +51,24 @@ func (s *Store) leaseSize(l ratelimit.Limit) int {
 	return min(l.Capacity(), max(1, int(s.leaseFrac*float64(l.Capacity()))))
 }
 
+// leaseOutcome tells the caller of leaseTake what to do next.
+type leaseOutcome uint8
+
+const (
+	leaseDone   leaseOutcome = iota // the result (or error) is final
+	leaseAgain                      // a grant landed: read the time again and retry
+	leaseDirect                     // another grant is in flight: ask Redis directly
+)
+
 // leaseTake serves a GCRA check of cost >= 1 at time t (µs) from the key's
-// lease, or takes a new lease from Redis. It reports again when it waited
-// for another caller's grant: the caller should then consult the denied
-// cache (which the grant's answer updated, when cache is set) and retry.
-func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Request, t int64, cache bool) (res ratelimit.Result, again bool, err error) {
+// lease, or takes a new lease from Redis. It returns leaseAgain when it
+// waited for another caller's grant: the caller should then read the time
+// again (the grant was requested after t), consult the denied cache (which
+// the grant's answer updated, when cache is set) and retry with mayWait
+// false. A call that may not wait and finds a grant in flight gets
+// leaseDirect: so a check waits for at most one grant, never for a chain
+// of them.
+func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Request, t int64, cache, mayWait bool) (ratelimit.Result, leaseOutcome, error) {
 	k := cacheKey{req.Rule, req.Key, req.Algorithm}
 	sh := &s.leases.shards[k.hash()%cacheShards]
 	for {
@@ -81,15 +94,18 @@ func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Reque
 			}
 			sh.mu.Unlock()
 			s.stats.leaseHits.Add(1)
-			return res, false, nil
+			return res, leaseDone, nil
 		}
 		if ch := l.fetching; ch != nil {
 			sh.mu.Unlock()
+			if !mayWait {
+				return ratelimit.Result{}, leaseDirect, nil
+			}
 			select {
 			case <-ch:
-				return ratelimit.Result{}, true, nil
+				return ratelimit.Result{}, leaseAgain, nil
 			case <-ctx.Done():
-				return ratelimit.Result{}, false, wrapCtx(ctx.Err())
+				return ratelimit.Result{}, leaseDone, wrapCtx(ctx.Err())
 			}
 		}
 		ch := make(chan struct{})
@@ -104,9 +120,9 @@ func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Reque
 			l.fetching = nil
 			close(ch)
 			sh.mu.Unlock()
-			return ratelimit.Result{}, false, err
+			return ratelimit.Result{}, leaseDone, err
 		}
-		res = result(req.Limit, vals[:])
+		res := result(req.Limit, vals[:])
 		granted := int(vals[0])
 		if granted > 0 {
 			res.Allowed = true
@@ -126,6 +142,6 @@ func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Reque
 			l.left = 0
 		}
 		sh.mu.Unlock()
-		return res, false, nil
+		return res, leaseDone, nil
 	}
 }

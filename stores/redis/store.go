@@ -176,6 +176,12 @@ type Store struct {
 	leaseFrac float64
 	leaseLife time.Duration
 
+	timeout  time.Duration // each call's budget
+	ctxReads bool          // the client bounds socket reads by ctx
+	retries  bool          // the client may resend a command: use call keys
+	callID   string        // this Store's prefix of call key names
+	calls    atomic.Uint64
+
 	stats struct {
 		roundTrips, sent, deniedHits, leaseHits atomic.Int64
 	}
@@ -197,8 +203,10 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		client: client, prefix: c.prefix, clock: c.clock, route: routingFor(client), epoch: time.Now(),
 		coalesce: c.coalesce, maxBatch: c.maxBatch, maxWait: c.maxWait, batchTimeout: c.batchTimeout,
 		leaseFrac: c.leaseFrac, leaseLife: c.leaseLife,
-		maxInFlight: defaultMaxInFlight,
+		maxInFlight: defaultMaxInFlight, timeout: c.timeout,
+		callID: newCallID(),
 	}
+	s.ctxReads, s.retries = clientTraits(client)
 	if ps := poolSize(client); ps > 0 {
 		s.maxInFlight = min(s.maxInFlight, ps) // never wait for a connection
 	}
@@ -248,17 +256,19 @@ func (s *Store) now() instant {
 // ratelimit.ErrInvalidRequest or ErrInvalidLimit), a Redis failure, or ctx
 // ending first; the Result is then the zero value.
 func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
-	return s.take(ctx, s.now(), req)
+	return s.take(ctx, s.now(), req, true)
 }
 
 // TakeAt is Take at an explicit time instead of the server's (or the
 // WithClock clock's). On a Store with server time it bypasses the denied
 // cache and leases.
 func (s *Store) TakeAt(ctx context.Context, now time.Time, req ratelimit.Request) (ratelimit.Result, error) {
-	return s.take(ctx, at(now), req)
+	return s.take(ctx, at(now), req, false)
 }
 
-func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (ratelimit.Result, error) {
+// take decides req at now; live reports that now is the Store's own time,
+// which take reads again after waiting for a lease.
+func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request, live bool) (ratelimit.Result, error) {
 	if err := validate(&req); err != nil {
 		return ratelimit.Result{}, err
 	}
@@ -271,6 +281,7 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 			cached, leased = false, false
 		}
 	}
+	mayWait := true
 	for {
 		if cached {
 			if res, ok := s.denied.get(&req, t); ok {
@@ -281,16 +292,26 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 		if !leased {
 			break
 		}
-		res, again, err := s.leaseTake(ctx, now, &req, t, cached)
-		if !again {
+		res, next, err := s.leaseTake(ctx, now, &req, t, cached, mayWait)
+		if next == leaseDone {
 			return res, err
 		}
+		if next == leaseDirect {
+			break
+		}
+		// The grant waited for was requested after this call's time: read
+		// the time again, or every lease looks like one from the future.
+		if live {
+			now = s.now()
+			t, _ = s.cacheTime(now)
+		}
+		mayWait = false
 	}
 	vals, err := s.check(ctx, now, &req, opTake, 0)
 	if err != nil {
 		return ratelimit.Result{}, err
 	}
-	res := result(req.Limit, vals[:])
+	res := takeResult(&req, vals[:])
 	if cached {
 		s.denied.observe(&req, &res, t)
 	}
@@ -301,26 +322,25 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 // its reply: code, remaining, retry µs, reset µs.
 func (s *Store) check(ctx context.Context, now instant, req *ratelimit.Request, kind opKind, n int) ([takeWidth]int64, error) {
 	var out [takeWidth]int64
+	ctx, cancel := s.budget(ctx)
+	defer cancel()
 	if !s.coalesce {
 		mode := modeTake
-		switch kind {
-		case opReturn:
-			mode = modeReturn
-		case opLease:
-			mode = modeIndependent
+		if kind != opTake {
+			mode = modeIndependent // a negative cost returns; a lease
 		}
 		o := op{req: *req, kind: kind, n: n}
-		args := s.header(make([]any, 0, 3+fieldsPerRequest), mode, now)
+		args := s.header(make([]any, 0, headerLen+fieldsPerRequest), mode, now)
 		args = appendOp(args, &o)
 		key := []string{stateKey(s.prefix, req)}
 		s.stats.roundTrips.Add(1)
 		s.stats.sent.Add(1)
-		if kind == opReturn {
-			return out, s.runReturn(ctx, key, args)
-		}
 		vals, err := s.run(ctx, key, args, takeWidth)
 		if err != nil {
 			return out, err
+		}
+		if vals[0] < 0 {
+			return out, wrongType(req)
 		}
 		copy(out[:], vals)
 		return out, nil
@@ -360,8 +380,10 @@ func (s *Store) takeAll(ctx context.Context, now instant, reqs []ratelimit.Reque
 	if len(reqs) == 0 {
 		return nil
 	}
+	ctx, cancel := s.budget(ctx)
+	defer cancel()
 	keys := make([]string, len(reqs))
-	args := s.header(make([]any, 0, 3+fieldsPerRequest*len(reqs)), modeTake, now)
+	args := s.header(make([]any, 0, headerLen+fieldsPerRequest*len(reqs)), modeTake, now)
 	for i := range reqs {
 		if err := validate(&reqs[i]); err != nil {
 			return fmt.Errorf("request %d: %w", i, err)
@@ -380,7 +402,7 @@ func (s *Store) takeAll(ctx context.Context, now instant, reqs []ratelimit.Reque
 		return err
 	}
 	for i := range reqs {
-		results[i] = result(reqs[i].Limit, vals[takeWidth*i:])
+		results[i] = takeResult(&reqs[i], vals[takeWidth*i:])
 	}
 	return nil
 }
@@ -418,10 +440,26 @@ func validate(req *ratelimit.Request) error {
 	if n := len(req.Rule) + len(req.Key); n > MaxKeyLen {
 		return fmt.Errorf("%w: rule and key of %d bytes exceed the Redis store's bound of %d", ratelimit.ErrInvalidRequest, n, MaxKeyLen)
 	}
-	if req.Window != (ratelimit.Window{}) {
-		if e := ceilMicros(req.Window.End); e > maxSafe || e < -maxSafe {
-			return fmt.Errorf("%w: window end %d is beyond the range of the Redis store", ratelimit.ErrInvalidRequest, req.Window.End)
+	if w := req.Window; w != (ratelimit.Window{}) {
+		for _, b := range [...]int64{w.PrevStart, w.Start, w.End, w.NextEnd} {
+			if e := ceilMicros(b); e > maxSafe || e < -maxSafe {
+				return fmt.Errorf("%w: window bound %d is beyond the range of the Redis store", ratelimit.ErrInvalidRequest, b)
+			}
 		}
 	}
 	return nil
+}
+
+// wrongType is the error of a request whose key holds another type of value.
+func wrongType(req *ratelimit.Request) error {
+	return fmt.Errorf("ratelimit: redis: the state of rule %q key %q is not a rate-limit state (WRONGTYPE)", req.Rule, req.Key)
+}
+
+// budget bounds ctx by the Store's time budget (see WithTimeout), unless
+// its own deadline comes first.
+func (s *Store) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
 }
