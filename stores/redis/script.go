@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	_ "embed"
 	"fmt"
 	"strconv"
@@ -145,7 +146,7 @@ func (s *Store) run(ctx context.Context, keys []string, args []any, want int) ([
 		if err == redis.Nil {
 			err = fmt.Errorf("empty reply")
 		}
-		return nil, fmt.Errorf("ratelimit: redis: %w", err)
+		return nil, callError(ctx, err)
 	}
 	if len(vals) != want {
 		return nil, fmt.Errorf("ratelimit: redis: unexpected reply of %d values, want %d", len(vals), want)
@@ -157,9 +158,23 @@ func (s *Store) run(ctx context.Context, keys []string, args []any, want int) ([
 func (s *Store) runReturn(ctx context.Context, keys []string, args []any) error {
 	keys = s.callKey(ctx, keys, args)
 	if err := s.eval(ctx, keys, args).Err(); err != nil {
-		return fmt.Errorf("ratelimit: redis: %w", err)
+		return callError(ctx, err)
 	}
 	return nil
+}
+
+// callError wraps the error of a script call; when ctx ended first (a
+// client that bounds reads by ctx reports an i/o timeout), it wraps ctx's
+// error too, so that errors.Is(err, context.DeadlineExceeded) holds.
+func callError(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
+		cerr = context.DeadlineExceeded // the read deadline fired before ctx's timer
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("ratelimit: redis: %w: %w", cerr, err)
+	}
+	return fmt.Errorf("ratelimit: redis: %w", err)
 }
 
 // eval runs the script. A caller never waits past ctx's deadline: when
