@@ -16,9 +16,9 @@ type faultProxy struct {
 	l        net.Listener
 	upstream string
 	silent   atomic.Bool
-	delay    atomic.Int64 // ns added before every chunk sent to the client
-	drops    atomic.Int64 // reply chunks still to drop, closing their connection
-	dropped  chan struct{} // receives once per dropped chunk
+	delay    atomic.Int64                  // ns added before every chunk sent to the client
+	drops    atomic.Int64                  // reply chunks still to drop, closing their connection
+	dropped  chan struct{}                 // receives once per dropped chunk
 	gate     atomic.Pointer[chan struct{}] // while set, replies wait for it to close
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}

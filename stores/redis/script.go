@@ -2,8 +2,8 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
