@@ -109,9 +109,11 @@ func TestBudgetWithoutContextTimeoutEnabled(t *testing.T) {
 			s := New(client, opts...)
 			req := gcraReq("k", ratelimit.PerSecond(5), 1)
 			for name, call := range map[string]func() error{
-				"Take":    func() error { _, err := s.Take(context.Background(), req); return err },
-				"TakeAll": func() error { return s.TakeAll(context.Background(), []ratelimit.Request{req}, make([]ratelimit.Result, 1)) },
-				"Return":  func() error { return s.Return(context.Background(), req) },
+				"Take": func() error { _, err := s.Take(context.Background(), req); return err },
+				"TakeAll": func() error {
+					return s.TakeAll(context.Background(), []ratelimit.Request{req}, make([]ratelimit.Result, 1))
+				},
+				"Return": func() error { return s.Return(context.Background(), req) },
 			} {
 				start := time.Now()
 				err := call()

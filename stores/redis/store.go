@@ -2,9 +2,17 @@
 // instances share one limit with exactly the behaviour of the in-process
 // memory store.
 //
+// The production setup (see Example): the Store's default time budget
+// bounds every call, a Breaker stops calling a Redis that keeps failing,
+// and the failure policy decides requests meanwhile:
+//
 //	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-//	store := redisstore.New(client)
-//	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(), ratelimit.WithStore(store))
+//	store := ratelimit.NewBreaker(redisstore.New(client), ratelimit.BreakerConfig{})
+//	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
+//		ratelimit.WithStore(store), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+//
+// While Redis is down or hung a request then waits at most DefaultTimeout
+// (50ms), and nothing once the breaker is open.
 //
 // New takes any redis.UniversalClient: a *redis.Client (standalone, or a
 // Sentinel failover client from redis.NewFailoverClient), a
@@ -22,6 +30,33 @@
 // on every node, again after each of those events, and need Redis 7. One
 // script means one SHA to manage. A single GCRA check takes a fast path in
 // the script.
+//
+// # Concurrency
+//
+// Concurrency state is a sorted set of the slots in flight, scored by
+// their deadlines: each slot expires on its own Limit.Period after it was
+// taken, so a slot lost by a crashed holder, a failed Return or an
+// acquisition whose reply came after its budget is free again one Period
+// later, whatever other callers do meanwhile. An allowed Take of cost n
+// holds n members and returns a token in Result.Slot; Return with that
+// token in Request.Slot (and the same Cost) releases exactly those slots,
+// and nothing once they expired; Return with Slot 0 releases the Cost
+// slots that expire soonest. An acquisition or a release is still one
+// script call.
+//
+// # Retries and budgets
+//
+// go-redis resends a command after a network error (MaxRetries, 3 by
+// default). For a client that may do so, every script call carries a call
+// key: a resent call finds it and replies the first run's reply without
+// applying anything again, so a take or a return is never applied twice.
+// The key lives as long as the call's deadline plus 100ms (one more SET per
+// call, in the same script).
+//
+// Every Take, TakeAll and Return that goes to Redis is bounded by the
+// Store's budget (DefaultTimeout unless WithTimeout), or by its ctx's
+// deadline if that comes first, whether or not the client has
+// ContextTimeoutEnabled: see WithTimeout.
 //
 // # Fewer round trips
 //
@@ -70,7 +105,11 @@
 // a key at a time and spends them locally until they run out or the lease
 // expires. With I instances and leases of n units, admitted requests in any
 // window exceed the exact bound by at most I×n units (2% of the limit with
-// 4 instances and a lease fraction of 0.005); see WithLease.
+// 4 instances and a lease fraction of 0.005); see WithLease. A check that
+// finds a grant in flight for its key waits for that one grant and then
+// reads the time again, and a check that would wait a second time asks
+// Redis directly instead: on a hot key lease mode waits no longer than
+// the default mode.
 //
 // Stats reports round trips, checks sent, and the checks the denied cache
 // and leases answered.
@@ -79,7 +118,15 @@
 //
 // The script reads the Redis server's TIME, in integer microseconds, so the
 // clocks of the instances do not matter. (WithClock sends the client's time
-// instead, for tests.) All durations are whole microseconds: the refill
+// instead, for tests.) Time never goes back for a key: a request whose
+// time falls before the window the key holds (a clock stepped back, a
+// skewed instance with WithClock, TakeAt with an old time) counts against
+// the stored, later window and never restarts it; GCRA keeps its
+// theoretical arrival time. A calendar quota's request carries its
+// neighbour windows (ratelimit.Window's PrevStart and NextEnd, which the
+// middleware fills): the script counts it against whichever of the three
+// contains the server's time, so instances whose clocks disagree by up to a
+// window still agree on when a day or a month turns. All durations are whole microseconds: the refill
 // interval of GCRA is ceil(Period/Rate) rounded up to the microsecond, where
 // the memory store rounds up to the nanosecond, so for a limit whose interval
 // is not a whole number of microseconds (PerSecond(3): 333,334µs instead of
@@ -117,8 +164,8 @@
 // the compensation lands, one round trip later, other callers may see those
 // units consumed: a brief over-count, never an under-count. If the
 // compensation fails, the units stay consumed until they refill. A
-// Concurrency request compensated this way keeps the later expiry its
-// acquisition set. Each shard uses its own TIME; keep the nodes' clocks in
+// Concurrency request compensated this way gives back exactly the slots it
+// took, by token. Each shard uses its own TIME; keep the nodes' clocks in
 // sync (NTP), as Redis Cluster itself expects.
 //
 // # Errors
@@ -126,9 +173,9 @@
 // A backend failure (connection refused, timeout, cancelled ctx, a script
 // error) is returned as an error prefixed "ratelimit: redis:" that wraps the
 // cause, never as a denial; the middleware's failure policy decides what
-// happens then. go-redis bounds socket reads by the ctx deadline only when
-// the client has ContextTimeoutEnabled (otherwise by its ReadTimeout, 3s by
-// default): set it, so that the middleware's WithTimeout budget holds.
+// happens then. A call that ran out of budget wraps
+// context.DeadlineExceeded (errors.Is), also when the client reported an
+// i/o timeout.
 //
 // A request's Rule and Key together may be up to MaxKeyLen bytes; the
 // middleware hashes long keys, so only direct callers can reach the bound.
