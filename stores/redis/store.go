@@ -106,10 +106,9 @@
 // expires. With I instances and leases of n units, admitted requests in any
 // window exceed the exact bound by at most I×n units (2% of the limit with
 // 4 instances and a lease fraction of 0.005); see WithLease. A check that
-// finds a grant in flight for its key waits for that one grant and then
-// reads the time again, and a check that would wait a second time asks
-// Redis directly instead: on a hot key lease mode waits no longer than
-// the default mode.
+// finds a grant in flight for its key never waits for it: it asks Redis
+// directly (coalesced with the others, and exact), so on a hot key lease
+// mode makes no check wait longer than the default mode does.
 //
 // Stats reports round trips, checks sent, and the checks the denied cache
 // and leases answered.
@@ -303,19 +302,17 @@ func (s *Store) now() instant {
 // ratelimit.ErrInvalidRequest or ErrInvalidLimit), a Redis failure, or ctx
 // ending first; the Result is then the zero value.
 func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
-	return s.take(ctx, s.now(), req, true)
+	return s.take(ctx, s.now(), req)
 }
 
 // TakeAt is Take at an explicit time instead of the server's (or the
 // WithClock clock's). On a Store with server time it bypasses the denied
 // cache and leases.
 func (s *Store) TakeAt(ctx context.Context, now time.Time, req ratelimit.Request) (ratelimit.Result, error) {
-	return s.take(ctx, at(now), req, false)
+	return s.take(ctx, at(now), req)
 }
 
-// take decides req at now; live reports that now is the Store's own time,
-// which take reads again after waiting for a lease.
-func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request, live bool) (ratelimit.Result, error) {
+func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (ratelimit.Result, error) {
 	if err := validate(&req); err != nil {
 		return ratelimit.Result{}, err
 	}
@@ -328,31 +325,16 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request, li
 			cached, leased = false, false
 		}
 	}
-	mayWait := true
-	for {
-		if cached {
-			if res, ok := s.denied.get(&req, t); ok {
-				s.stats.deniedHits.Add(1)
-				return res, nil
-			}
+	if cached {
+		if res, ok := s.denied.get(&req, t); ok {
+			s.stats.deniedHits.Add(1)
+			return res, nil
 		}
-		if !leased {
-			break
-		}
-		res, next, err := s.leaseTake(ctx, now, &req, t, cached, mayWait)
-		if next == leaseDone {
+	}
+	if leased {
+		if res, direct, err := s.leaseTake(ctx, now, &req, t, cached); !direct {
 			return res, err
 		}
-		if next == leaseDirect {
-			break
-		}
-		// The grant waited for was requested after this call's time: read
-		// the time again, or every lease looks like one from the future.
-		if live {
-			now = s.now()
-			t, _ = s.cacheTime(now)
-		}
-		mayWait = false
 	}
 	vals, err := s.check(ctx, now, &req, opTake, 0)
 	if err != nil {
