@@ -232,3 +232,46 @@ func TestDailyQuotaSkewedInstances(t *testing.T) {
 		})
 	}
 }
+
+// offsetClock is the system clock plus a skew: an instance whose clock is off.
+type offsetClock time.Duration
+
+func (c offsetClock) Now() time.Time { return time.Now().Add(time.Duration(c)) }
+
+// TestDailyQuotaOnServerTime: the same on Redis's own TIME (no WithClock
+// on the Stores). In a time zone whose midnight is a minute away, one
+// instance runs two minutes ahead (already on the next day) and one two
+// minutes behind: each sends its own day with its neighbours, and the
+// script counts both against the server's day, so Daily(10) admits 10.
+func TestDailyQuotaOnServerTime(t *testing.T) {
+	const n = 10
+	client := standaloneClient(t)
+	serverNow, err := client.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	midnight := serverNow.Add(time.Minute).Truncate(time.Second)
+	zone := time.FixedZone("test", -int(midnight.Unix()%86400))
+	prefix := uniquePrefix(t)
+	var handlers []http.Handler
+	for _, skew := range []time.Duration{2 * time.Minute, -2 * time.Minute} {
+		mw := ratelimit.NewRules([]ratelimit.Rule{{
+			Name: "daily", Quota: ratelimit.Daily(n, zone), Key: ratelimit.Global(),
+		}}, ratelimit.WithStore(New(client, WithPrefix(prefix))), ratelimit.WithClock(offsetClock(skew)))
+		handlers = append(handlers, mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	}
+	admitted := 0
+	for i := range 100 {
+		rec := httptest.NewRecorder()
+		handlers[i%2].ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if rec.Code == http.StatusOK {
+			admitted++
+		}
+	}
+	if now, err := client.Time(context.Background()).Result(); err != nil || !now.Before(midnight) {
+		t.Skipf("the server's day turned during the test (%v, %v): no verdict", now, err)
+	}
+	if admitted != n {
+		t.Errorf("%d admitted under Daily(%d) by instances on either side of midnight", admitted, n)
+	}
+}
