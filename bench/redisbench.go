@@ -33,14 +33,19 @@ type RedisLibrary struct {
 	New func(client redis.UniversalClient, l Limit) (check func(ctx context.Context, key string) (bool, error), err error)
 }
 
+// benchBudget replaces the Store's default 50ms budget in the
+// measurements: they are of throughput, and a loaded machine can exceed
+// 50ms now and then, which would count as an error.
+const benchBudget = 5 * time.Second
+
 // RedisLibraries returns the limiters measured on Redis, ours first.
 func RedisLibraries() []RedisLibrary {
 	return []RedisLibrary{
 		{
 			Name: "sluicehq", Module: "github.com/sluicehq/ratelimit/stores/redis", Algorithm: "GCRA; defaults: concurrent checks coalesced into one script call, denied keys cached locally",
-			Notes: "ratelimit.NewLimiter(limit, ByIP(), WithStore(redisstore.New(client))).Allow(ctx, key), the defaults",
+			Notes: "ratelimit.NewLimiter(limit, ByIP(), WithStore(redisstore.New(client, WithTimeout(5s)))).Allow(ctx, key), the defaults but a budget that a loaded machine cannot exceed",
 			New: func(c redis.UniversalClient, l Limit) (func(context.Context, string) (bool, error), error) {
-				lim := ratelimit.NewLimiter(ours(l), ratelimit.ByIP(), ratelimit.WithStore(redisstore.New(c)))
+				lim := ratelimit.NewLimiter(ours(l), ratelimit.ByIP(), ratelimit.WithStore(redisstore.New(c, redisstore.WithTimeout(benchBudget))))
 				return func(ctx context.Context, key string) (bool, error) {
 					res, err := lim.Allow(ctx, key)
 					return res.Allowed, err
@@ -51,7 +56,7 @@ func RedisLibraries() []RedisLibrary {
 			Name: "sluicehq-plain", Module: "github.com/sluicehq/ratelimit/stores/redis", Algorithm: "GCRA, one EVALSHA per check",
 			Notes: "as sluicehq with redisstore.WithoutCoalescing() and redisstore.WithoutDeniedCache(): one script call per check",
 			New: func(c redis.UniversalClient, l Limit) (func(context.Context, string) (bool, error), error) {
-				st := redisstore.New(c, redisstore.WithoutCoalescing(), redisstore.WithoutDeniedCache())
+				st := redisstore.New(c, redisstore.WithoutCoalescing(), redisstore.WithoutDeniedCache(), redisstore.WithTimeout(benchBudget))
 				lim := ratelimit.NewLimiter(ours(l), ratelimit.ByIP(), ratelimit.WithStore(st))
 				return func(ctx context.Context, key string) (bool, error) {
 					res, err := lim.Allow(ctx, key)

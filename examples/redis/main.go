@@ -75,19 +75,17 @@ func main() {
 // instance builds one server with its own Redis client and store, as a
 // separate process would have.
 func instance(n int, addr, redisAddr string) *http.Server {
-	client := redis.NewClient(&redis.Options{
-		Addr: redisAddr,
-		// Let the ctx deadline (WithTimeout below) bound every call.
-		ContextTimeoutEnabled: true,
-	})
-	store := redisstore.New(client)
+	client := redis.NewClient(&redis.Options{Addr: redisAddr})
+	// The production setup: the Store bounds every call by its default
+	// budget (redisstore.DefaultTimeout, 50ms), and a Breaker stops calling
+	// a Redis that keeps failing, so a dead or hung Redis adds at most 50ms
+	// to a request, then nothing; meanwhile requests pass (FailOpen).
+	store := ratelimit.NewBreaker(redisstore.New(client), ratelimit.BreakerConfig{})
 
 	limit := ratelimit.New(ratelimit.PerMinute(5), ratelimit.ByIP(),
 		ratelimit.WithStore(store),
 		ratelimit.WithName("shared"),
-		// A dead or slow Redis adds at most 50ms, then the request passes
-		// (FailOpen, the default failure policy).
-		ratelimit.WithTimeout(50*time.Millisecond),
+		ratelimit.WithFailurePolicy(ratelimit.FailOpen),
 	)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"hash/maphash"
 	"sync"
@@ -60,6 +62,33 @@ type lane struct {
 // defaultMaxInFlight is how many script calls of one lane may be in flight,
 // unless the client's pool holds fewer connections.
 const defaultMaxInFlight = 2
+
+// clientTraits reports whether the client bounds socket reads by a ctx
+// deadline (go-redis does with ContextTimeoutEnabled) and whether it may
+// resend a command after a network error (go-redis does MaxRetries times,
+// 3 by default; a ClusterClient MaxRedirects times). Unknown clients are
+// assumed to do the worse of each.
+func clientTraits(c redis.UniversalClient) (ctxReads, retries bool) {
+	switch c := c.(type) {
+	case *redis.Client:
+		o := c.Options()
+		return o.ContextTimeoutEnabled, o.MaxRetries > 0
+	case *redis.ClusterClient:
+		o := c.Options()
+		return o.ContextTimeoutEnabled, o.MaxRetries > 0 || o.MaxRedirects > 0
+	case *redis.Ring:
+		o := c.Options()
+		return o.ContextTimeoutEnabled, o.MaxRetries > 0
+	}
+	return false, true
+}
+
+// newCallID returns a random prefix for the call keys of one Store.
+func newCallID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:]) + "."
+}
 
 // poolSize returns the connection pool size of the go-redis clients whose
 // options are known, or 0.
@@ -271,7 +300,7 @@ func (s *Store) send(ctx context.Context, ops []*op) {
 
 func (s *Store) sendGroup(ctx context.Context, ops []*op) {
 	keys := make([]string, len(ops))
-	args := s.header(make([]any, 0, 3+fieldsPerRequest*len(ops)), modeIndependent, ops[0].now)
+	args := s.header(make([]any, 0, headerLen+fieldsPerRequest*len(ops)), modeIndependent, ops[0].now)
 	for i, o := range ops {
 		keys[i] = o.key
 		args = appendOp(args, o)
@@ -286,7 +315,7 @@ func (s *Store) sendGroup(ctx context.Context, ops []*op) {
 		}
 		copy(o.vals[:], vals[takeWidth*i:])
 		if o.vals[0] < 0 {
-			o.err = fmt.Errorf("ratelimit: redis: the state of rule %q key %q is not a rate-limit state (WRONGTYPE)", o.req.Rule, o.req.Key)
+			o.err = wrongType(&o.req)
 		}
 	}
 }

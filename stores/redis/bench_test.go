@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
 )
@@ -18,7 +17,9 @@ import (
 // a denied hot key, 64 goroutines in parallel, against the shared
 // standalone server with server time, for each Store configuration
 // (plain: one script call per check; coalesced; default: coalesced with
-// the denied cache; lease) and through go-redis/redis_rate for comparison.
+// the denied cache; lease). The comparison with go-redis/redis_rate, side
+// by side with these configurations, is in the bench module
+// (BenchmarkRedisCompare*), so that this module does not require it.
 //
 //	go test -run '^$' -bench . -benchtime 3s ./stores/redis/
 //
@@ -164,16 +165,6 @@ func BenchmarkTake(b *testing.B) {
 				}, w.keys)
 			})
 		}
-		b.Run(w.name+"/redis_rate", func(b *testing.B) {
-			client, counter := benchClient(b)
-			l := redis_rate.NewLimiter(client)
-			prefix := uniquePrefix(b)
-			rl := redis_rate.PerSecond(1_000_000)
-			runParallel(b, counter, func(ctx context.Context, key string) error {
-				_, err := l.Allow(ctx, prefix+key, rl)
-				return err
-			}, w.keys)
-		})
 	}
 }
 
@@ -193,17 +184,4 @@ func BenchmarkTakeDenied(b *testing.B) {
 			}, []string{"hot"})
 		})
 	}
-	b.Run("redis_rate", func(b *testing.B) {
-		client, counter := benchClient(b)
-		l := redis_rate.NewLimiter(client)
-		key := uniquePrefix(b) + "hot"
-		rl := redis_rate.PerHour(1)
-		if _, err := l.Allow(context.Background(), key, rl); err != nil {
-			b.Fatal(err)
-		}
-		runParallel(b, counter, func(ctx context.Context, _ string) error {
-			_, err := l.Allow(ctx, key, rl)
-			return err
-		}, []string{"hot"})
-	})
 }

@@ -89,7 +89,7 @@ func (s *Store) takeAllGroups(ctx context.Context, now instant, groups [][]int, 
 	for g, idx := range groups {
 		wg.Go(func() {
 			gkeys := make([]string, len(idx))
-			args := s.header(make([]any, 0, 3+fieldsPerRequest*len(idx)), modePeek, now)
+			args := s.header(make([]any, 0, headerLen+fieldsPerRequest*len(idx)), modePeek, now)
 			for j, i := range idx {
 				gkeys[j] = keys[i]
 				args, _ = appendRequest(args, &reqs[i]) // validated by the caller
@@ -118,13 +118,23 @@ func (s *Store) takeAllGroups(ctx context.Context, now instant, groups [][]int, 
 	if len(errs) == 0 && !denied {
 		for g, idx := range groups {
 			for j, i := range idx {
-				results[i] = result(reqs[i].Limit, outs[g].vals[peekWidth*j:])
+				results[i] = takeResult(&reqs[i], outs[g].vals[peekWidth*j:])
 			}
 		}
 		return nil
 	}
 
-	s.compensate(ctx, now, groups, keys, reqs, func(g int) bool { return outs[g].consumed })
+	// A Concurrency request gives back exactly the slots it took.
+	back := make([]ratelimit.Request, len(reqs))
+	for g, idx := range groups {
+		for j, i := range idx {
+			back[i] = reqs[i]
+			if outs[g].consumed {
+				back[i].Slot = takeResult(&reqs[i], outs[g].vals[peekWidth*j:]).Slot
+			}
+		}
+	}
+	s.compensate(ctx, now, groups, keys, back, func(g int) bool { return outs[g].consumed })
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -154,7 +164,7 @@ func (s *Store) compensate(ctx context.Context, now instant, groups [][]int, key
 		}
 		wg.Go(func() {
 			gkeys := make([]string, len(idx))
-			args := s.header(make([]any, 0, 3+fieldsPerRequest*len(idx)), modeReturn, now)
+			args := s.header(make([]any, 0, headerLen+fieldsPerRequest*len(idx)), modeReturn, now)
 			for j, i := range idx {
 				gkeys[j] = keys[i]
 				args, _ = appendRequest(args, &reqs[i])

@@ -176,15 +176,24 @@ func TestCoalescedReturns(t *testing.T) {
 // not the others coalesced with it.
 func TestCoalescedWrongType(t *testing.T) {
 	ctx := context.Background()
-	client := standaloneClient(t)
+	requireShared(t)
+	proxy := startProxy(t, sharedServer.Addr)
+	// One connection, so one call in flight: the checks made while it is
+	// held queue, and go out together, as one batch, once it returns.
+	client := faultClient(proxy.Addr(), func(o *redis.Options) { o.PoolSize = 1 })
 	prefix := uniquePrefix(t)
-	// A 20ms wait gathers the concurrent calls into one round trip.
-	s := New(client, WithPrefix(prefix), WithCoalescing(0, 20*time.Millisecond))
+	s := New(client, WithPrefix(prefix))
 	bad := gcraReq("bad", ratelimit.PerMinute(5), 1)
-	client.HSet(ctx, stateKey(prefix, &bad), "x", "y")
-	client.Expire(ctx, stateKey(prefix, &bad), time.Minute)
-	errs := make([]error, 10)
+	direct := standaloneClient(t)
+	direct.HSet(ctx, stateKey(prefix, &bad), "x", "y")
+	direct.Expire(ctx, stateKey(prefix, &bad), time.Minute)
+	mustTake(t, s, gcraReq("warm", ratelimit.PerMinute(5), 1)) // a warm connection, the script cached
+
+	proxy.Hold()
 	var wg sync.WaitGroup
+	wg.Go(func() { mustTakeErr(t, s, gcraReq("blocker", ratelimit.PerMinute(5), 1)) })
+	waitLane(t, s, func(l *lane) bool { return l.inflight == 1 })
+	errs := make([]error, 10)
 	for i := range errs {
 		wg.Go(func() {
 			r := gcraReq("good"+string(rune('a'+i)), ratelimit.PerMinute(5), 1)
@@ -194,6 +203,8 @@ func TestCoalescedWrongType(t *testing.T) {
 			_, errs[i] = s.Take(ctx, r)
 		})
 	}
+	waitLane(t, s, func(l *lane) bool { return len(l.queue) == len(errs) })
+	proxy.Release()
 	wg.Wait()
 	if errs[0] == nil || !strings.HasPrefix(errs[0].Error(), "ratelimit: redis: ") {
 		t.Errorf("wrong-type key: %v, want a ratelimit: redis: error", errs[0])
@@ -203,8 +214,34 @@ func TestCoalescedWrongType(t *testing.T) {
 			t.Errorf("request %d coalesced with a wrong-type key: %v", i+1, err)
 		}
 	}
-	if st := s.Stats(); st.RoundTrips > 3 {
-		t.Errorf("%d round trips for 10 checks with a 20ms wait", st.RoundTrips)
+	// The warm-up, the blocker, and one batch of the ten.
+	if st := s.Stats(); st.RoundTrips != 3 || st.Sent != 12 {
+		t.Errorf("%+v, want 3 round trips carrying 12 checks", st)
+	}
+}
+
+// mustTakeErr is mustTake from a goroutine other than the test's.
+func mustTakeErr(t *testing.T, s *Store, req ratelimit.Request) {
+	if _, err := s.Take(context.Background(), req); err != nil {
+		t.Error(err)
+	}
+}
+
+// waitLane waits until the single lane of s satisfies cond: an event
+// (calls in flight, checks queued), polled under the lane's lock.
+func waitLane(t *testing.T, s *Store, cond func(*lane) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		s.singleMu.Lock()
+		ok := cond(&s.single)
+		s.singleMu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lane never reached the expected state")
+		}
+		time.Sleep(time.Millisecond) // polling for the event
 	}
 }
 

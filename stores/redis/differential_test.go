@@ -30,7 +30,11 @@ func randomEntry(rng *rand.Rand, i int) entry {
 	e.req.Rule = fmt.Sprintf("rule%d", rng.IntN(2))
 	e.req.Key = keys[i%len(keys)] + fmt.Sprint(i/len(keys))
 	ms := time.Millisecond
-	switch e.req.Algorithm = ratelimit.Algorithm(rng.IntN(4)); e.req.Algorithm {
+	// Concurrency is left out while the memory store on this branch gives
+	// all slots of a key one shared expiry, where this store expires each
+	// slot on its own (see concurrency_test.go); put it back (IntN(4))
+	// once both expire slots alike.
+	switch e.req.Algorithm = ratelimit.Algorithm(rng.IntN(3)); e.req.Algorithm {
 	case ratelimit.GCRA:
 		rate := 1 + rng.IntN(20)
 		interval := time.Duration(1+rng.IntN(300_000)) * time.Microsecond // whole µs
@@ -85,10 +89,17 @@ func ceilMicro(d time.Duration) time.Duration {
 	return d
 }
 
+// sameResult compares a Result of this store with the memory store's. Slot
+// tokens are each store's own: this store's may only be present on an
+// allowed Concurrency take, and are otherwise not compared.
 func sameResult(e *entry, got, want ratelimit.Result) bool {
 	if !e.exact {
 		want.RetryAfter = ceilMicro(want.RetryAfter)
 	}
+	if got.Slot != 0 && !(e.req.Algorithm == ratelimit.Concurrency && got.Allowed) {
+		return false
+	}
+	got.Slot, want.Slot = 0, 0
 	return got == want
 }
 
@@ -283,7 +294,7 @@ func TestDifferentialLoweredLimit(t *testing.T) {
 					if alg == ratelimit.SlidingWindow {
 						want.RetryAfter = ceilMicro(want.RetryAfter) // documented µs rounding
 					}
-					if got != want {
+					if !sameResult(&entry{exact: true, req: r}, got, want) {
 						t.Fatalf("%s:\n redis  %+v\n memory %+v", what, got, want)
 					}
 					if got.Remaining < 0 || got.RetryAfter < 0 || got.ResetAfter < 0 {

@@ -16,7 +16,10 @@ type faultProxy struct {
 	l        net.Listener
 	upstream string
 	silent   atomic.Bool
-	delay    atomic.Int64 // ns added before every chunk sent to the client
+	delay    atomic.Int64                  // ns added before every chunk sent to the client
+	drops    atomic.Int64                  // reply chunks still to drop, closing their connection
+	dropped  chan struct{}                 // receives once per dropped chunk
+	gate     atomic.Pointer[chan struct{}] // while set, replies wait for it to close
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
 	wg       sync.WaitGroup
@@ -29,7 +32,7 @@ func startProxy(t testing.TB, upstream string) *faultProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &faultProxy{l: l, upstream: upstream, conns: map[net.Conn]struct{}{}}
+	p := &faultProxy{l: l, upstream: upstream, conns: map[net.Conn]struct{}{}, dropped: make(chan struct{}, 16)}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -43,6 +46,23 @@ func (p *faultProxy) Addr() string { return p.l.Addr().String() }
 func (p *faultProxy) SetSilent(on bool) {
 	p.silent.Store(on)
 	p.dropConns()
+}
+
+// DropReplies makes the proxy discard the next n reply chunks, each
+// closing its client connection: the command ran, its reply is lost.
+func (p *faultProxy) DropReplies(n int) { p.drops.Store(int64(n)) }
+
+// Hold makes replies wait until Release.
+func (p *faultProxy) Hold() {
+	ch := make(chan struct{})
+	p.gate.Store(&ch)
+}
+
+// Release lets held replies through.
+func (p *faultProxy) Release() {
+	if ch := p.gate.Swap(nil); ch != nil {
+		close(*ch)
+	}
 }
 
 // SetDelay delays every reply chunk by d (0: none).
@@ -111,6 +131,17 @@ func (p *faultProxy) serve(c net.Conn) {
 			if d := p.delay.Load(); d > 0 {
 				time.Sleep(time.Duration(d))
 			}
+			if g := p.gate.Load(); g != nil {
+				<-*g
+			}
+			if p.drops.Add(-1) >= 0 {
+				select {
+				case p.dropped <- struct{}{}:
+				default:
+				}
+				break
+			}
+			p.drops.Add(1)
 			if p.silent.Load() {
 				break
 			}
@@ -128,6 +159,7 @@ func (p *faultProxy) serve(c net.Conn) {
 // Close stops the proxy and every connection through it, and waits for its
 // goroutines.
 func (p *faultProxy) Close() {
+	p.Release()
 	p.l.Close()
 	p.dropConns()
 	p.mu.Lock()

@@ -14,8 +14,11 @@ import (
 const MaxKeyLen = 4 << 20
 
 // algorithmCodes name the algorithms in keys: each (rule, key, algorithm)
-// has its own state.
-var algorithmCodes = [...]byte{ratelimit.GCRA: 'g', ratelimit.SlidingWindow: 's', ratelimit.FixedWindow: 'f', ratelimit.Concurrency: 'c'}
+// has its own state. Concurrency state is a sorted set of slots, code 'z';
+// earlier releases kept it as a string under code 'c', which this release
+// never reads (so a rolling upgrade never meets WRONGTYPE: the old keys
+// expire on their own).
+var algorithmCodes = [...]byte{ratelimit.GCRA: 'g', ratelimit.SlidingWindow: 's', ratelimit.FixedWindow: 'f', ratelimit.Concurrency: 'z'}
 
 // stateKey returns the Redis key of req's state:
 //

@@ -14,7 +14,8 @@ import (
 // Why the bound holds: every unit admitted locally was consumed in Redis
 // first, within the lease's lifetime before; and one Store holds at most
 // one lease per key, of at most max(1, fraction×Capacity) units, fetched
-// by one caller at a time (the others wait for it). So in any window the
+// by one caller at a time (the others meanwhile check Redis directly, which
+// is exact). So in any window the
 // admitted units are at most the units Redis let through in the same window
 // plus what the instances held leased at its start, and at most what Redis
 // let through in the window stretched by one lifetime.
@@ -26,7 +27,7 @@ type lease struct {
 	at       int64 // when the grant was requested, µs
 	expires  int64
 	limit    ratelimit.Limit
-	fetching chan struct{} // closed when the grant in flight lands
+	fetching bool // a grant is in flight
 }
 
 type leaseTable struct {
@@ -52,80 +53,70 @@ func (s *Store) leaseSize(l ratelimit.Limit) int {
 }
 
 // leaseTake serves a GCRA check of cost >= 1 at time t (µs) from the key's
-// lease, or takes a new lease from Redis. It reports again when it waited
-// for another caller's grant: the caller should then consult the denied
-// cache (which the grant's answer updated, when cache is set) and retry.
-func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Request, t int64, cache bool) (res ratelimit.Result, again bool, err error) {
+// lease, or takes a new lease from Redis. When another caller's grant for
+// the key is in flight it returns direct: the check should go to Redis on
+// its own (coalesced with the others), exactly, rather than wait for the
+// grant. So a check in lease mode makes one round trip at most, as in the
+// default mode, and never waits for a chain of grants.
+func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Request, t int64, cache bool) (res ratelimit.Result, direct bool, err error) {
 	k := cacheKey{req.Rule, req.Key, req.Algorithm}
 	sh := &s.leases.shards[k.hash()%cacheShards]
-	for {
-		sh.mu.Lock()
-		l := sh.m[k]
-		if l == nil {
-			if len(sh.m) >= s.leases.perShard {
-				for k2, l2 := range sh.m { // drop an expired lease, or any idle one
-					if l2.fetching == nil && (t >= l2.expires || len(sh.m) >= s.leases.perShard) {
-						delete(sh.m, k2)
-						break
-					}
+	sh.mu.Lock()
+	l := sh.m[k]
+	if l == nil {
+		if len(sh.m) >= s.leases.perShard {
+			for k2, l2 := range sh.m { // drop an expired lease, or any idle one
+				if !l2.fetching && (t >= l2.expires || len(sh.m) >= s.leases.perShard) {
+					delete(sh.m, k2)
+					break
 				}
 			}
-			l = &lease{}
-			sh.m[k] = l
 		}
-		if l.left >= req.Cost && l.limit == req.Limit && t >= l.at && t < l.expires {
-			l.left -= req.Cost
-			res := ratelimit.Result{
-				Allowed: true, Limit: req.Limit, Remaining: l.rem + l.left,
-				ResetAfter: time.Duration(max(0, l.reset-(t-l.at))) * time.Microsecond,
-			}
-			sh.mu.Unlock()
-			s.stats.leaseHits.Add(1)
-			return res, false, nil
-		}
-		if ch := l.fetching; ch != nil {
-			sh.mu.Unlock()
-			select {
-			case <-ch:
-				return ratelimit.Result{}, true, nil
-			case <-ctx.Done():
-				return ratelimit.Result{}, false, wrapCtx(ctx.Err())
-			}
-		}
-		ch := make(chan struct{})
-		l.fetching = ch
-		sh.mu.Unlock()
-
-		n := max(s.leaseSize(req.Limit), req.Cost)
-		vals, err := s.check(ctx, now, req, opLease, n)
-
-		if err != nil {
-			sh.mu.Lock()
-			l.fetching = nil
-			close(ch)
-			sh.mu.Unlock()
-			return ratelimit.Result{}, false, err
-		}
-		res = result(req.Limit, vals[:])
-		granted := int(vals[0])
-		if granted > 0 {
-			res.Allowed = true
-			res.Remaining += granted - req.Cost
-		}
-		if cache {
-			s.denied.observe(req, &res, t) // before the waiters wake
-		}
-		sh.mu.Lock()
-		l.fetching = nil
-		close(ch)
-		if granted > 0 {
-			// Units left from an earlier lease (fewer than this cost) are
-			// dropped: the limit is stricter by them, never looser.
-			*l = lease{left: granted - req.Cost, rem: int(vals[1]), reset: vals[3], at: t, expires: t + int64(s.leaseLife/time.Microsecond), limit: req.Limit}
-		} else {
-			l.left = 0
+		l = &lease{}
+		sh.m[k] = l
+	}
+	if l.left >= req.Cost && l.limit == req.Limit && t >= l.at && t < l.expires {
+		l.left -= req.Cost
+		res := ratelimit.Result{
+			Allowed: true, Limit: req.Limit, Remaining: l.rem + l.left,
+			ResetAfter: time.Duration(max(0, l.reset-(t-l.at))) * time.Microsecond,
 		}
 		sh.mu.Unlock()
+		s.stats.leaseHits.Add(1)
 		return res, false, nil
 	}
+	if l.fetching {
+		sh.mu.Unlock()
+		return ratelimit.Result{}, true, nil
+	}
+	l.fetching = true
+	sh.mu.Unlock()
+
+	n := max(s.leaseSize(req.Limit), req.Cost)
+	vals, err := s.check(ctx, now, req, opLease, n)
+	if err != nil {
+		sh.mu.Lock()
+		l.fetching = false
+		sh.mu.Unlock()
+		return ratelimit.Result{}, false, err
+	}
+	res = result(req.Limit, vals[:])
+	granted := int(vals[0])
+	if granted > 0 {
+		res.Allowed = true
+		res.Remaining += granted - req.Cost
+	}
+	if cache {
+		s.denied.observe(req, &res, t)
+	}
+	sh.mu.Lock()
+	if granted > 0 {
+		// Units left from an earlier lease (fewer than this cost) are
+		// dropped: the limit is stricter by them, never looser.
+		*l = lease{left: granted - req.Cost, rem: int(vals[1]), reset: vals[3], at: t, expires: t + int64(s.leaseLife/time.Microsecond), limit: req.Limit}
+	} else {
+		l.left, l.fetching = 0, false
+	}
+	sh.mu.Unlock()
+	return res, false, nil
 }

@@ -31,7 +31,16 @@ const (
 	DefaultDeniedCacheSize = 1 << 16
 	// DefaultLeaseKeys is the most keys lease mode holds leases for.
 	DefaultLeaseKeys = 1 << 16
+	// DefaultTimeout is the time budget of each call to Redis unless
+	// WithTimeout sets another: a check that Redis has not answered by then
+	// fails with an error wrapping context.DeadlineExceeded, and the
+	// middleware's failure policy decides the request.
+	DefaultTimeout = 50 * time.Millisecond
 )
+
+// defaultTimeout is DefaultTimeout; the tests of this package raise it, so
+// that a loaded machine never fails a test whose subject is not the budget.
+var defaultTimeout = DefaultTimeout
 
 // An Option configures a Store.
 type Option func(*config)
@@ -46,6 +55,7 @@ type config struct {
 	deniedSize   int // 0: no denied cache
 	leaseFrac    float64
 	leaseLife    time.Duration
+	timeout      time.Duration
 }
 
 func defaultConfig() config {
@@ -55,7 +65,24 @@ func defaultConfig() config {
 		maxBatch:     DefaultMaxBatch,
 		batchTimeout: DefaultBatchTimeout,
 		deniedSize:   DefaultDeniedCacheSize,
+		timeout:      defaultTimeout,
 	}
+}
+
+// WithTimeout sets the time budget of each Take, TakeAll and Return that
+// goes to Redis (DefaultTimeout unless set): the call fails with an error
+// wrapping context.DeadlineExceeded once d has passed, or at the deadline
+// of its ctx if that comes first. The Store enforces it whatever the
+// client's options: with go-redis's ContextTimeoutEnabled the socket read
+// itself is bounded; without it the caller returns at the deadline while
+// the read finishes (or meets the client's ReadTimeout) on a goroutine of
+// its own. Answers from the denied cache and leases take no time from it.
+// It panics if d is not positive.
+func WithTimeout(d time.Duration) Option {
+	if d <= 0 {
+		panic(fmt.Sprintf("redisstore: WithTimeout(%v): must be positive", d))
+	}
+	return func(c *config) { c.timeout = d }
 }
 
 // WithPrefix sets the prefix of every key the Store writes; the default is

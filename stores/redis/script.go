@@ -3,7 +3,9 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,12 +51,16 @@ type instant struct {
 
 func at(t time.Time) instant { return instant{us: t.UnixMicro(), set: true} }
 
-// header appends the script's leading arguments.
+// headerLen is the number of the script's leading arguments.
+const headerLen = 4
+
+// header appends the script's leading arguments. The fourth, how long the
+// call key keeps the reply, is set by run.
 func (s *Store) header(args []any, mode string, now instant) []any {
 	if !now.set {
-		return append(args, mode, "", 0)
+		return append(args, mode, "", 0, 0)
 	}
-	return append(args, mode, now.us, ClockTTLSlack.Milliseconds())
+	return append(args, mode, now.us, ClockTTLSlack.Milliseconds(), 0)
 }
 
 // appendRequest appends the six script fields of a validated request.
@@ -82,11 +88,30 @@ func appendFields(args []any, req *ratelimit.Request, alg, rate, cost int) []any
 	} else {
 		span = ceilMicros(int64(l.Period))
 	}
-	var end any = ""
-	if req.Window != (ratelimit.Window{}) {
-		end = ceilMicros(req.Window.End) // within ±maxSafe: validated
+	return append(args, alg, rate, span, l.Capacity(), cost, sixth(req, cost))
+}
+
+// sixth returns the sixth script field of a request: a fixed window's
+// explicit bounds, or the slot token of a Concurrency request (which only
+// a return reads).
+func sixth(req *ratelimit.Request, cost int) any {
+	w := req.Window
+	switch {
+	case req.Algorithm == ratelimit.Concurrency:
+		return strconv.FormatUint(req.Slot, 10)
+	case w == (ratelimit.Window{}):
+		return ""
+	case w.PrevStart == 0 && w.NextEnd == 0:
+		return ceilMicros(w.End) // within ±maxSafe: validated
 	}
-	return append(args, alg, rate, span, l.Capacity(), cost, end)
+	var prev, next int64
+	if w.PrevStart != 0 {
+		prev = ceilMicros(w.PrevStart)
+	}
+	if w.NextEnd != 0 {
+		next = ceilMicros(w.NextEnd)
+	}
+	return fmt.Sprintf("%d:%d:%d:%d", prev, ceilMicros(w.Start), ceilMicros(w.End), next)
 }
 
 // gcraInterval is the refill interval of l in whole microseconds:
@@ -115,12 +140,13 @@ func wrapCtx(err error) error { return fmt.Errorf("ratelimit: redis: %w", err) }
 
 // run executes the script and returns its integer reply.
 func (s *Store) run(ctx context.Context, keys []string, args []any, want int) ([]int64, error) {
-	vals, err := script.Run(ctx, s.client, keys, args...).Int64Slice()
+	keys = s.callKey(ctx, keys, args)
+	vals, err := s.eval(ctx, keys, args).Int64Slice()
 	if err != nil {
 		if err == redis.Nil {
 			err = fmt.Errorf("empty reply")
 		}
-		return nil, fmt.Errorf("ratelimit: redis: %w", err)
+		return nil, callError(ctx, err)
 	}
 	if len(vals) != want {
 		return nil, fmt.Errorf("ratelimit: redis: unexpected reply of %d values, want %d", len(vals), want)
@@ -130,11 +156,73 @@ func (s *Store) run(ctx context.Context, keys []string, args []any, want int) ([
 
 // runReturn executes the script in return mode.
 func (s *Store) runReturn(ctx context.Context, keys []string, args []any) error {
-	if err := script.Run(ctx, s.client, keys, args...).Err(); err != nil {
-		return fmt.Errorf("ratelimit: redis: %w", err)
+	keys = s.callKey(ctx, keys, args)
+	if err := s.eval(ctx, keys, args).Err(); err != nil {
+		return callError(ctx, err)
 	}
 	return nil
 }
+
+// callError wraps the error of a script call; when ctx ended first (a
+// client that bounds reads by ctx reports an i/o timeout), it wraps ctx's
+// error too, so that errors.Is(err, context.DeadlineExceeded) holds.
+func callError(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
+		cerr = context.DeadlineExceeded // the read deadline fired before ctx's timer
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("ratelimit: redis: %w: %w", cerr, err)
+	}
+	return fmt.Errorf("ratelimit: redis: %w", err)
+}
+
+// eval runs the script. A caller never waits past ctx's deadline: when
+// the client may not bound its socket reads by ctx (go-redis without
+// ContextTimeoutEnabled waits for its ReadTimeout, 3s by default), the
+// call runs on its own goroutine, which ends when the client gives up.
+func (s *Store) eval(ctx context.Context, keys []string, args []any) *redis.Cmd {
+	if s.ctxReads || ctx.Done() == nil {
+		return script.Run(ctx, s.client, keys, args...)
+	}
+	done := make(chan *redis.Cmd, 1)
+	go func() { done <- script.Run(ctx, s.client, keys, args...) }()
+	select {
+	case cmd := <-done:
+		return cmd
+	case <-ctx.Done():
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(ctx.Err())
+		return cmd
+	}
+}
+
+// callKeyMargin is how much longer than a call's deadline its call key
+// keeps the reply, to cover the retries of a client whose clock runs apart
+// from the server's.
+const callKeyMargin = 100 * time.Millisecond
+
+// callKey returns keys with the call key appended and sets the script's
+// fourth argument, when the client may retry a command (go-redis does on a
+// dropped connection, MaxRetries times): a retried call then replies the
+// first one's reply instead of applying its requests twice. The key shares
+// the hash tag of keys[0], and so its Cluster slot.
+func (s *Store) callKey(ctx context.Context, keys []string, args []any) []string {
+	if !s.retries {
+		return keys
+	}
+	keep := maxCallKeep
+	if d, ok := ctx.Deadline(); ok {
+		keep = min(keep, time.Until(d)+callKeyMargin)
+	}
+	args[3] = max(1, keep.Milliseconds())
+	id := s.calls.Add(1)
+	k := s.prefix + "{" + hashTag(keys[0]) + "}:call:" + s.callID + strconv.FormatUint(id, 36)
+	return append(keys[:len(keys):len(keys)], k)
+}
+
+// maxCallKeep bounds how long a call key lives, for calls without a deadline.
+const maxCallKeep = 10 * time.Second
 
 // result converts one request's reply (allowed, remaining, retry µs,
 // reset µs) to a Result.
@@ -146,4 +234,15 @@ func result(l ratelimit.Limit, v []int64) ratelimit.Result {
 		RetryAfter: time.Duration(v[2]) * time.Microsecond,
 		ResetAfter: time.Duration(v[3]) * time.Microsecond,
 	}
+}
+
+// takeResult converts the reply to a Take of req: an allowed Concurrency
+// take of non-zero cost carries its slot token where RetryAfter would be.
+func takeResult(req *ratelimit.Request, v []int64) ratelimit.Result {
+	if req.Algorithm == ratelimit.Concurrency && v[0] == 1 && req.Cost > 0 {
+		res := result(req.Limit, v)
+		res.RetryAfter, res.Slot = 0, uint64(v[2])
+		return res
+	}
+	return result(req.Limit, v)
 }

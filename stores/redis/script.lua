@@ -3,6 +3,10 @@
 -- working in integer microseconds.
 --
 -- KEYS[i]  the state key of request i. On Cluster all keys share one slot.
+--          When ARGV[4] is positive one more key follows the requests' keys:
+--          the call key, which makes a repeated call (a client retrying
+--          after a lost reply) return the first call's reply instead of
+--          applying its requests again.
 -- ARGV[1]  mode: "t" take all-or-nothing; "p" the same, and also reply for
 --          each request with the cost-0 peek of its state as it was before
 --          the call (for compensating a TakeAll across shards); "r" return
@@ -12,29 +16,44 @@
 --          units, and algorithm 4 is a GCRA lease (see below).
 -- ARGV[2]  now in Unix microseconds, or "" to read the server's TIME.
 -- ARGV[3]  extra TTL in milliseconds added to every write (0 with server time).
--- ARGV[4+6(i-1)..] six fields per request: algorithm (0 GCRA, 1 sliding
+-- ARGV[4]  how long the call key keeps the reply, in milliseconds; 0: no call key.
+-- ARGV[5+6(i-1)..] six fields per request: algorithm (0 GCRA, 1 sliding
 --          window, 2 fixed window, 3 concurrency), rate, span in µs (the
 --          period; for GCRA the interval, ceil(period/rate), which the
---          caller computes exactly), capacity, cost, and the explicit window
---          end in µs ("" means an epoch-aligned window).
+--          caller computes exactly), capacity, cost, and a sixth field:
+--          for a fixed window its explicit bounds in µs, "" for an
+--          epoch-aligned window, "<end>", or "<prev>:<start>:<end>:<next>"
+--          with the neighbours' outer bounds (0: unknown); for a
+--          concurrency return the slot token (0: the soonest to expire).
 --
 -- Reply, modes "t", "p" and "i": four integers per request, allowed (1 or
 -- 0), remaining, retry-after µs and reset-after µs; mode "p" adds three
--- more, the peek's remaining, retry-after and reset-after. Mode "r" replies
--- 0. In mode "i" a return replies 0 0 0 0, a request whose key holds
--- another type of value replies -1 0 0 0 (the others still run), and a
--- lease replies the units granted in place of allowed.
+-- more, the peek's remaining, retry-after and reset-after. An allowed
+-- concurrency take of non-zero cost replies its slot token in place of
+-- retry-after (which is 0 when allowed). Mode "r" replies 0. In mode "i" a
+-- return replies 0 0 0 0, a request whose key holds another type of value
+-- replies -1 0 0 0 (the others still run), and a lease replies the units
+-- granted in place of allowed.
 --
 -- A lease (algorithm 4, mode "i") is a GCRA take of cost units that, when
 -- allowed, also takes up to rate-cost more units if they are available now,
 -- so that the caller can spend them locally: the rate field carries the
 -- most units to grant.
 --
--- State, one string per key, always written with PX in the same call:
+-- Time never goes back for a key. A request stamped before the window a key
+-- holds counts against the stored (later) window: a fixed window keeps the
+-- later end, a sliding window decides at the start of the stored window,
+-- and GCRA keeps tat = max(tat, now). An explicit window given with its
+-- neighbours is replaced by the neighbour that contains now, so instances
+-- whose clocks disagree count against the window of the server's time.
+--
+-- State, one key per request, always written with a TTL in the same call:
 --   GCRA            "<tat>"                  the theoretical arrival time
 --   sliding window  "<start>:<cur>:<prev>"   current window start and counts
 --   fixed window    "<end>:<count>"          the window end and its count
---   concurrency     "<expires>:<inflight>"   when the slots expire
+--   concurrency     a sorted set: one member per slot in flight, its id
+--                   (a take of cost c holds c consecutive ids, the first
+--                   is its token), scored by its deadline
 --
 -- Lua numbers are doubles: every value here is an integer below 2^53 and
 -- every product is kept below 2^53, or computed exactly by muldiv.
@@ -129,7 +148,13 @@ local function sliding_retry(cur, prev, need, start, now, rate, p)
   return (start - now) + p + e
 end
 
-local function sliding(st, now, rate, p, cost)
+-- A request stamped before the stored window is decided at that window's
+-- start (the least favourable instant of it), and its durations are then
+-- counted from its own time: d is how far it was moved forward.
+local function sliding(st, at, rate, p, cost)
+  local now = at
+  if st and st[1] > now then now = st[1] end
+  local d = now - at
   local start = now - mod(now, p)
   local cur, prev = 0, 0
   if st then
@@ -142,25 +167,38 @@ local function sliding(st, now, rate, p, cost)
   local e = now - start
   local weighted = muldivceil(prev, p - e, p)
   local need = max(cost, 1)
+  local reset
   if cur + need + weighted > rate then
+    reset = sliding_reset(cur, prev, start, now, p)
+    if reset > 0 then reset = reset + d end
     return nil, false, max(0, rate - cur - weighted),
-      sliding_retry(cur, prev, need, start, now, rate, p),
-      sliding_reset(cur, prev, start, now, p), 0
+      sliding_retry(cur, prev, need, start, now, rate, p) + d, reset, 0
   end
   cur = cur + cost
-  return {start, cur, prev}, true, rate - cur - weighted, 0,
-    sliding_reset(cur, prev, start, now, p), (start - now) + 2 * p
+  reset = sliding_reset(cur, prev, start, now, p)
+  if reset > 0 then reset = reset + d end
+  return {start, cur, prev}, true, rate - cur - weighted, 0, reset, (start - now) + 2 * p + d
 end
 
-local function window_end(now, p, wend)
-  if wend then return wend end
-  return now - mod(now, p) + p
+-- window_end returns the end of the fixed window of a request at now: the
+-- epoch-aligned one, or the explicit one of spec (see the sixth field), or
+-- the neighbour of it that contains now.
+local function window_end(now, p, spec)
+  if spec == nil or spec == "" then return now - mod(now, p) + p end
+  local e = tonumber(spec)
+  if e then return e end
+  local a, s, b, c = string.match(spec, "^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+)$")
+  if not a then return error("ratelimit: bad window " .. spec) end
+  a, s, b, c = tonumber(a), tonumber(s), tonumber(b), tonumber(c)
+  if c ~= 0 and now >= b and now < c then return c end
+  if a ~= 0 and now < s and now >= a then return s end
+  return b
 end
 
-local function fixed(st, now, rate, p, cost, wend)
-  local stop = window_end(now, p, wend)
+local function fixed(st, now, rate, p, cost, spec)
+  local stop = window_end(now, p, spec)
   local count = 0
-  if st and st[1] == stop then count = st[2] end
+  if st and st[1] >= stop then stop, count = st[1], st[2] end -- never back
   local need = max(cost, 1)
   local left = max(0, stop - now) -- an explicit window may have ended
   if count + need > rate then
@@ -172,25 +210,6 @@ local function fixed(st, now, rate, p, cost, wend)
   return {stop, count}, true, rate - count, 0, reset, stop - now
 end
 
-local CONCURRENCY_RETRY_HINT = 1000000 -- 1s, as in memstore
-
-local function concurrency(st, now, rate, p, cost)
-  local expires, inflight = 0, 0
-  if st then
-    expires = st[1]
-    if expires > now then inflight = st[2] end
-  end
-  local need = max(cost, 1)
-  if inflight + need > rate then
-    return nil, false, max(0, rate - inflight), min(CONCURRENCY_RETRY_HINT, expires - now), expires - now, 0
-  end
-  if cost == 0 then
-    return nil, true, rate - inflight, 0, max(0, expires - now), 0
-  end
-  inflight = inflight + cost
-  return {now + p, inflight}, true, rate - inflight, 0, p, p
-end
-
 -- Refunds: the new state and its lifetime, or nil to leave the key alone,
 -- or false to delete it.
 local function gcra_return(tat, now, t, cost)
@@ -199,16 +218,13 @@ local function gcra_return(tat, now, t, cost)
   return tat, tat - now
 end
 
-local function window_return(alg, st, now, p, cost, wend)
+local function window_return(alg, st, now, p, cost, spec)
   if alg == 1 then
     local start = now - mod(now, p)
     if st[1] ~= start then return nil end
     return {st[1], max(0, st[2] - cost), st[3]}, (start - now) + 2 * p
-  elseif alg == 2 then
-    if st[1] ~= window_end(now, p, wend) then return nil end
-    return {st[1], max(0, st[2] - cost)}, st[1] - now
   end
-  if st[1] <= now then return nil end
+  if st[1] ~= window_end(now, p, spec) then return nil end
   return {st[1], max(0, st[2] - cost)}, st[1] - now
 end
 
@@ -239,7 +255,130 @@ if not now then
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local slack = tonumber(ARGV[3])
+local keep = tonumber(ARGV[4])
 local n = #KEYS
+local callkey
+if keep > 0 then
+  n = n - 1
+  callkey = KEYS[n + 1]
+  local done = redis.call("GET", callkey)
+  if done then
+    -- A repeat of a call that already ran: its reply, nothing applied.
+    if done == "r" then return 0 end
+    local out = {}
+    for v in string.gmatch(done, "[^,]+") do out[#out + 1] = tonumber(v) end
+    return out
+  end
+end
+
+-- finish records the reply under the call key, and returns it.
+local function finish(out)
+  if callkey then
+    local v = "r"
+    if type(out) == "table" then
+      local s = {}
+      for i = 1, #out do s[i] = int(out[i]) end
+      v = table.concat(s, ",")
+    end
+    redis.call("SET", callkey, v, "PX", int(keep))
+  end
+  return out
+end
+
+-- Concurrency. A key is a sorted set of the slots in flight, scored by
+-- their deadlines: each slot expires on its own. slots_load drops the
+-- expired ones and returns the state {n, last, next} (slots in flight, the
+-- latest deadline, the next free id if known); it returns nil when the key
+-- holds another type of value.
+local CONCURRENCY_RETRY_HINT = 1000000 -- 1s, as in memstore
+
+local function slots_load(k)
+  local r = redis.pcall("ZREMRANGEBYSCORE", k, "-inf", int(now))
+  if type(r) == "table" and r.err then return nil end
+  local st = {n = redis.call("ZCARD", k), last = now, adds = {}}
+  if st.n > 0 then
+    local top = redis.call("ZRANGE", k, -1, -1, "WITHSCORES")
+    st.last = max(now, tonumber(top[2]))
+    st.next = max(now, tonumber(top[1]) + 1)
+  end
+  return st
+end
+
+-- slot_id returns the first of cost consecutive ids that no live slot
+-- holds. Ids follow the time they are taken at, so that a token whose
+-- slots expired never names a later take's slots.
+local function slot_id(k, st, cost)
+  local id = st.next or max(now, 1)
+  for j = 0, cost - 1 do
+    if redis.call("ZSCORE", k, int(id + j)) then
+      for _, m in ipairs(redis.call("ZRANGE", k, 0, -1)) do id = max(id, tonumber(m) + 1) end
+      break
+    end
+  end
+  return id
+end
+
+-- slots_take decides a take of cost slots against st and, when allowed,
+-- records it in st.adds (slots_write adds it to the set). It returns the
+-- new state, allowed, remaining, retry-after (the token when allowed) and
+-- reset-after.
+local function slots_take(k, st, rate, p, cost)
+  local need = max(cost, 1)
+  if st.n + need > rate then
+    local at = now + p
+    local r = redis.call("ZRANGE", k, st.n + need - rate - 1, st.n + need - rate - 1, "WITHSCORES")
+    if r[2] then at = tonumber(r[2]) end
+    return st, false, max(0, rate - st.n), min(CONCURRENCY_RETRY_HINT, at - now), st.last - now
+  end
+  if cost == 0 then return st, true, rate - st.n, 0, st.last - now end
+  local id = slot_id(k, st, cost)
+  local adds = {}
+  for i, a in ipairs(st.adds) do adds[i] = a end
+  adds[#adds + 1] = {id, cost, now + p}
+  local nst = {n = st.n + cost, last = max(st.last, now + p), next = id + cost, adds = adds}
+  return nst, true, rate - nst.n, id, nst.last - now
+end
+
+local function zadd(k, from, count, score)
+  local s = int(score)
+  local i = 0
+  while i < count do
+    local args = {}
+    for j = i, min(count, i + 500) - 1 do
+      args[#args + 1] = s
+      args[#args + 1] = int(from + j)
+    end
+    redis.call("ZADD", k, unpack(args))
+    i = i + 500
+  end
+end
+
+local function slots_write(k, st)
+  for _, a in ipairs(st.adds) do zadd(k, a[1], a[2], a[3]) end
+  if #st.adds > 0 then
+    redis.call("PEXPIRE", k, int(max(1, idiv(st.last - now + 999, 1000)) + slack))
+  end
+  st.adds = {}
+end
+
+-- slots_return releases cost slots: those of token slot (ids slot to
+-- slot+cost-1) or, for token 0, the cost slots that expire soonest.
+local function slots_return(k, cost, slot)
+  if not slots_load(k) then return false end
+  local ids
+  if slot > 0 then
+    ids = {}
+    for j = 0, cost - 1 do ids[#ids + 1] = int(slot + j) end
+  else
+    ids = redis.call("ZRANGE", k, 0, cost - 1)
+  end
+  local i = 1
+  while i <= #ids do
+    redis.call("ZREM", k, unpack(ids, i, min(#ids, i + 499)))
+    i = i + 500
+  end
+  return true
+end
 
 -- take_gcra is a whole GCRA take of cost units on key k, whose stored value
 -- is v (false when absent), without the tables and closures of the general
@@ -268,10 +407,10 @@ local function take_gcra(k, v, t, cap, cost)
 end
 
 -- Fast path: one GCRA take, the most common call.
-if n == 1 and ARGV[4] == "0" and (mode == "t" or mode == "i") then
-  local t, cap, cost = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+if n == 1 and ARGV[5] == "0" and (mode == "t" or mode == "i") then
+  local t, cap, cost = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
   if cost >= 0 then
-    return {take_gcra(KEYS[1], redis.call("GET", KEYS[1]), t, cap, cost)}
+    return finish({take_gcra(KEYS[1], redis.call("GET", KEYS[1]), t, cap, cost)})
   end
 end
 
@@ -280,17 +419,23 @@ local function load(i, alg)
   local k = KEYS[i]
   local s = cache[k]
   if s == nil then
-    s = decode(alg, redis.call("GET", k)) or false
+    if alg == 3 then
+      s = slots_load(k)
+      if not s then return error("WRONGTYPE " .. k .. " holds another type of value") end
+    else
+      s = decode(alg, redis.call("GET", k)) or false
+    end
     cache[k], orig[k] = s, s
   end
   return s or nil
 end
 
-local function apply(alg, st, rate, p, cap, cost, wend)
+local function apply(k, alg, st, rate, p, cap, cost, spec)
   if alg == 0 then return gcra(st, now, p, cap, cost) end
   if alg == 1 then return sliding(st, now, rate, p, cost) end
-  if alg == 2 then return fixed(st, now, rate, p, cost, wend) end
-  return concurrency(st, now, rate, p, cost)
+  if alg == 2 then return fixed(st, now, rate, p, cost, spec) end
+  local nst, ok, rem, retry, reset = slots_take(k, st, rate, p, cost)
+  return nst, ok, rem, retry, reset, 0
 end
 
 local dirty, life, algs, order = {}, {}, {}, {}
@@ -302,7 +447,9 @@ end
 local function commit()
   for _, k in ipairs(order) do
     local st = cache[k]
-    if st then
+    if algs[k] == 3 then
+      slots_write(k, st)
+    elseif st then
       local ms = max(1, idiv(life[k] + 999, 1000)) + slack
       redis.call("SET", k, encode(algs[k], st), "PX", int(ms))
     else
@@ -311,7 +458,74 @@ local function commit()
   end
 end
 
-local function field(i, j) return ARGV[3 + 6 * (i - 1) + j] end
+local function field(i, j) return ARGV[4 + 6 * (i - 1) + j] end
+
+-- one runs request i of mode "i" into out.
+local function one(out, i)
+  local b = 4 * (i - 1)
+  local k = KEYS[i]
+  local alg = tonumber(field(i, 1))
+  local rate, p, cap = tonumber(field(i, 2)), tonumber(field(i, 3)), tonumber(field(i, 4))
+  local cost, spec = tonumber(field(i, 5)), field(i, 6)
+  if alg == 3 then
+    -- Applied at once: the set is the state.
+    local ok = true
+    if cost < 0 then
+      ok = slots_return(k, -cost, tonumber(spec) or 0)
+      out[b + 1], out[b + 2], out[b + 3], out[b + 4] = 0, 0, 0, 0
+    else
+      local st = slots_load(k)
+      ok = st ~= nil
+      if ok then
+        local nst, allowed, rem, retry, reset = slots_take(k, st, rate, p, cost)
+        slots_write(k, nst)
+        out[b + 1], out[b + 2], out[b + 3], out[b + 4] = allowed and 1 or 0, rem, retry, reset
+      end
+    end
+    if not ok then out[b + 1], out[b + 2], out[b + 3], out[b + 4] = -1, 0, 0, 0 end
+    return
+  end
+  local lease = alg == 4
+  if lease then alg = 0 end
+  local st = cache[k]
+  if st == nil then
+    local v = redis.pcall("GET", k)
+    if type(v) == "table" and v.err then
+      st = nil -- another type: this request fails, the others go on
+    else
+      st = decode(alg, v) or false
+      cache[k] = st
+    end
+  end
+  if st == nil then
+    out[b + 1], out[b + 2], out[b + 3], out[b + 4] = -1, 0, 0, 0
+  elseif cost < 0 then
+    if st then
+      local nst, lifetime
+      if alg == 0 then
+        nst, lifetime = gcra_return(st, now, p, -cost)
+      else
+        nst, lifetime = window_return(alg, st, now, p, -cost, spec)
+      end
+      if nst ~= nil then mark(k, alg, nst, lifetime) end
+    end
+    out[b + 1], out[b + 2], out[b + 3], out[b + 4] = 0, 0, 0, 0
+  else
+    local nst, ok, rem, retry, reset, lifetime = apply(k, alg, st or nil, rate, p, cap, cost, spec)
+    local code = ok and 1 or 0
+    if ok and lease then
+      -- Grant up to rate units in all: the cost, and whatever else fits.
+      local extra = min(rate - cost, rem)
+      if extra > 0 then
+        nst = nst + extra * p
+        rem, reset, lifetime = rem - extra, nst - now, nst - now
+      end
+      code = cost + max(extra, 0)
+    end
+    if ok and code > 0 and (cost > 0 or lease) then mark(k, alg, nst, lifetime) end
+    out[b + 1], out[b + 2], out[b + 3], out[b + 4] = code, rem, retry, reset
+  end
+end
 
 if mode == "i" then
   local out = {}
@@ -325,85 +539,46 @@ if mode == "i" then
   for i = 1, n do
     local b = 4 * (i - 1)
     local k = KEYS[i]
-    local at = 3 + 6 * (i - 1)
-    local cost = tonumber(ARGV[at + 5])
-    if ARGV[at + 1] == "0" and cost >= 0 and count[k] == 1 then
+    local cost = tonumber(field(i, 5))
+    if field(i, 1) == "0" and cost >= 0 and count[k] == 1 then
       local v = redis.pcall("GET", k)
       if type(v) == "table" then
         out[b + 1], out[b + 2], out[b + 3], out[b + 4] = -1, 0, 0, 0
       else
         out[b + 1], out[b + 2], out[b + 3], out[b + 4] =
-          take_gcra(k, v, tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), cost)
+          take_gcra(k, v, tonumber(field(i, 3)), tonumber(field(i, 4)), cost)
       end
     else
-      local b = 4 * (i - 1)
-      local k = KEYS[i]
-      local alg = tonumber(field(i, 1))
-      local rate, p, cap = tonumber(field(i, 2)), tonumber(field(i, 3)), tonumber(field(i, 4))
-      local cost, wend = tonumber(field(i, 5)), tonumber(field(i, 6))
-      local lease = alg == 4
-      if lease then alg = 0 end
-      local st = cache[k]
-      if st == nil then
-        local v = redis.pcall("GET", k)
-        if type(v) == "table" and v.err then
-          st = nil -- another type: this request fails, the others go on
-        else
-          st = decode(alg, v) or false
-          cache[k] = st
-        end
-      end
-      if st == nil then
-        out[b + 1], out[b + 2], out[b + 3], out[b + 4] = -1, 0, 0, 0
-      elseif cost < 0 then
-        if st then
-          local nst, lifetime
-          if alg == 0 then
-            nst, lifetime = gcra_return(st, now, p, -cost)
-          else
-            nst, lifetime = window_return(alg, st, now, p, -cost, wend)
-          end
-          if nst ~= nil then mark(k, alg, nst, lifetime) end
-        end
-        out[b + 1], out[b + 2], out[b + 3], out[b + 4] = 0, 0, 0, 0
-      else
-        local nst, ok, rem, retry, reset, lifetime = apply(alg, st or nil, rate, p, cap, cost, wend)
-        local code = ok and 1 or 0
-        if ok and lease then
-          -- Grant up to rate units in all: the cost, and whatever else fits.
-          local extra = min(rate - cost, rem)
-          if extra > 0 then
-            nst = nst + extra * p
-            rem, reset, lifetime = rem - extra, nst - now, nst - now
-          end
-          code = cost + max(extra, 0)
-        end
-        if ok and code > 0 and (cost > 0 or lease) then mark(k, alg, nst, lifetime) end
-        out[b + 1], out[b + 2], out[b + 3], out[b + 4] = code, rem, retry, reset
-      end
+      one(out, i)
     end
   end
   commit()
-  return out
+  return finish(out)
 end
 
 if mode == "r" then
   for i = 1, n do
     local alg = tonumber(field(i, 1))
-    local p, cost = tonumber(field(i, 3)), tonumber(field(i, 5))
-    local st = load(i, alg)
-    if st then
-      local nst, lifetime
-      if alg == 0 then
-        nst, lifetime = gcra_return(st, now, p, cost)
-      else
-        nst, lifetime = window_return(alg, st, now, p, cost, tonumber(field(i, 6)))
+    local p, cost, spec = tonumber(field(i, 3)), tonumber(field(i, 5)), field(i, 6)
+    if alg == 3 then
+      if not slots_return(KEYS[i], cost, tonumber(spec) or 0) then
+        return error("WRONGTYPE " .. KEYS[i] .. " holds another type of value")
       end
-      if nst ~= nil then mark(KEYS[i], alg, nst, lifetime) end
+    else
+      local st = load(i, alg)
+      if st then
+        local nst, lifetime
+        if alg == 0 then
+          nst, lifetime = gcra_return(st, now, p, cost)
+        else
+          nst, lifetime = window_return(alg, st, now, p, cost, spec)
+        end
+        if nst ~= nil then mark(KEYS[i], alg, nst, lifetime) end
+      end
     end
   end
   commit()
-  return 0
+  return finish(0)
 end
 
 local out = {}
@@ -412,10 +587,10 @@ local params = {}
 for i = 1, n do
   local alg = tonumber(field(i, 1))
   local rate, p, cap = tonumber(field(i, 2)), tonumber(field(i, 3)), tonumber(field(i, 4))
-  local cost, wend = tonumber(field(i, 5)), tonumber(field(i, 6))
-  params[i] = {alg, rate, p, cap, wend}
+  local cost, spec = tonumber(field(i, 5)), field(i, 6)
+  params[i] = {alg, rate, p, cap, spec}
   local st = load(i, alg)
-  local nst, ok, rem, retry, reset, lifetime = apply(alg, st, rate, p, cap, cost, wend)
+  local nst, ok, rem, retry, reset, lifetime = apply(KEYS[i], alg, st, rate, p, cap, cost, spec)
   if ok and cost > 0 then mark(KEYS[i], alg, nst, lifetime) end
   if not ok then denied = true end
   out[#out + 1] = ok and 1 or 0
@@ -427,7 +602,7 @@ end
 -- The cost-0 peek of request i against the state from before this call.
 local function peek(i)
   local q = params[i]
-  local _, _, rem, retry, reset = apply(q[1], orig[KEYS[i]] or nil, q[2], q[3], q[4], 0, q[5])
+  local _, _, rem, retry, reset = apply(KEYS[i], q[1], orig[KEYS[i]] or nil, q[2], q[3], q[4], 0, q[5])
   return rem, retry, reset
 end
 
@@ -450,6 +625,6 @@ if mode == "p" then
     for j = 1, 4 do res[r + j] = out[b + j] end
     res[r + 5], res[r + 6], res[r + 7] = peek(i)
   end
-  return res
+  return finish(res)
 end
-return out
+return finish(out)

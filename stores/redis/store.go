@@ -1,137 +1,3 @@
-// Package redisstore is a ratelimit.Store on Redis, so that any number of
-// instances share one limit with exactly the behaviour of the in-process
-// memory store.
-//
-//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-//	store := redisstore.New(client)
-//	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(), ratelimit.WithStore(store))
-//
-// New takes any redis.UniversalClient: a *redis.Client (standalone, or a
-// Sentinel failover client from redis.NewFailoverClient), a
-// *redis.ClusterClient or a *redis.Ring.
-//
-// # One round trip, one script
-//
-// Every check is at most one EVALSHA of one Lua script that implements
-// every algorithm (GCRA, sliding window, fixed window, concurrency) for one
-// or many requests, atomically on the server. The script is run with
-// EVALSHA and falls back to EVAL on NOSCRIPT, which caches it again: it
-// works on every Redis from 2.6 on, including managed services that forbid
-// FUNCTION LOAD, and survives SCRIPT FLUSH, a restart, a failover or a new
-// Cluster node without any set-up step. Redis Functions would need loading
-// on every node, again after each of those events, and need Redis 7. One
-// script means one SHA to manage. A single GCRA check takes a fast path in
-// the script.
-//
-// # Fewer round trips
-//
-// Three mechanisms cut round trips further. The first two keep every
-// decision exact and are on by default; the third is opt-in.
-//
-// Coalescing (WithCoalescing, WithoutCoalescing). A Take or Return made
-// while no call is in flight is sent at once, alone: an idle Store adds no
-// latency. Calls made while one is in flight queue, and when it returns
-// everything queued goes out as one script call that decides each check on
-// its own, in order, each exactly as if it were alone (the script is
-// atomic, so each check is too). One call carries up to DefaultMaxBatch
-// checks, and amortises the per-call cost on the server as well as the
-// network round trip: under 64 concurrent callers about 0.03 round trips
-// per check. Calls are grouped by what one script may touch: everything on
-// a single node, one slot on Cluster, one hash tag on a Ring (so there
-// coalescing pays for hot keys, such as a flood on one client or a global
-// rule, rather than for many distinct keys). TakeAll is not coalesced.
-//
-// A caller whose ctx ends while its check is queued or in flight returns
-// ctx's error at once. A check still queued is then never sent; one already
-// in flight completes on the server, and what it consumed stays consumed,
-// exactly as when the reply to a lone EVALSHA arrives after its caller gave
-// up. A coalesced call carries no caller's ctx: its deadline is the latest
-// of its callers' deadlines, capped by WithBatchTimeout. No goroutine
-// outlives the work: a queued batch is sent by a goroutine that exits once
-// the queue is empty, so a Store needs no Close.
-//
-// The denied cache (WithDeniedCacheSize, WithoutDeniedCache). When Redis
-// denies a GCRA, sliding-window or fixed-window check with Remaining 0, the
-// Store remembers the key until one unit is back and answers its checks
-// locally in the meantime, with RetryAfter and ResetAfter counted down: a
-// denied hot key, such as an attacker's flood, costs no round trip. This is
-// exact because while a key has nothing left no check can consume from it,
-// so its state only ages: the Result Redis would give is a function of the
-// elapsed time. The one exception is a refund: a Return through this Store
-// forgets the key, but a Return on another instance cannot reach this
-// cache, so this instance may keep denying the key until its cached time
-// passes. The cache times a denial from when its request was sent, so it
-// never denies longer than Redis would. GCRA and fixed-window denials
-// answer any cost; sliding-window denials answer cost 1 only (other costs
-// depend on state a denial does not reveal); Concurrency is never cached,
-// nor are cost-0 peeks. The cache holds DefaultDeniedCacheSize keys.
-//
-// Lease mode (WithLease, opt-in, GCRA only). A Store takes a few units of
-// a key at a time and spends them locally until they run out or the lease
-// expires. With I instances and leases of n units, admitted requests in any
-// window exceed the exact bound by at most I×n units (2% of the limit with
-// 4 instances and a lease fraction of 0.005); see WithLease.
-//
-// Stats reports round trips, checks sent, and the checks the denied cache
-// and leases answered.
-//
-// # Time
-//
-// The script reads the Redis server's TIME, in integer microseconds, so the
-// clocks of the instances do not matter. (WithClock sends the client's time
-// instead, for tests.) All durations are whole microseconds: the refill
-// interval of GCRA is ceil(Period/Rate) rounded up to the microsecond, where
-// the memory store rounds up to the nanosecond, so for a limit whose interval
-// is not a whole number of microseconds (PerSecond(3): 333,334µs instead of
-// 333,333,334ns) this store is stricter by less than a microsecond per event.
-// Likewise a sliding window's RetryAfter is the memory store's rounded up to
-// the microsecond. For limits with whole-microsecond intervals, on a
-// millisecond time grid, every Result equals the memory store's.
-//
-// Lua numbers are doubles; the script keeps every integer below 2^53 and
-// computes the sliding window's weighted count, whose product can reach
-// 2^84 (a count of 2^31 times a period of a century in microseconds),
-// exactly with split multiplication.
-//
-// # Keys and TTLs
-//
-// A request's state lives in one key, "<prefix>{<key>}:<algorithm>:<rule>",
-// with the default prefix "ratelimit:v1:" (see WithPrefix; the version
-// changes with the state format). The client key, with '%' and '}' escaped,
-// is the Cluster hash tag, so all rules of one client share a slot and no
-// user input can pick another tag. The state is one small string: the GCRA
-// theoretical arrival time, or a window's bounds and counts. Every write sets
-// a TTL in the same SET (PX, in milliseconds rounded up, at least 1): the
-// time until the state becomes equivalent to an absent one. A Return never
-// creates a key.
-//
-// # Cluster and TakeAll
-//
-// On a single node, and whenever all keys of a TakeAll share a slot (all
-// rules of one client key do), TakeAll is one script and exactly
-// all-or-nothing. Otherwise the requests are grouped by slot (by hash tag on
-// a Ring) and each group runs its script in parallel, all-or-nothing within
-// the group. If any group denies or fails, the groups that consumed are
-// compensated by returning their cost, and the results are reported as the
-// memory store does (allowed requests as a peek with nothing consumed). Until
-// the compensation lands, one round trip later, other callers may see those
-// units consumed: a brief over-count, never an under-count. If the
-// compensation fails, the units stay consumed until they refill. A
-// Concurrency request compensated this way keeps the later expiry its
-// acquisition set. Each shard uses its own TIME; keep the nodes' clocks in
-// sync (NTP), as Redis Cluster itself expects.
-//
-// # Errors
-//
-// A backend failure (connection refused, timeout, cancelled ctx, a script
-// error) is returned as an error prefixed "ratelimit: redis:" that wraps the
-// cause, never as a denial; the middleware's failure policy decides what
-// happens then. go-redis bounds socket reads by the ctx deadline only when
-// the client has ContextTimeoutEnabled (otherwise by its ReadTimeout, 3s by
-// default): set it, so that the middleware's WithTimeout budget holds.
-//
-// A request's Rule and Key together may be up to MaxKeyLen bytes; the
-// middleware hashes long keys, so only direct callers can reach the bound.
 package redisstore
 
 import (
@@ -176,6 +42,12 @@ type Store struct {
 	leaseFrac float64
 	leaseLife time.Duration
 
+	timeout  time.Duration // each call's budget
+	ctxReads bool          // the client bounds socket reads by ctx
+	retries  bool          // the client may resend a command: use call keys
+	callID   string        // this Store's prefix of call key names
+	calls    atomic.Uint64
+
 	stats struct {
 		roundTrips, sent, deniedHits, leaseHits atomic.Int64
 	}
@@ -197,8 +69,10 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		client: client, prefix: c.prefix, clock: c.clock, route: routingFor(client), epoch: time.Now(),
 		coalesce: c.coalesce, maxBatch: c.maxBatch, maxWait: c.maxWait, batchTimeout: c.batchTimeout,
 		leaseFrac: c.leaseFrac, leaseLife: c.leaseLife,
-		maxInFlight: defaultMaxInFlight,
+		maxInFlight: defaultMaxInFlight, timeout: c.timeout,
+		callID: newCallID(),
 	}
+	s.ctxReads, s.retries = clientTraits(client)
 	if ps := poolSize(client); ps > 0 {
 		s.maxInFlight = min(s.maxInFlight, ps) // never wait for a connection
 	}
@@ -271,18 +145,14 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 			cached, leased = false, false
 		}
 	}
-	for {
-		if cached {
-			if res, ok := s.denied.get(&req, t); ok {
-				s.stats.deniedHits.Add(1)
-				return res, nil
-			}
+	if cached {
+		if res, ok := s.denied.get(&req, t); ok {
+			s.stats.deniedHits.Add(1)
+			return res, nil
 		}
-		if !leased {
-			break
-		}
-		res, again, err := s.leaseTake(ctx, now, &req, t, cached)
-		if !again {
+	}
+	if leased {
+		if res, direct, err := s.leaseTake(ctx, now, &req, t, cached); !direct {
 			return res, err
 		}
 	}
@@ -290,7 +160,7 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 	if err != nil {
 		return ratelimit.Result{}, err
 	}
-	res := result(req.Limit, vals[:])
+	res := takeResult(&req, vals[:])
 	if cached {
 		s.denied.observe(&req, &res, t)
 	}
@@ -301,26 +171,25 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 // its reply: code, remaining, retry µs, reset µs.
 func (s *Store) check(ctx context.Context, now instant, req *ratelimit.Request, kind opKind, n int) ([takeWidth]int64, error) {
 	var out [takeWidth]int64
+	ctx, cancel := s.budget(ctx)
+	defer cancel()
 	if !s.coalesce {
 		mode := modeTake
-		switch kind {
-		case opReturn:
-			mode = modeReturn
-		case opLease:
-			mode = modeIndependent
+		if kind != opTake {
+			mode = modeIndependent // a negative cost returns; a lease
 		}
 		o := op{req: *req, kind: kind, n: n}
-		args := s.header(make([]any, 0, 3+fieldsPerRequest), mode, now)
+		args := s.header(make([]any, 0, headerLen+fieldsPerRequest), mode, now)
 		args = appendOp(args, &o)
 		key := []string{stateKey(s.prefix, req)}
 		s.stats.roundTrips.Add(1)
 		s.stats.sent.Add(1)
-		if kind == opReturn {
-			return out, s.runReturn(ctx, key, args)
-		}
 		vals, err := s.run(ctx, key, args, takeWidth)
 		if err != nil {
 			return out, err
+		}
+		if vals[0] < 0 {
+			return out, wrongType(req)
 		}
 		copy(out[:], vals)
 		return out, nil
@@ -360,8 +229,10 @@ func (s *Store) takeAll(ctx context.Context, now instant, reqs []ratelimit.Reque
 	if len(reqs) == 0 {
 		return nil
 	}
+	ctx, cancel := s.budget(ctx)
+	defer cancel()
 	keys := make([]string, len(reqs))
-	args := s.header(make([]any, 0, 3+fieldsPerRequest*len(reqs)), modeTake, now)
+	args := s.header(make([]any, 0, headerLen+fieldsPerRequest*len(reqs)), modeTake, now)
 	for i := range reqs {
 		if err := validate(&reqs[i]); err != nil {
 			return fmt.Errorf("request %d: %w", i, err)
@@ -380,7 +251,7 @@ func (s *Store) takeAll(ctx context.Context, now instant, reqs []ratelimit.Reque
 		return err
 	}
 	for i := range reqs {
-		results[i] = result(reqs[i].Limit, vals[takeWidth*i:])
+		results[i] = takeResult(&reqs[i], vals[takeWidth*i:])
 	}
 	return nil
 }
@@ -418,10 +289,26 @@ func validate(req *ratelimit.Request) error {
 	if n := len(req.Rule) + len(req.Key); n > MaxKeyLen {
 		return fmt.Errorf("%w: rule and key of %d bytes exceed the Redis store's bound of %d", ratelimit.ErrInvalidRequest, n, MaxKeyLen)
 	}
-	if req.Window != (ratelimit.Window{}) {
-		if e := ceilMicros(req.Window.End); e > maxSafe || e < -maxSafe {
-			return fmt.Errorf("%w: window end %d is beyond the range of the Redis store", ratelimit.ErrInvalidRequest, req.Window.End)
+	if w := req.Window; w != (ratelimit.Window{}) {
+		for _, b := range [...]int64{w.PrevStart, w.Start, w.End, w.NextEnd} {
+			if e := ceilMicros(b); e > maxSafe || e < -maxSafe {
+				return fmt.Errorf("%w: window bound %d is beyond the range of the Redis store", ratelimit.ErrInvalidRequest, b)
+			}
 		}
 	}
 	return nil
+}
+
+// wrongType is the error of a request whose key holds another type of value.
+func wrongType(req *ratelimit.Request) error {
+	return fmt.Errorf("ratelimit: redis: the state of rule %q key %q is not a rate-limit state (WRONGTYPE)", req.Rule, req.Key)
+}
+
+// budget bounds ctx by the Store's time budget (see WithTimeout), unless
+// its own deadline comes first.
+func (s *Store) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
 }

@@ -1,0 +1,190 @@
+package bench
+
+// Benchmarks of the Redis store's configurations beside go-redis/redis_rate,
+// side by side in one run, moved here from stores/redis so that the store's
+// module does not require redis_rate: Take on one hot key and over 10,000
+// keys (allow path), and on a denied hot key, 64 goroutines in parallel,
+// against one redis-server with server time.
+//
+//	go test -run '^$' -bench RedisCompare -benchtime 3s ./bench/
+//
+// roundtrips/op counts the commands sent per check (connection handshakes
+// excluded); checks/s is the throughput; server-µs/call and server-µs/op
+// are the server's time per script call and per check, from INFO
+// commandstats (eval and evalsha).
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/ratelimit"
+	redisstore "github.com/sluicehq/ratelimit/stores/redis"
+)
+
+const compareGoroutines = 64
+
+// compareBudget replaces the Store's default 50ms budget: a cold pool's
+// first calls (64 dials and the script's load) may take longer on a
+// loaded machine, and the benchmarks measure throughput, not budgets.
+const compareBudget = 10 * time.Second
+
+// compareVariants are the Store configurations compared.
+var compareVariants = []struct {
+	name string
+	opts []redisstore.Option
+}{
+	{"plain", []redisstore.Option{redisstore.WithoutCoalescing(), redisstore.WithoutDeniedCache()}},
+	{"coalesced", []redisstore.Option{redisstore.WithoutDeniedCache()}},
+	{"default", nil}, // coalescing and the denied cache
+	{"lease", []redisstore.Option{redisstore.WithLease(0.0001, 100*time.Millisecond)}},
+}
+
+var compareKeys = func() []string {
+	k := make([]string, 10_000)
+	for i := range k {
+		k[i] = "198.51." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256)
+	}
+	return k
+}()
+
+var comparePrefixes atomic.Int64
+
+func comparePrefix() string { return "cmp" + strconv.FormatInt(comparePrefixes.Add(1), 10) + ":" }
+
+func startBenchRedis(b *testing.B) *RedisServer {
+	b.Helper()
+	srv, err := StartRedis()
+	if err != nil {
+		b.Skip("redis-server: ", err)
+	}
+	b.Cleanup(srv.Stop)
+	return srv
+}
+
+func compareClient(b *testing.B, srv *RedisServer) (*redis.Client, *RoundTrips) {
+	c, rt := srv.Client(compareGoroutines)
+	b.Cleanup(func() { c.Close() })
+	return c, rt
+}
+
+func BenchmarkRedisCompareTake(b *testing.B) {
+	srv := startBenchRedis(b)
+	limit := ratelimit.PerSecond(1_000_000) // the allow path
+	for _, w := range []struct {
+		name string
+		keys []string
+	}{{"hot-key", []string{"hot"}}, {"10k-keys", compareKeys}} {
+		for _, v := range compareVariants {
+			if v.name == "default" {
+				continue // the allow path never meets the denied cache
+			}
+			b.Run(w.name+"/"+v.name, func(b *testing.B) {
+				client, rt := compareClient(b, srv)
+				s := redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix(comparePrefix()), redisstore.WithTimeout(compareBudget)}, v.opts...)...)
+				compareParallel(b, srv, rt, func(ctx context.Context, key string) error {
+					_, err := s.Take(ctx, ratelimit.Request{Rule: "bench", Key: key, Limit: limit, Cost: 1})
+					return err
+				}, w.keys)
+			})
+		}
+		b.Run(w.name+"/redis_rate", func(b *testing.B) {
+			client, rt := compareClient(b, srv)
+			l := redis_rate.NewLimiter(client)
+			prefix := comparePrefix()
+			rl := redis_rate.PerSecond(1_000_000)
+			compareParallel(b, srv, rt, func(ctx context.Context, key string) error {
+				_, err := l.Allow(ctx, prefix+key, rl)
+				return err
+			}, w.keys)
+		})
+	}
+}
+
+func BenchmarkRedisCompareTakeDenied(b *testing.B) {
+	srv := startBenchRedis(b)
+	for _, v := range compareVariants {
+		b.Run(v.name, func(b *testing.B) {
+			client, rt := compareClient(b, srv)
+			s := redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix(comparePrefix()), redisstore.WithTimeout(compareBudget)}, v.opts...)...)
+			req := ratelimit.Request{Rule: "bench", Key: "hot", Limit: ratelimit.PerHour(1), Cost: 1}
+			if _, err := s.Take(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+			compareParallel(b, srv, rt, func(ctx context.Context, _ string) error {
+				_, err := s.Take(ctx, req)
+				return err
+			}, []string{"hot"})
+		})
+	}
+	b.Run("redis_rate", func(b *testing.B) {
+		client, rt := compareClient(b, srv)
+		l := redis_rate.NewLimiter(client)
+		key := comparePrefix() + "hot"
+		rl := redis_rate.PerHour(1)
+		if _, err := l.Allow(context.Background(), key, rl); err != nil {
+			b.Fatal(err)
+		}
+		compareParallel(b, srv, rt, func(ctx context.Context, _ string) error {
+			_, err := l.Allow(ctx, key, rl)
+			return err
+		}, []string{"hot"})
+	})
+}
+
+func compareParallel(b *testing.B, srv *RedisServer, rt *RoundTrips, check func(ctx context.Context, key string) error, keys []string) {
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	b.ReportAllocs()
+	b.SetParallelism((compareGoroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	var seq atomic.Int64
+	if err := admin.ConfigResetStat(context.Background()).Err(); err != nil {
+		b.Fatal(err)
+	}
+	start := rt.Load()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		i := int(seq.Add(7919))
+		for pb.Next() {
+			i++
+			if err := check(ctx, keys[i%len(keys)]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(rt.Load()-start)/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "checks/s")
+	info, err := admin.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var calls, usec float64
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+			continue
+		}
+		for _, f := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
+			k, v, _ := strings.Cut(f, "=")
+			x, _ := strconv.ParseFloat(v, 64)
+			switch k {
+			case "calls":
+				calls += x
+			case "usec":
+				usec += x
+			}
+		}
+	}
+	if calls > 0 {
+		b.ReportMetric(usec/calls, "server-µs/call")
+		b.ReportMetric(usec/float64(b.N), "server-µs/op")
+	}
+}

@@ -1,0 +1,193 @@
+package redisstore
+
+// Calls: a client that resends a command never applies a take or a return
+// twice, and every call keeps its time budget whatever the client's
+// options.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+// TestRetriedCallAppliesOnce: go-redis with MaxRetries resends EVALSHA when
+// a connection drops after the script ran (the proxy drops the reply).
+// Every kind of call is applied once, and the caller gets the first run's
+// reply.
+func TestRetriedCallAppliesOnce(t *testing.T) {
+	requireShared(t)
+	cases := []struct {
+		name string
+		req  ratelimit.Request
+		call func(s *Store, req ratelimit.Request) error
+		want int // units in use afterwards: each case starts from 3 taken
+	}{
+		{"take/gcra", gcraReq("g", ratelimit.PerHour(10), 1), take, 4},
+		{"take/fixed", withAlg(gcraReq("f", ratelimit.PerHour(10), 1), ratelimit.FixedWindow), take, 4},
+		{"take/concurrency", slotReq("c", 10, time.Hour, 1), take, 4},
+		{"takeall/gcra", gcraReq("a", ratelimit.PerHour(10), 1), takeAll, 4},
+		{"return/gcra", gcraReq("r", ratelimit.PerHour(10), 1), giveBack, 2},
+		{"return/concurrency", slotReq("rc", 10, time.Hour, 1), giveBack, 2},
+	}
+	for _, coalesce := range []bool{true, false} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("coalescing=%v/%s", coalesce, c.name), func(t *testing.T) {
+				proxy := startProxy(t, sharedServer.Addr)
+				client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: 3, ContextTimeoutEnabled: true})
+				t.Cleanup(func() { client.Close() })
+				clock := ratelimittest.NewClock(ratelimittest.Epoch)
+				prefix := uniquePrefix(t)
+				opts := []Option{WithPrefix(prefix), WithClock(clock), WithoutDeniedCache()}
+				if !coalesce {
+					opts = append(opts, WithoutCoalescing())
+				}
+				s := New(client, opts...)
+				direct := New(standaloneClient(t), WithPrefix(prefix), WithClock(clock))
+				start := c.req
+				start.Cost = 3
+				mustTake(t, s, start) // also warms the connection and caches the script
+				proxy.DropReplies(1)
+				if err := c.call(s, c.req); err != nil {
+					t.Fatalf("call whose reply was dropped: %v (the client should have retried)", err)
+				}
+				select {
+				case <-proxy.dropped:
+				default:
+					t.Fatal("no reply was dropped")
+				}
+				if n := inUse(t, direct, c.req); n != c.want {
+					t.Errorf("%d units in use, want %d: the retried call was applied %s", n, c.want, map[bool]string{true: "twice", false: "wrongly"}[n != c.want])
+				}
+			})
+		}
+	}
+}
+
+func take(s *Store, req ratelimit.Request) error {
+	res, err := s.Take(context.Background(), req)
+	if err == nil && !res.Allowed {
+		err = fmt.Errorf("denied: %+v", res)
+	}
+	return err
+}
+
+func takeAll(s *Store, req ratelimit.Request) error {
+	out := make([]ratelimit.Result, 1)
+	err := s.TakeAll(context.Background(), []ratelimit.Request{req}, out)
+	if err == nil && !out[0].Allowed {
+		err = fmt.Errorf("denied: %+v", out[0])
+	}
+	return err
+}
+
+func giveBack(s *Store, req ratelimit.Request) error {
+	return s.Return(context.Background(), req)
+}
+
+// TestBudgetWithoutContextTimeoutEnabled: with a client that does not bound
+// socket reads by ctx (go-redis's default, which waits its 3s ReadTimeout),
+// Take, TakeAll and Return on a server that never answers still return at
+// the Store's budget, with an error wrapping context.DeadlineExceeded.
+func TestBudgetWithoutContextTimeoutEnabled(t *testing.T) {
+	addr := silentServer(t)
+	for _, coalesce := range []bool{true, false} {
+		t.Run(fmt.Sprintf("coalescing=%v", coalesce), func(t *testing.T) {
+			client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, Protocol: 2, DisableIdentity: true})
+			t.Cleanup(func() { client.Close() })
+			opts := []Option{WithTimeout(100 * time.Millisecond)}
+			if !coalesce {
+				opts = append(opts, WithoutCoalescing())
+			}
+			s := New(client, opts...)
+			req := gcraReq("k", ratelimit.PerSecond(5), 1)
+			for name, call := range map[string]func() error{
+				"Take": func() error { _, err := s.Take(context.Background(), req); return err },
+				"TakeAll": func() error {
+					return s.TakeAll(context.Background(), []ratelimit.Request{req}, make([]ratelimit.Result, 1))
+				},
+				"Return": func() error { return s.Return(context.Background(), req) },
+			} {
+				start := time.Now()
+				err := call()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("%s on a silent server: %v, want a deadline error", name, err)
+				}
+				// The budget is 100ms; the client alone would wait 3s.
+				d := time.Since(start)
+				t.Logf("%s on a silent server: %v", name, d)
+				if d > 2*time.Second {
+					t.Errorf("%s on a silent server took %v, want about the 100ms budget", name, d)
+				}
+			}
+		})
+	}
+}
+
+// TestDefaultBudget: a Store made with no options has DefaultTimeout, and
+// a caller with no deadline of its own is bounded by it.
+func TestDefaultBudget(t *testing.T) {
+	addr := silentServer(t)
+	defer func(d time.Duration) { defaultTimeout = d }(defaultTimeout)
+	defaultTimeout = DefaultTimeout
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { client.Close() })
+	s := New(client)
+	if s.timeout != DefaultTimeout {
+		t.Fatalf("budget %v, want DefaultTimeout %v", s.timeout, DefaultTimeout)
+	}
+	start := time.Now()
+	_, err := s.Take(context.Background(), gcraReq("k", ratelimit.PerSecond(5), 1))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Take on a silent server: %v, want a deadline error", err)
+	}
+	d := time.Since(start)
+	t.Logf("Take on a silent server with the default budget: %v", d)
+	if d > 2*time.Second {
+		t.Errorf("Take on a silent server took %v, want about DefaultTimeout", d)
+	}
+}
+
+// TestPackageExampleSetupWhileRedisHangs: the production setup of the
+// package example (a default client, New with its default budget, a
+// Breaker, FailOpen), copied as written, never makes a request wait
+// seconds while Redis hangs, and stops calling Redis once the breaker
+// opens.
+func TestPackageExampleSetupWhileRedisHangs(t *testing.T) {
+	addr := silentServer(t)
+	defer func(d time.Duration) { defaultTimeout = d }(defaultTimeout)
+	defaultTimeout = DefaultTimeout
+
+	// As in Example (example_test.go), with the silent server's address.
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	defer client.Close()
+	store := ratelimit.NewBreaker(New(client), ratelimit.BreakerConfig{})
+	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
+		ratelimit.WithStore(store), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+
+	var slowest time.Duration
+	for range 20 {
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		slowest = max(slowest, time.Since(start))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("status %d with FailOpen", rec.Code)
+		}
+	}
+	t.Logf("20 requests while Redis hangs: slowest %v, breaker %v", slowest, store.State())
+	if slowest > time.Second {
+		t.Errorf("slowest request %v while Redis hangs, want about DefaultTimeout (%v)", slowest, DefaultTimeout)
+	}
+	if st := store.State(); st != ratelimit.BreakerOpen {
+		t.Errorf("breaker %v after 20 failures, want open", st)
+	}
+}
