@@ -30,11 +30,7 @@ func randomEntry(rng *rand.Rand, i int) entry {
 	e.req.Rule = fmt.Sprintf("rule%d", rng.IntN(2))
 	e.req.Key = keys[i%len(keys)] + fmt.Sprint(i/len(keys))
 	ms := time.Millisecond
-	// Concurrency is left out while the memory store on this branch gives
-	// all slots of a key one shared expiry, where this store expires each
-	// slot on its own (see concurrency_test.go); put it back (IntN(4))
-	// once both expire slots alike.
-	switch e.req.Algorithm = ratelimit.Algorithm(rng.IntN(3)); e.req.Algorithm {
+	switch e.req.Algorithm = ratelimit.Algorithm(rng.IntN(4)); e.req.Algorithm {
 	case ratelimit.GCRA:
 		rate := 1 + rng.IntN(20)
 		interval := time.Duration(1+rng.IntN(300_000)) * time.Microsecond // whole µs
