@@ -19,10 +19,12 @@ import (
 // controller compares the window's median latency with the lowest median of
 // the recent past (the minimum RTT, learned from live traffic: no probing,
 // no pinning of the limit). While the ratio stays under Tolerance and the
-// limit is in use, the limit grows by about 6% a window; above it, the limit
-// drops to the in-flight count divided by the ratio, at most by half in one
-// window; a window that holds mostly drops (timeouts, 502-504 from behind,
-// a deadline) halves it. Min and Max are always enforced.
+// limit is in use, the limit grows by a sixteenth a window; above it, the
+// limit drops to the in-flight count divided by the ratio, at most by half
+// in one window. A window that holds only drops (timeouts, 502-504 from
+// behind, a deadline) halves it, one with more than 10% drops cuts it by a
+// fifth. Min and Max are always enforced. docs/adaptive.md has the details
+// and when not to use it.
 //
 // A rejected request gets 503 Service Unavailable (the server, not the
 // client, is over capacity) with Retry-After: 1 and the problem type
