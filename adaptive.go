@@ -131,7 +131,7 @@ type AdaptiveState struct {
 // adaptive rule beyond its MaxKeys.
 const OverflowKey = "\x00overflow"
 
-// validate fills a's defaults and panics on a configuration that cannot
+// normalized fills a's defaults and panics on a configuration that cannot
 // work.
 func (a Adaptive) normalized(name string) Adaptive {
 	if a.Max == 0 {
@@ -171,6 +171,8 @@ func (a Adaptive) normalized(name string) Adaptive {
 		panic(fmt.Sprintf("ratelimit: rule %q: adaptive Initial %d is outside [%d, %d]", name, a.Initial, a.Min, a.Max))
 	case a.Window < 0 || a.MinSamples < 0 || a.MinRTTHorizon < 0 || a.MaxKeys < 0:
 		panic(fmt.Sprintf("ratelimit: rule %q: negative adaptive Window, MinSamples, MinRTTHorizon or MaxKeys", name))
+	case a.Window > time.Hour || a.MinRTTHorizon > 7*24*time.Hour:
+		panic(fmt.Sprintf("ratelimit: rule %q: adaptive Window over an hour or MinRTTHorizon over a week", name))
 	case !(a.Tolerance >= 1.1) || a.Tolerance > 100:
 		panic(fmt.Sprintf("ratelimit: rule %q: adaptive Tolerance %v must be in [1.1, 100]", name, a.Tolerance))
 	case !(a.LowPriorityShare > 0 && a.LowPriorityShare <= 1):

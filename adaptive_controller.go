@@ -112,7 +112,9 @@ func (l *AdaptiveLimiter) AcquireAt(now time.Time, critical bool) (AdaptiveTicke
 	if n > limit {
 		l.inflight.Add(-1)
 		l.rejected.Add(1)
-		l.peak.Store(max(l.peak.Load(), limit)) // demand reached the limit
+		if l.peak.Load() < limit {
+			l.peak.Store(limit) // demand reached the limit
+		}
 		l.maybeClose(now)
 		return AdaptiveTicket{}, false
 	}

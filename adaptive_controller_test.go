@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -200,6 +201,8 @@ func TestAdaptiveConfigPanics(t *testing.T) {
 		"tolerance":       {Tolerance: 1.01},
 		"share":           {LowPriorityShare: 1.5},
 		"window":          {Window: -time.Second},
+		"huge window":     {Window: 1000 * time.Hour},
+		"NaN tolerance":   {Tolerance: math.NaN()},
 	} {
 		func() {
 			defer func() {

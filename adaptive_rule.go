@@ -112,14 +112,14 @@ type adaptiveHeld struct {
 
 // adaptiveDone releases a request's adaptive slots, once.
 type adaptiveDone struct {
-	l     *Limiter
-	w     http.ResponseWriter
-	r     *http.Request
-	rest  func() // the other rules' done
-	held  [MaxRules]adaptiveHeld
-	n     int
-	start time.Time
-	once  atomic.Bool
+	l      *Limiter
+	w      http.ResponseWriter
+	r      *http.Request
+	rest   func() // the other rules' done
+	held   []adaptiveHeld
+	inline [2]adaptiveHeld // held's storage for up to two adaptive rules
+	start  time.Time
+	once   atomic.Bool
 }
 
 func (d *adaptiveDone) done() {
@@ -138,7 +138,7 @@ func (d *adaptiveDone) release(sampled bool) {
 		status = s.Status()
 	}
 	now := d.l.clock.Now()
-	for _, h := range d.held[:d.n] {
+	for _, h := range d.held {
 		v := VerdictIgnore
 		if sampled {
 			v = h.ru.adaptive.cfg.Classify(d.r, status, now.Sub(d.start))
@@ -152,6 +152,7 @@ func (d *adaptiveDone) release(sampled bool) {
 // another rule gives its adaptive slots back unsampled.
 func (l *Limiter) admitAdaptive(w http.ResponseWriter, r *http.Request) (func(), bool) {
 	d := &adaptiveDone{l: l, w: w, r: r, rest: noop, start: l.clock.Now()}
+	d.held = d.inline[:0]
 	for _, ru := range l.adaptive {
 		s := ru.adaptive
 		key, err := ru.Key(r)
@@ -173,8 +174,7 @@ func (l *Limiter) admitAdaptive(w http.ResponseWriter, r *http.Request) (func(),
 		res := adaptiveResult(lim, ok)
 		switch {
 		case ok:
-			d.held[d.n] = adaptiveHeld{ru, t}
-			d.n++
+			d.held = append(d.held, adaptiveHeld{ru, t})
 			l.observeResult(r, ru, res, Denied, 0)
 		case ru.Shadow:
 			l.observeResult(r, ru, res, ShadowDenied, 0)

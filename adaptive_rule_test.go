@@ -280,3 +280,27 @@ func TestAdaptiveDefaultClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveSeveralRules: with three adaptive rules the tightest rejects,
+// and the slots the others took for the rejected request are given back.
+func TestAdaptiveSeveralRules(t *testing.T) {
+	g := newGate(200)
+	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "a", Key: ratelimit.Global(), Adaptive: fixedAdaptive(5)},
+		{Name: "b", Key: ratelimit.Global(), Adaptive: fixedAdaptive(5)},
+		{Name: "tight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(2)},
+	})
+	h := lim.Handler(g)
+	get := func() *http.Request { return ratelimittest.NewRequest("GET", "/", "") }
+	wait := hold(t, h, g, 2, get)
+	res := ratelimittest.Do(h, get())
+	inA, inB := lim.Adaptive("a")[0].InFlight, lim.Adaptive("b")[0].InFlight
+	close(g.release)
+	wait()
+	if res.Code != 503 || !strings.Contains(res.Body, `"violated-policies":["tight"]`) {
+		t.Fatalf("third request: %d %s", res.Code, res.Body)
+	}
+	if inA != 2 || inB != 2 {
+		t.Fatalf("in flight under a and b: %d, %d; want 2 (the rejected request's slots given back)", inA, inB)
+	}
+}

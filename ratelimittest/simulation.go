@@ -1,7 +1,6 @@
 package ratelimittest
 
 import (
-	"container/heap"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -86,18 +85,47 @@ type simJob struct {
 	release func(time.Time, bool)
 }
 
+// simQueue is a binary min-heap of events by (at, seq).
 type simQueue []simEvent
 
-func (q simQueue) Len() int { return len(q) }
-func (q simQueue) Less(i, j int) bool {
+func (q simQueue) less(i, j int) bool {
 	return q[i].at < q[j].at || q[i].at == q[j].at && q[i].seq < q[j].seq
 }
-func (q simQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *simQueue) Push(x any)   { *q = append(*q, x.(simEvent)) }
-func (q *simQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
+
+func (q *simQueue) push(e simEvent) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (q *simQueue) pop() simEvent {
+	h := *q
+	e := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && h.less(c+1, c) {
+			c++
+		}
+		if !h.less(c, i) {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+	*q = h
 	return e
 }
 
@@ -133,8 +161,8 @@ func (s Simulation) Run(l SimLimiter) SimResult {
 	}
 	r.push(simEvent{at: s.Step, kind: 2})
 	now := time.Duration(0)
-	for r.events.Len() > 0 {
-		e := heap.Pop(&r.events).(simEvent)
+	for len(r.events) > 0 {
+		e := r.events.pop()
 		if e.at > s.Duration {
 			break
 		}
@@ -165,7 +193,7 @@ func maxClients(s Simulation) int {
 func (r *simRun) push(e simEvent) {
 	r.seq++
 	e.seq = r.seq
-	heap.Push(&r.events, e)
+	r.events.push(e)
 }
 
 func (r *simRun) at(t time.Duration) time.Time { return r.start.Add(t) }
