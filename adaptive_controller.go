@@ -20,22 +20,26 @@ import (
 // An AdaptiveLimiter is safe for concurrent use. Create one with
 // NewAdaptiveLimiter; the zero value is not usable.
 type AdaptiveLimiter struct {
+	// Written by every request.
 	inflight atomic.Int64
-	_        [56]byte // keep the hot counter off the limit's cache line
+	succ     atomic.Int64
+	_        [48]byte
+	// Read by every request, written about once a window.
 	limit    atomic.Int64
 	low      atomic.Int64 // the limit for non-critical requests
 	peak     atomic.Int64 // the highest in-flight count of this window
 	winStart atomic.Int64 // ns since epoch
-	succ     atomic.Int64
-	drops    atomic.Int64
-	rejected atomic.Int64
-	busy     atomic.Bool
-	minRTT   atomic.Int64
-	sample   atomic.Int64
-	last     atomic.Pointer[AdaptiveState]
 	// The first probeCount requests admitted are sampled apart: started
 	// before any queue built, they give the first minimum RTT.
-	probes    atomic.Int64 // admissions still to mark as probes
+	probes atomic.Int64 // admissions still to mark as probes
+	_      [24]byte
+	// Written by drops, rejections and the controller.
+	drops     atomic.Int64
+	rejected  atomic.Int64
+	busy      atomic.Bool
+	minRTT    atomic.Int64
+	sample    atomic.Int64
+	last      atomic.Pointer[AdaptiveState]
 	probeSlot atomic.Int64
 	probeDone atomic.Int64
 	probeRTT  [probeCount]atomic.Int64 // -1: not a success
@@ -53,7 +57,7 @@ type AdaptiveLimiter struct {
 
 	// Controller state, touched only by the holder of busy.
 	lim     float64
-	base    [2]int64 // the lowest smoothed latencies of two half-horizons; 0: none
+	base    [2]int64 // the lowest window latencies of two half-horizons; 0: none
 	baseAt  int64    // start of base[0]'s half-horizon
 	windows atomic.Int64
 }
