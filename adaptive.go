@@ -21,7 +21,9 @@ import (
 // no pinning of the limit). While the ratio stays under Tolerance and the
 // limit is in use, the limit grows by a sixteenth a window; above it, the
 // limit drops to the in-flight count divided by the ratio, at most by half
-// in one window. A window that holds only drops (timeouts, 502-504 from
+// in one window; if a cut took effect and latency did not follow, the
+// service got slower and the minimum RTT is relearned instead. A window
+// that holds only drops (timeouts, 502-504 from
 // behind, a deadline) halves it, one with more than 10% drops cuts it by a
 // fifth. Min and Max are always enforced. docs/adaptive.md has the details
 // and when not to use it.

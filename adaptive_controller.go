@@ -56,10 +56,12 @@ type AdaptiveLimiter struct {
 	land     float64 // a decrease lands this much above the queue-free point
 
 	// Controller state, touched only by the holder of busy.
-	lim     float64
-	base    [2]int64 // the lowest window latencies of two half-horizons; 0: none
-	baseAt  int64    // start of base[0]'s half-horizon
-	windows atomic.Int64
+	lim      float64
+	base     [2]int64 // the lowest window latencies of two half-horizons; 0: none
+	baseAt   int64    // start of base[0]'s half-horizon
+	lastCut  float64  // the ratio that cut the limit in the last window; 0: no cut
+	lastPeak float64  // the last window's peak in flight
+	windows  atomic.Int64
 }
 
 // NewAdaptiveLimiter returns a limiter configured by a; it panics on a bad
@@ -200,6 +202,7 @@ func (l *AdaptiveLimiter) closeWindow(t int64) {
 func (l *AdaptiveLimiter) adjust(t, n, d, peak, rej, median int64) {
 	lim := l.lim
 	inUse := min(lim, float64(max(peak, 1)))
+	cut := 0.0 // the latency ratio that made this window cut the limit
 	switch {
 	case n == 0 && d > 0: // only drops
 		lim = inUse * 0.5
@@ -212,20 +215,35 @@ func (l *AdaptiveLimiter) adjust(t, n, d, peak, rej, median int64) {
 		l.sample.Store(median)
 		ratio := float64(median) / float64(base)
 		switch {
+		case ratio > l.cfg.Tolerance && l.cutFailed(peak, ratio):
+			// The last cut took effect and latency did not follow: it is
+			// not our queue. The service got slower; relearn its RTT.
+			l.base = [2]int64{median, 0}
+			l.baseAt = t
+			l.minRTT.Store(median)
 		case ratio > l.cfg.Tolerance:
 			lim = max(inUse/ratio*l.land, inUse*0.5)
+			cut = ratio
 		case float64(peak) >= lim*0.75 || rej > 0: // the limit is in use
 			lim += max(1, lim/16)
 		}
 	}
+	l.lastCut, l.lastPeak = cut, float64(peak)
 	l.lim = min(max(lim, float64(l.cfg.Min)), float64(l.cfg.Max))
+}
+
+// cutFailed reports whether the previous window cut the limit for latency,
+// the cut took effect for the whole of this window (whose peak includes
+// the requests in flight when it began) with a quarter fewer requests in
+// flight, and latency stayed as high.
+func (l *AdaptiveLimiter) cutFailed(peak int64, ratio float64) bool {
+	return l.lastCut > 0 && float64(peak) <= 0.75*l.lastPeak && ratio >= 0.9*l.lastCut
 }
 
 // learn folds a window's latency into the minimum RTT, kept as the lowest
 // window latency of the current and the previous half-horizon, and
 // returns it.
 func (l *AdaptiveLimiter) learn(t, median int64) int64 {
-
 	if t-l.baseAt >= l.horizon/2 {
 		l.base[1], l.base[0], l.baseAt = l.base[0], 0, t
 	}

@@ -154,3 +154,30 @@ func TestAdaptiveLightLoadIsNotRejected(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveRelearnsASlowerService: when every request becomes twice as
+// slow for good (same workers), the limit first falls, then comes back
+// as soon as a cut of the limit fails to bring latency down, and goodput is
+// the new capacity again.
+func TestAdaptiveRelearnsASlowerService(t *testing.T) {
+	const at = 10 * time.Second
+	sim := baseSim(1)
+	sim.Duration = 40 * time.Second
+	sim.Slowdown = func(t time.Duration) float64 {
+		if t >= at {
+			return 2
+		}
+		return 1
+	}
+	res := sim.Run(newSimAdaptive(ratelimit.Adaptive{}))
+	low := res.Between(at, at+5*time.Second, simService)
+	late := res.Between(at+3*time.Second, sim.Duration, 2*simService)
+	t.Logf("after the slowdown: limit %d..%d; from 3 s later: limit %d..%d, p50 %v, goodput %.1f%% of the new capacity",
+		low.MinLimit, low.MaxLimit, late.MinLimit, late.MaxLimit, late.P50, 100*late.GoodputShare)
+	if late.MinLimit < simWorkers*3/4 || late.MaxLimit > 2*simWorkers {
+		t.Errorf("3 s after the slowdown the limit ranged %d..%d, want within [%d, %d]", late.MinLimit, late.MaxLimit, simWorkers*3/4, 2*simWorkers)
+	}
+	if late.GoodputShare < 0.9 {
+		t.Errorf("goodput %.1f%% of the new capacity", 100*late.GoodputShare)
+	}
+}

@@ -19,14 +19,15 @@ import (
 // testing/synctest bubble a limiter that reads time.Now sees virtual time
 // too.
 type Simulation struct {
-	Workers  func(t time.Duration) int // workers at time t: the capacity C
-	Clients  func(t time.Duration) int // closed-loop clients active at t: the offered concurrency
-	Service  time.Duration             // mean service time
-	Jitter   float64                   // service times are uniform in Service×[1-Jitter, 1+Jitter]
-	Backoff  time.Duration             // a rejected or dropped client's pause; Service when zero
-	Timeout  time.Duration             // a request queued longer is answered as a drop (503); 0: never
-	Duration time.Duration             // how long to simulate
-	Step     time.Duration             // the resolution of the recorded series; 100ms when zero
+	Workers  func(t time.Duration) int     // workers at time t: the capacity C
+	Clients  func(t time.Duration) int     // closed-loop clients active at t: the offered concurrency
+	Service  time.Duration                 // mean service time
+	Slowdown func(t time.Duration) float64 // if set, multiplies the service time of requests started at t
+	Jitter   float64                       // service times are uniform in Service×[1-Jitter, 1+Jitter]
+	Backoff  time.Duration                 // a rejected or dropped client's pause; Service when zero
+	Timeout  time.Duration                 // a request queued longer is answered as a drop (503); 0: never
+	Duration time.Duration                 // how long to simulate
+	Step     time.Duration                 // the resolution of the recorded series; 100ms when zero
 	Seed     uint64
 	Critical func(client int) bool // a client's priority; all critical when nil
 	Sleep    bool                  // sleep until each event (inside testing/synctest)
@@ -67,7 +68,7 @@ type SimStats struct {
 	Attempts                    int
 	MinLimit, MaxLimit          int
 	MeanLimit                   float64
-	CapacityPerSecond           float64 // mean workers / Service
+	CapacityPerSecond           float64 // mean workers / Service (Slowdown not included)
 	RejectionRate, GoodputShare float64 // Rejected/Attempts; Goodput/CapacityPerSecond
 }
 
@@ -229,6 +230,9 @@ func (r *simRun) dispatch(now time.Duration) {
 		}
 		r.busy++
 		st := float64(r.s.Service) * (1 + r.s.Jitter*(2*r.rng.Float64()-1))
+		if r.s.Slowdown != nil {
+			st *= r.s.Slowdown(now)
+		}
 		r.push(simEvent{at: now + time.Duration(st), kind: 1, job: j})
 	}
 }
