@@ -27,7 +27,8 @@ type AdaptiveScenario struct {
 }
 
 // AdaptiveScenarios returns the workloads: a start ten times too high,
-// capacity halving at 10 s, 65 s of steady overload and 60 s at half the
+// capacity halving at 10 s (half the workers), every request twice as slow
+// from 10 s (same workers), 65 s of steady overload and 60 s at half the
 // capacity.
 func AdaptiveScenarios() []AdaptiveScenario {
 	base := func(d time.Duration) ratelimittest.Simulation {
@@ -43,11 +44,19 @@ func AdaptiveScenarios() []AdaptiveScenario {
 		}
 		return AdaptiveWorkers
 	}
+	slowdown := base(30 * time.Second)
+	slowdown.Slowdown = func(t time.Duration) float64 {
+		if t >= 10*time.Second {
+			return 2
+		}
+		return 1
+	}
 	light := base(60 * time.Second)
 	light.Clients = func(time.Duration) int { return AdaptiveWorkers / 2 }
 	return []AdaptiveScenario{
 		{"start-high", 10 * AdaptiveWorkers, base(20 * time.Second)},
 		{"halving", AdaptiveWorkers, halving},
+		{"slowdown", AdaptiveWorkers, slowdown},
 		{"steady", AdaptiveWorkers, base(65 * time.Second)},
 		{"light", AdaptiveWorkers, light},
 	}
@@ -117,7 +126,7 @@ type AdaptiveFigures struct {
 	Scenario, Limiter string
 	Entered           time.Duration // first time the limit was within [C, 2C]; -1 never
 	LimitAt5s         int
-	After             ratelimittest.SimStats // from Entered (start-high), 12 s (halving), 5 s (steady), 0 (light)
+	After             ratelimittest.SimStats // from Entered (start-high), 12 s (halving), 13 s (slowdown), 5 s (steady), 0 (light)
 	Spread            float64                // (max-min)/mean of the limit over After
 }
 
@@ -131,11 +140,15 @@ func (sc AdaptiveScenario) Figures(limiter string, res ratelimittest.SimResult) 
 		}
 	}
 	f.LimitAt5s = res.Between(5*time.Second-res.Step, 5*time.Second, AdaptiveService).MaxLimit
-	from := map[string]time.Duration{"start-high": f.Entered, "halving": 12 * time.Second, "steady": 5 * time.Second}[sc.Name]
+	from := map[string]time.Duration{"start-high": f.Entered, "halving": 12 * time.Second, "slowdown": 13 * time.Second, "steady": 5 * time.Second}[sc.Name]
 	if sc.Name == "start-high" && f.Entered < 0 {
 		from = 5 * time.Second
 	}
-	f.After = res.Between(from, sc.Sim.Duration, AdaptiveService)
+	service := AdaptiveService
+	if sc.Sim.Slowdown != nil {
+		service = time.Duration(float64(service) * sc.Sim.Slowdown(sc.Sim.Duration))
+	}
+	f.After = res.Between(from, sc.Sim.Duration, service)
 	if f.After.MeanLimit > 0 {
 		f.Spread = float64(f.After.MaxLimit-f.After.MinLimit) / f.After.MeanLimit
 	}
