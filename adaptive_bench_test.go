@@ -1,10 +1,13 @@
 package ratelimit_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
 // BenchmarkAdaptiveAcquireRelease compares one acquire+release of an
@@ -68,6 +71,58 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 					b.Fatal("rejected")
 				}
 				<-sem
+			}
+		})
+	})
+}
+
+// BenchmarkAdaptiveMiddleware is a request through the middleware with one
+// adaptive rule (admitted, or rejected with a 503), beside the same
+// through a fixed Concurrency rule on the default memory store.
+func BenchmarkAdaptiveMiddleware(b *testing.B) {
+	const big = 1 << 20
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	for _, tc := range []struct {
+		name string
+		rule ratelimit.Rule
+		want int
+	}{
+		{"adaptive/allow", ratelimit.Rule{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{Min: big, Max: big, Initial: big}}, 200},
+		{"concurrency/allow", ratelimit.Rule{Name: "inflight", Key: ratelimit.Global(), Algorithm: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: big, Period: time.Minute}}, 200},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			h := ratelimit.NewRules([]ratelimit.Rule{tc.rule})(next)
+			req := httptest.NewRequest("GET", "/api/items", nil)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				w := ratelimittest.NewDiscardWriter()
+				for pb.Next() {
+					w.Reset()
+					h.ServeHTTP(w, req)
+					if w.Status() != tc.want {
+						b.Errorf("status %d", w.Status())
+						return
+					}
+				}
+			})
+		})
+	}
+	b.Run("adaptive/reject", func(b *testing.B) {
+		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{Min: 1, Max: 1, Initial: 1}}})
+		held, _ := l.Admit(ratelimittest.NewDiscardWriter(), httptest.NewRequest("GET", "/", nil))
+		defer held()
+		h := l.Handler(next)
+		req := httptest.NewRequest("GET", "/api/items", nil)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			w := ratelimittest.NewDiscardWriter()
+			for pb.Next() {
+				w.Reset()
+				h.ServeHTTP(w, req)
+				if w.Status() != 503 {
+					b.Errorf("status %d", w.Status())
+					return
+				}
 			}
 		})
 	})
