@@ -16,9 +16,9 @@ import (
 //	ratelimit.Rule{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{Max: 500}}
 //
 // Once per sample window (Window, and at least MinSamples outcomes) a
-// controller compares the window's median latency with the lowest median of
-// the recent past (the minimum RTT, learned from live traffic: no probing,
-// no pinning of the limit). While the ratio stays under Tolerance and the
+// controller compares the window's latency (the mean of its fastest 90%)
+// with the lowest window latency of the recent past (the minimum RTT,
+// learned from live traffic: no probing, no pinning of the limit). While the ratio stays under Tolerance and the
 // limit is in use, the limit grows by a sixteenth a window; above it, the
 // limit drops to the in-flight count divided by the ratio, at most by half
 // in one window; if a cut took effect and latency did not follow, the
@@ -49,7 +49,7 @@ type Adaptive struct {
 	Window     time.Duration
 	MinSamples int
 
-	// Tolerance is how much the window's median latency may exceed the
+	// Tolerance is how much the window's latency may exceed the
 	// minimum RTT before the limit comes down; at least 1.1.
 	Tolerance float64
 
@@ -123,7 +123,7 @@ type AdaptiveState struct {
 	Limit     int           // requests in flight allowed now (critical ones)
 	InFlight  int           // requests in flight now
 	MinRTT    time.Duration // the minimum RTT in use; 0 until learned
-	SampleRTT time.Duration // the last window's median latency; 0 until a window closed
+	SampleRTT time.Duration // the last window's latency (mean of its fastest 90%); 0 until a window closed
 	// The last window's counts: sampled successes, drops and rejections.
 	Successes, Drops, Rejected int
 	Windows                    int64 // sample windows closed so far

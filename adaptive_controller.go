@@ -185,10 +185,10 @@ func (l *AdaptiveLimiter) maybeClose(now time.Time) {
 func (l *AdaptiveLimiter) closeWindow(t int64) {
 	n, d, rej := l.succ.Swap(0), l.drops.Swap(0), l.rejected.Swap(0)
 	peak := l.peak.Swap(l.inflight.Load())
-	median := l.takeMedian()
+	lat := l.takeLatency()
 	l.winStart.Store(t)
 	l.windows.Add(1)
-	l.adjust(t, n, d, peak, rej, median)
+	l.adjust(t, n, d, peak, rej, lat)
 	l.publish()
 	st := l.State()
 	st.Successes, st.Drops, st.Rejected = int(n), int(d), int(rej)
@@ -199,7 +199,7 @@ func (l *AdaptiveLimiter) closeWindow(t int64) {
 }
 
 // adjust is the control law; see Adaptive.
-func (l *AdaptiveLimiter) adjust(t, n, d, peak, rej, median int64) {
+func (l *AdaptiveLimiter) adjust(t, n, d, peak, rej, lat int64) {
 	lim := l.lim
 	inUse := min(lim, float64(max(peak, 1)))
 	cut := 0.0 // the latency ratio that made this window cut the limit
@@ -208,19 +208,19 @@ func (l *AdaptiveLimiter) adjust(t, n, d, peak, rej, median int64) {
 		lim = inUse * 0.5
 	case d > 0 && d*10 > n+d: // more than a tenth dropped
 		lim = inUse * 0.8
-	case n == 0 || median == 0:
+	case n == 0 || lat == 0:
 		// nothing sampled: no information
 	default:
-		base := l.learn(t, median)
-		l.sample.Store(median)
-		ratio := float64(median) / float64(base)
+		base := l.learn(t, lat)
+		l.sample.Store(lat)
+		ratio := float64(lat) / float64(base)
 		switch {
 		case ratio > l.cfg.Tolerance && l.cutFailed(peak, ratio):
 			// The last cut took effect and latency did not follow: it is
 			// not our queue. The service got slower; relearn its RTT.
-			l.base = [2]int64{median, 0}
+			l.base = [2]int64{lat, 0}
 			l.baseAt = t
-			l.minRTT.Store(median)
+			l.minRTT.Store(lat)
 		case ratio > l.cfg.Tolerance:
 			lim = max(inUse/ratio*l.land, inUse*0.5)
 			cut = ratio
@@ -243,15 +243,15 @@ func (l *AdaptiveLimiter) cutFailed(peak int64, ratio float64) bool {
 // learn folds a window's latency into the minimum RTT, kept as the lowest
 // window latency of the current and the previous half-horizon, and
 // returns it.
-func (l *AdaptiveLimiter) learn(t, median int64) int64 {
+func (l *AdaptiveLimiter) learn(t, lat int64) int64 {
 	if t-l.baseAt >= l.horizon/2 {
 		l.base[1], l.base[0], l.baseAt = l.base[0], 0, t
 	}
 	if pb := l.probeBase.Swap(0); pb != 0 && (l.base[0] == 0 || pb < l.base[0]) {
 		l.base[0] = pb
 	}
-	if l.base[0] == 0 || median < l.base[0] {
-		l.base[0] = median
+	if l.base[0] == 0 || lat < l.base[0] {
+		l.base[0] = lat
 	}
 	base := l.base[0]
 	if l.base[1] != 0 {
@@ -270,7 +270,11 @@ func (l *AdaptiveLimiter) recordProbe(rtt time.Duration, v Verdict) {
 	if v != VerdictSuccess || rtt < 0 {
 		rtt = -1
 	}
-	l.probeRTT[l.probeSlot.Add(1)-1].Store(int64(rtt))
+	i := l.probeSlot.Add(1) - 1
+	if i >= probeCount {
+		return // a ticket released twice
+	}
+	l.probeRTT[i].Store(int64(rtt))
 	if l.probeDone.Add(1) != probeCount {
 		return
 	}
@@ -341,11 +345,11 @@ func rttValue(i int) int64 {
 	return lo + int64(1)<<(e-rttSubBits)/2
 }
 
-// takeMedian empties the histogram and returns its typical latency: the
+// takeLatency empties the histogram and returns its typical latency: the
 // mean of its fastest 90% (a median is blind to a queue that delays fewer
 // than half of the requests; a plain mean is swayed by a few stragglers
 // unrelated to load). 0 when empty.
-func (l *AdaptiveLimiter) takeMedian() int64 {
+func (l *AdaptiveLimiter) takeLatency() int64 {
 	var counts [numRTTBuckets]uint32
 	var total uint64
 	for i := range l.hist {

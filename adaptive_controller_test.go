@@ -215,3 +215,19 @@ func TestAdaptiveConfigPanics(t *testing.T) {
 		}()
 	}
 }
+
+// TestAdaptiveTicketReleasedTwiceDoesNotPanic: misuse (a ticket released
+// twice, the first requests' included) corrupts nothing beyond the count.
+func TestAdaptiveTicketReleasedTwiceDoesNotPanic(t *testing.T) {
+	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{}, ratelimittest.Epoch)
+	for range 20 {
+		tk, _ := l.AcquireAt(ratelimittest.Epoch, true)
+		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), ratelimit.VerdictSuccess)
+		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), ratelimit.VerdictSuccess)
+	}
+	var zero ratelimit.AdaptiveTicket
+	zero.Release(ratelimit.VerdictDrop)
+	if st := l.State(); st.InFlight != 0 || st.Limit < 1 {
+		t.Fatalf("state %+v", st)
+	}
+}
