@@ -22,8 +22,7 @@ import (
 type AdaptiveLimiter struct {
 	// Written by every request.
 	inflight atomic.Int64
-	succ     atomic.Int64
-	_        [48]byte
+	_        [56]byte
 	// Read by every request, written about once a window.
 	limit    atomic.Int64
 	low      atomic.Int64 // the limit for non-critical requests
@@ -150,7 +149,6 @@ func (t AdaptiveTicket) ReleaseAt(now time.Time, v Verdict) {
 		l.drops.Add(1)
 	case v == VerdictSuccess && rtt >= 0:
 		l.hist[rttBucket(rtt)].Add(1)
-		l.succ.Add(1)
 	}
 	l.maybeClose(now)
 }
@@ -164,10 +162,7 @@ func (l *AdaptiveLimiter) maybeClose(now time.Time) {
 	if age < l.window {
 		return
 	}
-	n, d := l.succ.Load(), l.drops.Load()
-	switch {
-	case n+d >= l.minCount, age >= 10*l.window:
-	default:
+	if age < 10*l.window && l.drops.Load()+l.sampled() < l.minCount {
 		return
 	}
 	if !l.busy.CompareAndSwap(false, true) {
@@ -183,9 +178,9 @@ func (l *AdaptiveLimiter) maybeClose(now time.Time) {
 // closeWindow takes the window's samples, adjusts the limit and starts the
 // next window at t. The caller holds busy.
 func (l *AdaptiveLimiter) closeWindow(t int64) {
-	n, d, rej := l.succ.Swap(0), l.drops.Swap(0), l.rejected.Swap(0)
+	d, rej := l.drops.Swap(0), l.rejected.Swap(0)
 	peak := l.peak.Swap(l.inflight.Load())
-	lat := l.takeLatency()
+	lat, n := l.takeLatency()
 	l.winStart.Store(t)
 	l.windows.Add(1)
 	l.adjust(t, n, d, peak, rej, lat)
@@ -345,11 +340,22 @@ func rttValue(i int) int64 {
 	return lo + int64(1)<<(e-rttSubBits)/2
 }
 
-// takeLatency empties the histogram and returns its typical latency: the
+// sampled counts the successes of the window so far. Counting them in the
+// histogram alone spares the request path a contended counter; the sum
+// runs only once a window is old enough to close.
+func (l *AdaptiveLimiter) sampled() int64 {
+	var n int64
+	for i := range l.hist {
+		n += int64(l.hist[i].Load())
+	}
+	return n
+}
+
+// takeLatency empties the histogram and returns its typical latency, the
 // mean of its fastest 90% (a median is blind to a queue that delays fewer
 // than half of the requests; a plain mean is swayed by a few stragglers
-// unrelated to load). 0 when empty.
-func (l *AdaptiveLimiter) takeLatency() int64 {
+// unrelated to load), and its count. 0, 0 when empty.
+func (l *AdaptiveLimiter) takeLatency() (lat, n int64) {
 	var counts [numRTTBuckets]uint32
 	var total uint64
 	for i := range l.hist {
@@ -359,7 +365,7 @@ func (l *AdaptiveLimiter) takeLatency() int64 {
 		}
 	}
 	if total == 0 {
-		return 0
+		return 0, 0
 	}
 	keep := max(1, total*9/10)
 	var seen uint64
@@ -371,5 +377,5 @@ func (l *AdaptiveLimiter) takeLatency() int64 {
 			break
 		}
 	}
-	return max(1, int64(sum/float64(keep)))
+	return max(1, int64(sum/float64(keep))), int64(total)
 }
