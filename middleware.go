@@ -37,6 +37,7 @@ type Limiter struct {
 	timeout      time.Duration
 	needNow      bool // quotas or legacy headers read the clock
 	batches      sync.Pool
+	adaptive     []*rule // adaptive rules (adaptive_rule.go), checked first
 }
 
 // rule is a compiled Rule.
@@ -53,6 +54,7 @@ type rule struct {
 	static       bool // no LimitFunc, Quota or QuotaFunc
 	local        bool // its store answers from process memory
 	storeID      int  // rules with the same store share an ID
+	adaptive     *adaptiveSet
 }
 
 // LocalStore is implemented by stores that answer from process memory
@@ -160,6 +162,10 @@ func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
 			panic(fmt.Sprintf("ratelimit: two rules are named %q; names key the state and must differ", ru.Name))
 		}
 		names[ru.Name] = true
+		if ru.adaptive != nil {
+			l.adaptive = append(l.adaptive, ru)
+			continue
+		}
 		l.needNow = l.needNow || !ru.Quota.IsZero() || ru.QuotaFunc != nil
 		l.rules = append(l.rules, ru)
 	}
@@ -233,6 +239,8 @@ func compileRule(r Rule, c config, fixedCost int) *rule {
 		ru.local = true
 	}
 	switch {
+	case r.Adaptive != nil:
+		compileAdaptive(ru, c.clock)
 	case !r.Quota.IsZero():
 		if r.Quota.N <= 0 || r.Quota.N > maxCount || r.Quota.Unit > Month {
 			panic(fmt.Sprintf("ratelimit: rule %q: invalid quota %+v", r.Name, r.Quota))
@@ -272,6 +280,7 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w = h.l.recordStatus(w)
 	done, ok := h.l.admit(w, r, routing{mux: h.mux})
 	if !ok {
 		return
@@ -297,6 +306,13 @@ func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (don
 		l.observe(Event{Outcome: Skipped, Request: r})
 		return noop, true
 	}
+	if l.adaptive != nil {
+		return l.admitAdaptive(w, r)
+	}
+	return l.admitRules(w, r)
+}
+
+func (l *Limiter) admitRules(w http.ResponseWriter, r *http.Request) (func(), bool) {
 	if len(l.rules) == 1 {
 		return l.admitOne(w, r, l.rules[0])
 	}

@@ -58,6 +58,11 @@ type Rule struct {
 
 	// Store, if set, keeps this rule's state instead of the Limiter's store.
 	Store Store
+
+	// Adaptive, if set, makes the rule an adaptive concurrency limit, kept
+	// per instance in memory: see Adaptive. Limit, LimitFunc, Quota,
+	// QuotaFunc, Algorithm, Cost, OnStoreError and Store are then ignored.
+	Adaptive *Adaptive
 }
 
 // Quota is a calendar quota: N events per day, week or month, with windows

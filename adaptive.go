@@ -1,0 +1,184 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Adaptive makes a Rule an adaptive concurrency limit: a cap on requests in
+// flight that nobody has to guess, because it follows the latency of the
+// requests it admits. Set it on a Rule, keyed like any rule (usually Global
+// or per route):
+//
+//	ratelimit.Rule{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{Max: 500}}
+//
+// Once per sample window (Window, and at least MinSamples outcomes) a
+// controller compares the window's latency (the mean of its fastest 90%)
+// with the lowest window latency of the recent past (the minimum RTT,
+// learned from live traffic: no probing, no pinning of the limit). While the ratio stays under Tolerance and the
+// limit is in use, the limit grows by a sixteenth a window; above it, the
+// limit drops to the in-flight count divided by the ratio, at most by half
+// in one window; if a cut took effect and latency did not follow, the
+// service got slower and the minimum RTT is relearned instead. A window
+// that holds only drops (timeouts, 502-504 from
+// behind, a deadline) halves it, one with more than 10% drops cuts it by a
+// fifth. Min and Max are always enforced. docs/adaptive.md has the details
+// and when not to use it.
+//
+// A rejected request gets 503 Service Unavailable (the server, not the
+// client, is over capacity) with Retry-After: 1 and the problem type
+// https://iana.org/assignments/http-problem-types#temporary-reduced-capacity,
+// never 429. The rule's other fields (Limit, LimitFunc, Quota, Algorithm,
+// Cost, Store, OnStoreError) are ignored: an adaptive rule keeps its state
+// in process memory, whatever the Limiter's store, and each instance learns
+// its own capacity. That is per instance by nature (a replica's capacity is
+// its own) and needs no shared store.
+//
+// The zero value is usable: Min 1, Max 1000, Initial 20, Window 100ms,
+// MinSamples 10, Tolerance 1.25, MinRTTHorizon 10s, DefaultClassify, every
+// request critical. An Adaptive must not be modified once its rule is built.
+type Adaptive struct {
+	// Min, Max and Initial bound and seed the limit (requests in flight).
+	Min, Max, Initial int
+
+	// Window is the shortest sample window; a window also waits for
+	// MinSamples outcomes (up to 10 Windows).
+	Window     time.Duration
+	MinSamples int
+
+	// Tolerance is how much the window's latency may exceed the
+	// minimum RTT before the limit comes down; at least 1.1.
+	Tolerance float64
+
+	// MinRTTHorizon is how long the minimum RTT is remembered: a service
+	// that became slower for good is relearned within this horizon.
+	MinRTTHorizon time.Duration
+
+	// Classify tells what a finished request says about capacity; see
+	// Verdict. DefaultClassify when nil. It runs on the request path.
+	Classify func(r *http.Request, status int, elapsed time.Duration) Verdict
+
+	// Critical, if set, splits requests in two priorities: at the limit,
+	// a request for which it returns false is rejected first, as it may
+	// only fill LowPriorityShare of the limit. Every request is critical
+	// when nil.
+	Critical         func(r *http.Request) bool
+	LowPriorityShare float64 // in (0, 1]; 0.75 when zero
+
+	// MaxKeys bounds the controllers of a keyed rule: requests whose key is
+	// new once MaxKeys keys exist share one more controller. 64 when zero.
+	MaxKeys int
+
+	// OnWindow, if set, is called after every sample window with the new
+	// state, on the goroutine of the request that closed the window: keep
+	// it fast. For metrics: export Limit, InFlight, MinRTT and SampleRTT.
+	OnWindow func(AdaptiveState)
+}
+
+// Verdict is what a finished request tells an adaptive limit.
+type Verdict uint8
+
+// The verdicts of Adaptive.Classify.
+const (
+	// VerdictSuccess samples the request's latency.
+	VerdictSuccess Verdict = iota
+	// VerdictDrop counts the request as lost to overload (a timeout, a 503
+	// from a dependency): windows of drops bring the limit down.
+	VerdictDrop
+	// VerdictIgnore leaves the request out of the sample (a client that went
+	// away, a cached answer, a 500 that says nothing about load).
+	VerdictIgnore
+)
+
+// DefaultClassify is the classifier used when Adaptive.Classify is nil:
+// a request whose context hit its deadline, or that answered 502, 503 or
+// 504, is a drop; one whose client went away (context canceled) or that
+// answered 429 or another 5xx is ignored; the rest, including status 0
+// (unknown, with Admit on a writer that does not report it), are
+// successes. elapsed is not used: set Classify to also count requests
+// slower than a deadline of yours as drops.
+func DefaultClassify(r *http.Request, status int, elapsed time.Duration) Verdict {
+	if err := r.Context().Err(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return VerdictDrop
+		}
+		return VerdictIgnore
+	}
+	switch {
+	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+		return VerdictDrop
+	case status == http.StatusTooManyRequests || status >= 500:
+		return VerdictIgnore
+	}
+	return VerdictSuccess
+}
+
+// AdaptiveState is a snapshot of one adaptive limit.
+type AdaptiveState struct {
+	Rule      string        // the rule's name ("" for a standalone AdaptiveLimiter)
+	Key       string        // the key; OverflowKey for keys beyond MaxKeys
+	Limit     int           // requests in flight allowed now (critical ones)
+	InFlight  int           // requests in flight now
+	MinRTT    time.Duration // the minimum RTT in use; 0 until learned
+	SampleRTT time.Duration // the last window's latency (mean of its fastest 90%); 0 until a window closed
+	// The last window's counts: sampled successes, drops and rejections.
+	Successes, Drops, Rejected int
+	Windows                    int64 // sample windows closed so far
+}
+
+// OverflowKey is the key of the controller shared by the keys of an
+// adaptive rule beyond its MaxKeys.
+const OverflowKey = "\x00overflow"
+
+// normalized fills a's defaults and panics on a configuration that cannot
+// work.
+func (a Adaptive) normalized(name string) Adaptive {
+	if a.Max == 0 {
+		a.Max = 1000
+	}
+	if a.Min == 0 {
+		a.Min = 1
+	}
+	if a.Initial == 0 {
+		a.Initial = min(max(20, a.Min), a.Max)
+	}
+	if a.Window == 0 {
+		a.Window = 100 * time.Millisecond
+	}
+	if a.MinSamples == 0 {
+		a.MinSamples = 10
+	}
+	if a.Tolerance == 0 {
+		a.Tolerance = 1.25
+	}
+	if a.MinRTTHorizon == 0 {
+		a.MinRTTHorizon = 10 * time.Second
+	}
+	if a.LowPriorityShare == 0 {
+		a.LowPriorityShare = 0.75
+	}
+	if a.MaxKeys == 0 {
+		a.MaxKeys = 64
+	}
+	if a.Classify == nil {
+		a.Classify = DefaultClassify
+	}
+	switch {
+	case a.Min < 1 || a.Max < a.Min || a.Max > maxCount:
+		panic(fmt.Sprintf("ratelimit: rule %q: adaptive bounds [%d, %d] must satisfy 1 <= Min <= Max", name, a.Min, a.Max))
+	case a.Initial < a.Min || a.Initial > a.Max:
+		panic(fmt.Sprintf("ratelimit: rule %q: adaptive Initial %d is outside [%d, %d]", name, a.Initial, a.Min, a.Max))
+	case a.Window < 0 || a.MinSamples < 0 || a.MinRTTHorizon < 0 || a.MaxKeys < 0:
+		panic(fmt.Sprintf("ratelimit: rule %q: negative adaptive Window, MinSamples, MinRTTHorizon or MaxKeys", name))
+	case a.Window > time.Hour || a.MinRTTHorizon > 7*24*time.Hour:
+		panic(fmt.Sprintf("ratelimit: rule %q: adaptive Window over an hour or MinRTTHorizon over a week", name))
+	case !(a.Tolerance >= 1.1) || a.Tolerance > 100:
+		panic(fmt.Sprintf("ratelimit: rule %q: adaptive Tolerance %v must be in [1.1, 100]", name, a.Tolerance))
+	case !(a.LowPriorityShare > 0 && a.LowPriorityShare <= 1):
+		panic(fmt.Sprintf("ratelimit: rule %q: adaptive LowPriorityShare %v must be in (0, 1]", name, a.LowPriorityShare))
+	}
+	return a
+}

@@ -1,0 +1,233 @@
+package ratelimit_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+// fillWindow admits n requests at t, releases them all at t+rtt with v, and
+// returns t+rtt.
+func fillWindow(tb testing.TB, l *ratelimit.AdaptiveLimiter, t time.Time, n int, rtt time.Duration, v ratelimit.Verdict) time.Time {
+	tb.Helper()
+	var held []ratelimit.AdaptiveTicket
+	for range n {
+		tk, ok := l.AcquireAt(t, true)
+		if ok {
+			held = append(held, tk)
+		}
+	}
+	for _, tk := range held {
+		tk.ReleaseAt(t.Add(rtt), v)
+	}
+	return t.Add(rtt)
+}
+
+// TestAdaptiveWindowOfTimeoutsLowersLimit is the regression test for a
+// controller that never backs off when every request of a window times
+// out: whatever the limit, the learned minimum RTT, the in-flight level and
+// the timeouts' duration (short ones that would look like a fast window
+// included), a window holding only drops lowers the limit.
+func TestAdaptiveWindowOfTimeoutsLowersLimit(t *testing.T) {
+	for _, initial := range []int{2, 7, 20, 100, 1000} {
+		for _, inflight := range []int{1, initial / 2, initial} {
+			for _, rtt := range []time.Duration{time.Microsecond, 5 * time.Millisecond, 30 * time.Second} {
+				l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{Initial: initial, Max: 1000}, ratelimittest.Epoch)
+				now := ratelimittest.Epoch
+				// Learn a minimum RTT and close a few healthy windows.
+				for range 5 {
+					now = fillWindow(t, l, now, max(inflight, 10), 5*time.Millisecond, ratelimit.VerdictSuccess)
+					now = now.Add(100 * time.Millisecond)
+				}
+				before := l.State()
+				now = fillWindow(t, l, now, max(inflight, 10), rtt, ratelimit.VerdictDrop)
+				now = now.Add(time.Second)
+				fillWindow(t, l, now, 1, 0, ratelimit.VerdictIgnore) // a release closes the window
+				after := l.State()
+				if before.Limit > 1 && after.Limit >= before.Limit {
+					t.Errorf("initial %d, %d in flight, timeouts of %v: a window of only drops moved the limit %d -> %d",
+						initial, inflight, rtt, before.Limit, after.Limit)
+				}
+				if after.Drops == 0 || after.Successes != 0 {
+					t.Errorf("initial %d: the closed window holds %d drops and %d successes", initial, after.Drops, after.Successes)
+				}
+			}
+		}
+	}
+}
+
+// TestAdaptiveBoundsHoldUnderHostileInput: random verdicts, latencies and
+// times (stepped back included) never take the limit out of [Min, Max] nor
+// the in-flight count below zero, and never panic.
+func TestAdaptiveBoundsHoldUnderHostileInput(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{Min: 3, Max: 40, Initial: 10, MinSamples: 2, Window: time.Millisecond}, ratelimittest.Epoch)
+	now := ratelimittest.Epoch
+	var held []ratelimit.AdaptiveTicket
+	for i := range 200_000 {
+		now = now.Add(time.Duration(rng.Int64N(int64(2*time.Millisecond))) - time.Millisecond/2) // sometimes backwards
+		if rng.IntN(2) == 0 {
+			if tk, ok := l.AcquireAt(now, rng.IntN(3) > 0); ok {
+				held = append(held, tk)
+			}
+		} else if len(held) > 0 {
+			j := rng.IntN(len(held))
+			held[j].ReleaseAt(now.Add(time.Duration(rng.Int64N(int64(time.Second)))-time.Second/4), ratelimit.Verdict(rng.IntN(3)))
+			held = append(held[:j], held[j+1:]...)
+		}
+		st := l.State()
+		if st.Limit < 3 || st.Limit > 40 || st.InFlight != len(held) {
+			t.Fatalf("step %d: limit %d (bounds [3, 40]), in flight %d (held %d)", i, st.Limit, st.InFlight, len(held))
+		}
+	}
+	if l.State().Windows == 0 {
+		t.Fatal("no window ever closed: the test exercised nothing")
+	}
+}
+
+// TestAdaptiveLowPriorityRejectedFirst: at the limit, non-critical requests
+// may fill only LowPriorityShare of it, critical ones all of it.
+func TestAdaptiveLowPriorityRejectedFirst(t *testing.T) {
+	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{Min: 8, Max: 8, Initial: 8, LowPriorityShare: 0.5}, ratelimittest.Epoch)
+	now := ratelimittest.Epoch
+	low := 0
+	for {
+		if _, ok := l.AcquireAt(now, false); !ok {
+			break
+		}
+		low++
+	}
+	if low != 4 {
+		t.Fatalf("%d low-priority requests admitted, want 4 (half of 8)", low)
+	}
+	crit := 0
+	for {
+		if _, ok := l.AcquireAt(now, true); !ok {
+			break
+		}
+		crit++
+	}
+	if crit != 4 {
+		t.Fatalf("after 4 low-priority requests, %d critical ones admitted, want 4", crit)
+	}
+}
+
+// TestAdaptiveNeverAdmitsMoreThanTheLimit: concurrent acquirers never hold
+// more slots than a fixed limit.
+func TestAdaptiveNeverAdmitsMoreThanTheLimit(t *testing.T) {
+	l := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Min: 5, Max: 5, Initial: 5})
+	var holding, worst atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 2000 {
+				tk, ok := l.Acquire(true)
+				if !ok {
+					continue
+				}
+				n := holding.Add(1)
+				for w := worst.Load(); n > w && !worst.CompareAndSwap(w, n); w = worst.Load() {
+				}
+				holding.Add(-1)
+				tk.Release(ratelimit.VerdictSuccess)
+			}
+		}()
+	}
+	wg.Wait()
+	if w := worst.Load(); w > 5 || w == 0 {
+		t.Fatalf("at most %d held at once, want 1..5", w)
+	}
+	if st := l.State(); st.InFlight != 0 {
+		t.Fatalf("%d in flight after every release", st.InFlight)
+	}
+}
+
+// TestAdaptiveRequestPathDoesNotAllocate: acquire and release allocate
+// nothing, window closes included.
+func TestAdaptiveRequestPathDoesNotAllocate(t *testing.T) {
+	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{Window: time.Millisecond, MinSamples: 1}, ratelimittest.Epoch)
+	now := ratelimittest.Epoch
+	allocs := testing.AllocsPerRun(1000, func() {
+		now = now.Add(300 * time.Microsecond)
+		tk, _ := l.AcquireAt(now, true)
+		tk.ReleaseAt(now.Add(200*time.Microsecond), ratelimit.VerdictSuccess)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per acquire+release", allocs)
+	}
+	if l.State().Windows < 100 {
+		t.Fatalf("only %d windows closed", l.State().Windows)
+	}
+}
+
+// TestAdaptiveOnWindowReportsState: the hook sees every closed window with
+// the limit, the minimum RTT and the sample RTT.
+func TestAdaptiveOnWindowReportsState(t *testing.T) {
+	var got []ratelimit.AdaptiveState
+	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{OnWindow: func(s ratelimit.AdaptiveState) { got = append(got, s) }}, ratelimittest.Epoch)
+	now := ratelimittest.Epoch
+	for range 3 {
+		now = fillWindow(t, l, now, 20, 5*time.Millisecond, ratelimit.VerdictSuccess).Add(100 * time.Millisecond)
+	}
+	fillWindow(t, l, now, 1, 0, ratelimit.VerdictIgnore)
+	if len(got) != 3 {
+		t.Fatalf("OnWindow called %d times, want 3", len(got))
+	}
+	last := got[len(got)-1]
+	if last.MinRTT < 4*time.Millisecond || last.MinRTT > 6*time.Millisecond || last.SampleRTT < 4*time.Millisecond || last.SampleRTT > 6*time.Millisecond {
+		t.Fatalf("MinRTT %v, SampleRTT %v; want about 5ms", last.MinRTT, last.SampleRTT)
+	}
+	if last.Limit != l.State().Limit || last.Successes < 19 || last.Successes > 21 || last.Windows != 3 {
+		t.Fatalf("last window state %+v", last)
+	}
+}
+
+// TestAdaptiveConfigPanics: a configuration that cannot work panics with
+// a "ratelimit:" message.
+func TestAdaptiveConfigPanics(t *testing.T) {
+	for name, a := range map[string]ratelimit.Adaptive{
+		"min above max":   {Min: 10, Max: 5},
+		"negative min":    {Min: -1},
+		"initial outside": {Min: 5, Max: 10, Initial: 50},
+		"tolerance":       {Tolerance: 1.01},
+		"share":           {LowPriorityShare: 1.5},
+		"window":          {Window: -time.Second},
+		"huge window":     {Window: 1000 * time.Hour},
+		"NaN tolerance":   {Tolerance: math.NaN()},
+	} {
+		func() {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.HasPrefix(msg, "ratelimit: ") {
+					t.Errorf("%s: panic %q, want a ratelimit: message", name, msg)
+				}
+			}()
+			ratelimit.NewAdaptiveLimiter(a)
+		}()
+	}
+}
+
+// TestAdaptiveTicketReleasedTwiceDoesNotPanic: misuse (a ticket released
+// twice, the first requests' included) corrupts nothing beyond the count.
+func TestAdaptiveTicketReleasedTwiceDoesNotPanic(t *testing.T) {
+	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{}, ratelimittest.Epoch)
+	for range 20 {
+		tk, _ := l.AcquireAt(ratelimittest.Epoch, true)
+		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), ratelimit.VerdictSuccess)
+		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), ratelimit.VerdictSuccess)
+	}
+	var zero ratelimit.AdaptiveTicket
+	zero.Release(ratelimit.VerdictDrop)
+	if st := l.State(); st.InFlight != 0 || st.Limit < 1 {
+		t.Fatalf("state %+v", st)
+	}
+}

@@ -1,0 +1,276 @@
+package ratelimit
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// adaptiveSet is a compiled adaptive rule: a controller per key, up to
+// MaxKeys, then one shared by the rest. Lookups read an immutable map
+// through an atomic pointer: no lock and no allocation on the request path.
+type adaptiveSet struct {
+	cfg      Adaptive
+	name     string
+	clock    Clock
+	keys     atomic.Pointer[map[string]*AdaptiveLimiter]
+	mu       sync.Mutex // serialises additions
+	overflow *AdaptiveLimiter
+	shared   atomic.Bool // overflow was handed out
+	problem  []byte      // the 503 body
+}
+
+// compileAdaptive prepares ru, whose Adaptive is set, for admitAdaptive.
+func compileAdaptive(ru *rule, clock Clock) {
+	cfg := ru.Adaptive.normalized(ru.Name)
+	s := &adaptiveSet{cfg: cfg, name: ru.Name, clock: clock}
+	s.overflow = newAdaptiveLimiter(cfg, ru.Name, OverflowKey, clock.Now())
+	s.keys.Store(&map[string]*AdaptiveLimiter{})
+	s.problem = []byte(`{"type":"` + reducedCapacityType + `","title":"Service Unavailable","status":503,` +
+		`"detail":"The server is at its concurrency limit; retry shortly.","violated-policies":[` + strconv.Quote(ru.Name) + "]}\n")
+	ru.adaptive = s
+}
+
+const reducedCapacityType = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+
+// limiter returns the controller of key.
+func (s *adaptiveSet) limiter(key string) *AdaptiveLimiter {
+	if l, ok := (*s.keys.Load())[key]; ok {
+		return l
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := *s.keys.Load()
+	if l, ok := m[key]; ok {
+		return l
+	}
+	if len(m) >= s.cfg.MaxKeys {
+		return s.sharedLimiter()
+	}
+	l := newAdaptiveLimiter(s.cfg, s.name, key, s.clock.Now())
+	next := make(map[string]*AdaptiveLimiter, len(m)+1)
+	for k, v := range m {
+		next[k] = v
+	}
+	next[key] = l
+	s.keys.Store(&next)
+	return l
+}
+
+// sharedLimiter returns the controller shared by keyless requests and keys
+// beyond MaxKeys.
+func (s *adaptiveSet) sharedLimiter() *AdaptiveLimiter {
+	if !s.shared.Load() {
+		s.shared.Store(true)
+	}
+	return s.overflow
+}
+
+// states returns the state of every key, sorted by key.
+func (s *adaptiveSet) states() []AdaptiveState {
+	m := *s.keys.Load()
+	out := make([]AdaptiveState, 0, len(m)+1)
+	for _, l := range m {
+		out = append(out, l.State())
+	}
+	if s.shared.Load() {
+		out = append(out, s.overflow.State())
+	}
+	slices.SortFunc(out, func(a, b AdaptiveState) int {
+		switch {
+		case a.Key < b.Key:
+			return -1
+		case a.Key > b.Key:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Adaptive returns the state of the adaptive rule named rule, one entry
+// per key (one for a Global key), or nil if the limiter has no such rule.
+func (l *Limiter) Adaptive(rule string) []AdaptiveState {
+	for _, ru := range l.adaptive {
+		if ru.Name == rule {
+			return ru.adaptive.states()
+		}
+	}
+	return nil
+}
+
+// adaptiveHeld is one adaptive slot a request holds.
+type adaptiveHeld struct {
+	ru     *rule
+	ticket AdaptiveTicket
+}
+
+// adaptiveDone releases a request's adaptive slots, once.
+type adaptiveDone struct {
+	l      *Limiter
+	w      http.ResponseWriter
+	r      *http.Request
+	rest   func() // the other rules' done
+	held   []adaptiveHeld
+	inline [2]adaptiveHeld // held's storage for up to two adaptive rules
+	start  time.Time
+	once   atomic.Bool
+}
+
+func (d *adaptiveDone) done() {
+	if !d.once.CompareAndSwap(false, true) {
+		return
+	}
+	d.rest()
+	d.release(true)
+}
+
+// release frees every slot; sampled tells whether the request ran (its
+// outcome is classified) or was stopped by another rule (ignored).
+func (d *adaptiveDone) release(sampled bool) {
+	status := 0
+	if s, ok := d.w.(interface{ Status() int }); ok {
+		status = s.Status()
+	}
+	now := d.l.clock.Now()
+	for _, h := range d.held {
+		v := VerdictIgnore
+		if sampled {
+			v = h.ru.adaptive.cfg.Classify(d.r, status, now.Sub(d.start))
+		}
+		h.ticket.ReleaseAt(now, v)
+	}
+}
+
+// admitAdaptive applies the adaptive rules, then the others. A request
+// rejected by an adaptive rule never reaches the stores; one denied by
+// another rule gives its adaptive slots back unsampled.
+func (l *Limiter) admitAdaptive(w http.ResponseWriter, r *http.Request) (func(), bool) {
+	d := &adaptiveDone{l: l, w: w, r: r, rest: noop, start: l.clock.Now()}
+	d.held = d.inline[:0]
+	for _, ru := range l.adaptive {
+		s := ru.adaptive
+		key, err := ru.Key(r)
+		var lim *AdaptiveLimiter
+		switch {
+		case err == nil:
+			lim = s.limiter(compactKey(key))
+		case ru.Shadow:
+			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: KeyError, Err: err, Request: r})
+			continue
+		case ru.onKeyError == RejectKeyError:
+			d.release(false)
+			return l.keyFailed(w, r, ru, err)
+		default:
+			lim = s.sharedLimiter()
+		}
+		critical := s.cfg.Critical == nil || s.cfg.Critical(r)
+		t, ok := lim.AcquireAt(d.start, critical)
+		res := adaptiveResult(lim, ok)
+		switch {
+		case ok:
+			d.held = append(d.held, adaptiveHeld{ru, t})
+			l.observeResult(r, ru, res, Denied, 0)
+		case ru.Shadow:
+			l.observeResult(r, ru, res, ShadowDenied, 0)
+		default:
+			l.observeResult(r, ru, res, Denied, 0)
+			d.release(false)
+			l.rejectAdaptive(w, r, ru, &res)
+			return noop, false
+		}
+	}
+	if len(l.rules) > 0 {
+		rest, ok := l.admitRules(w, r)
+		if !ok {
+			d.release(false)
+			return noop, false
+		}
+		d.rest = rest
+	}
+	return d.done, true
+}
+
+func adaptiveResult(l *AdaptiveLimiter, ok bool) Result {
+	limit := int(l.limit.Load())
+	res := Result{Allowed: ok, Limit: Limit{Rate: limit, Period: time.Second}, Remaining: max(0, limit-int(l.inflight.Load()))}
+	if !ok {
+		res.RetryAfter = time.Second
+	}
+	return res
+}
+
+// rejectAdaptive answers a request over an adaptive limit: 503 with
+// Retry-After, the reduced-capacity problem type and, with the IETF
+// fields, the policy in the concurrent-requests unit. With a denied
+// handler, that handler answers instead.
+func (l *Limiter) rejectAdaptive(w http.ResponseWriter, r *http.Request, ru *rule, res *Result) {
+	h := w.Header()
+	if l.headers&HeadersIETF != 0 {
+		h[hdrPolicy] = append(h[hdrPolicy], ru.quotedName+";q="+strconv.Itoa(res.Limit.Rate)+`;qu="concurrent-requests"`)
+		h[hdrRateLimit] = append(h[hdrRateLimit], ru.quotedName+";r=0;t=1")
+	}
+	if l.denied != nil {
+		l.deny(w, r, nil, ru.Name, res, nil)
+		return
+	}
+	h[hdrRetryAfter] = []string{"1"}
+	h[hdrCacheControl] = []string{"no-store"}
+	h[hdrContentType] = []string{"application/problem+json"}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write(ru.adaptive.problem)
+}
+
+// recordStatus wraps w so that an adaptive rule's classifier sees the
+// status code, when the limiter has adaptive rules.
+func (l *Limiter) recordStatus(w http.ResponseWriter) http.ResponseWriter {
+	if l.adaptive == nil {
+		return w
+	}
+	if _, ok := w.(interface{ Status() int }); ok {
+		return w
+	}
+	return &statusWriter{ResponseWriter: w}
+}
+
+// statusWriter records the status code written through it. It passes
+// Flush and Hijack through (Unwrap serves http.ResponseController).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 && code >= 200 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Status returns the status written, 0 if none yet.
+func (s *statusWriter) Status() int { return s.status }
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *statusWriter) Flush() {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	_ = http.NewResponseController(s.ResponseWriter).Flush()
+}
+
+func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(s.ResponseWriter).Hijack()
+}

@@ -1,0 +1,47 @@
+package ratelimitprom_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sluicehq/ratelimit"
+	ratelimitprom "github.com/sluicehq/ratelimit/metrics/prometheus"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+// TestAdaptiveCollectorExportsState: the gauges follow the limiter's
+// state, summed over keys, and unknown rules export nothing.
+func TestAdaptiveCollectorExportsState(t *testing.T) {
+	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "inflight", Key: ratelimit.ByHeader("X-Route"), Adaptive: &ratelimit.Adaptive{Min: 7, Max: 7, Initial: 7}},
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(ratelimitprom.AdaptiveCollector(lim, "inflight", "no-such-rule"))
+	held := []func(){}
+	for _, route := range []string{"a", "b", "b"} {
+		done, ok := lim.Admit(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", "", "X-Route", route))
+		if !ok {
+			t.Fatal("rejected")
+		}
+		held = append(held, done)
+	}
+	want := `
+# HELP ratelimit_adaptive_in_flight Requests in flight under an adaptive rule.
+# TYPE ratelimit_adaptive_in_flight gauge
+ratelimit_adaptive_in_flight{rule="inflight"} 3
+# HELP ratelimit_adaptive_limit Requests in flight an adaptive rule allows now.
+# TYPE ratelimit_adaptive_limit gauge
+ratelimit_adaptive_limit{rule="inflight"} 14
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_adaptive_in_flight", "ratelimit_adaptive_limit"); err != nil {
+		t.Fatal(err)
+	}
+	for _, done := range held {
+		done()
+	}
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 4 {
+		t.Fatalf("%d series (%v), want 4: one rule, four gauges", n, err)
+	}
+}
