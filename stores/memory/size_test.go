@@ -36,7 +36,7 @@ func heapPerKey(n int, alg ratelimit.Algorithm) float64 {
 	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
 }
 
-// TestMemoryPerKey holds the memory store to DESIGN.md's budget: at most 32
+// TestMemoryPerKey holds the memory store to its budget: at most 32
 // bytes per tracked key at 200,000 GCRA keys (keys are kept as 64-bit
 // hashes, so the key's own length does not count).
 func TestMemoryPerKey(t *testing.T) {

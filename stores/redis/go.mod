@@ -5,7 +5,7 @@ go 1.25.0
 require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/sluicehq/ratelimit v0.0.0
+	github.com/sluicehq/ratelimit v0.1.0
 )
 
 require (
