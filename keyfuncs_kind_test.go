@@ -132,12 +132,16 @@ func TestDefaultNameDescribesTheRule(t *testing.T) {
 func TestRuleWithoutNameGetsTheDefaultName(t *testing.T) {
 	h := ratelimit.NewRules([]ratelimit.Rule{
 		{Limit: ratelimit.PerMinute(100), Key: ratelimit.ByIP()},
-		{Quota: ratelimit.Daily(1000, time.UTC), Key: ratelimit.ByAPIKey("X-API-Key")},
+		{Quota: ratelimit.Daily(1, time.UTC), Key: ratelimit.ByAPIKey("X-API-Key")},
 	})(http.NotFoundHandler())
 	resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "203.0.113.7:1", "X-API-Key", "k"))
 	got := strings.Join(policies(resp.Header), ",")
 	if !strings.Contains(got, "ip-100-per-1m") {
-		t.Fatalf("policies %q: want ip-100-per-1m (the daily quota's window is not static, so it is not listed)", got)
+		t.Fatalf("policies %q: want ip-100-per-1m", got)
+	}
+	resp = ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "203.0.113.7:1", "X-API-Key", "k"))
+	if !resp.Limited() || !strings.Contains(resp.Body, `"violated-policies":["api_key-1-per-day"]`) {
+		t.Fatalf("second request: %d %s; want the daily quota api_key-1-per-day to deny", resp.Code, resp.Body)
 	}
 }
 
