@@ -12,7 +12,7 @@ import (
 // TestCoreDependencies checks that a user of the core module inherits no
 // framework, Redis or metrics dependency: the core's whole build list (what
 // `go list -m all` reports for a module requiring it) holds only the
-// modules DESIGN.md allows.
+// modules the project allows (standard library, x/time, golang-lru).
 func TestCoreDependencies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")

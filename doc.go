@@ -54,10 +54,15 @@
 // # Headers
 //
 // By default each limited response carries the fields of
-// draft-ietf-httpapi-ratelimit-headers-10:
+// draft-ietf-httpapi-ratelimit-headers-10, here for New(PerMinute(100), ByIP()):
 //
-//	RateLimit-Policy: "default";q=100;w=60
-//	RateLimit: "default";r=42;t=17
+//	RateLimit-Policy: "ip-100-per-1m";q=100;w=60
+//	RateLimit: "ip-100-per-1m";r=42;t=17
+//
+// The policy name is the rule's name: WithName (or Rule.Name) sets it;
+// without one it is made from the key kind and the limit ("ip-100-per-1m",
+// "api_key-10-per-1s-burst-20"), so that limiters nested around one handler
+// report distinct policies. It also keys the state in the store.
 //
 // WithHeaders selects the legacy X-RateLimit-* fields instead, both, or none.
 //

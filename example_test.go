@@ -22,10 +22,10 @@ func ExampleNew() {
 		fmt.Printf("%d %s retry-after=%q\n", resp.Code, resp.Header.Get("RateLimit"), resp.Header.Get("Retry-After"))
 	}
 	// Output:
-	// 200 "default";r=2;t=20 retry-after=""
-	// 200 "default";r=1;t=40 retry-after=""
-	// 200 "default";r=0;t=60 retry-after=""
-	// 429 "default";r=0;t=20 retry-after="20"
+	// 200 "ip-3-per-1m";r=2;t=20 retry-after=""
+	// 200 "ip-3-per-1m";r=1;t=40 retry-after=""
+	// 200 "ip-3-per-1m";r=0;t=60 retry-after=""
+	// 429 "ip-3-per-1m";r=0;t=20 retry-after="20"
 }
 
 func ExampleNewRules() {

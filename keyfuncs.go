@@ -1,9 +1,14 @@
 package ratelimit
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
+	"sync/atomic"
 )
 
 // KeyFunc extracts the key a request is limited by, such as its client IP.
@@ -121,7 +126,10 @@ func ByUser(identity func(*http.Request) (string, bool)) KeyFunc {
 //
 // A request without a pattern (no ServeMux route matched, or the router is not
 // a ServeMux) gives an error wrapping ErrNoKey; install the limiter inside the
-// mux, on the handlers it routes to, so that Pattern is set. For other
+// mux, on the handlers it routes to, so that Pattern is set. While no request
+// has had a pattern, the limiter is taken to wrap the whole router: the
+// error's text, the 400 problem body's detail and one log line through
+// log/slog (at the first such request) say where it belongs. For other
 // routers use ByRouteFunc or the framework adapter's route key. With chi in
 // particular use ratelimitchi.ByRoute: chi sets Pattern one router at a
 // time, so inside a mounted subrouter Pattern holds only the mount ("/api/*").
@@ -130,12 +138,58 @@ func ByUser(identity func(*http.Request) (string, bool)) KeyFunc {
 // Keys(ByUser(f), ByRoute()).
 func ByRoute() KeyFunc {
 	errNoRoute := fmt.Errorf("%w: ByRoute: no route pattern matched (Request.Pattern is empty)", ErrNoKey)
+	var routed, warned atomic.Bool
 	return func(r *http.Request) (string, error) {
-		if r.Pattern == "" {
+		if r.Pattern != "" {
+			if !routed.Load() {
+				routed.Store(true)
+			}
+			return r.Pattern, nil
+		}
+		if routed.Load() {
 			return "", errNoRoute
 		}
-		return r.Pattern, nil
+		// No request has had a pattern: the limiter almost certainly
+		// wraps the whole router, where Pattern is not set yet.
+		if !warned.Swap(true) {
+			slog.Warn(errOutsideRouter.Error())
+		}
+		return "", errOutsideRouter
 	}
+}
+
+// errOutsideRouter is ByRoute's error while no request has had a pattern.
+// Its detail goes into the 400 problem body, for the developer.
+var errOutsideRouter = &keyError{
+	err: fmt.Errorf("%w: ByRoute: no request has had a route pattern", ErrNoKey),
+	detail: "ByRoute found no route pattern on any request: the rate limiter wraps the router. " +
+		"Install it inside the router, on the handlers a ServeMux routes to " +
+		"(mux.Handle(\"GET /items\", limit(items))), not around the ServeMux.",
+}
+
+// keyError is a key function's error with a detail for the problem body.
+type keyError struct {
+	err    error
+	detail string
+}
+
+func (e *keyError) Error() string { return e.err.Error() + ": " + e.detail }
+func (e *keyError) Unwrap() error { return e.err }
+
+// keyProblemDetail returns the problem body for a key error that carries a
+// detail of its own, or nil.
+func keyProblemDetail(status int, err error) []byte {
+	var ke *keyError
+	if !errors.As(err, &ke) {
+		return nil
+	}
+	b, _ := json.Marshal(struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}{"about:blank", http.StatusText(status), status, ke.detail})
+	return append(b, '\n')
 }
 
 // ByRouteFunc keys requests by the route pattern returned by pattern, for
@@ -223,4 +277,35 @@ func Keys(parts ...KeyFunc) KeyFunc {
 		}
 		return string(b), nil
 	}
+}
+
+// builtinKinds maps the code of each built-in key function to the key kind
+// its rules report in events and metrics when the Rule sets no KeyKind. A
+// KeyFunc is a plain func value, so the kind cannot travel with it: the
+// closures each constructor returns share one code pointer, which is what
+// is looked up. The map is built once, when the package is initialised, and
+// only read afterwards. (A constructor whose closure literal could be
+// inlined into its caller would get a new code pointer there; the tests call
+// every constructor from another package to catch it.)
+var builtinKinds = map[uintptr]string{
+	codeOf(ByIP()):             "ip",
+	codeOf(ByClientIPHops(1)):  "client_ip",
+	codeOf(ByHeader("X-Kind")): "header",
+	codeOf(ByUser(func(*http.Request) (string, bool) { return "", false })): "user",
+	codeOf(ByRoute()): "route",
+	codeOf(ByRouteFunc(func(*http.Request) string { return "" })): "route",
+	codeOf(ByBearerToken()):    "bearer",
+	codeOf(ByAPIKey("X-Kind")): "api_key",
+}
+
+// codeOf returns the entry point of f's code, shared by every closure made
+// from the same function literal.
+func codeOf(f KeyFunc) uintptr { return reflect.ValueOf(f).Pointer() }
+
+// keyKindOf returns the kind of a built-in key function, or "key".
+func keyKindOf(f KeyFunc) string {
+	if k, ok := builtinKinds[codeOf(f)]; ok {
+		return k
+	}
+	return "key"
 }

@@ -83,8 +83,12 @@ func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 		panic(err.Error())
 	}
 	c := buildConfig(opts)
+	name := c.name
+	if !slices.Contains(c.ruleOpts, "WithName") {
+		name = "" // compileRule derives one from the limit and the key
+	}
 	r := Rule{
-		Name: c.name, Limit: limit, Key: key, KeyKind: c.keyKind, Algorithm: c.algorithm,
+		Name: name, Limit: limit, Key: key, KeyKind: c.keyKind, Algorithm: c.algorithm,
 		Cost: c.costFunc, Shadow: c.shadow, OnStoreError: c.failure,
 	}
 	if c.onError != nil && c.failure == FailOpen {
@@ -215,14 +219,17 @@ func rank(r *rule) int {
 }
 
 func compileRule(r Rule, c config, fixedCost int) *rule {
-	if !validPolicyName(r.Name) {
-		panic(fmt.Sprintf("ratelimit: rule name %q: use 1-64 letters, digits or -_.:/", r.Name))
-	}
 	if r.Key == nil {
 		panic(fmt.Sprintf("ratelimit: rule %q needs a KeyFunc, such as ByIP()", r.Name))
 	}
 	if r.KeyKind == "" {
-		r.KeyKind = "key"
+		r.KeyKind = keyKindOf(r.Key)
+	}
+	if r.Name == "" {
+		r.Name = defaultName(r)
+	}
+	if !validPolicyName(r.Name) {
+		panic(fmt.Sprintf("ratelimit: rule name %q: use 1-64 letters, digits or -_.:/", r.Name))
 	}
 	if r.Store == nil {
 		r.Store = c.store
@@ -262,6 +269,52 @@ func compileRule(r Rule, c config, fixedCost int) *rule {
 	ru.problem = problemBody([]string{r.Name})
 	ru.keyProblem = keyProblemBody(c.keyErrStatus)
 	return ru
+}
+
+// defaultName names a rule given no name (New without WithName, a Rule
+// with an empty Name) after what it limits: key kind, rate, period, and
+// the burst and algorithm when they are not the defaults, such as
+// "ip-100-per-1m", "api_key-10-per-1s-burst-20-sliding-window" or
+// "user-1000-per-day". Limiters nested around one handler therefore report
+// distinct policies unless they limit the same key in the same way.
+func defaultName(r Rule) string {
+	var b strings.Builder
+	b.WriteString(r.KeyKind)
+	switch {
+	case !r.Quota.IsZero():
+		unit := map[CalendarUnit]string{Day: "day", Week: "week", Month: "month"}[r.Quota.Unit]
+		fmt.Fprintf(&b, "-%d-per-%s", r.Quota.N, unit)
+	case r.LimitFunc != nil || r.QuotaFunc != nil:
+		b.WriteString("-dynamic")
+	default:
+		fmt.Fprintf(&b, "-%d-per-%s", r.Limit.Rate, periodName(r.Limit.Period))
+		if r.Limit.Burst != 0 && r.Limit.Burst != r.Limit.Rate {
+			fmt.Fprintf(&b, "-burst-%d", r.Limit.Burst)
+		}
+	}
+	if r.Algorithm != GCRA && r.Quota.IsZero() {
+		b.WriteString("-" + r.Algorithm.String())
+	}
+	name := []byte(b.String())
+	for i, ch := range name { // a KeyKind set by the user may hold anything
+		if !validPolicyName(string(ch)) {
+			name[i] = '_'
+		}
+	}
+	return string(name[:min(len(name), 64)])
+}
+
+// periodName writes d in the largest whole unit: "1s", "1m", "2h", "1d".
+func periodName(d time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
+		if d >= u.d && d%u.d == 0 {
+			return strconv.FormatInt(int64(d/u.d), 10) + u.name
+		}
+	}
+	return strconv.FormatInt(int64(d), 10) + "ns"
 }
 
 // Handler returns next wrapped by the limiter.
@@ -547,7 +600,11 @@ func (l *Limiter) keyFailed(w http.ResponseWriter, r *http.Request, ru *rule, er
 	h[hdrContentType] = []string{"application/problem+json"}
 	h[hdrCacheControl] = []string{"no-store"}
 	w.WriteHeader(ru.keyErrStatus)
-	w.Write(ru.keyProblem)
+	body := ru.keyProblem
+	if b := keyProblemDetail(ru.keyErrStatus, err); b != nil {
+		body = b
+	}
+	w.Write(body)
 	return noop, false
 }
 

@@ -43,13 +43,13 @@ func TestHeadersAndDenial(t *testing.T) {
 		code      int
 		rateLimit string
 	}{
-		{0, 200, `"default";r=2;t=20`},
-		{0, 200, `"default";r=1;t=40`},
-		{0, 200, `"default";r=0;t=60`},
-		{0, 429, `"default";r=0;t=20`},
-		{19 * time.Second, 429, `"default";r=0;t=1`},
-		{time.Second, 200, `"default";r=0;t=60`},
-		{90 * time.Second, 200, `"default";r=2;t=20`},
+		{0, 200, `"key-3-per-1m";r=2;t=20`},
+		{0, 200, `"key-3-per-1m";r=1;t=40`},
+		{0, 200, `"key-3-per-1m";r=0;t=60`},
+		{0, 429, `"key-3-per-1m";r=0;t=20`},
+		{19 * time.Second, 429, `"key-3-per-1m";r=0;t=1`},
+		{time.Second, 200, `"key-3-per-1m";r=0;t=60`},
+		{90 * time.Second, 200, `"key-3-per-1m";r=2;t=20`},
 	}
 	for i, s := range steps {
 		clock.Advance(s.advance)
@@ -57,7 +57,7 @@ func TestHeadersAndDenial(t *testing.T) {
 		if resp.Code != s.code {
 			t.Fatalf("step %d: status %d, want %d", i, resp.Code, s.code)
 		}
-		if got := resp.Header.Get("RateLimit-Policy"); got != `"default";q=3;w=60` {
+		if got := resp.Header.Get("RateLimit-Policy"); got != `"key-3-per-1m";q=3;w=60` {
 			t.Fatalf("step %d: RateLimit-Policy %q", i, got)
 		}
 		if got := resp.Header.Get("RateLimit"); got != s.rateLimit {
@@ -87,7 +87,7 @@ func TestHeadersAndDenial(t *testing.T) {
 		if err := json.Unmarshal([]byte(resp.Body), &problem); err != nil {
 			t.Fatalf("step %d: body %q: %v", i, resp.Body, err)
 		}
-		if problem.Type != ratelimit.ProblemType || problem.Status != 429 || len(problem.Violated) != 1 || problem.Violated[0] != "default" {
+		if problem.Type != ratelimit.ProblemType || problem.Status != 429 || len(problem.Violated) != 1 || problem.Violated[0] != "key-3-per-1m" {
 			t.Fatalf("step %d: problem %+v", i, problem)
 		}
 	}
@@ -326,7 +326,7 @@ func TestNestedLimitersListBothPolicies(t *testing.T) {
 
 // TestAllocations holds the request path to its allocation budget: one
 // allocation (the response fields) on the allow and the deny path, with an
-// IPv4 client and the default headers. DESIGN.md allows three.
+// IPv4 client and the default headers. The budget is three.
 func TestAllocations(t *testing.T) {
 	if testing.Short() {
 		t.Skip()

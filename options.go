@@ -67,8 +67,9 @@ func WithClock(clock Clock) Option {
 }
 
 // WithName sets the policy name written in the RateLimit fields, the
-// problem body and metrics; "default" unless set. It keys the state too, so
-// two middlewares sharing a store need different names. Names are 1–64
+// problem body and metrics. Unset, the name is made from the key kind and
+// the limit, such as "ip-100-per-1m" (see Rule.Name). It keys the state too,
+// so two middlewares sharing a store need different names. Names are 1–64
 // characters of letters, digits and "-_.:/".
 func WithName(name string) Option {
 	if !validPolicyName(name) {

@@ -13,6 +13,11 @@ import (
 type Rule struct {
 	// Name is the policy name in the RateLimit fields, the problem body and
 	// metrics, and it keys the rule's state: 1–64 letters, digits or "-_.:/".
+	// When empty, it is made from the key kind and the limit: key kind,
+	// rate, period, and burst and algorithm when not the defaults, such as
+	// "ip-100-per-1m" or "api_key-10-per-1s-burst-20-sliding-window"
+	// (quotas: "user-1000-per-day"; LimitFunc and QuotaFunc rules:
+	// "<kind>-dynamic").
 	Name string
 
 	// Limit is the rule's limit. For a Concurrency rule, Limit.Rate is the
@@ -36,7 +41,9 @@ type Rule struct {
 	Key KeyFunc
 
 	// KeyKind labels the key in metrics and events ("ip", "tenant", ...);
-	// never the key itself. "key" when empty.
+	// never the key itself. When empty, the kind of a built-in key
+	// function ("ip", "client_ip", "header", "user", "route", "bearer",
+	// "api_key"), or "key" for Keys and functions of your own.
 	KeyKind string
 
 	// Algorithm counts the events; GCRA unless set (FixedWindow for quotas).

@@ -432,7 +432,7 @@ func TestObserverLatency(t *testing.T) {
 	})))(ok)
 	ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
 	ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
-	if got := rec.outcomes(); got != "default:allowed default:denied" {
+	if got := rec.outcomes(); got != "key-1-per-1m:allowed key-1-per-1m:denied" {
 		t.Fatalf("events %q", got)
 	}
 }
@@ -450,7 +450,7 @@ func TestShadowRuleKeyErrorNeverDenies(t *testing.T) {
 			t.Fatalf("a shadow rule without a key denied: %d", resp.Code)
 		}
 	}
-	if got := rec.outcomes(); got != "default:key_error shadow:key_error ip:allowed" {
+	if got := rec.outcomes(); got != "key-1-per-1m:key_error shadow:key_error ip:allowed" {
 		t.Fatalf("events %q", got)
 	}
 }

@@ -9,8 +9,8 @@ require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/sethvargo/go-limiter v0.7.1
-	github.com/sluicehq/ratelimit v0.0.0
-	github.com/sluicehq/ratelimit/stores/redis v0.0.0
+	github.com/sluicehq/ratelimit v0.1.0
+	github.com/sluicehq/ratelimit/stores/redis v0.1.0
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/ulule/limiter/v3 v3.11.2
 )

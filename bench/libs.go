@@ -11,7 +11,7 @@
 //
 //	go run ./bench/cmd/report
 //
-// See docs/bench.md.
+// See docs/benchmarks.md.
 package bench
 
 import (

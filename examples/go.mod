@@ -7,11 +7,11 @@ require (
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/prometheus/client_golang v1.24.1
-	github.com/sluicehq/ratelimit v0.0.0
-	github.com/sluicehq/ratelimit/adapters/chi v0.0.0
-	github.com/sluicehq/ratelimit/adapters/echo v0.0.0
-	github.com/sluicehq/ratelimit/adapters/gin v0.0.0
-	github.com/sluicehq/ratelimit/metrics/prometheus v0.0.0
+	github.com/sluicehq/ratelimit v0.1.0
+	github.com/sluicehq/ratelimit/adapters/chi v0.1.0
+	github.com/sluicehq/ratelimit/adapters/echo v0.1.0
+	github.com/sluicehq/ratelimit/adapters/gin v0.1.0
+	github.com/sluicehq/ratelimit/metrics/prometheus v0.1.0
 )
 
 require (
@@ -44,7 +44,7 @@ require (
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.0 // indirect
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/sluicehq/ratelimit/stores/redis v0.0.0
+	github.com/sluicehq/ratelimit/stores/redis v0.1.0
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.1 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect

@@ -72,12 +72,58 @@ type RateLimit struct {
 	Reset     time.Duration
 }
 
-// ParseRateLimit parses the first member of the RateLimit field of h.
+// ParseRateLimit parses the first member of the RateLimit field of h: the
+// one policy a single limiter reports (with several rules, the most
+// restrictive). Behind nested limiters, each adds its own member; read a
+// given policy's with ParseRateLimitFor, or all of them with
+// ParseRateLimits.
 func ParseRateLimit(h http.Header) (RateLimit, error) {
 	v := h.Get("RateLimit")
 	if v == "" {
 		return RateLimit{}, fmt.Errorf("ratelimittest: no RateLimit field")
 	}
+	first, _, _ := strings.Cut(v, ",")
+	return parseRateLimit(strings.TrimSpace(first))
+}
+
+// ParseRateLimits parses every member of every RateLimit field line of h,
+// in order.
+func ParseRateLimits(h http.Header) ([]RateLimit, error) {
+	var out []RateLimit
+	for _, line := range h.Values("RateLimit") {
+		for _, item := range strings.Split(line, ",") {
+			rl, err := parseRateLimit(strings.TrimSpace(item))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rl)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("ratelimittest: no RateLimit field")
+	}
+	return out, nil
+}
+
+// ParseRateLimitFor parses the RateLimit member of the policy named name,
+// such as "login" or "ip-100-per-1m", wherever it is in the field. It
+// fails if no member has that name.
+func ParseRateLimitFor(h http.Header, name string) (RateLimit, error) {
+	all, err := ParseRateLimits(h)
+	if err != nil {
+		return RateLimit{}, err
+	}
+	var names []string
+	for _, rl := range all {
+		if rl.Policy == name {
+			return rl, nil
+		}
+		names = append(names, strconv.Quote(rl.Policy))
+	}
+	return RateLimit{}, fmt.Errorf("ratelimittest: no RateLimit member for policy %q (have %s)", name, strings.Join(names, ", "))
+}
+
+func parseRateLimit(v string) (RateLimit, error) {
 	name, params, _, err := parseItem(v)
 	if err != nil {
 		return RateLimit{}, err

@@ -4,7 +4,7 @@ go 1.25.0
 
 require (
 	github.com/gin-gonic/gin v1.12.0
-	github.com/sluicehq/ratelimit v0.0.0
+	github.com/sluicehq/ratelimit v0.1.0
 )
 
 require (

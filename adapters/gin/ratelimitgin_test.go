@@ -237,7 +237,7 @@ func TestDeniedHandler(t *testing.T) {
 		}))), ok)
 	get(r, "/x")
 	resp := get(r, "/x")
-	if resp.Code != http.StatusTooManyRequests || resp.Body != "slow down (default)" || resp.Header.Get("Retry-After") == "" {
+	if resp.Code != http.StatusTooManyRequests || resp.Body != "slow down (ip-1-per-1m)" || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("%d %q %v", resp.Code, resp.Body, resp.Header)
 	}
 }

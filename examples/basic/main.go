@@ -2,7 +2,10 @@
 // minute per client IP on everything, and 5 login attempts per minute per
 // client IP on POST /login. It needs no Redis: limits live in memory.
 //
-//	go run ./examples/basic
+//	go run ./examples/basic                  # on localhost:8080
+//	go run ./examples/basic -addr :9090      # elsewhere
+//
+// It runs in the foreground: stop it with Ctrl-C.
 package main
 
 import (
@@ -35,6 +38,8 @@ Hit the login limit (the 6th attempt is a 429 with Retry-After):
 
 Health checks are never limited:
   curl -i %s/healthz
+
+Stop the server with Ctrl-C.
 `, base, base, base, base, base)
 	log.Fatal(http.Serve(ln, newHandler()))
 }

@@ -3,7 +3,7 @@ module github.com/sluicehq/ratelimit/metrics/otel
 go 1.25.0
 
 require (
-	github.com/sluicehq/ratelimit v0.0.0
+	github.com/sluicehq/ratelimit v0.1.0
 	go.opentelemetry.io/otel v1.46.0
 	go.opentelemetry.io/otel/metric v1.46.0
 	go.opentelemetry.io/otel/sdk/metric v1.46.0

@@ -28,7 +28,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/ratelimit"
-	"github.com/sluicehq/ratelimit/internal/labelcap"
+	"github.com/sluicehq/ratelimit/metrics/labelcap"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )

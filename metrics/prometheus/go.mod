@@ -6,7 +6,7 @@ require (
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.70.1
-	github.com/sluicehq/ratelimit v0.0.0
+	github.com/sluicehq/ratelimit v0.1.0
 )
 
 require (

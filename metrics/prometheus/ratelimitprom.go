@@ -30,7 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/ratelimit"
-	"github.com/sluicehq/ratelimit/internal/labelcap"
+	"github.com/sluicehq/ratelimit/metrics/labelcap"
 )
 
 // DefaultMaxRules is the number of distinct (rule, key_kind) pairs that get

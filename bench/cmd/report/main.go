@@ -1,7 +1,7 @@
 // Command report runs every measurement of the bench module and writes
 // bench/results/RESULTS.md, the SVG charts beside it, the raw benchmark
 // output (bench.txt, benchstat's format) and the results section of
-// the README. From the repository root:
+// docs/benchmarks.md. From the repository root:
 //
 //	go run ./bench/cmd/report
 //
@@ -51,7 +51,7 @@ var (
 	conns     = flag.Int("conns", 32, "connections of the load test")
 	quick     = flag.Bool("quick", false, "smoke test: tiny durations, -count 1 (numbers are not meaningful)")
 	outDir    = flag.String("out", "", "results directory (default: the bench module's results/)")
-	docPath   = flag.String("doc", "", "Markdown file whose results section is rewritten (default: the repository's README.md; \"-\" for none)")
+	docPath   = flag.String("doc", "", "Markdown file whose results section is rewritten (default: the repository's docs/benchmarks.md; \"-\" for none)")
 
 	perKeyChild = flag.String("perkey-child", "", "internal: measure bytes per key of this library and print JSON")
 )
@@ -76,7 +76,7 @@ func main() {
 		*outDir = filepath.Join(benchDir, "results")
 	}
 	if *docPath == "" {
-		*docPath = filepath.Join(benchDir, "..", "README.md")
+		*docPath = filepath.Join(benchDir, "..", "docs", "benchmarks.md")
 	}
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		log.Fatal(err)

@@ -34,7 +34,7 @@ func (r *report) write() error {
 	}
 	body := r.markdown("")
 	doc := "# Benchmark results\n\n" +
-		"Written by `go run ./bench/cmd/report` (method and fairness notes: [docs/bench.md](../../docs/bench.md)); every figure below was measured by that run. Do not edit: rerun.\n\n" + body
+		"Written by `go run ./bench/cmd/report` (method and fairness notes: [docs/benchmarks.md](../../docs/benchmarks.md)); every figure below was measured by that run. Do not edit: rerun.\n\n" + body
 	if err := os.WriteFile(filepath.Join(*outDir, "RESULTS.md"), []byte(doc), 0o644); err != nil {
 		return err
 	}
@@ -322,7 +322,7 @@ func (r *report) markdown(img string) string {
 	}
 	p("\n")
 
-	p("### DESIGN.md section 4 targets\n\n| target | measured | met |\n|---|---|---|\n")
+	p("### Performance targets\n\n| target | measured | met |\n|---|---|---|\n")
 	for _, t := range r.targets() {
 		met := "yes"
 		if !t.met {

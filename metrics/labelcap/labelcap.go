@@ -1,8 +1,13 @@
-// Package labelcap bounds the label sets of the metrics packages
-// (metrics/prometheus, metrics/otel): each distinct (rule, key kind) pair
-// gets a value of its own until a cap is reached, and every later pair
-// shares one "other" value, so that rule names generated at run time can
-// never grow a metric without bound.
+// Package labelcap bounds the label sets of metrics integrations
+// (metrics/prometheus, metrics/otel, or your own Observer): each distinct
+// (rule, key kind) pair gets a value of its own until a cap is reached, and
+// every later pair shares one "other" value, so that rule names generated
+// at run time can never grow a metric without bound.
+//
+// It lives in the core module, as an exported package, because both metrics
+// modules use it and a module must not import another module's internal
+// packages: its version is the core's, and the metrics modules require it
+// through their requirement on the core.
 package labelcap
 
 import (
