@@ -52,12 +52,12 @@ require (
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/arch v0.22.0 // indirect
-	golang.org/x/crypto v0.54.0 // indirect
-	golang.org/x/net v0.57.0 // indirect
+	golang.org/x/crypto v0.55.0 // indirect
+	golang.org/x/net v0.58.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
-	golang.org/x/text v0.40.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace (
@@ -70,6 +70,6 @@ replace (
 
 replace github.com/sluicehq/ratelimit/stores/redis => ../stores/redis
 
-require github.com/sluicehq/ratelimit/client v0.0.0
+require github.com/sluicehq/ratelimit/client v0.1.0
 
 replace github.com/sluicehq/ratelimit/client => ../client

@@ -9,9 +9,9 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/stretchr/testify v1.8.1 // indirect
-	go.uber.org/atomic v1.11.0 // indirect
-	golang.org/x/sys v0.30.0 // indirect
+	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
 )
 
 replace github.com/sluicehq/ratelimit => ../..
