@@ -14,16 +14,18 @@ import (
 	"github.com/sluicehq/ratelimit"
 )
 
-// Coalescing. Each Take and Return becomes an op. An op whose lane (the
-// set of keys one script call may touch: the whole server, a Cluster slot,
-// or a Ring hash tag) is idle is sent at once by its caller, alone, with the
-// caller's ctx. Ops that arrive while a call is in flight on their lane
-// queue, and short-lived goroutines send everything queued as one script
-// call in mode "i", until the queue is empty, then exit. Up to
-// maxInFlight calls of a lane run at once, so that Redis works on one batch
-// while the next is on the wire (scripts are atomic, and concurrent callers
-// were never ordered). No goroutine outlives the work: a Store needs no
-// Close.
+// Coalescing. Each Take and Return becomes an op. Up to maxInFlight script
+// calls of one lane (the set of keys one script call may touch: the whole
+// server, a Cluster slot, or a Ring hash tag) run at once. While fewer than
+// that are in flight, an op is sent at once by its caller, alone, with the
+// caller's ctx, exactly as without coalescing: a batch only forms when no
+// call could start anyway. Ops that arrive while maxInFlight calls are in
+// flight queue; the first call to return hands its place to a short-lived
+// goroutine that sends everything queued as one script call in mode "i",
+// batch after batch until the queue is empty, then exits. So a queued op
+// waits for one call to return, where without coalescing it would have
+// waited for Redis to work through the calls ahead of it anyway. No
+// goroutine outlives the work: a Store needs no Close.
 
 type opKind uint8
 
@@ -60,8 +62,10 @@ type lane struct {
 }
 
 // defaultMaxInFlight is how many script calls of one lane may be in flight,
-// unless the client's pool holds fewer connections.
-const defaultMaxInFlight = 2
+// unless the client's pool holds fewer connections. Below it every check is
+// sent alone; at 4, callers up to 4 never wait for a batch, and under 64
+// callers a round trip still carries about 10 checks.
+const defaultMaxInFlight = 4
 
 // clientTraits reports whether the client bounds socket reads by a ctx
 // deadline (go-redis does with ContextTimeoutEnabled) and whether it may
@@ -173,14 +177,17 @@ func (s *Store) do(o *op) error {
 		return fmt.Errorf("ratelimit: redis: %w", err)
 	}
 	l := s.laneFor(o.key)
-	if l.inflight == 0 && s.maxWait == 0 {
-		// Idle: send it now, alone, on the caller's goroutine and ctx.
+	if l.inflight < s.maxInFlight && len(l.queue) == 0 && s.maxWait == 0 {
+		// A call can start: send it now, alone, on the caller's goroutine
+		// and ctx. Waiting for company would only add latency.
 		l.inflight++
 		l.mu.Unlock()
 		s.send(o.ctx, []*op{o})
 		s.handOff(l)
 		return nil
 	}
+	// Every call the lane may make is in flight (or the Store waits for
+	// batches to form, with maxWait): queue for the next batch.
 	l.queue = append(l.queue, o)
 	if l.inflight < s.maxInFlight {
 		l.inflight++
