@@ -17,15 +17,17 @@ import (
 // Coalescing. Each Take and Return becomes an op. Up to maxInFlight script
 // calls of one lane (the set of keys one script call may touch: the whole
 // server, a Cluster slot, or a Ring hash tag) run at once. While fewer than
-// that are in flight, an op is sent at once by its caller, alone, with the
-// caller's ctx, exactly as without coalescing: a batch only forms when no
-// call could start anyway. Ops that arrive while maxInFlight calls are in
-// flight queue; the first call to return hands its place to a short-lived
-// goroutine that sends everything queued as one script call in mode "i",
-// batch after batch until the queue is empty, then exits. So a queued op
-// waits for one call to return, where without coalescing it would have
-// waited for Redis to work through the calls ahead of it anyway. No
-// goroutine outlives the work: a Store needs no Close.
+// that are in flight and no batch is (so nothing is queued either), an op
+// is sent at once by its caller, alone, with the caller's ctx, exactly as
+// without coalescing: a batch only forms when no call could start anyway.
+// Other ops queue. A call that returns while ops are queued hands its place
+// to a short-lived goroutine (a flusher) that sends everything queued as
+// one script call in mode "i", batch after batch until the queue is empty,
+// then exits. At most batchCap flushers run at once; a solo call that
+// returns while they do gives its place up. So under light load every
+// check travels alone, and under heavy load the lane settles on batchCap
+// batches in flight, Redis working on one while the other is on the wire.
+// No goroutine outlives the work: a Store needs no Close.
 
 type opKind uint8
 
@@ -59,13 +61,22 @@ type lane struct {
 	shard    *laneShard // nil for the single lane of a one-node client
 	queue    []*op
 	inflight int // calls on the wire, solo sends and flushers together
+	batches  int // flushers among them
 }
 
 // defaultMaxInFlight is how many script calls of one lane may be in flight,
-// unless the client's pool holds fewer connections. Below it every check is
-// sent alone; at 4, callers up to 4 never wait for a batch, and under 64
-// callers a round trip still carries about 10 checks.
+// unless the client's pool holds fewer connections: below it every check is
+// sent alone, so up to 4 concurrent callers never wait for a batch.
 const defaultMaxInFlight = 4
+
+// maxBatchesInFlight is how many of those calls may be batches. Two keep
+// Redis busy with one while the other is on the wire; more would only
+// split the queue into smaller batches, and spend more round trips on the
+// same checks.
+const maxBatchesInFlight = 2
+
+// batchCap is the most batches of one lane in flight at once.
+func (s *Store) batchCap() int { return min(maxBatchesInFlight, s.maxInFlight) }
 
 // clientTraits reports whether the client bounds socket reads by a ctx
 // deadline (go-redis does with ContextTimeoutEnabled) and whether it may
@@ -177,7 +188,7 @@ func (s *Store) do(o *op) error {
 		return fmt.Errorf("ratelimit: redis: %w", err)
 	}
 	l := s.laneFor(o.key)
-	if l.inflight < s.maxInFlight && len(l.queue) == 0 && s.maxWait == 0 {
+	if l.inflight < s.maxInFlight && l.batches == 0 && len(l.queue) == 0 && s.maxWait == 0 {
 		// A call can start: send it now, alone, on the caller's goroutine
 		// and ctx. Waiting for company would only add latency.
 		l.inflight++
@@ -189,8 +200,9 @@ func (s *Store) do(o *op) error {
 	// Every call the lane may make is in flight (or the Store waits for
 	// batches to form, with maxWait): queue for the next batch.
 	l.queue = append(l.queue, o)
-	if l.inflight < s.maxInFlight {
+	if l.inflight < s.maxInFlight && l.batches < s.batchCap() {
 		l.inflight++
+		l.batches++
 		go s.flush(l, l.inflight == 1)
 	}
 	l.mu.Unlock()
@@ -203,14 +215,16 @@ func (s *Store) do(o *op) error {
 }
 
 // handOff is called by a solo sender when its call returned: its slot in
-// flight goes to a flusher of the queued ops, or is given up.
+// flight goes to a flusher of the queued ops, or is given up when nothing
+// is queued or batchCap flushers already serve the queue.
 func (s *Store) handOff(l *lane) {
 	l.mu.Lock()
-	if len(l.queue) == 0 {
+	if len(l.queue) == 0 || l.batches >= s.batchCap() {
 		l.done()
 		l.mu.Unlock()
 		return
 	}
+	l.batches++
 	l.mu.Unlock()
 	go s.flush(l, false)
 }
@@ -241,6 +255,7 @@ func (s *Store) flush(l *lane, wait bool) {
 			l.queue = append(q[:0], q[n:]...)
 		}
 		if len(batch) == 0 && len(l.queue) == 0 {
+			l.batches--
 			l.done()
 			l.mu.Unlock()
 			return

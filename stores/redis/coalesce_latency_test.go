@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -104,9 +105,28 @@ func TestCoalescingNeverExceedsPool(t *testing.T) {
 }
 
 // TestCoalescingManyCallersBatch: with many more callers than calls in
-// flight, checks share round trips.
+// flight, checks share round trips, and the lane never has more than
+// maxInFlight calls, nor more than batchCap batches, in flight.
 func TestCoalescingManyCallersBatch(t *testing.T) {
 	s := New(standaloneClient(t), WithPrefix(uniquePrefix(t)), WithoutDeniedCache())
+	stop := make(chan struct{})
+	var peakCalls, peakBatches int
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			s.singleMu.Lock()
+			peakCalls = max(peakCalls, s.single.inflight)
+			peakBatches = max(peakBatches, s.single.batches)
+			s.singleMu.Unlock()
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.Gosched()
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	for w := range 64 {
 		wg.Go(func() {
@@ -116,10 +136,16 @@ func TestCoalescingManyCallersBatch(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	close(stop)
+	<-sampled
 	st := s.Stats()
-	t.Logf("%+v: %.3f round trips per check", st, float64(st.RoundTrips)/float64(st.Sent))
+	t.Logf("%+v: %.3f round trips per check; at most %d calls, %d batches in flight", st,
+		float64(st.RoundTrips)/float64(st.Sent), peakCalls, peakBatches)
 	if st.Sent != 64*50 || st.RoundTrips >= st.Sent {
 		t.Errorf("64 callers: %d round trips for %d checks, want fewer round trips than checks", st.RoundTrips, st.Sent)
+	}
+	if peakCalls > s.maxInFlight || peakBatches > s.batchCap() || peakCalls == 0 {
+		t.Errorf("peaks of %d calls and %d batches in flight, want at most %d and %d", peakCalls, peakBatches, s.maxInFlight, s.batchCap())
 	}
 }
 
@@ -131,7 +157,7 @@ func TestCoalescingManyCallersBatch(t *testing.T) {
 //	for i in 1 2 3 4 5; do go test -run '^$' -bench CoalescingLatency -benchtime 3000x ./stores/redis/; done
 func BenchmarkCoalescingLatency(b *testing.B) {
 	limit := ratelimit.PerSecond(1_000_000)
-	for _, callers := range []int{1, 4, 16, 64} {
+	for _, callers := range []int{1, 2, 4, 8, 16, 32, 64} {
 		for _, coalesce := range []bool{false, true} {
 			name := fmt.Sprintf("callers=%d/coalescing=%s", callers, map[bool]string{false: "off", true: "on"}[coalesce])
 			b.Run(name, func(b *testing.B) {
