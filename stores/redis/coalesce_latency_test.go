@@ -90,8 +90,8 @@ func TestCoalescingQueuesOnlyWhenAllCallsInFlight(t *testing.T) {
 }
 
 // TestCoalescingNeverExceedsPool: the cap follows the client's pool, so a
-// check never waits for a connection; with a pool of one, a second
-// concurrent check queues instead of opening a call.
+// check never waits for a connection (TestCoalescedWrongType shows a pool
+// of one queueing the checks made while its one call is in flight).
 func TestCoalescingNeverExceedsPool(t *testing.T) {
 	requireShared(t)
 	for _, pool := range []int{1, 2, defaultMaxInFlight + 6} {
