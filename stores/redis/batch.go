@@ -197,8 +197,9 @@ func (s *Store) do(o *op) error {
 		s.handOff(l)
 		return nil
 	}
-	// Every call the lane may make is in flight (or the Store waits for
-	// batches to form, with maxWait): queue for the next batch.
+	// No call can start, or a batch is in flight (and o goes after the
+	// checks queued before it), or the Store waits for batches to form
+	// (maxWait): queue for the next batch.
 	l.queue = append(l.queue, o)
 	if l.inflight < s.maxInFlight && l.batches < s.batchCap() {
 		l.inflight++
