@@ -14,16 +14,20 @@ import (
 	"github.com/sluicehq/ratelimit"
 )
 
-// Coalescing. Each Take and Return becomes an op. An op whose lane (the
-// set of keys one script call may touch: the whole server, a Cluster slot,
-// or a Ring hash tag) is idle is sent at once by its caller, alone, with the
-// caller's ctx. Ops that arrive while a call is in flight on their lane
-// queue, and short-lived goroutines send everything queued as one script
-// call in mode "i", until the queue is empty, then exit. Up to
-// maxInFlight calls of a lane run at once, so that Redis works on one batch
-// while the next is on the wire (scripts are atomic, and concurrent callers
-// were never ordered). No goroutine outlives the work: a Store needs no
-// Close.
+// Coalescing. Each Take and Return becomes an op. Up to maxInFlight script
+// calls of one lane (the set of keys one script call may touch: the whole
+// server, a Cluster slot, or a Ring hash tag) run at once. While fewer than
+// that are in flight and no batch is (so nothing is queued either), an op
+// is sent at once by its caller, alone, with the caller's ctx, exactly as
+// without coalescing: a batch only forms when no call could start anyway.
+// Other ops queue. A call that returns while ops are queued hands its place
+// to a short-lived goroutine (a flusher) that sends everything queued as
+// one script call in mode "i", batch after batch until the queue is empty,
+// then exits. At most batchCap flushers run at once; a solo call that
+// returns while they do gives its place up. So under light load every
+// check travels alone, and under heavy load the lane settles on batchCap
+// batches in flight, Redis working on one while the other is on the wire.
+// No goroutine outlives the work: a Store needs no Close.
 
 type opKind uint8
 
@@ -57,11 +61,22 @@ type lane struct {
 	shard    *laneShard // nil for the single lane of a one-node client
 	queue    []*op
 	inflight int // calls on the wire, solo sends and flushers together
+	batches  int // flushers among them
 }
 
 // defaultMaxInFlight is how many script calls of one lane may be in flight,
-// unless the client's pool holds fewer connections.
-const defaultMaxInFlight = 2
+// unless the client's pool holds fewer connections: below it every check is
+// sent alone, so up to 4 concurrent callers never wait for a batch.
+const defaultMaxInFlight = 4
+
+// maxBatchesInFlight is how many of those calls may be batches. Two keep
+// Redis busy with one while the other is on the wire; more would only
+// split the queue into smaller batches, and spend more round trips on the
+// same checks.
+const maxBatchesInFlight = 2
+
+// batchCap is the most batches of one lane in flight at once.
+func (s *Store) batchCap() int { return min(maxBatchesInFlight, s.maxInFlight) }
 
 // clientTraits reports whether the client bounds socket reads by a ctx
 // deadline (go-redis does with ContextTimeoutEnabled) and whether it may
@@ -173,17 +188,22 @@ func (s *Store) do(o *op) error {
 		return fmt.Errorf("ratelimit: redis: %w", err)
 	}
 	l := s.laneFor(o.key)
-	if l.inflight == 0 && s.maxWait == 0 {
-		// Idle: send it now, alone, on the caller's goroutine and ctx.
+	if l.inflight < s.maxInFlight && l.batches == 0 && len(l.queue) == 0 && s.maxWait == 0 {
+		// A call can start: send it now, alone, on the caller's goroutine
+		// and ctx. Waiting for company would only add latency.
 		l.inflight++
 		l.mu.Unlock()
 		s.send(o.ctx, []*op{o})
 		s.handOff(l)
 		return nil
 	}
+	// No call can start, or a batch is in flight (and o goes after the
+	// checks queued before it), or the Store waits for batches to form
+	// (maxWait): queue for the next batch.
 	l.queue = append(l.queue, o)
-	if l.inflight < s.maxInFlight {
+	if l.inflight < s.maxInFlight && l.batches < s.batchCap() {
 		l.inflight++
+		l.batches++
 		go s.flush(l, l.inflight == 1)
 	}
 	l.mu.Unlock()
@@ -196,14 +216,16 @@ func (s *Store) do(o *op) error {
 }
 
 // handOff is called by a solo sender when its call returned: its slot in
-// flight goes to a flusher of the queued ops, or is given up.
+// flight goes to a flusher of the queued ops, or is given up when nothing
+// is queued or batchCap flushers already serve the queue.
 func (s *Store) handOff(l *lane) {
 	l.mu.Lock()
-	if len(l.queue) == 0 {
+	if len(l.queue) == 0 || l.batches >= s.batchCap() {
 		l.done()
 		l.mu.Unlock()
 		return
 	}
+	l.batches++
 	l.mu.Unlock()
 	go s.flush(l, false)
 }
@@ -234,6 +256,7 @@ func (s *Store) flush(l *lane, wait bool) {
 			l.queue = append(q[:0], q[n:]...)
 		}
 		if len(batch) == 0 && len(l.queue) == 0 {
+			l.batches--
 			l.done()
 			l.mu.Unlock()
 			return

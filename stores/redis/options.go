@@ -119,9 +119,13 @@ func WithClock(clock ratelimit.Clock) Option {
 //
 // maxBatch is the most checks in one round trip (DefaultMaxBatch if 0).
 // maxWait is how long a round trip may wait for more checks before it is
-// sent when the Store is idle: 0, the default, sends at once, so that an
-// idle Store adds no latency; batches still form whenever calls arrive
-// while a round trip is in flight. WithCoalescing panics on negative values.
+// sent: 0, the default, never waits. A check is then sent at once, alone,
+// while fewer than 4 script calls (or the client's pool size, if smaller)
+// are in flight, so that coalescing adds no latency at any concurrency;
+// checks made while that many are in flight go out together when one
+// returns. A positive maxWait queues every check and sends a batch maxWait
+// after the first check of an idle Store. WithCoalescing panics on
+// negative values.
 func WithCoalescing(maxBatch int, maxWait time.Duration) Option {
 	if maxBatch < 0 || maxWait < 0 {
 		panic(fmt.Sprintf("redisstore: WithCoalescing(%d, %v): negative value", maxBatch, maxWait))
