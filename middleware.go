@@ -53,6 +53,7 @@ type rule struct {
 	static       bool // no LimitFunc, Quota or QuotaFunc
 	local        bool // its store answers from process memory
 	storeID      int  // rules with the same store share an ID
+	fast         *fastRule
 }
 
 // LocalStore is implemented by stores that answer from process memory
@@ -181,6 +182,7 @@ func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
 	}
 	l.carveOuts = newCarveOuts(c.carveOuts)
 	l.batches.New = func() any { return new(batch) }
+	l.prepareFast()
 	return l
 }
 
@@ -308,6 +310,11 @@ func noop() {}
 // admitOne is the path of a single rule: no batch, no allocation beyond the
 // response fields.
 func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (func(), bool) {
+	if ru.fast != nil {
+		if ok, handled := ru.fast.admit(w, r, ru); handled {
+			return noop, ok
+		}
+	}
 	var now time.Time
 	if l.needNow {
 		now = l.clock.Now()

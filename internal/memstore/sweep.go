@@ -29,8 +29,14 @@ const sweepSample = 4
 // shard full of live entries evicts one: the entry that would be full again
 // soonest, whose state matters least. So no key that is still limited is
 // ever reset while an expired entry could make room.
+//
+// A shard less than half full does nothing: the room is there, and the
+// sample's cost (a few probes and an expiry test each, per new key) would be
+// paid on every insertion for no benefit until the shard fills.
 func makeRoom[V state](sh *shard[V], capacity int, h uint64, now int64) {
-	if sh.t.len() < capacity {
+	if n := sh.t.len(); n < capacity/2 {
+		return
+	} else if n < capacity {
 		var expired [sweepSample]uint64
 		n := 0
 		sh.t.sample(h, sweepSample, func(k uint64, v V) bool {
