@@ -94,10 +94,55 @@ func (f *fastRule) admit(w http.ResponseWriter, r *http.Request, ru *rule) (ok, 
 // allowed is the one allocation of an allowed response: the two slices the
 // header map points to, and the bytes of the RateLimit value. The policy
 // string is shared (strings are immutable); the slices are not, so a
-// handler that assigns into them edits its own response only.
-type allowed struct {
+// handler that assigns into them edits its own response only. The buffer
+// comes in two sizes, so that the usual value (a short name and a few
+// digits) costs a 64-byte allocation.
+type allowed[B [32]byte | [64]byte] struct {
 	vals [2]string
-	buf  [64]byte
+	buf  B
+}
+
+// setFields writes the policy and RateLimit fields, with remaining and t
+// formatted as appendRateLimit does.
+func (f *fastRule) setFields(h http.Header, remaining, t int64) {
+	remaining = max(0, remaining)
+	var vals *[2]string
+	if len(f.quoted)+6+digits(remaining)+digits(t) <= 32 {
+		a := new(allowed[[32]byte])
+		a.vals[1] = f.format(a.buf[:0], remaining, t)
+		vals = &a.vals
+	} else {
+		a := new(allowed[[64]byte])
+		a.vals[1] = f.format(a.buf[:0], remaining, t)
+		vals = &a.vals
+	}
+	vals[0] = f.policy
+	h[hdrPolicy] = vals[0:1:1]
+	h[hdrRateLimit] = vals[1:2:2]
+}
+
+// format appends the RateLimit value to buf, an empty slice of an
+// allocation of its own, and returns it as a string sharing buf's memory
+// when it fit: those bytes are never written again.
+func (f *fastRule) format(buf []byte, remaining, t int64) string {
+	b := append(buf, f.quoted...)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, remaining, 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, t, 10)
+	if cap(buf) > 0 && &b[0] == &buf[:1][0] {
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b) // a long name spilled out of buf
+}
+
+// digits is the number of decimal digits of n >= 0.
+func digits(n int64) int {
+	d := 1
+	for ; n >= 10; n /= 10 {
+		d++
+	}
+	return d
 }
 
 // now reads the store's clock: the system clock with one monotonic read
@@ -107,24 +152,4 @@ func (f *fastRule) now() int64 {
 		return systemFastClock.unixNano()
 	}
 	return f.ms.clock.Now().UnixNano()
-}
-
-// setFields writes the policy and RateLimit fields, with remaining and t
-// formatted as appendRateLimit does.
-func (f *fastRule) setFields(h http.Header, remaining, t int64) {
-	a := new(allowed)
-	b := a.buf[:0]
-	b = append(b, f.quoted...)
-	b = append(b, ";r="...)
-	b = strconv.AppendInt(b, max(0, remaining), 10)
-	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, t, 10)
-	a.vals[0] = f.policy
-	if &b[0] == &a.buf[0] {
-		a.vals[1] = unsafe.String(&b[0], len(b)) // these bytes are never written again
-	} else {
-		a.vals[1] = string(b) // a long name spilled out of buf
-	}
-	h[hdrPolicy] = a.vals[0:1:1]
-	h[hdrRateLimit] = a.vals[1:2:2]
 }

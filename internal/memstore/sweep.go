@@ -10,6 +10,18 @@ func put[V state](sh *shard[V], capacity int, h uint64, v V, exists bool, now in
 	set(sh, h, v)
 }
 
+// store stores v under h, found at slot by lookup (-1 if absent) with the
+// shard locked since: an existing key is updated in place, without a
+// second probe.
+func store[V state](sh *shard[V], capacity int, h uint64, slot int, v V, now int64) {
+	if slot < 0 {
+		put(sh, capacity, h, v, false, now)
+		return
+	}
+	sh.t.vals[slot] = v
+	sh.floor = min(sh.floor, v.expiry())
+}
+
 // set stores v and keeps the shard's expiry floor a lower bound.
 func set[V state](sh *shard[V], h uint64, v V) {
 	sh.t.set(h, v)
