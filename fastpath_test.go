@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,6 +178,34 @@ func TestHotPathAllocations(t *testing.T) {
 			}
 			if got > c.max {
 				t.Errorf("%s keys=%d: %.1f allocations per request, want at most %.0f", c.name, keys, got, c.max)
+			}
+		}
+	}
+}
+
+// TestRateLimitValueOfAnyLength: remaining counts and delays of every
+// length, and a long rule name, give the same RateLimit value on the direct
+// path as on the general one (the buffer's size is chosen from an estimate
+// of the digits).
+func TestRateLimitValueOfAnyLength(t *testing.T) {
+	long := "a-rule-name-of-some-length-to-overflow-the-small-buffer-0123456"
+	for _, name := range []string{"default", long} {
+		for _, rate := range []int{1, 9, 10, 11, 99, 100, 101, 1e9, 1<<31 - 1} {
+			for _, period := range []time.Duration{time.Second, time.Hour, 400_000 * time.Hour} {
+				limit := ratelimit.Limit{Rate: rate, Period: period}
+				if limit.Validate() != nil {
+					continue
+				}
+				fast := ratelimit.New(limit, ratelimit.ByIP(), ratelimit.WithName(name))(okHandler)
+				slow := ratelimit.New(limit, ratelimit.ByIP(), ratelimit.WithName(name),
+					ratelimit.WithObserver(ratelimit.ObserverFunc(func(ratelimit.Event) {})))(okHandler)
+				a, b := httptest.NewRecorder(), httptest.NewRecorder()
+				fast.ServeHTTP(a, clientReq(1))
+				slow.ServeHTTP(b, clientReq(1))
+				got, want := a.Header().Get("RateLimit"), b.Header().Get("RateLimit")
+				if got != want || !strings.HasPrefix(got, strconv.Quote(name)) {
+					t.Errorf("%v: RateLimit %q, want %q", limit, got, want)
+				}
 			}
 		}
 	}
