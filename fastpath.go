@@ -55,7 +55,7 @@ func (l *Limiter) prepareFast() {
 	}
 }
 
-// admitFast is admitOne for a rule with a fast path. It reports handled
+// admit is admitOne for a rule with a direct path. It reports handled
 // false, having written nothing, when the request needs the general path:
 // the key function failed, or the response already carries rate-limit
 // fields (a limiter nested in another adds its members to them).
