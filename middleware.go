@@ -55,6 +55,7 @@ type rule struct {
 	local        bool // its store answers from process memory
 	storeID      int  // rules with the same store share an ID
 	adaptive     *adaptiveSet
+	fast         *fastRule
 }
 
 // LocalStore is implemented by stores that answer from process memory
@@ -191,6 +192,7 @@ func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
 	}
 	l.carveOuts = newCarveOuts(c.carveOuts)
 	l.batches.New = func() any { return new(batch) }
+	l.prepareFast()
 	return l
 }
 
@@ -377,6 +379,11 @@ func noop() {}
 // admitOne is the path of a single rule: no batch, no allocation beyond the
 // response fields.
 func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (func(), bool) {
+	if ru.fast != nil {
+		if ok, handled := ru.fast.admit(w, r, ru); handled {
+			return noop, ok
+		}
+	}
 	var now time.Time
 	if l.needNow {
 		now = l.clock.Now()

@@ -211,18 +211,18 @@ func applyGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) Re
 
 // decideGCRA is the part of a GCRA check that needs the shard lock.
 func decideGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) gcraDecision {
-	old, ok := sh.t.get(h)
+	slot, old := sh.t.lookup(h)
 	next, d := gcraDecide(int64(old), now, r.Limit, r.Cost)
 	if d.allowed && r.Cost > 0 {
-		put(sh, capacity, h, tat(next), ok, now)
+		store(sh, capacity, h, slot, tat(next), now)
 	}
 	return d
 }
 
 func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int64) Result {
-	old, ok := sh.t.get(h)
+	slot, old := sh.t.lookup(h)
 	start, end := r.WinStart, r.WinEnd
-	if !ok {
+	if slot < 0 {
 		now, start, end = afterSwept(sh.swept, now, r)
 	}
 	var next window
@@ -233,7 +233,7 @@ func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int6
 		next, res = fixedWindow(old, now, r.Limit, r.Cost, start, end)
 	}
 	if res.Allowed && r.Cost > 0 {
-		put(sh, capacity, h, next, ok, now)
+		store(sh, capacity, h, slot, next, now)
 	}
 	return res
 }

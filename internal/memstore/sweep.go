@@ -10,6 +10,18 @@ func put[V state](sh *shard[V], capacity int, h uint64, v V, exists bool, now in
 	set(sh, h, v)
 }
 
+// store stores v under h, found at slot by lookup (-1 if absent) with the
+// shard locked since: an existing key is updated in place, without a
+// second probe.
+func store[V state](sh *shard[V], capacity int, h uint64, slot int, v V, now int64) {
+	if slot < 0 {
+		put(sh, capacity, h, v, false, now)
+		return
+	}
+	sh.t.vals[slot] = v
+	sh.floor = min(sh.floor, v.expiry())
+}
+
 // set stores v and keeps the shard's expiry floor a lower bound.
 func set[V state](sh *shard[V], h uint64, v V) {
 	sh.t.set(h, v)
@@ -29,8 +41,14 @@ const sweepSample = 4
 // shard full of live entries evicts one: the entry that would be full again
 // soonest, whose state matters least. So no key that is still limited is
 // ever reset while an expired entry could make room.
+//
+// A shard less than half full does nothing: the room is there, and the
+// sample's cost (a few probes and an expiry test each, per new key) would be
+// paid on every insertion for no benefit until the shard fills.
 func makeRoom[V state](sh *shard[V], capacity int, h uint64, now int64) {
-	if sh.t.len() < capacity {
+	if n := sh.t.len(); n < capacity/2 {
+		return
+	} else if n < capacity {
 		var expired [sweepSample]uint64
 		n := 0
 		sh.t.sample(h, sweepSample, func(k uint64, v V) bool {

@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -11,7 +12,7 @@ import (
 // request counts at the shard's swept time, so the two windows it touches
 // hold at most their 2*Rate.
 func TestSweptKeyDoesNotReopenItsWindow(t *testing.T) {
-	s := New(Config{MaxKeys: 1024}) // one shard: the sweep samples our key
+	s := New(Config{MaxKeys: 1024}) // one shard of 1024 keys
 	p := int64(time.Minute)
 	l := Limit{Rate: 5, Period: p, Capacity: 5}
 	key := Request{Key: "k", Alg: FixedWindow, Limit: l, Cost: 1}
@@ -21,10 +22,22 @@ func TestSweptKeyDoesNotReopenItsWindow(t *testing.T) {
 			admitted++
 		}
 	}
+	// Fill the shard with live keys (hour windows), so that the next new
+	// key finds it full and drops the expired one: k.
+	hour := Limit{Rate: 5, Period: int64(time.Hour), Capacity: 5}
+	for i := 0; s.Len() < s.perCap; i++ {
+		f := Request{Key: fmt.Sprint("filler", i), Alg: FixedWindow, Limit: hour, Cost: 1}
+		s.Take(&f, 10)
+	}
 	other := Request{Key: "other", Alg: FixedWindow, Limit: l, Cost: 1}
 	s.Take(&other, p+1) // the next window: k's state has expired and is swept
-	if n := s.Len(); n != 1 {
-		t.Fatalf("%d keys after the sweep, want 1 (k dropped)", n)
+	if n := s.Len(); n != s.perCap {
+		t.Fatalf("%d keys after the sweep, want %d (k dropped, other added)", n, s.perCap)
+	}
+	peek := key
+	peek.Cost = 0
+	if got := s.Take(&peek, p+1); got.Remaining != 5 {
+		t.Fatalf("k has %d left after the sweep, want 5 (dropped)", got.Remaining)
 	}
 	if s.Take(&key, p-1).Allowed { // stamped in k's first window
 		admitted++

@@ -63,6 +63,16 @@ func (t *table[V]) get(h uint64) (V, bool) {
 	return zero, false
 }
 
+// lookup returns the slot holding h and its value, or -1 and the zero
+// value. The slot stays h's until the table is next changed.
+func (t *table[V]) lookup(h uint64) (int, V) {
+	if i := t.find(h); i >= 0 {
+		return i, t.vals[i]
+	}
+	var zero V
+	return -1, zero
+}
+
 // set stores v under h, growing the table if it must.
 func (t *table[V]) set(h uint64, v V) {
 	if i := t.find(h); i >= 0 {

@@ -27,7 +27,8 @@ import (
 // most MaxKeys keys per table (GCRA; fixed and sliding windows together;
 // Concurrency). A key whose state has
 // expired is equivalent to an absent one and is swept a few at a time as new
-// keys arrive; only when a shard is full of live keys does a new key evict the
+// keys arrive in a shard at least half full (below that, there is room and
+// nothing to gain); only when a shard is full of live keys does a new key evict the
 // sampled key that would have been full again soonest. There is no background
 // goroutine and no stop-the-world sweep.
 //

@@ -16,18 +16,15 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -41,7 +38,8 @@ import (
 )
 
 var (
-	count     = flag.Int("count", 5, "go test -count for the middleware benchmarks (the median is reported)")
+	count     = flag.Int("count", 5, "rounds of the middleware benchmarks (the median is reported)")
+	cpuList   = flag.String("cpu", "1,2", "the -cpu values of the middleware benchmarks (RESULTS.md shows the machine's core count; middleware-rounds.md every value)")
 	benchtime = flag.String("benchtime", "1s", "go test -benchtime for the middleware benchmarks")
 	perKeyN   = flag.Int("keys", 200_000, "keys inserted for the bytes-per-key measurement")
 	redisTime = flag.Duration("redis-time", 3*time.Second, "duration of each Redis throughput measurement")
@@ -138,7 +136,8 @@ type report struct {
 	failures []string
 
 	benchCmd string
-	bench    map[string]*benchStats // "lib/allow/keys=1"
+	bench    map[string]*benchStats // "lib/allow/keys=1", at the machine's core count
+	rounds   *benchRounds           // every run, at every -cpu
 	perKey   []bench.PerKey
 	redis    []bench.RedisResult
 	accuracy []*bench.AccuracyRun
@@ -201,69 +200,6 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-var benchLine = regexp.MustCompile(`^BenchmarkMiddleware/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+([\d.]+) B/op\s+([\d.]+) allocs/op`)
-
-// runBenchmarks runs go test -bench -count 1, count times: each pass runs
-// every library in turn, so that a burst of load from elsewhere on the
-// machine is spread over all libraries instead of landing on one library's
-// consecutive runs, as -count N would do.
-func (r *report) runBenchmarks(dir string) error {
-	args := []string{"test", "-run", "^$", "-bench", "^BenchmarkMiddleware$", "-benchmem",
-		"-count", "1", "-benchtime", *benchtime, "-timeout", "30m", "."}
-	r.benchCmd = fmt.Sprintf("go %s", strings.Join(args, " ")) + fmt.Sprintf(" (in bench/, %d times)", *count)
-	raw, err := os.Create(filepath.Join(*outDir, "bench.txt"))
-	if err != nil {
-		return err
-	}
-	defer raw.Close()
-	r.bench = map[string]*benchStats{}
-	for pass := 1; pass <= *count; pass++ {
-		log.Printf("  pass %d of %d", pass, *count)
-		if err := r.benchPass(dir, args, raw); err != nil {
-			return err
-		}
-	}
-	if len(r.bench) != len(bench.Libraries())*len(bench.Cases) {
-		return fmt.Errorf("parsed %d benchmarks, want %d", len(r.bench), len(bench.Libraries())*len(bench.Cases))
-	}
-	return nil
-}
-
-func (r *report) benchPass(dir string, args []string, raw io.Writer) error {
-	cmd := exec.Command("go", args...)
-	cmd.Dir = dir
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait(); pw.Close() }()
-	sc := bufio.NewScanner(pr)
-	for sc.Scan() {
-		line := sc.Text()
-		fmt.Fprintln(raw, line)
-		fmt.Fprintln(os.Stderr, line)
-		m := benchLine.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		st := r.bench[m[1]]
-		if st == nil {
-			st = &benchStats{}
-			r.bench[m[1]] = st
-		}
-		f := func(s string) float64 { v, _ := strconv.ParseFloat(s, 64); return v }
-		st.ns = append(st.ns, f(m[2]))
-		st.bytes = append(st.bytes, f(m[3]))
-		st.allocs = append(st.allocs, f(m[4]))
-	}
-	if err := <-done; err != nil {
-		return fmt.Errorf("go test -bench: %w", err)
-	}
-	return nil
 }
 
 func perKeyMain(name string) {

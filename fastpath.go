@@ -1,0 +1,153 @@
+package ratelimit
+
+import (
+	"math/bits"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/sluicehq/ratelimit/internal/memstore"
+)
+
+// fastRule is the direct path of a single static rule on the in-process
+// store: the check validated and prepared for the engine once, when the
+// Limiter is built, and response fields built from pre-formatted parts.
+//
+// The policy value and, on a denial, every field value are shared between
+// responses; see denyFields for how a shared value is kept from being
+// edited in place.
+type fastRule struct {
+	ms      *memoryStore
+	check   *memstore.Prepared
+	policy  string
+	quoted  string
+	problem []byte
+	system  bool                           // the store reads SystemClock
+	denials [16]atomic.Pointer[denyFields] // by t mod 16
+}
+
+// prepareFast sets up the direct path where the request needs nothing the
+// general path does: one static enforced rule (no LimitFunc, Quota or Cost)
+// on the in-process store, the default IETF fields, no observer, no
+// denied handler, no Concurrency slots.
+func (l *Limiter) prepareFast() {
+	if len(l.rules) != 1 || l.headers != HeadersIETF || l.needNow || len(l.observers) > 0 || l.denied != nil {
+		return
+	}
+	ru := l.rules[0]
+	ms, ok := ru.Store.(*memoryStore)
+	if !ok || !ru.static || ru.Shadow || ru.Cost != nil || ru.Algorithm == Concurrency || l.policyHeader == "" {
+		return
+	}
+	req := Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
+	if req.Validate() != nil {
+		return
+	}
+	ru.fast = &fastRule{
+		ms:      ms,
+		check:   ms.engine.Prepare(toEngine(&req)),
+		policy:  l.policyHeader,
+		quoted:  ru.quotedName,
+		problem: ru.problem,
+		system:  ms.clock == SystemClock,
+	}
+}
+
+// admit is admitOne for a rule with a direct path. It reports handled
+// false, having written nothing, when the request needs the general path:
+// the key function failed, or the response already carries rate-limit
+// fields (a limiter nested in another adds its members to them).
+func (f *fastRule) admit(w http.ResponseWriter, r *http.Request, ru *rule) (ok, handled bool) {
+	key, err := ru.Key(r)
+	if err != nil {
+		return false, false
+	}
+	h := w.Header()
+	if len(h) > 0 {
+		if _, nested := h[hdrPolicy]; nested {
+			return false, false
+		}
+		if _, nested := h[hdrRateLimit]; nested {
+			return false, false
+		}
+	}
+	res := f.check.Take(compactKey(key), f.now())
+	if res.Allowed {
+		f.setFields(h, res.Remaining, seconds(time.Duration(res.ResetAfter)))
+		return true, true
+	}
+	t := seconds(time.Duration(res.RetryAfter))
+	if res.Remaining == 0 {
+		f.denial(t).set(h)
+	} else { // not with a cost of 1, but the fields would say so
+		f.setFields(h, res.Remaining, t)
+		h[hdrRetryAfter] = []string{strconv.FormatInt(max(1, t), 10)}
+		h[hdrCacheControl] = []string{"no-store"}
+		h[hdrContentType] = []string{"application/problem+json"}
+	}
+	w.WriteHeader(http.StatusTooManyRequests)
+	w.Write(f.problem)
+	return false, true
+}
+
+// allowed is the one allocation of an allowed response: the two slices the
+// header map points to, and the bytes of the RateLimit value. The policy
+// string is shared (strings are immutable); the slices are not, so a
+// handler that assigns into them edits its own response only. The buffer
+// comes in two sizes, so that the usual value (a short name and a few
+// digits) costs a 64-byte allocation.
+type allowed[B [32]byte | [64]byte] struct {
+	vals [2]string
+	buf  B
+}
+
+// setFields writes the policy and RateLimit fields, with remaining and t
+// formatted as appendRateLimit does.
+func (f *fastRule) setFields(h http.Header, remaining, t int64) {
+	remaining = max(0, remaining)
+	var vals *[2]string
+	if len(f.quoted)+6+digits(remaining)+digits(t) <= 32 {
+		a := new(allowed[[32]byte])
+		a.vals[1] = f.format(a.buf[:0], remaining, t)
+		vals = &a.vals
+	} else {
+		a := new(allowed[[64]byte])
+		a.vals[1] = f.format(a.buf[:0], remaining, t)
+		vals = &a.vals
+	}
+	vals[0] = f.policy
+	h[hdrPolicy] = vals[0:1:1]
+	h[hdrRateLimit] = vals[1:2:2]
+}
+
+// format appends the RateLimit value to buf, an empty slice of an
+// allocation of its own, and returns it as a string sharing buf's memory
+// when it fit: those bytes are never written again.
+func (f *fastRule) format(buf []byte, remaining, t int64) string {
+	b := append(buf, f.quoted...)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, remaining, 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, t, 10)
+	if cap(buf) > 0 && &b[0] == &buf[:1][0] {
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b) // a long name spilled out of buf
+}
+
+// digits is at least the number of decimal digits of n >= 0, and at most
+// one more: 1233/4096 is log10(2) within 5e-6, close enough below 2^64.
+func digits(n int64) int {
+	return bits.Len64(uint64(n))*1233>>12 + 1
+}
+
+// now reads the store's clock: the system clock with one monotonic read
+// (see fastClock), or the Clock the store was given.
+func (f *fastRule) now() int64 {
+	if f.system {
+		return systemFastClock.unixNano()
+	}
+	return f.ms.clock.Now().UnixNano()
+}

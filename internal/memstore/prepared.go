@@ -1,0 +1,61 @@
+package memstore
+
+import (
+	"hash/maphash"
+	"math/bits"
+)
+
+// Prepared is a check whose rule, algorithm, limit and cost are fixed, so
+// that everything but the key is settled once: the rule's part of the hash,
+// the refill interval, the validation. Take then hashes the key alone.
+//
+// A Prepared is immutable and safe for concurrent use. Build one with
+// Store.Prepare.
+type Prepared struct {
+	s   *Store
+	mix uint64 // the hash of (rule, alg) that hash folds into the key's
+	req Request
+}
+
+// Prepare returns the prepared form of r, whose Key is ignored. r must be
+// valid (as for Take) and use GCRA, SlidingWindow or epoch-aligned
+// FixedWindow (no explicit window); Prepare panics otherwise, since the
+// caller decides this once, when it builds its rules.
+func (s *Store) Prepare(r Request) *Prepared {
+	if r.Alg == Concurrency || r.WinEnd != 0 || r.Limit.Rate <= 0 || r.Limit.Period <= 0 {
+		panic("memstore: Prepare: only window-free GCRA and counting checks of a valid limit")
+	}
+	r.Key = ""
+	r.Limit.Interval = r.Limit.interval()
+	var mix uint64
+	if r.Rule != "" {
+		mix = bits.RotateLeft64(maphash.String(s.seed, r.Rule)*0x9e3779b97f4a7c15, 31)
+	}
+	mix ^= uint64(r.Alg) * 0xff51afd7ed558ccd
+	return &Prepared{s: s, mix: mix, req: r}
+}
+
+// Take checks key at now (Unix nanoseconds) under p and consumes p's cost
+// if allowed: the same decision, on the same state, as Store.Take of p's
+// request for key.
+func (p *Prepared) Take(key string, now int64) Result {
+	s := p.s
+	h := maphash.String(s.seed, key) ^ p.mix
+	if h == 0 {
+		h = 1
+	}
+	i := s.index(h)
+	r := &p.req
+	if r.Alg == GCRA {
+		sh := &s.gcra[i]
+		sh.mu.Lock()
+		d := decideGCRA(sh, s.perCap, h, r, now)
+		sh.mu.Unlock()
+		return d.result(now, r.Limit)
+	}
+	sh := &s.windows[i]
+	sh.mu.Lock()
+	res := applyWindow(sh, s.perCap, h, r, now)
+	sh.mu.Unlock()
+	return res
+}

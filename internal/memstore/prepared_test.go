@@ -1,0 +1,57 @@
+package memstore
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestPreparedTakesAsTake: a prepared check decides exactly as Take of the
+// same request, on the same state: the two interleaved on one store agree
+// with Take alone on a twin store, for every algorithm Prepare accepts.
+func TestPreparedTakesAsTake(t *testing.T) {
+	for _, alg := range []Alg{GCRA, SlidingWindow, FixedWindow} {
+		l := Limit{Rate: 5, Period: int64(time.Second), Capacity: 5}
+		if alg == GCRA {
+			l.Capacity = 8
+		}
+		a, b := New(Config{MaxKeys: 4096}), New(Config{MaxKeys: 4096})
+		p := a.Prepare(Request{Rule: "r", Alg: alg, Limit: l, Cost: 1})
+		rng := rand.New(rand.NewPCG(7, uint64(alg)))
+		now := int64(1_700_000_000) * int64(time.Second)
+		for i := range 20_000 {
+			now += rng.Int64N(int64(time.Second)/8) - int64(time.Second)/80 // now and then back
+			key := fmt.Sprint("k", rng.IntN(50))
+			req := Request{Rule: "r", Key: key, Alg: alg, Limit: l, Cost: 1}
+			var got Result
+			if i%2 == 0 {
+				got = p.Take(key, now)
+			} else {
+				got = a.Take(&req, now)
+			}
+			if want := b.Take(&req, now); got != want {
+				t.Fatalf("%v request %d (%s at %d): got %+v, want %+v", alg, i, key, now, got, want)
+			}
+		}
+	}
+}
+
+func TestPrepareRefusesWhatItCannotServe(t *testing.T) {
+	s := New(Config{})
+	l := Limit{Rate: 1, Period: 1, Capacity: 1}
+	for _, r := range []Request{
+		{Alg: Concurrency, Limit: l},
+		{Alg: FixedWindow, Limit: l, WinStart: 1, WinEnd: 2},
+		{Alg: GCRA},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Prepare(%+v) did not panic", r)
+				}
+			}()
+			s.Prepare(r)
+		}()
+	}
+}
