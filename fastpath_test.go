@@ -125,7 +125,7 @@ func TestSharedDenialFieldsCannotBeEditedInPlace(t *testing.T) {
 // fields of its own allowed response changes no other response: every
 // handler finds the right values, however the ones before it edited theirs.
 func TestAllowedFieldsBelongToTheirResponse(t *testing.T) {
-	const policy = `"default";q=1000;w=3600`
+	const policy = `"ip-1000-per-1h";q=1000;w=3600` // the name derived from the key kind and limit
 	h := ratelimit.New(ratelimit.PerHour(1000), ratelimit.ByIP())(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := w.Header().Get("RateLimit-Policy"); p != policy {
 			t.Errorf("policy %q reached the handler, want %q", p, policy)
