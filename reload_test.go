@@ -203,8 +203,10 @@ func TestReloadableDoneReleasesThroughTheSnapshotThatTookTheSlot(t *testing.T) {
 
 func TestReloadableRejectsNil(t *testing.T) {
 	for name, f := range map[string]func(){
-		"new":   func() { ratelimit.NewReloadable(nil) },
-		"store": func() { ratelimit.NewReloadable(ratelimit.NewLimiter(ratelimit.PerSecond(1), ratelimit.Global())).Store(nil) },
+		"new": func() { ratelimit.NewReloadable(nil) },
+		"store": func() {
+			ratelimit.NewReloadable(ratelimit.NewLimiter(ratelimit.PerSecond(1), ratelimit.Global())).Store(nil)
+		},
 	} {
 		func() {
 			defer func() {
