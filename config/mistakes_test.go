@@ -61,6 +61,8 @@ var mistakes = []mistake{
 	{"bad override limit", "  - name: d4\n    key: tenant\n    limit: 1/s\n    overrides:\n      - {key: a, limit: lots}\n", false, 5, 25, "rules[N].overrides[0].limit", "want <n>/<period>"},
 	{"override without limit", "  - name: d5\n    key: tenant\n    limit: 1/s\n    overrides:\n      - {key: a}\n", false, 5, 9, "rules[N].overrides[0].limit", "missing"},
 	{"overrides on a quota", "  - name: d6\n    key: tenant\n    quota: {limit: 5, per: day}\n    overrides: []\n", false, 4, 5, "rules[N].overrides", "need a limit or concurrency rule"},
+	{"duplicate key in compact overrides", "  - name: d7\n    key: tenant\n    limit: 1/s\n    overrides:\n      a: 2/s\n      a: 0\n", false, 6, 7, "rules[N].overrides", "already has an override"},
+	{"bad compact override", "  - name: d8\n    key: tenant\n    limit: 1/s\n    overrides:\n      a: 2/fortnight\n", false, 5, 10, "rules[N].overrides.a", "period"},
 	{"rule not a mapping", "  - per-ip\n", false, 1, 5, "rules[N]", "want a mapping"},
 }
 

@@ -41,8 +41,11 @@ const blockCost = 1 << 31
 // overrides reads a list of {key | keys, limit}, where limit is a limit of
 // the rule's algorithm, 0 (block) or unlimited.
 func (c *compiler) overrides(n *yaml.Node, path string, alg ratelimit.Algorithm) *overrides {
+	if n.Kind == yaml.MappingNode {
+		return c.overrideMap(n, path, alg)
+	}
 	if n.Kind != yaml.SequenceNode {
-		c.fail(n, path, "want a list of {key, limit}, got %s", kindName(n))
+		c.fail(n, path, "want a mapping of key: limit or a list of {key, limit}, got %s", kindName(n))
 		return nil
 	}
 	ov := &overrides{m: make(map[string]override, len(n.Content))}
@@ -86,6 +89,29 @@ func (c *compiler) overrides(n *yaml.Node, path string, alg ratelimit.Algorithm)
 			}
 			where[k] = elem(keyNode, j).Line
 			ov.m[k] = o
+		}
+	}
+	return ov
+}
+
+// overrideMap reads the compact form, a mapping of key to limit.
+func (c *compiler) overrideMap(n *yaml.Node, path string, alg ratelimit.Algorithm) *overrides {
+	ov := &overrides{m: make(map[string]override, len(n.Content)/2)}
+	where := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		key, ok := c.str(k, path)
+		if !ok {
+			continue
+		}
+		if line, dup := where[key]; dup {
+			c.fail(k, path, "key %q already has an override (line %d)", key, line)
+			continue
+		}
+		where[key] = k.Line
+		if o, ok := c.overrideLimit(v, path+"."+key, alg); ok {
+			ov.anyBlock = ov.anyBlock || o.kind == blocked
+			ov.m[key] = o
 		}
 	}
 	return ov

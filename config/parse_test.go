@@ -63,6 +63,10 @@ rules:
         limit: 0
       - key: free
         limit: unlimited
+  - name: compact
+    key: tenant
+    limit: 100/min
+    overrides: {free: unlimited, bad2: 0, small: 1/min}
 `
 	cfg, err := config.Parse("inline.yaml", []byte(src), testRegistry(t, nil))
 	if err != nil {
@@ -78,7 +82,7 @@ rules:
 		}
 		return n
 	}
-	for tenant, want := range map[string]int{"other": 2, "big": 5, "bad": 0, "free": 20} {
+	for tenant, want := range map[string]int{"other": 2, "big": 5, "bad": 0, "free": 20, "bad2": 0, "small": 1} {
 		if got := admitted(tenant); got != want {
 			t.Errorf("tenant %q: %d of 20 admitted, want %d", tenant, got, want)
 		}
