@@ -3,6 +3,7 @@ package config_test
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/ratelimit"
@@ -107,5 +108,20 @@ func TestBadFileReturnsNoConfigAndErrInvalid(t *testing.T) {
 	cfg, err := config.Parse("x.yaml", append(data, "  - name: per-ip\n    key: client_ip\n    limit: 1/s\n"...), testRegistry(t, nil))
 	if cfg != nil || !errors.Is(err, config.ErrInvalid) {
 		t.Fatalf("cfg %v err %v", cfg, err)
+	}
+}
+
+// TestDocsRulesFileCompiles keeps the complete file of docs/config.md in
+// step with the parser.
+func TestDocsRulesFileCompiles(t *testing.T) {
+	doc, err := os.ReadFile("../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(doc), "```yaml\n")
+	block, _, _ := strings.Cut(rest, "```")
+	cfg, err := config.Parse("docs/config.md", []byte(block), testRegistry(t, nil))
+	if err != nil || len(cfg.Rules) != 5 {
+		t.Fatalf("%v", err)
 	}
 }
