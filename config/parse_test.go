@@ -125,3 +125,32 @@ func TestDocsRulesFileCompiles(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+func TestUnlimitedRuleSkipsMatchingRequestsOnly(t *testing.T) {
+	src := `
+rules:
+  - name: per-ip
+    key: client_ip
+    limit: 1/min
+  - name: health
+    unlimited: true
+    match: {routes: ["/status"], when: [from_lb]}
+`
+	cfg, err := config.Parse("u.yaml", []byte(src), testRegistry(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cfg.Limiter().Handler(okHandler)
+	for i := range 5 {
+		if c := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/status", "10.0.0.1:1", "X-LB", "1")).Code; c != 200 {
+			t.Fatalf("health check %d from the LB: %d", i, c)
+		}
+	}
+	codes := []int{}
+	for _, path := range []string{"/status", "/status", "/api"} { // not from the LB: limited
+		codes = append(codes, ratelimittest.Do(h, ratelimittest.NewRequest("GET", path, "10.0.0.1:1")).Code)
+	}
+	if codes[0] != 200 || codes[1] != 429 || codes[2] != 429 {
+		t.Fatalf("codes %v, want [200 429 429]", codes)
+	}
+}
