@@ -17,10 +17,10 @@ var _ ratelimit.Resetter = (*Store)(nil)
 // see ratelimit.Resetter.
 func (s *Store) Reset(ctx context.Context, rule, key string, alg ratelimit.Algorithm) error {
 	if int(alg) >= len(algorithmCodes) {
-		return fmt.Errorf("redisstore: reset: %w: unknown %v", ratelimit.ErrInvalidRequest, alg)
+		return fmt.Errorf("%w: unknown %v", ratelimit.ErrInvalidRequest, alg)
 	}
 	if len(rule)+len(key) > MaxKeyLen {
-		return fmt.Errorf("redisstore: reset: %w: rule and key longer than %d bytes", ratelimit.ErrInvalidRequest, MaxKeyLen)
+		return fmt.Errorf("%w: rule and key exceed the Redis store's bound of %d bytes", ratelimit.ErrInvalidRequest, MaxKeyLen)
 	}
 	req := ratelimit.Request{Rule: rule, Key: key, Algorithm: alg}
 	if s.denied != nil {
@@ -32,7 +32,7 @@ func (s *Store) Reset(ctx context.Context, rule, key string, alg ratelimit.Algor
 	ctx, cancel := s.budget(ctx)
 	defer cancel()
 	if err := s.client.Del(ctx, stateKey(s.prefix, &req)).Err(); err != nil {
-		return fmt.Errorf("redisstore: reset: %w: %w", ratelimit.ErrStoreUnavailable, err)
+		return fmt.Errorf("ratelimit: redis: reset: %w", err)
 	}
 	return nil
 }
