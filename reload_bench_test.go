@@ -43,3 +43,35 @@ func BenchmarkReloadable(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReloadableLoad isolates what the handle adds to a request: the
+// load of the current Limiter, side by side with reading a plain field.
+func BenchmarkReloadableLoad(b *testing.B) {
+	l := ratelimit.NewLimiter(ratelimit.PerSecond(1), ratelimit.ByIP())
+	h := ratelimit.NewReloadable(l)
+	plain := struct{ l *ratelimit.Limiter }{l}
+	var sink *ratelimit.Limiter
+	b.Run("field", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			var got *ratelimit.Limiter
+			for pb.Next() {
+				got = plain.l
+			}
+			sink = got
+		})
+	})
+	b.Run("reloadable", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			var got *ratelimit.Limiter
+			for pb.Next() {
+				got = h.Load()
+			}
+			sink = got
+		})
+	})
+	if sink == nil {
+		b.Fatal("nothing loaded")
+	}
+}
