@@ -1,0 +1,118 @@
+package config
+
+import (
+	"fmt"
+	"net/http"
+	"path"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var methods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
+
+// match compiles a rule's match conditions into one predicate, nil when
+// there are none. Every listed condition must hold: the method is one of
+// methods, the path matches one of routes, every header in headers is
+// present, and every predicate in when returns true.
+func (c *compiler) match(f map[string]field, path string) func(*http.Request) bool {
+	v, ok := f["match"]
+	if !ok {
+		return nil
+	}
+	path += ".match"
+	m := c.fields(v.val, path, "methods", "routes", "headers", "when")
+	if m == nil {
+		return nil
+	}
+	var conds []func(*http.Request) bool
+	if v, ok := m["methods"]; ok {
+		list := c.strs(v.val, path+".methods")
+		for i, s := range list {
+			if !slices.Contains(methods, s) {
+				c.fail(elem(v.val, i), fmt.Sprintf("%s.methods[%d]", path, i), "unknown method %q (use upper case: %v)", s, methods)
+			}
+		}
+		conds = append(conds, func(r *http.Request) bool { return slices.Contains(list, r.Method) })
+	}
+	if v, ok := m["routes"]; ok {
+		list := c.strs(v.val, path+".routes")
+		for i, p := range list {
+			if _, err := routeMatch(p, "/"); err != nil {
+				c.fail(elem(v.val, i), fmt.Sprintf("%s.routes[%d]", path, i), "%v", err)
+			}
+		}
+		conds = append(conds, func(r *http.Request) bool {
+			for _, p := range list {
+				if ok, _ := routeMatch(p, r.URL.Path); ok {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if v, ok := m["headers"]; ok {
+		list := c.strs(v.val, path+".headers")
+		for i, h := range list {
+			if strings.ContainsAny(h, " :\t\r\n") {
+				c.fail(elem(v.val, i), fmt.Sprintf("%s.headers[%d]", path, i), "%q is not a header name", h)
+			}
+			list[i] = http.CanonicalHeaderKey(h)
+		}
+		conds = append(conds, func(r *http.Request) bool {
+			for _, h := range list {
+				if len(r.Header[h]) == 0 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	if v, ok := m["when"]; ok {
+		for i, name := range c.strs(v.val, path+".when") {
+			p := c.reg.Predicates[name]
+			if p == nil {
+				c.fail(elem(v.val, i), fmt.Sprintf("%s.when[%d]", path, i), "unknown predicate %q (the registry has %v)", name, sortedKeys(c.reg.Predicates))
+				continue
+			}
+			conds = append(conds, p)
+		}
+	}
+	if len(conds) == 0 {
+		return nil
+	}
+	return func(r *http.Request) bool {
+		for _, ok := range conds {
+			if !ok(r) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// elem is the i-th element of a list node, or the node itself for a scalar.
+func elem(n *yaml.Node, i int) *yaml.Node {
+	if n.Kind == yaml.SequenceNode && i < len(n.Content) {
+		return n.Content[i]
+	}
+	return n
+}
+
+// routeMatch reports whether p matches the request path: a pattern ending
+// in "/*" matches everything under its prefix; otherwise path.Match rules
+// apply ("*" is one segment: "/users/*/posts").
+func routeMatch(p, reqPath string) (bool, error) {
+	if !strings.HasPrefix(p, "/") {
+		return false, fmt.Errorf("route %q must start with /", p)
+	}
+	if prefix, ok := strings.CutSuffix(p, "/*"); ok && !strings.ContainsAny(prefix, "*?[\\") {
+		return reqPath == prefix || strings.HasPrefix(reqPath, prefix+"/"), nil
+	}
+	ok, err := path.Match(p, reqPath)
+	if err != nil {
+		return false, fmt.Errorf("route %q: %v", p, err)
+	}
+	return ok, nil
+}

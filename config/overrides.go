@@ -1,0 +1,207 @@
+package config
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/sluicehq/ratelimit"
+	"go.yaml.in/yaml/v3"
+)
+
+// overrideKind says what an override does to its key.
+type overrideKind uint8
+
+const (
+	ownLimit  overrideKind = iota // the key has its own limit
+	blocked                       // limit 0: every request is denied
+	unlimited                     // the rule does not apply to the key
+)
+
+type override struct {
+	limit ratelimit.Limit
+	kind  overrideKind
+}
+
+// overrides are a rule's per-key exceptions, looked up in one map access.
+type overrides struct {
+	m        map[string]override
+	anyBlock bool
+}
+
+func (o *overrides) lookup(key string) (override, bool) {
+	v, ok := o.m[key]
+	return v, ok
+}
+
+// blockCost is more than any limit's capacity: the middleware denies a
+// request that costs more than the capacity without asking the store, so a
+// blocked key is denied at once and keeps no state.
+const blockCost = 1 << 31
+
+// overrides reads a list of {key | keys, limit}, where limit is a limit of
+// the rule's algorithm, 0 (block) or unlimited.
+func (c *compiler) overrides(n *yaml.Node, path string, alg ratelimit.Algorithm) *overrides {
+	if n.Kind == yaml.MappingNode {
+		return c.overrideMap(n, path, alg)
+	}
+	if n.Kind != yaml.SequenceNode {
+		c.fail(n, path, "want a mapping of key: limit or a list of {key, limit}, got %s", kindName(n))
+		return nil
+	}
+	ov := &overrides{m: make(map[string]override, len(n.Content))}
+	where := make(map[string]int, len(n.Content))
+	for i, e := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		f := c.fields(e, p, "key", "keys", "limit")
+		if f == nil {
+			continue
+		}
+		var keys []string
+		var keyNode *yaml.Node
+		switch k, ks := f["key"], f["keys"]; {
+		case k.key != nil && ks.key != nil:
+			c.fail(ks.key, p+".keys", "contradicts key: give key or keys")
+		case k.key != nil:
+			keyNode = k.val
+			if s, ok := c.str(k.val, p+".key"); ok {
+				keys = []string{s}
+			}
+		case ks.key != nil:
+			keyNode = ks.val
+			keys = c.strs(ks.val, p+".keys")
+		default:
+			c.fail(e, p+".key", "missing")
+		}
+		lv, ok := f["limit"]
+		if !ok {
+			c.fail(e, p+".limit", "missing: a limit, 0 to block or unlimited")
+			continue
+		}
+		o, ok := c.overrideLimit(lv.val, p+".limit", alg)
+		if !ok {
+			continue
+		}
+		ov.anyBlock = ov.anyBlock || o.kind == blocked
+		for j, k := range keys {
+			if line, dup := where[k]; dup {
+				c.fail(elem(keyNode, j), p, "key %q already has an override (line %d)", k, line)
+				continue
+			}
+			where[k] = elem(keyNode, j).Line
+			ov.m[k] = o
+		}
+	}
+	return ov
+}
+
+// overrideMap reads the compact form, a mapping of key to limit.
+func (c *compiler) overrideMap(n *yaml.Node, path string, alg ratelimit.Algorithm) *overrides {
+	ov := &overrides{m: make(map[string]override, len(n.Content)/2)}
+	where := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		key, ok := c.str(k, path)
+		if !ok {
+			continue
+		}
+		if line, dup := where[key]; dup {
+			c.fail(k, path, "key %q already has an override (line %d)", key, line)
+			continue
+		}
+		where[key] = k.Line
+		if o, ok := c.overrideLimit(v, path+"."+key, alg); ok {
+			ov.anyBlock = ov.anyBlock || o.kind == blocked
+			ov.m[key] = o
+		}
+	}
+	return ov
+}
+
+func (c *compiler) overrideLimit(n *yaml.Node, path string, alg ratelimit.Algorithm) (override, bool) {
+	if n.Kind == yaml.ScalarNode {
+		switch {
+		case n.Value == "unlimited":
+			return override{kind: unlimited}, true
+		case n.Tag == "!!int" && n.Value == "0":
+			return override{kind: blocked}, true
+		case alg == ratelimit.Concurrency:
+			m, ok := c.count(n, path, 0)
+			if m == 0 {
+				return override{kind: blocked}, ok
+			}
+			return override{limit: ratelimit.Limit{Rate: m, Period: c.concPeriod}, kind: ownLimit}, ok
+		}
+	}
+	if alg == ratelimit.Concurrency {
+		c.fail(n, path, "a concurrency override is a slot count, 0 or unlimited")
+		return override{}, false
+	}
+	l, ok := c.limit(n, path, true)
+	if !ok {
+		return override{}, false
+	}
+	if l.Rate == 0 {
+		return override{kind: blocked}, true
+	}
+	if alg != ratelimit.GCRA && l.Burst != 0 && l.Burst != l.Rate {
+		c.fail(n, path, "%s counts the rate per window and takes no burst", alg)
+		return override{}, false
+	}
+	return override{limit: l, kind: ownLimit}, true
+}
+
+// attach turns match conditions and overrides into the rule's LimitFunc,
+// QuotaFunc and Cost. The rule keeps its Limit, for Peek and metrics.
+func attach(r *ratelimit.Rule, match func(*http.Request) bool, ov *overrides) {
+	if match != nil {
+		// The middleware extracts the key before asking LimitFunc, so a
+		// request the rule does not match must not fail for want of a key.
+		key := r.Key
+		r.Key = func(req *http.Request) (string, error) {
+			if !match(req) {
+				return "", nil
+			}
+			return key(req)
+		}
+	}
+	if !r.Quota.IsZero() {
+		if match != nil {
+			q := r.Quota
+			r.QuotaFunc = func(req *http.Request) (ratelimit.Quota, bool) { return q, match(req) }
+		}
+		return
+	}
+	if match == nil && ov == nil {
+		return
+	}
+	base, key := r.Limit, r.Key // key: the wrapped one when matched, same answer
+	r.LimitFunc = func(req *http.Request) (ratelimit.Limit, bool) {
+		if match != nil && !match(req) {
+			return base, false
+		}
+		if ov != nil {
+			if k, err := key(req); err == nil {
+				if o, ok := ov.lookup(k); ok {
+					switch o.kind {
+					case unlimited:
+						return base, false
+					case blocked:
+						return base, true
+					}
+					return o.limit, true
+				}
+			}
+		}
+		return base, true
+	}
+	if ov != nil && ov.anyBlock {
+		r.Cost = func(req *http.Request) int {
+			if k, err := key(req); err == nil {
+				if o, ok := ov.lookup(k); ok && o.kind == blocked {
+					return blockCost
+				}
+			}
+			return 1
+		}
+	}
+}

@@ -1,0 +1,253 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is a compiled rules file: ordinary rules and options, ready for
+// ratelimit.NewRulesLimiter. A Config is immutable.
+type Config struct {
+	// Rules are the file's limited rules, in file order.
+	Rules []ratelimit.Rule
+	// Options are the Registry's options followed by the file's (store,
+	// timeout, unlimited rules as skips).
+	Options []ratelimit.Option
+}
+
+// Limiter builds the Limiter of c, with opts after c's own options.
+func (c *Config) Limiter(opts ...ratelimit.Option) *ratelimit.Limiter {
+	return ratelimit.NewRulesLimiter(c.Rules, append(slices.Clip(c.Options), opts...)...)
+}
+
+// MaxFileSize bounds the rules files Load and Watch read.
+const MaxFileSize = 16 << 20
+
+// Load reads and compiles the rules file at path; see Parse.
+func Load(path string, reg *Registry) (*Config, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data, reg)
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(http.MaxBytesReader(nil, f, MaxFileSize)); err != nil {
+		return nil, fmt.Errorf("config: read %s: %w", path, err)
+	}
+	return b.Bytes(), nil
+}
+
+// Parse compiles a rules file, YAML or JSON, against the names reg
+// defines. name labels problems (usually the file's path). On any problem
+// Parse returns a nil Config and an Errors listing every problem found,
+// each as file:line:col: path: message; it never returns part of a file.
+func Parse(name string, data []byte, reg *Registry) (*Config, error) {
+	if reg == nil {
+		reg = &Registry{}
+	}
+	w := &walker{file: name}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		line := 1
+		if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
+			line, _ = strconv.Atoi(m[1])
+		}
+		w.errs = append(w.errs, Problem{File: name, Line: line, Col: 1, Path: "(syntax)", Message: err.Error()})
+		return nil, w.errs
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		w.errs = append(w.errs, Problem{File: name, Line: 1, Col: 1, Path: "(file)", Message: "empty file: want a mapping with rules"})
+		return nil, w.errs
+	}
+	c := &compiler{walker: w, reg: reg}
+	cfg := c.file(doc.Content[0])
+	if len(w.errs) > 0 {
+		slices.SortStableFunc(w.errs, func(a, b Problem) int {
+			if a.Line != b.Line {
+				return a.Line - b.Line
+			}
+			return a.Col - b.Col
+		})
+		return nil, w.errs
+	}
+	return cfg, nil
+}
+
+var lineRE = regexp.MustCompile(`line (\d+)`)
+
+// compiler turns the document into a Config, reporting problems to walker.
+type compiler struct {
+	*walker
+	reg   *Registry
+	names map[string]*yaml.Node
+	// concPeriod is the slot lifetime of the Concurrency rule whose
+	// overrides are being read.
+	concPeriod time.Duration
+}
+
+func (c *compiler) file(n *yaml.Node) *Config {
+	f := c.fields(n, "", "version", "store", "timeout", "rules")
+	if f == nil {
+		return nil
+	}
+	if v, ok := f["version"]; ok {
+		if n, ok := c.count(v.val, "version", 1); ok && n != 1 {
+			c.fail(v.val, "version", "unsupported version %d (this release reads version 1)", n)
+		}
+	}
+	cfg := &Config{Options: slices.Clip(c.reg.Options)}
+	if c.reg.Clock != nil {
+		cfg.Options = append(cfg.Options, ratelimit.WithClock(c.reg.Clock))
+	}
+	store := c.reg.defaultStore()
+	if v, ok := f["store"]; ok {
+		if s := c.store(v.val, "store"); s != nil {
+			store = s
+		}
+	}
+	cfg.Options = append(cfg.Options, ratelimit.WithStore(store))
+	if v, ok := f["timeout"]; ok {
+		if d, ok := c.duration(v.val, "timeout"); ok {
+			cfg.Options = append(cfg.Options, ratelimit.WithTimeout(d))
+		}
+	}
+	v, ok := f["rules"]
+	if !ok {
+		c.fail(n, "rules", "missing: a file needs at least one rule")
+		return cfg
+	}
+	if v.val.Kind != yaml.SequenceNode || len(v.val.Content) == 0 {
+		c.fail(v.val, "rules", "want a non-empty list of rules, got %s", kindName(v.val))
+		return cfg
+	}
+	c.names = map[string]*yaml.Node{}
+	for i, rn := range v.val.Content {
+		r, skip := c.rule(rn, fmt.Sprintf("rules[%d]", i))
+		if skip != nil {
+			cfg.Options = append(cfg.Options, ratelimit.WithSkip(skip))
+		} else if r != nil {
+			cfg.Rules = append(cfg.Rules, *r)
+		}
+	}
+	if len(cfg.Rules) > ratelimit.MaxRules {
+		c.fail(v.key, "rules", "%d limited rules: a Limiter takes at most %d", len(cfg.Rules), ratelimit.MaxRules)
+	}
+	if len(cfg.Rules) == 0 && len(c.errs) == 0 {
+		c.fail(v.key, "rules", "every rule is unlimited: a file needs at least one limited rule")
+	}
+	return cfg
+}
+
+func (c *compiler) store(n *yaml.Node, path string) ratelimit.Store {
+	name, ok := c.str(n, path)
+	if !ok {
+		return nil
+	}
+	s, ok := c.reg.Stores[name]
+	if !ok {
+		c.fail(n, path, "unknown store %q (the registry has %v)", name, sortedKeys(c.reg.Stores))
+		return nil
+	}
+	return s
+}
+
+func (c *compiler) failure(n *yaml.Node, path string) (ratelimit.FailurePolicy, bool) {
+	s, ok := c.str(n, path)
+	if !ok {
+		return ratelimit.FailOpen, false
+	}
+	var word, arg string
+	if _, err := fmt.Sscanf(s+" -", "%s %s", &word, &arg); err != nil {
+		word = s
+	}
+	switch {
+	case s == "open":
+		return ratelimit.FailOpen, true
+	case s == "closed":
+		return ratelimit.FailClosed(http.StatusServiceUnavailable), true
+	case word == "closed":
+		code, err := strconv.Atoi(arg)
+		if err != nil || code < 400 || code > 599 {
+			c.fail(n, path, "closed takes an HTTP status from 400 to 599, got %q", arg)
+			return ratelimit.FailOpen, false
+		}
+		return ratelimit.FailClosed(code), true
+	case word == "fallback" && arg != "-":
+		st, ok := c.reg.Stores[arg]
+		if !ok {
+			c.fail(n, path, "fallback to unknown store %q (the registry has %v)", arg, sortedKeys(c.reg.Stores))
+			return ratelimit.FailOpen, false
+		}
+		return ratelimit.FallbackTo(st), true
+	}
+	c.fail(n, path, "unknown failure policy %q: use open, closed, closed <status> or fallback <store>", s)
+	return ratelimit.FailOpen, false
+}
+
+var calendarUnits = map[string]func(int, *time.Location) ratelimit.Quota{
+	"day": ratelimit.Daily, "week": ratelimit.Weekly, "month": ratelimit.Monthly,
+}
+
+func (c *compiler) quota(n *yaml.Node, path string) (ratelimit.Quota, bool) {
+	f := c.fields(n, path, "limit", "per", "time_zone")
+	if f == nil {
+		return ratelimit.Quota{}, false
+	}
+	good := true
+	var count int
+	if v, ok := f["limit"]; !ok {
+		c.fail(n, path+".limit", "missing")
+		good = false
+	} else if count, ok = c.count(v.val, path+".limit", 1); !ok {
+		good = false
+	}
+	var mk func(int, *time.Location) ratelimit.Quota
+	if v, ok := f["per"]; !ok {
+		c.fail(n, path+".per", "missing: day, week or month")
+		good = false
+	} else if mk = calendarUnits[v.val.Value]; mk == nil {
+		c.fail(v.val, path+".per", "want day, week or month, got %s", kindName(v.val))
+		good = false
+	}
+	loc := time.UTC
+	if v, ok := f["time_zone"]; ok {
+		if name, ok := c.str(v.val, path+".time_zone"); ok {
+			l, err := time.LoadLocation(name)
+			if err != nil {
+				c.fail(v.val, path+".time_zone", "unknown time zone %q", name)
+				good = false
+			}
+			loc = l
+		}
+	}
+	if !good {
+		return ratelimit.Quota{}, false
+	}
+	return mk(count, loc), true
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

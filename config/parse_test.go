@@ -1,0 +1,156 @@
+package config_test
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/config"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+func TestFullFileCompilesAndEnforces(t *testing.T) {
+	cfg, err := config.Load("testdata/full.yaml", testRegistry(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Rules) != 5 {
+		t.Fatalf("%d rules, want 5 limited rules", len(cfg.Rules))
+	}
+	h := cfg.Limiter().Handler(okHandler)
+	do := func(method, target, tenant string, hdr ...string) int {
+		return ratelimittest.Do(h, ratelimittest.NewRequest(method, target, "10.0.0.1:1", append([]string{"X-Tenant", tenant}, hdr...)...)).Code
+	}
+	// writes: 10 per second for an ordinary tenant.
+	n := 0
+	for do("POST", "/api/items", "t1") == 200 {
+		n++
+		if n > 50 {
+			break
+		}
+	}
+	if n != 10 {
+		t.Errorf("tenant t1 got %d writes, want 10", n)
+	}
+	// GETs do not match the writes rule.
+	if c := do("GET", "/api/items", "t1"); c != 200 {
+		t.Errorf("GET after the writes limit: %d", c)
+	}
+	// acme has its own limit of 100 (the per-ip burst of 20 binds first).
+	n = 0
+	for do("POST", "/api/items", "acme") == 200 {
+		n++
+		if n > 50 {
+			break
+		}
+	}
+	if n != 9 { // per-ip: 20 burst, 11 already used above
+		t.Errorf("acme got %d writes before the per-ip limit, want 9", n)
+	}
+}
+
+func TestOverridesBlockExemptAndRaise(t *testing.T) {
+	src := `
+rules:
+  - name: writes
+    key: tenant
+    limit: 2/min
+    overrides:
+      - key: big
+        limit: 5/min
+      - keys: [bad]
+        limit: 0
+      - key: free
+        limit: unlimited
+  - name: compact
+    key: tenant
+    limit: 100/min
+    overrides: {free: unlimited, bad2: 0, small: 1/min}
+`
+	cfg, err := config.Parse("inline.yaml", []byte(src), testRegistry(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cfg.Limiter().Handler(okHandler)
+	admitted := func(tenant string) int {
+		n := 0
+		for range 20 {
+			if ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "10.0.0.1:1", "X-Tenant", tenant)).Code == 200 {
+				n++
+			}
+		}
+		return n
+	}
+	for tenant, want := range map[string]int{"other": 2, "big": 5, "bad": 0, "free": 20, "bad2": 0, "small": 1} {
+		if got := admitted(tenant); got != want {
+			t.Errorf("tenant %q: %d of 20 admitted, want %d", tenant, got, want)
+		}
+	}
+}
+
+func TestJSONFilesParseToo(t *testing.T) {
+	src := `{"version": 1, "rules": [{"name": "ip", "key": "client_ip", "limit": "5/s"}]}`
+	cfg, err := config.Parse("rules.json", []byte(src), testRegistry(t, nil))
+	if err != nil || len(cfg.Rules) != 1 || cfg.Rules[0].Limit != ratelimit.PerSecond(5) {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	_, err = config.Parse("rules.json", []byte(`{"rules": [{"name": "ip", "key": "nope", "limit": "5/s"}]}`), testRegistry(t, nil))
+	var errs config.Errors
+	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Line != 1 || errs[0].Col != 34 {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestBadFileReturnsNoConfigAndErrInvalid(t *testing.T) {
+	data, _ := os.ReadFile("testdata/full.yaml")
+	cfg, err := config.Parse("x.yaml", append(data, "  - name: per-ip\n    key: client_ip\n    limit: 1/s\n"...), testRegistry(t, nil))
+	if cfg != nil || !errors.Is(err, config.ErrInvalid) {
+		t.Fatalf("cfg %v err %v", cfg, err)
+	}
+}
+
+// TestDocsRulesFileCompiles keeps the complete file of docs/config.md in
+// step with the parser.
+func TestDocsRulesFileCompiles(t *testing.T) {
+	doc, err := os.ReadFile("../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(doc), "```yaml\n")
+	block, _, _ := strings.Cut(rest, "```")
+	cfg, err := config.Parse("docs/config.md", []byte(block), testRegistry(t, nil))
+	if err != nil || len(cfg.Rules) != 5 {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestUnlimitedRuleSkipsMatchingRequestsOnly(t *testing.T) {
+	src := `
+rules:
+  - name: per-ip
+    key: client_ip
+    limit: 1/min
+  - name: health
+    unlimited: true
+    match: {routes: ["/status"], when: [from_lb]}
+`
+	cfg, err := config.Parse("u.yaml", []byte(src), testRegistry(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cfg.Limiter().Handler(okHandler)
+	for i := range 5 {
+		if c := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/status", "10.0.0.1:1", "X-LB", "1")).Code; c != 200 {
+			t.Fatalf("health check %d from the LB: %d", i, c)
+		}
+	}
+	codes := []int{}
+	for _, path := range []string{"/status", "/status", "/api"} { // not from the LB: limited
+		codes = append(codes, ratelimittest.Do(h, ratelimittest.NewRequest("GET", path, "10.0.0.1:1")).Code)
+	}
+	if codes[0] != 200 || codes[1] != 429 || codes[2] != 429 {
+		t.Fatalf("codes %v, want [200 429 429]", codes)
+	}
+}

@@ -1,0 +1,73 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Resetter is implemented by stores that can forget one key's state: the
+// memory stores and the Redis store do. Reset drops the state of (rule, key,
+// alg), so that the key starts again with full capacity; resetting a key that
+// has no state is not an error. Concurrency slots held by requests in flight
+// are forgotten too: their later release finds nothing to release.
+type Resetter interface {
+	Reset(ctx context.Context, rule, key string, alg Algorithm) error
+}
+
+var (
+	// ErrUnknownRule is wrapped by Peek and Reset when the limiter has no
+	// rule of the given name.
+	ErrUnknownRule = errors.New("ratelimit: unknown rule")
+
+	// ErrResetUnsupported is wrapped by Reset when the rule's store does not
+	// implement Resetter.
+	ErrResetUnsupported = errors.New("ratelimit: store cannot reset keys")
+)
+
+// Peek reads the state of key under the rule named rule without consuming
+// anything: Result.Allowed reports whether one unit would fit, Remaining how
+// many. key is the value the rule's KeyFunc returns (a client IP, a tenant).
+// A rule with a LimitFunc or QuotaFunc is read against its Limit, which
+// must then be set; a Quota rule against the window containing the
+// limiter's current time. The error wraps ErrUnknownRule,
+// ErrInvalidRequest or the store's error.
+func (l *Limiter) Peek(ctx context.Context, rule, key string) (Result, error) {
+	ru := l.ruleNamed(rule)
+	if ru == nil {
+		return Result{}, fmt.Errorf("%w %q", ErrUnknownRule, rule)
+	}
+	req := Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm}
+	if !ru.Quota.IsZero() {
+		req.Limit, req.Window = quotaWindow(ru.Quota, l.clock.Now())
+	} else if req.Limit.isZero() {
+		return Result{}, fmt.Errorf("%w: rule %q picks its limit per request and has no Limit to peek against", ErrInvalidRequest, rule)
+	}
+	return ru.Store.Take(ctx, req)
+}
+
+// Reset forgets the state of key under the rule named rule, in the rule's
+// store, so that the key starts again with full capacity: to lift a block
+// early or undo a mistaken limit. key is the value the rule's KeyFunc
+// returns. The error wraps ErrUnknownRule, ErrResetUnsupported or the
+// store's error.
+func (l *Limiter) Reset(ctx context.Context, rule, key string) error {
+	ru := l.ruleNamed(rule)
+	if ru == nil {
+		return fmt.Errorf("%w %q", ErrUnknownRule, rule)
+	}
+	rs, ok := ru.Store.(Resetter)
+	if !ok {
+		return fmt.Errorf("%w: %T", ErrResetUnsupported, ru.Store)
+	}
+	return rs.Reset(ctx, ru.Name, compactKey(key), ru.Algorithm)
+}
+
+func (l *Limiter) ruleNamed(name string) *rule {
+	for _, ru := range l.rules {
+		if ru.Name == name {
+			return ru
+		}
+	}
+	return nil
+}

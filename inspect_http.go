@@ -1,0 +1,92 @@
+package ratelimit
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+)
+
+// NewAdminHandler returns an http.Handler to inspect and reset keys of the
+// Limiter that current returns (pass a Reloadable's Load, or a func
+// returning a fixed Limiter):
+//
+//	GET  ?rule=<name>&key=<key>   the key's state, as Peek reports it
+//	POST ?rule=<name>&key=<key>   Reset; 204 No Content
+//
+// Answers are JSON; errors are problem details (400 for a missing
+// parameter, 404 for an unknown rule, 501 when the store cannot reset, 502
+// when the store fails). Nothing is served unless the application mounts
+// the handler: mount it behind the application's own authentication, since
+// it lifts limits.
+func NewAdminHandler(current func() *Limiter) http.Handler {
+	if current == nil {
+		panic("ratelimit: NewAdminHandler(nil)")
+	}
+	return adminHandler{current: current}
+}
+
+type adminHandler struct {
+	current func() *Limiter
+}
+
+// peekBody is the JSON answer of a GET.
+type peekBody struct {
+	Rule         string  `json:"rule"`
+	Key          string  `json:"key"`
+	Allowed      bool    `json:"allowed"`
+	Limit        string  `json:"limit"`
+	Remaining    int     `json:"remaining"`
+	RetryAfterS  float64 `json:"retry_after_seconds"`
+	ResetAfterS  float64 `json:"reset_after_seconds"`
+	Capacity     int     `json:"capacity"`
+	LimitRate    int     `json:"rate"`
+	LimitPeriodS float64 `json:"period_seconds"`
+}
+
+func (h adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	rule, key := q.Get("rule"), q.Get("key")
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, POST")
+		writeProblem(w, http.StatusMethodNotAllowed, "about:blank", "use GET to peek or POST to reset")
+		return
+	}
+	if rule == "" || !q.Has("key") {
+		writeProblem(w, http.StatusBadRequest, "about:blank", "the rule and key query parameters are required")
+		return
+	}
+	l := h.current()
+	if r.Method == http.MethodPost {
+		if err := l.Reset(r.Context(), rule, key); err != nil {
+			writeProblem(w, adminStatus(err), "about:blank", err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	res, err := l.Peek(r.Context(), rule, key)
+	if err != nil {
+		writeProblem(w, adminStatus(err), "about:blank", err.Error())
+		return
+	}
+	body, _ := json.Marshal(peekBody{
+		Rule: rule, Key: key, Allowed: res.Allowed, Limit: res.Limit.String(), Remaining: res.Remaining,
+		RetryAfterS: res.RetryAfter.Seconds(), ResetAfterS: res.ResetAfter.Seconds(),
+		Capacity: res.Limit.Capacity(), LimitRate: res.Limit.Rate, LimitPeriodS: res.Limit.Period.Seconds(),
+	})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(append(body, '\n'))
+}
+
+func adminStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrUnknownRule):
+		return http.StatusNotFound
+	case errors.Is(err, ErrResetUnsupported):
+		return http.StatusNotImplemented
+	case errors.Is(err, ErrInvalidRequest), errors.Is(err, ErrInvalidLimit):
+		return http.StatusBadRequest
+	}
+	return http.StatusBadGateway
+}

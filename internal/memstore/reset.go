@@ -1,0 +1,24 @@
+package memstore
+
+// Delete drops the state of r's (rule, key, algorithm), if any.
+func (s *Store) Delete(r *Request) {
+	h := s.hash(r)
+	i := s.index(h)
+	switch r.Alg {
+	case GCRA:
+		sh := &s.gcra[i]
+		sh.mu.Lock()
+		sh.t.remove(h)
+		sh.mu.Unlock()
+	case Concurrency:
+		sh := &s.conc[i]
+		sh.mu.Lock()
+		sh.t.remove(h)
+		sh.mu.Unlock()
+	default:
+		sh := &s.windows[i]
+		sh.mu.Lock()
+		sh.t.remove(h)
+		sh.mu.Unlock()
+	}
+}

@@ -1,0 +1,220 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores/memory"
+)
+
+// genKey is a KeyFunc of generation gen: it records gen in the request's
+// seen set, so a test can tell which snapshots decided a request.
+type seenGens struct {
+	mu   sync.Mutex
+	gens map[int]bool
+}
+
+type seenKey struct{}
+
+func genKey(gen int) ratelimit.KeyFunc {
+	return func(r *http.Request) (string, error) {
+		s := r.Context().Value(seenKey{}).(*seenGens)
+		s.mu.Lock()
+		s.gens[gen] = true
+		s.mu.Unlock()
+		return "client", nil
+	}
+}
+
+func TestReloadableUnderLoadDecidesEachRequestWithOneSnapshot(t *testing.T) {
+	const clients, reloads, inflight = 64, 1000, 1000
+	store := memory.New()
+	build := func(gen int) *ratelimit.Limiter {
+		rules := []ratelimit.Rule{
+			{Name: "rate", Limit: ratelimit.Limit{Rate: 1 << 30, Period: time.Hour}, Key: genKey(gen)},
+			{Name: "window", Limit: ratelimit.Limit{Rate: 1 << 30, Period: time.Hour}, Algorithm: ratelimit.SlidingWindow, Key: genKey(gen)},
+		}
+		if gen%2 == 0 { // odd generations drop the Concurrency rule while slots are held
+			rules = append(rules, ratelimit.Rule{Name: "inflight", Limit: ratelimit.Limit{Rate: inflight, Period: time.Hour}, Algorithm: ratelimit.Concurrency, Key: genKey(gen)})
+		}
+		return ratelimit.NewRulesLimiter(rules, ratelimit.WithStore(store))
+	}
+	before := runtime.NumGoroutine()
+	h := ratelimit.NewReloadable(build(0))
+	var served atomic.Int64
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		runtime.Gosched() // hold the slot across a possible reload
+		w.WriteHeader(200)
+	})
+	mw := h.Handler(next)
+
+	var stop atomic.Bool
+	var errs, mixed, total atomic.Int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := ratelimittest.NewDiscardWriter()
+			for !stop.Load() {
+				seen := &seenGens{gens: map[int]bool{}}
+				req := ratelimittest.NewRequest("GET", "/api", "10.0.0.1:1")
+				req = req.WithContext(context.WithValue(req.Context(), seenKey{}, seen))
+				w.Reset()
+				mw.ServeHTTP(w, req)
+				total.Add(1)
+				if w.Status() != 200 {
+					errs.Add(1)
+				}
+				if len(seen.gens) != 1 {
+					mixed.Add(1)
+				}
+			}
+		}()
+	}
+	for gen := 1; gen <= reloads; gen++ {
+		h.Store(build(gen))
+		if gen%50 == 0 {
+			runtime.Gosched()
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+
+	if errs.Load() != 0 || mixed.Load() != 0 {
+		t.Fatalf("%d requests: %d not 200, %d decided by more than one snapshot", total.Load(), errs.Load(), mixed.Load())
+	}
+	if served.Load() != total.Load() {
+		t.Fatalf("served %d of %d", served.Load(), total.Load())
+	}
+	res, err := store.Take(context.Background(), ratelimit.Request{
+		Rule: "inflight", Key: "client", Algorithm: ratelimit.Concurrency,
+		Limit: ratelimit.Limit{Rate: inflight, Period: time.Hour},
+	})
+	if err != nil || res.Remaining != inflight {
+		t.Fatalf("after the load: %d of %d slots free (err %v); slots leaked across reloads", res.Remaining, inflight, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after, %d before", n, before)
+	}
+	t.Logf("%d requests over %d reloads", total.Load(), reloads)
+}
+
+func TestReloadableUnchangedConfigAdmitsExactlyLikeStatic(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			rules := func() []ratelimit.Rule {
+				return []ratelimit.Rule{{Name: "ip", Limit: ratelimit.PerSecond(10), Key: ratelimit.Global(), Algorithm: alg}}
+			}
+			static := ratelimit.NewRulesLimiter(rules(), ratelimit.WithStore(memory.New(memory.WithClock(clock))), ratelimit.WithClock(clock)).Handler(ok)
+			shared := memory.New(memory.WithClock(clock))
+			h := ratelimit.NewReloadable(ratelimit.NewRulesLimiter(rules(), ratelimit.WithStore(shared), ratelimit.WithClock(clock)))
+			reloaded := h.Handler(ok)
+			rng := rand.New(rand.NewPCG(1, uint64(alg)))
+			admitted := 0
+			for i := range 1000 {
+				h.Store(ratelimit.NewRulesLimiter(rules(), ratelimit.WithStore(shared), ratelimit.WithClock(clock)))
+				for range rng.IntN(6) {
+					a := ratelimittest.Do(static, ratelimittest.NewRequest("GET", "/", "10.0.0.1:1"))
+					b := ratelimittest.Do(reloaded, ratelimittest.NewRequest("GET", "/", "10.0.0.1:1"))
+					if a.Code != b.Code {
+						t.Fatalf("reload %d: static %d, reloaded %d", i, a.Code, b.Code)
+					}
+					if a.Code == 200 {
+						admitted++
+					}
+				}
+				clock.Advance(time.Duration(rng.IntN(200)) * time.Millisecond)
+			}
+			if admitted == 0 {
+				t.Fatal("nothing admitted")
+			}
+		})
+	}
+}
+
+func TestReloadableChangedLimitAppliesToFirstRequestAfterStore(t *testing.T) {
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := memory.New(memory.WithClock(clock))
+	build := func(n int) *ratelimit.Limiter {
+		return ratelimit.NewLimiter(ratelimit.PerMinute(n), ratelimit.Global(), ratelimit.WithName("api"),
+			ratelimit.WithAlgorithm(ratelimit.FixedWindow), ratelimit.WithStore(store), ratelimit.WithClock(clock))
+	}
+	h := ratelimit.NewReloadable(build(10))
+	mw := h.Handler(ok)
+	get := func() int { return ratelimittest.Do(mw, ratelimittest.NewRequest("GET", "/", "10.0.0.1:1")).Code }
+	for i := range 5 {
+		if c := get(); c != 200 {
+			t.Fatalf("request %d: %d", i, c)
+		}
+	}
+	h.Store(build(3)) // 5 taken already: the lower limit denies at once
+	if c := get(); c != 429 {
+		t.Fatalf("first request after lowering the limit to 3 (5 used): %d, want 429", c)
+	}
+	h.Store(build(100)) // the same state under a higher limit admits at once
+	if c := get(); c != 200 {
+		t.Fatalf("first request after raising the limit: %d, want 200", c)
+	}
+	h.Store(build(6)) // 6 used now
+	if c := get(); c != 429 {
+		t.Fatalf("state was not kept across reloads: %d, want 429", c)
+	}
+}
+
+func TestReloadableDoneReleasesThroughTheSnapshotThatTookTheSlot(t *testing.T) {
+	store := memory.New()
+	withConc := func() *ratelimit.Limiter {
+		return ratelimit.NewLimiter(ratelimit.Limit{Rate: 1, Period: time.Hour}, ratelimit.Global(),
+			ratelimit.WithName("inflight"), ratelimit.WithAlgorithm(ratelimit.Concurrency), ratelimit.WithStore(store))
+	}
+	without := ratelimit.NewLimiter(ratelimit.PerSecond(1000), ratelimit.Global(), ratelimit.WithName("rate"), ratelimit.WithStore(store))
+	h := ratelimit.NewReloadable(withConc())
+	w := ratelimittest.NewDiscardWriter()
+	done, admitted := h.Admit(w, ratelimittest.NewRequest("GET", "/", "10.0.0.1:1"))
+	if !admitted {
+		t.Fatal("first request denied")
+	}
+	h.Store(without) // the Concurrency rule is removed while its slot is held
+	done()
+	h.Store(withConc())
+	w.Reset()
+	done, admitted = h.Admit(w, ratelimittest.NewRequest("GET", "/", "10.0.0.1:1"))
+	if !admitted {
+		t.Fatalf("slot lost across the reload: status %d", w.Status())
+	}
+	done()
+}
+
+func TestReloadableRejectsNil(t *testing.T) {
+	for name, f := range map[string]func(){
+		"new": func() { ratelimit.NewReloadable(nil) },
+		"store": func() {
+			ratelimit.NewReloadable(ratelimit.NewLimiter(ratelimit.PerSecond(1), ratelimit.Global())).Store(nil)
+		},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || fmt.Sprint(r)[:11] != "ratelimit: " {
+					t.Errorf("%s: panic %v, want a ratelimit: panic", name, r)
+				}
+			}()
+			f()
+		}()
+	}
+}

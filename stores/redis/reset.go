@@ -1,0 +1,47 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicehq/ratelimit"
+)
+
+var _ ratelimit.Resetter = (*Store)(nil)
+
+// Reset deletes the Redis key that holds the state of (rule, key, alg), so
+// that the key starts again with full capacity on every instance, and drops
+// what this instance keeps of it (a cached denial, a lease). Other
+// instances may still answer from a cached denial until it expires (at
+// most the RetryAfter it was cached with) and spend the rest of a lease;
+// see ratelimit.Resetter.
+func (s *Store) Reset(ctx context.Context, rule, key string, alg ratelimit.Algorithm) error {
+	if int(alg) >= len(algorithmCodes) {
+		return fmt.Errorf("%w: unknown %v", ratelimit.ErrInvalidRequest, alg)
+	}
+	if len(rule)+len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: rule and key exceed the Redis store's bound of %d bytes", ratelimit.ErrInvalidRequest, MaxKeyLen)
+	}
+	req := ratelimit.Request{Rule: rule, Key: key, Algorithm: alg}
+	if s.denied != nil {
+		s.denied.forget(&req)
+	}
+	if s.leases != nil {
+		s.leases.drop(&req)
+	}
+	ctx, cancel := s.budget(ctx)
+	defer cancel()
+	if err := s.client.Del(ctx, stateKey(s.prefix, &req)).Err(); err != nil {
+		return fmt.Errorf("ratelimit: redis: reset: %w", err)
+	}
+	return nil
+}
+
+// drop forgets req's lease, if any: its units are not returned.
+func (t *leaseTable) drop(req *ratelimit.Request) {
+	k := cacheKey{req.Rule, req.Key, req.Algorithm}
+	sh := &t.shards[k.hash()%cacheShards]
+	sh.mu.Lock()
+	delete(sh.m, k)
+	sh.mu.Unlock()
+}

@@ -1,0 +1,82 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+func TestResetDeletesTheKeyOfOneRuleAndAlgorithm(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			client := b.client(t)
+			clock := ratelimittest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			s := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
+			for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency} {
+				l := ratelimit.Limit{Rate: 2, Period: time.Hour}
+				for _, rule := range []string{"a", "b"} {
+					for range 2 {
+						if res, err := s.Take(ctx, ratelimit.Request{Rule: rule, Key: "k}%", Limit: l, Algorithm: alg, Cost: 1}); err != nil || !res.Allowed {
+							t.Fatalf("%v take: %+v %v", alg, res, err)
+						}
+					}
+				}
+				// A denial, so that the denied cache holds the key.
+				if res, _ := s.Take(ctx, ratelimit.Request{Rule: "a", Key: "k}%", Limit: l, Algorithm: alg, Cost: 1}); res.Allowed {
+					t.Fatalf("%v: third take allowed", alg)
+				}
+				if err := s.Reset(ctx, "a", "k}%", alg); err != nil {
+					t.Fatal(err)
+				}
+				if res, err := s.Take(ctx, ratelimit.Request{Rule: "a", Key: "k}%", Limit: l, Algorithm: alg, Cost: 1}); err != nil || !res.Allowed || res.Remaining != 1 {
+					t.Fatalf("%v after reset: %+v %v", alg, res, err)
+				}
+				if res, err := s.Take(ctx, ratelimit.Request{Rule: "b", Key: "k}%", Limit: l, Algorithm: alg}); err != nil || res.Remaining != 0 {
+					t.Fatalf("%v: reset of rule a touched rule b: %+v %v", alg, res, err)
+				}
+				if err := s.Reset(ctx, "never-used", "k", alg); err != nil {
+					t.Fatalf("reset of a key with no state: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestResetThroughTheLimiterAndItsErrors(t *testing.T) {
+	ctx := context.Background()
+	s := New(standaloneClient(t), WithPrefix(uniquePrefix(t)))
+	long := strings.Repeat("x", 400)
+	l := ratelimit.NewLimiter(ratelimit.PerHour(1), ratelimit.ByHeader("X-Key"), ratelimit.WithName("api"), ratelimit.WithStore(s))
+	h := l.Handler(nil2xx{})
+	req := func() int {
+		return ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "10.0.0.1:1", "X-Key", long)).Code
+	}
+	if req() != 200 || req() != 429 {
+		t.Fatal("limit of 1 not enforced")
+	}
+	if err := l.Reset(ctx, "api", long); err != nil {
+		t.Fatal(err)
+	}
+	if c := req(); c != 200 {
+		t.Fatalf("after Limiter.Reset: %d", c)
+	}
+	if err := s.Reset(ctx, "a", "k", ratelimit.Algorithm(9)); !errors.Is(err, ratelimit.ErrInvalidRequest) {
+		t.Fatalf("unknown algorithm: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Reset(cctx, "a", "k", ratelimit.GCRA); err == nil {
+		t.Fatal("reset with a cancelled context succeeded")
+	}
+}
+
+type nil2xx struct{}
+
+func (nil2xx) ServeHTTP(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }
