@@ -39,7 +39,10 @@ const (
 type foTraceKey struct{}
 
 // foTrace collects the Observer's events of one request.
-type foTrace struct{ storeErr, fallback, decided bool }
+type foTrace struct {
+	storeErr, fallback, decided bool
+	err                         error
+}
 
 // foReply is what one request got and who decided it.
 type foReply struct {
@@ -47,6 +50,7 @@ type foReply struct {
 	status     int
 	fields     bool
 	by         int
+	err        error // the store's error, when it failed
 }
 
 // foRig is a Limiter on a Breaker on a Store, with one failure policy.
@@ -54,6 +58,9 @@ type foRig struct {
 	t       *testing.T
 	policy  string
 	client  redis.UniversalClient
+	prefix  string
+	budget  time.Duration // the middleware's WithTimeout
+	ips     []string // the workers' client IPs; one each by default
 	br      *ratelimit.Breaker
 	h       http.Handler
 	opened  atomic.Int32
@@ -65,7 +72,12 @@ type foRig struct {
 var foPolicies = []string{"fail-open", "fail-closed-503", "fallback"}
 
 func newFoRig(t *testing.T, client redis.UniversalClient, policy string) *foRig {
-	r := &foRig{t: t, policy: policy, client: client}
+	return newFoRigBudget(t, client, policy, foBudget)
+}
+
+// newFoRigBudget is newFoRig with another budget than foBudget.
+func newFoRigBudget(t *testing.T, client redis.UniversalClient, policy string, budget time.Duration) *foRig {
+	r := &foRig{t: t, policy: policy, client: client, prefix: uniquePrefix(t), budget: budget}
 	var p ratelimit.FailurePolicy
 	switch policy {
 	case "fail-open":
@@ -75,7 +87,7 @@ func newFoRig(t *testing.T, client redis.UniversalClient, policy string) *foRig 
 	default:
 		p = ratelimit.FallbackTo(memory.New())
 	}
-	r.br = ratelimit.NewBreaker(New(client, WithPrefix(uniquePrefix(t))), ratelimit.BreakerConfig{
+	r.br = ratelimit.NewBreaker(New(client, WithPrefix(r.prefix)), ratelimit.BreakerConfig{
 		Failures: 3, Cooldown: 50 * time.Millisecond, MaxCooldown: 200 * time.Millisecond,
 		OnStateChange: func(_, to ratelimit.BreakerState) {
 			switch to {
@@ -93,15 +105,15 @@ func newFoRig(t *testing.T, client redis.UniversalClient, policy string) *foRig 
 		}
 		switch e.Outcome {
 		case ratelimit.StoreError:
-			tr.storeErr = true
+			tr.storeErr, tr.err = true, e.Err
 		case ratelimit.Fallback:
-			tr.fallback = true
+			tr.fallback, tr.err = true, e.Err
 		case ratelimit.Allowed, ratelimit.Denied:
 			tr.decided = true
 		}
 	})
 	mw := ratelimit.New(ratelimit.PerHour(1_000_000), ratelimit.ByIP(),
-		ratelimit.WithStore(r.br), ratelimit.WithTimeout(foBudget),
+		ratelimit.WithStore(r.br), ratelimit.WithTimeout(budget),
 		ratelimit.WithFailurePolicy(p), ratelimit.WithObserver(obs))
 	r.h = mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
 	return r
@@ -116,7 +128,7 @@ func (r *foRig) serve(ip string) foReply {
 	rep := foReply{start: time.Now()}
 	r.h.ServeHTTP(rec, req)
 	rep.end = time.Now()
-	rep.status, rep.fields = rec.Code, rec.Header().Get("RateLimit") != ""
+	rep.status, rep.fields, rep.err = rec.Code, rec.Header().Get("RateLimit") != "", tr.err
 	switch {
 	case tr.fallback:
 		rep.by = byFallback
@@ -138,6 +150,9 @@ func (r *foRig) load(stop <-chan struct{}, wg *sync.WaitGroup) {
 	for w := range foWorkers {
 		wg.Go(func() {
 			ip := fmt.Sprintf("192.0.2.%d", 10+w)
+			if len(r.ips) > 0 {
+				ip = r.ips[w%len(r.ips)]
+			}
 			for range foMaxIters {
 				select {
 				case <-stop:
@@ -166,8 +181,8 @@ func (r *foRig) check(killAt time.Time) time.Duration {
 	for _, rep := range r.replies {
 		d := rep.end.Sub(rep.start)
 		slowest = max(slowest, d)
-		if d > foBudget+foMargin {
-			t.Errorf("%s: a request took %v, beyond the %v budget and %v margin", r.policy, d, foBudget, foMargin)
+		if d > r.budget+foMargin {
+			t.Errorf("%s: a request took %v, beyond the %v budget and %v margin", r.policy, d, r.budget, foMargin)
 		}
 		ok := false
 		switch rep.by {
@@ -209,9 +224,13 @@ func (r *foRig) check(killAt time.Time) time.Duration {
 // recovered sends requests until Redis decides one with the breaker
 // closed, within budget.
 func (r *foRig) recovered(budget time.Duration) bool {
+	ip := "192.0.2.250"
+	if len(r.ips) > 0 {
+		ip = r.ips[0]
+	}
 	deadline := time.Now().Add(budget)
 	for time.Now().Before(deadline) {
-		rep := r.serve("192.0.2.250")
+		rep := r.serve(ip)
 		if rep.by == byRedis && r.br.State() == ratelimit.BreakerClosed {
 			return true
 		}
