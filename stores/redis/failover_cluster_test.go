@@ -150,7 +150,7 @@ func TestClusterFailover(t *testing.T) {
 	for _, c := range clients {
 		c.Close()
 	}
-	goroutinesSettle(t, base)
+	goroutinesSettle(t, base, false)
 }
 
 func containsLine(text, line string) bool {

@@ -17,9 +17,10 @@ import (
 )
 
 // redirectCounter is a go-redis hook on every node client of a
-// ClusterClient that counts the MOVED, ASK and TRYAGAIN replies the
-// client handled.
-type redirectCounter struct{ moved, ask, tryagain atomic.Int64 }
+// ClusterClient that counts the MOVED and TRYAGAIN replies the client
+// handled. (An ASK reply is followed inside the ClusterClient without
+// reaching these hooks in the runs measured; it shows in the errors.)
+type redirectCounter struct{ moved, tryagain atomic.Int64 }
 
 func (h *redirectCounter) count(err error) {
 	if err == nil {
@@ -28,8 +29,6 @@ func (h *redirectCounter) count(err error) {
 	switch s := err.Error(); {
 	case strings.HasPrefix(s, "MOVED "):
 		h.moved.Add(1)
-	case strings.HasPrefix(s, "ASK "):
-		h.ask.Add(1)
 	case strings.HasPrefix(s, "TRYAGAIN"):
 		h.tryagain.Add(1)
 	}
@@ -129,10 +128,12 @@ func moveSlot(t *testing.T, slot int64, src, dst string, between func(step strin
 }
 
 // migrationErr reports whether err is what a check on a slot being moved
-// gets once go-redis gave up: TRYAGAIN, or the ASK it was redirected by.
+// gets once go-redis ran out of redirects: TRYAGAIN, or the last ASK or
+// MOVED it was sent by (the source, the target and a stale slot map
+// bounce it between them while the slot is MIGRATING/IMPORTING).
 func migrationErr(err error) bool {
 	s := err.Error()
-	return strings.Contains(s, "TRYAGAIN") || strings.Contains(s, "redis: ASK ")
+	return strings.Contains(s, "TRYAGAIN") || strings.Contains(s, "redis: ASK ") || strings.Contains(s, "redis: MOVED ")
 }
 
 // TestReshardUnderLoad moves the slot of a hot client key to another
@@ -202,8 +203,8 @@ func TestReshardUnderLoad(t *testing.T) {
 		waitFor(t, 20*time.Second, "20 requests and 20 counts during "+step, func() bool {
 			return served() >= n+20 && admitted.Load()+cerrs.Load() >= a+20
 		})
-		steps = append(steps, fmt.Sprintf("%s: MOVED %d, ASK %d, TRYAGAIN %d, counter errors %d",
-			step, hits.moved.Load(), hits.ask.Load(), hits.tryagain.Load(), cerrs.Load()))
+		steps = append(steps, fmt.Sprintf("%s: MOVED %d, TRYAGAIN %d, counter errors %d",
+			step, hits.moved.Load(), hits.tryagain.Load(), cerrs.Load()))
 	}
 	between("before")
 	moveSlot(t, slot, owner, other, between)
@@ -245,9 +246,9 @@ func TestReshardUnderLoad(t *testing.T) {
 			t.Errorf("a request was not decided by Redis: status %d, error %v, %v after the final handover", rep.status, rep.err, rep.start.Sub(handedBack))
 		}
 	}
-	t.Logf("limiter: %d requests: %d failed with TRYAGAIN or ASK while the slot moved and %d met the open breaker (the policy answered them), all others decided by Redis; breaker opened %d times",
+	t.Logf("limiter: %d requests: %d failed with TRYAGAIN, ASK or MOVED while the slot moved and %d met the open breaker (the policy answered them), all others decided by Redis; breaker opened %d times",
 		len(r.replies), failed, open, r.opened.Load())
 	r.mu.Unlock()
 	cc.Close()
-	goroutinesSettle(t, base)
+	goroutinesSettle(t, base, false)
 }

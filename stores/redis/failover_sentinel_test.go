@@ -99,7 +99,7 @@ func TestSentinelFailover(t *testing.T) {
 	for _, c := range clients {
 		c.Close()
 	}
-	goroutinesSettle(t, base)
+	goroutinesSettle(t, base, true)
 }
 
 // cutAndKill cuts the replication link (cut), lets 100 more keys be
