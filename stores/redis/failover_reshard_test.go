@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -127,24 +126,17 @@ func moveSlot(t *testing.T, slot int64, src, dst string, between func(step strin
 	between("handed over")
 }
 
-// migrationErr reports whether err is what a check on a slot being moved
-// gets once go-redis ran out of redirects: TRYAGAIN, or the last ASK or
-// MOVED it was sent by (the source, the target and a stale slot map
-// bounce it between them while the slot is MIGRATING/IMPORTING).
-func migrationErr(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "TRYAGAIN") || strings.Contains(s, "redis: ASK ") || strings.Contains(s, "redis: MOVED ")
-}
-
 // TestReshardUnderLoad moves the slot of a hot client key to another
 // primary of the shared Cluster and back, while a Limiter (fail-closed, so
-// an error would show) and an exact counter on the same slot run: every
-// check fails while its slot is MIGRATING/IMPORTING (each script names its
-// state key and a fresh call key, so the servers answer TRYAGAIN: a known
-// limitation, see docs/redis-failover.md) and the policy answers it; once
-// the slot is handed over, every request is decided by Redis again (the
-// client follows MOVED); and the counter's admissions plus what remains
+// an error would show) and an exact counter on the same slot run. While
+// the slot is MIGRATING/IMPORTING the servers answer the scripts (a state
+// key and a fresh call key) with TRYAGAIN; the store resends the same
+// call until the slot is handed over, so every request is still decided
+// by Redis, none fails; and the counter's admissions plus what remains
 // equal its limit exactly: nothing is lost or counted twice in the moves.
+// Each step of a move waits for the client to have seen a redirect during
+// it (an event, not a pause), as a reshard of a slot with few keys is as
+// short as its MIGRATE.
 func TestReshardUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("failover tests are slow")
@@ -183,9 +175,7 @@ func TestReshardUnderLoad(t *testing.T) {
 				switch {
 				case err != nil:
 					cerrs.Add(1)
-					if !migrationErr(err) {
-						t.Errorf("counter: %v", err)
-					}
+					t.Errorf("counter: %v", err)
 				case res.Allowed:
 					admitted.Add(1)
 				}
@@ -199,10 +189,17 @@ func TestReshardUnderLoad(t *testing.T) {
 	}
 	var steps []string
 	between := func(step string) {
-		n, a := served(), admitted.Load()+cerrs.Load()
-		waitFor(t, 20*time.Second, "20 requests and 20 counts during "+step, func() bool {
-			return served() >= n+20 && admitted.Load()+cerrs.Load() >= a+20
-		})
+		switch step {
+		case "migrating", "keys moved, slot not yet handed over":
+			// Hold the slot in this state until a check met it.
+			ta := hits.tryagain.Load()
+			waitFor(t, 20*time.Second, "a TRYAGAIN during "+step, func() bool { return hits.tryagain.Load() > ta })
+		default:
+			n, a := served(), admitted.Load()+cerrs.Load()
+			waitFor(t, 20*time.Second, "20 requests and 20 counts during "+step, func() bool {
+				return served() >= n+20 && admitted.Load()+cerrs.Load() >= a+20
+			})
+		}
 		steps = append(steps, fmt.Sprintf("%s: MOVED %d, TRYAGAIN %d, counter errors %d",
 			step, hits.moved.Load(), hits.tryagain.Load(), cerrs.Load()))
 	}
@@ -226,28 +223,21 @@ func TestReshardUnderLoad(t *testing.T) {
 	if hits.moved.Load() == 0 || hits.tryagain.Load() == 0 {
 		t.Errorf("the client saw %d MOVED and %d TRYAGAIN: the moves did not test redirects", hits.moved.Load(), hits.tryagain.Load())
 	}
-	// A check on a slot being moved fails with TRYAGAIN (its script names
-	// the state key and a call key that does not exist yet): the policy
-	// answers it. Any other failure, or one after the final handover, is
-	// an error.
+	// Every request is decided by Redis: a check on a slot being moved
+	// waits for the handover (within its budget) instead of failing.
 	r.mu.Lock()
-	// The breaker may open on them and stay open one cooldown (at most
-	// 200ms) after the handover.
-	failed, open := 0, 0
+	var slowest time.Duration
 	for _, rep := range r.replies {
-		policy := rep.by == byPolicy && rep.status == 503 && rep.err != nil && rep.start.Before(handedBack.Add(200*time.Millisecond+foMargin))
-		switch {
-		case rep.by == byRedis:
-		case policy && migrationErr(rep.err):
-			failed++
-		case policy && errors.Is(rep.err, ratelimit.ErrCircuitOpen):
-			open++
-		default:
+		slowest = max(slowest, rep.end.Sub(rep.start))
+		if rep.by != byRedis {
 			t.Errorf("a request was not decided by Redis: status %d, error %v, %v after the final handover", rep.status, rep.err, rep.start.Sub(handedBack))
 		}
 	}
-	t.Logf("limiter: %d requests: %d failed with TRYAGAIN, ASK or MOVED while the slot moved and %d met the open breaker (the policy answered them), all others decided by Redis; breaker opened %d times",
-		len(r.replies), failed, open, r.opened.Load())
+	t.Logf("limiter: %d requests, all decided by Redis; breaker opened %d times; slowest %v",
+		len(r.replies), r.opened.Load(), slowest)
+	if n := r.opened.Load(); n != 0 {
+		t.Errorf("the breaker opened %d times", n)
+	}
 	r.mu.Unlock()
 	cc.Close()
 	goroutinesSettle(t, base, false)

@@ -141,7 +141,7 @@ func wrapCtx(err error) error { return fmt.Errorf("ratelimit: redis: %w", err) }
 // run executes the script and returns its integer reply.
 func (s *Store) run(ctx context.Context, keys []string, args []any, want int) ([]int64, error) {
 	keys = s.callKey(ctx, keys, args)
-	vals, err := s.eval(ctx, keys, args).Int64Slice()
+	vals, err := s.evalRetry(ctx, keys, args).Int64Slice()
 	if err != nil {
 		if err == redis.Nil {
 			err = fmt.Errorf("empty reply")
@@ -157,7 +157,7 @@ func (s *Store) run(ctx context.Context, keys []string, args []any, want int) ([
 // runReturn executes the script in return mode.
 func (s *Store) runReturn(ctx context.Context, keys []string, args []any) error {
 	keys = s.callKey(ctx, keys, args)
-	if err := s.eval(ctx, keys, args).Err(); err != nil {
+	if err := s.evalRetry(ctx, keys, args).Err(); err != nil {
 		return callError(ctx, err)
 	}
 	return nil
