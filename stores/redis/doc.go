@@ -53,6 +53,12 @@
 // The key lives as long as the call's deadline plus 100ms (one more SET per
 // call, in the same script).
 //
+// On a Cluster, a call whose slot is being moved is refused with TRYAGAIN
+// (or, once go-redis runs out of redirects, the last ASK or MOVED) without
+// running: the store sends the same call again, call key and all, after a
+// short backoff, until it runs or its budget is spent, so a check on a
+// moving slot waits for the handover instead of failing.
+//
 // Every Take, TakeAll and Return that goes to Redis is bounded by the
 // Store's budget (DefaultTimeout unless WithTimeout), or by its ctx's
 // deadline if that comes first, whether or not the client has
