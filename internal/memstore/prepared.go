@@ -44,18 +44,5 @@ func (p *Prepared) Take(key string, now int64) Result {
 	if h == 0 {
 		h = 1
 	}
-	i := s.index(h)
-	r := &p.req
-	if r.Alg == GCRA {
-		sh := &s.gcra[i]
-		sh.mu.Lock()
-		d := decideGCRA(sh, s.perCap, h, r, now)
-		sh.mu.Unlock()
-		return d.result(now, r.Limit)
-	}
-	sh := &s.windows[i]
-	sh.mu.Lock()
-	res := applyWindow(sh, s.perCap, h, r, now)
-	sh.mu.Unlock()
-	return res
+	return s.takeHashed(&p.req, h, now)
 }

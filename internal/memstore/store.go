@@ -164,7 +164,11 @@ func (s *Store) index(h uint64) int {
 
 // Take checks r at now (Unix nanoseconds) and consumes its cost if allowed.
 func (s *Store) Take(r *Request, now int64) Result {
-	h := s.hash(r)
+	return s.takeHashed(r, s.hash(r), now)
+}
+
+// takeHashed is Take for a request whose hash h is already known.
+func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 	i := s.index(h)
 	if r.Alg == GCRA {
 		sh := &s.gcra[i]
