@@ -335,13 +335,19 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w = h.l.recordStatus(w)
-	done, ok := h.l.admit(w, r, routing{mux: h.mux})
+	h.l.serve(w, r, h.next, h.mux)
+}
+
+// serve is the middleware's request path: admit, then next, then done.
+// mux is next when next is a *http.ServeMux (asked about carve-outs).
+func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler, mux *http.ServeMux) {
+	w = l.recordStatus(w)
+	done, ok := l.admit(w, r, routing{mux: mux})
 	if !ok {
 		return
 	}
 	defer done()
-	h.next.ServeHTTP(w, r)
+	next.ServeHTTP(w, r)
 }
 
 // Admit applies the limiter to r. It sets the rate-limit fields on w and,

@@ -68,12 +68,7 @@ type reloadHandler struct {
 }
 
 func (rh *reloadHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	done, ok := rh.h.cur.Load().admit(w, r, routing{mux: rh.mux})
-	if !ok {
-		return
-	}
-	defer done()
-	rh.next.ServeHTTP(w, r)
+	rh.h.cur.Load().serve(w, r, rh.next, rh.mux)
 }
 
 // Admit is Limiter.Admit on the current Limiter; done releases through that
