@@ -58,8 +58,8 @@ type Adaptive struct {
 	MinRTTHorizon time.Duration
 
 	// Classify tells what a finished request says about capacity; see
-	// Verdict. DefaultClassify when nil. It runs on the request path.
-	Classify func(r *http.Request, status int, elapsed time.Duration) Verdict
+	// Sample. DefaultClassify when nil. It runs on the request path.
+	Classify func(r *http.Request, status int, elapsed time.Duration) Sample
 
 	// Critical, if set, splits requests in two priorities: at the limit,
 	// a request for which it returns false is rejected first, as it may
@@ -78,19 +78,19 @@ type Adaptive struct {
 	OnWindow func(AdaptiveState)
 }
 
-// Verdict is what a finished request tells an adaptive limit.
-type Verdict uint8
+// Sample is what a finished request tells an adaptive limit.
+type Sample uint8
 
-// The verdicts of Adaptive.Classify.
+// The classes of Adaptive.Classify.
 const (
-	// VerdictSuccess samples the request's latency.
-	VerdictSuccess Verdict = iota
-	// VerdictDrop counts the request as lost to overload (a timeout, a 503
+	// SampleSuccess samples the request's latency.
+	SampleSuccess Sample = iota
+	// SampleDrop counts the request as lost to overload (a timeout, a 503
 	// from a dependency): windows of drops bring the limit down.
-	VerdictDrop
-	// VerdictIgnore leaves the request out of the sample (a client that went
+	SampleDrop
+	// SampleIgnore leaves the request out of the sample (a client that went
 	// away, a cached answer, a 500 that says nothing about load).
-	VerdictIgnore
+	SampleIgnore
 )
 
 // DefaultClassify is the classifier used when Adaptive.Classify is nil:
@@ -100,20 +100,20 @@ const (
 // (unknown, with Admit on a writer that does not report it), are
 // successes. elapsed is not used: set Classify to also count requests
 // slower than a deadline of yours as drops.
-func DefaultClassify(r *http.Request, status int, elapsed time.Duration) Verdict {
+func DefaultClassify(r *http.Request, status int, elapsed time.Duration) Sample {
 	if err := r.Context().Err(); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return VerdictDrop
+			return SampleDrop
 		}
-		return VerdictIgnore
+		return SampleIgnore
 	}
 	switch {
 	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
-		return VerdictDrop
+		return SampleDrop
 	case status == http.StatusTooManyRequests || status >= 500:
-		return VerdictIgnore
+		return SampleIgnore
 	}
-	return VerdictSuccess
+	return SampleSuccess
 }
 
 // AdaptiveState is a snapshot of one adaptive limit.

@@ -32,7 +32,7 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 				if !ok {
 					b.Fatal("rejected")
 				}
-				t.ReleaseAt(now.Add(500*time.Nanosecond), ratelimit.VerdictSuccess)
+				t.ReleaseAt(now.Add(500*time.Nanosecond), ratelimit.SampleSuccess)
 			}
 		})
 	})
@@ -56,7 +56,7 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 				if !ok {
 					b.Fatal("rejected")
 				}
-				t.Release(ratelimit.VerdictSuccess)
+				t.Release(ratelimit.SampleSuccess)
 			}
 		})
 	})

@@ -130,11 +130,11 @@ func (l *AdaptiveLimiter) AcquireAt(now time.Time, critical bool) (AdaptiveTicke
 }
 
 // Release frees the slot and reports the request's verdict.
-func (t AdaptiveTicket) Release(v Verdict) { t.ReleaseAt(time.Now(), v) }
+func (t AdaptiveTicket) Release(v Sample) { t.ReleaseAt(time.Now(), v) }
 
 // ReleaseAt is Release at the time now. A success that ends before it
 // started (a clock stepped back) is ignored rather than sampled.
-func (t AdaptiveTicket) ReleaseAt(now time.Time, v Verdict) {
+func (t AdaptiveTicket) ReleaseAt(now time.Time, v Sample) {
 	l := t.l
 	if l == nil {
 		return
@@ -145,9 +145,9 @@ func (t AdaptiveTicket) ReleaseAt(now time.Time, v Verdict) {
 		l.recordProbe(rtt, v)
 	}
 	switch {
-	case v == VerdictDrop:
+	case v == SampleDrop:
 		l.drops.Add(1)
-	case v == VerdictSuccess && rtt >= 0:
+	case v == SampleSuccess && rtt >= 0:
 		l.hist[rttBucket(rtt)].Add(1)
 	}
 	l.maybeClose(now)
@@ -261,8 +261,8 @@ const probeCount = 8
 
 // recordProbe records a probe's latency; the last one computes their
 // median, the first minimum RTT.
-func (l *AdaptiveLimiter) recordProbe(rtt time.Duration, v Verdict) {
-	if v != VerdictSuccess || rtt < 0 {
+func (l *AdaptiveLimiter) recordProbe(rtt time.Duration, v Sample) {
+	if v != SampleSuccess || rtt < 0 {
 		rtt = -1
 	}
 	i := l.probeSlot.Add(1) - 1

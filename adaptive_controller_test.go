@@ -15,7 +15,7 @@ import (
 
 // fillWindow admits n requests at t, releases them all at t+rtt with v, and
 // returns t+rtt.
-func fillWindow(tb testing.TB, l *ratelimit.AdaptiveLimiter, t time.Time, n int, rtt time.Duration, v ratelimit.Verdict) time.Time {
+func fillWindow(tb testing.TB, l *ratelimit.AdaptiveLimiter, t time.Time, n int, rtt time.Duration, v ratelimit.Sample) time.Time {
 	tb.Helper()
 	var held []ratelimit.AdaptiveTicket
 	for range n {
@@ -43,13 +43,13 @@ func TestAdaptiveWindowOfTimeoutsLowersLimit(t *testing.T) {
 				now := ratelimittest.Epoch
 				// Learn a minimum RTT and close a few healthy windows.
 				for range 5 {
-					now = fillWindow(t, l, now, max(inflight, 10), 5*time.Millisecond, ratelimit.VerdictSuccess)
+					now = fillWindow(t, l, now, max(inflight, 10), 5*time.Millisecond, ratelimit.SampleSuccess)
 					now = now.Add(100 * time.Millisecond)
 				}
 				before := l.State()
-				now = fillWindow(t, l, now, max(inflight, 10), rtt, ratelimit.VerdictDrop)
+				now = fillWindow(t, l, now, max(inflight, 10), rtt, ratelimit.SampleDrop)
 				now = now.Add(time.Second)
-				fillWindow(t, l, now, 1, 0, ratelimit.VerdictIgnore) // a release closes the window
+				fillWindow(t, l, now, 1, 0, ratelimit.SampleIgnore) // a release closes the window
 				after := l.State()
 				if before.Limit > 1 && after.Limit >= before.Limit {
 					t.Errorf("initial %d, %d in flight, timeouts of %v: a window of only drops moved the limit %d -> %d",
@@ -79,7 +79,7 @@ func TestAdaptiveBoundsHoldUnderHostileInput(t *testing.T) {
 			}
 		} else if len(held) > 0 {
 			j := rng.IntN(len(held))
-			held[j].ReleaseAt(now.Add(time.Duration(rng.Int64N(int64(time.Second)))-time.Second/4), ratelimit.Verdict(rng.IntN(3)))
+			held[j].ReleaseAt(now.Add(time.Duration(rng.Int64N(int64(time.Second)))-time.Second/4), ratelimit.Sample(rng.IntN(3)))
 			held = append(held[:j], held[j+1:]...)
 		}
 		st := l.State()
@@ -138,7 +138,7 @@ func TestAdaptiveNeverAdmitsMoreThanTheLimit(t *testing.T) {
 				for w := worst.Load(); n > w && !worst.CompareAndSwap(w, n); w = worst.Load() {
 				}
 				holding.Add(-1)
-				tk.Release(ratelimit.VerdictSuccess)
+				tk.Release(ratelimit.SampleSuccess)
 			}
 		}()
 	}
@@ -159,7 +159,7 @@ func TestAdaptiveRequestPathDoesNotAllocate(t *testing.T) {
 	allocs := testing.AllocsPerRun(1000, func() {
 		now = now.Add(300 * time.Microsecond)
 		tk, _ := l.AcquireAt(now, true)
-		tk.ReleaseAt(now.Add(200*time.Microsecond), ratelimit.VerdictSuccess)
+		tk.ReleaseAt(now.Add(200*time.Microsecond), ratelimit.SampleSuccess)
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per acquire+release", allocs)
@@ -176,9 +176,9 @@ func TestAdaptiveOnWindowReportsState(t *testing.T) {
 	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{OnWindow: func(s ratelimit.AdaptiveState) { got = append(got, s) }}, ratelimittest.Epoch)
 	now := ratelimittest.Epoch
 	for range 3 {
-		now = fillWindow(t, l, now, 20, 5*time.Millisecond, ratelimit.VerdictSuccess).Add(100 * time.Millisecond)
+		now = fillWindow(t, l, now, 20, 5*time.Millisecond, ratelimit.SampleSuccess).Add(100 * time.Millisecond)
 	}
-	fillWindow(t, l, now, 1, 0, ratelimit.VerdictIgnore)
+	fillWindow(t, l, now, 1, 0, ratelimit.SampleIgnore)
 	if len(got) != 3 {
 		t.Fatalf("OnWindow called %d times, want 3", len(got))
 	}
@@ -222,11 +222,11 @@ func TestAdaptiveTicketReleasedTwiceDoesNotPanic(t *testing.T) {
 	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{}, ratelimittest.Epoch)
 	for range 20 {
 		tk, _ := l.AcquireAt(ratelimittest.Epoch, true)
-		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), ratelimit.VerdictSuccess)
-		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), ratelimit.VerdictSuccess)
+		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), ratelimit.SampleSuccess)
+		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), ratelimit.SampleSuccess)
 	}
 	var zero ratelimit.AdaptiveTicket
-	zero.Release(ratelimit.VerdictDrop)
+	zero.Release(ratelimit.SampleDrop)
 	if st := l.State(); st.InFlight != 0 || st.Limit < 1 {
 		t.Fatalf("state %+v", st)
 	}

@@ -28,8 +28,8 @@ func ExampleAdaptiveLimiter() {
 	b, _ := l.Acquire(true)
 	_, ok := l.Acquire(true)
 	fmt.Println("third admitted:", ok)
-	a.Release(ratelimit.VerdictSuccess)
-	b.Release(ratelimit.VerdictDrop)
+	a.Release(ratelimit.SampleSuccess)
+	b.Release(ratelimit.SampleDrop)
 	fmt.Println("in flight:", l.State().InFlight)
 	// Output:
 	// third admitted: false

@@ -139,7 +139,7 @@ func (d *adaptiveDone) release(sampled bool) {
 	}
 	now := d.l.clock.Now()
 	for _, h := range d.held {
-		v := VerdictIgnore
+		v := SampleIgnore
 		if sampled {
 			v = h.ru.adaptive.cfg.Classify(d.r, status, now.Sub(d.start))
 		}

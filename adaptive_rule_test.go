@@ -268,12 +268,12 @@ func TestAdaptiveDefaultClassify(t *testing.T) {
 	for _, c := range []struct {
 		r      *http.Request
 		status int
-		want   ratelimit.Verdict
+		want   ratelimit.Sample
 	}{
-		{r, 200, ratelimit.VerdictSuccess}, {r, 0, ratelimit.VerdictSuccess}, {r, 404, ratelimit.VerdictSuccess},
-		{r, 503, ratelimit.VerdictDrop}, {r, 502, ratelimit.VerdictDrop}, {r, 504, ratelimit.VerdictDrop},
-		{r, 500, ratelimit.VerdictIgnore}, {r, 429, ratelimit.VerdictIgnore},
-		{r.WithContext(expired), 200, ratelimit.VerdictDrop}, {r.WithContext(gone), 200, ratelimit.VerdictIgnore},
+		{r, 200, ratelimit.SampleSuccess}, {r, 0, ratelimit.SampleSuccess}, {r, 404, ratelimit.SampleSuccess},
+		{r, 503, ratelimit.SampleDrop}, {r, 502, ratelimit.SampleDrop}, {r, 504, ratelimit.SampleDrop},
+		{r, 500, ratelimit.SampleIgnore}, {r, 429, ratelimit.SampleIgnore},
+		{r.WithContext(expired), 200, ratelimit.SampleDrop}, {r.WithContext(gone), 200, ratelimit.SampleIgnore},
 	} {
 		if got := ratelimit.DefaultClassify(c.r, c.status, time.Millisecond); got != c.want {
 			t.Errorf("status %d, context error %v: %v, want %v", c.status, c.r.Context().Err(), got, c.want)

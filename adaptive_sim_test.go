@@ -17,9 +17,9 @@ func (s simAdaptive) Acquire(now time.Time, critical bool) (func(time.Time, bool
 		return nil, false
 	}
 	return func(now time.Time, drop bool) {
-		v := ratelimit.VerdictSuccess
+		v := ratelimit.SampleSuccess
 		if drop {
-			v = ratelimit.VerdictDrop
+			v = ratelimit.SampleDrop
 		}
 		t.ReleaseAt(now, v)
 	}, true

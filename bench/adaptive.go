@@ -89,9 +89,9 @@ func (s simOurs) Acquire(now time.Time, critical bool) (func(time.Time, bool), b
 		return nil, false
 	}
 	return func(now time.Time, drop bool) {
-		v := ratelimit.VerdictSuccess
+		v := ratelimit.SampleSuccess
 		if drop {
-			v = ratelimit.VerdictDrop
+			v = ratelimit.SampleDrop
 		}
 		t.ReleaseAt(now, v)
 	}, true

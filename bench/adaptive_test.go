@@ -111,7 +111,7 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 				if !ok {
 					b.Fatal("rejected")
 				}
-				t.Release(ratelimit.VerdictSuccess)
+				t.Release(ratelimit.SampleSuccess)
 			}
 		})
 	})
