@@ -90,7 +90,7 @@ func NewBreaker(store Store, cfg BreakerConfig) *Breaker {
 		cfg.MaxCooldown = max(cfg.Cooldown, 30*time.Second)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock
+		cfg.Clock = SystemClock()
 	}
 	return &Breaker{store: store, cfg: cfg, cooldown: cfg.Cooldown}
 }

@@ -51,7 +51,7 @@ func (l *Limiter) prepareFast() {
 		policy:  l.policyHeader,
 		quoted:  ru.quotedName,
 		problem: ru.problem,
-		system:  ms.clock == SystemClock,
+		system:  ms.clock == SystemClock(),
 	}
 }
 

@@ -135,7 +135,7 @@ func buildConfig(opts []Option) config {
 		o(&c)
 	}
 	if c.clock == nil {
-		c.clock = SystemClock
+		c.clock = SystemClock()
 	}
 	if c.store == nil {
 		c.store = newDefaultStore(c.clock)

@@ -183,8 +183,8 @@ type Clock interface {
 	Now() time.Time
 }
 
-// SystemClock is the Clock that reads time.Now.
-var SystemClock Clock = systemClock{}
+// SystemClock returns the Clock that reads time.Now.
+func SystemClock() Clock { return systemClock{} }
 
 type systemClock struct{}
 

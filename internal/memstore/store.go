@@ -292,10 +292,3 @@ func (s *Store) Return(r *Request, now int64) {
 	}
 	sh.mu.Unlock()
 }
-
-// Wrap turns an engine and a ratelimit.Clock into the ratelimit.Store that
-// package ratelimit implements over it. Package ratelimit sets it in init;
-// stores/memory calls it. (The indirection breaks the import cycle between
-// ratelimit, which needs a default memory store, and stores/memory, which
-// implements ratelimit.Store.)
-var Wrap func(e *Store, clock any) any

@@ -45,18 +45,8 @@ import (
 // twins take an explicit time for deterministic tests.
 type Store struct {
 	engine *memstore.Store
-	impl   impl
+	clock  ratelimit.Clock
 }
-
-// impl is the method set of the implementation in package ratelimit.
-type impl interface {
-	ratelimit.Store
-	TakeAt(now time.Time, req ratelimit.Request) (ratelimit.Result, error)
-	TakeAllAt(now time.Time, reqs []ratelimit.Request, results []ratelimit.Result) error
-	ReturnAt(now time.Time, req ratelimit.Request) error
-}
-
-var _ ratelimit.Store = (*Store)(nil)
 
 // Option configures a Store.
 type Option func(*config)
@@ -90,7 +80,7 @@ func WithShards(n int) Option {
 }
 
 // WithClock sets the clock Take, TakeAll and Return read; the default is
-// ratelimit.SystemClock. Tests pass a ratelimittest.Clock.
+// ratelimit.SystemClock(). Tests pass a ratelimittest.Clock.
 func WithClock(clock ratelimit.Clock) Option {
 	if clock == nil {
 		panic("memory: WithClock needs a clock")
@@ -100,44 +90,51 @@ func WithClock(clock ratelimit.Clock) Option {
 
 // New returns an empty Store.
 func New(opts ...Option) *Store {
-	c := config{clock: ratelimit.SystemClock}
+	c := config{clock: ratelimit.SystemClock()}
 	for _, o := range opts {
 		o(&c)
 	}
-	e := memstore.New(c.engine)
-	return &Store{engine: e, impl: memstore.Wrap(e, c.clock).(impl)}
+	return &Store{engine: memstore.New(c.engine), clock: c.clock}
 }
 
 // Take checks req at the store clock's current time and, if it is allowed,
 // consumes its cost. The error is non-nil only for an invalid request.
-func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
-	return s.impl.Take(ctx, req)
+func (s *Store) Take(_ context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+	return s.TakeAt(s.clock.Now(), req)
 }
 
 // TakeAt is Take at an explicit time.
 func (s *Store) TakeAt(now time.Time, req ratelimit.Request) (ratelimit.Result, error) {
-	return s.impl.TakeAt(now, req)
+	m, err := engineRequest(&req)
+	if err != nil {
+		return ratelimit.Result{}, err
+	}
+	return fromEngine(&req, s.engine.Take(&m, now.UnixNano())), nil
 }
 
 // TakeAll checks all requests and consumes them only if every one is
 // allowed. It accepts at most 64 requests.
-func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request, results []ratelimit.Result) error {
-	return s.impl.TakeAll(ctx, reqs, results)
+func (s *Store) TakeAll(_ context.Context, reqs []ratelimit.Request, results []ratelimit.Result) error {
+	return s.TakeAllAt(s.clock.Now(), reqs, results)
 }
 
 // TakeAllAt is TakeAll at an explicit time.
 func (s *Store) TakeAllAt(now time.Time, reqs []ratelimit.Request, results []ratelimit.Result) error {
-	return s.impl.TakeAllAt(now, reqs, results)
+	return memstore.TakeBatch(s.engine, now.UnixNano(), reqs, results, ratelimit.ErrInvalidRequest, engineRequest, fromEngine)
 }
 
 // Return gives back req.Cost units of req.Key.
-func (s *Store) Return(ctx context.Context, req ratelimit.Request) error {
-	return s.impl.Return(ctx, req)
+func (s *Store) Return(_ context.Context, req ratelimit.Request) error {
+	return s.ReturnAt(s.clock.Now(), req)
 }
 
 // ReturnAt is Return at an explicit time.
 func (s *Store) ReturnAt(now time.Time, req ratelimit.Request) error {
-	return s.impl.ReturnAt(now, req)
+	m, err := engineRequest(&req)
+	if err == nil {
+		s.engine.Return(&m, now.UnixNano())
+	}
+	return err
 }
 
 // Len returns the number of keys tracked, including expired keys not yet swept.
