@@ -11,5 +11,3 @@ import (
 func newStore(clock ratelimit.Clock) ratelimit.Store { return memory.New(memory.WithClock(clock)) }
 
 func TestGCRAMatchesXTimeRate(t *testing.T) { difftest.GCRAMatchesXTimeRate(t, newStore) }
-
-
