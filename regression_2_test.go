@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
@@ -62,8 +63,8 @@ func TestRegressionRaceBreaker(t *testing.T) {
 	st := &toggle{Store: memory.New()}
 	var changes []string
 	var mu sync.Mutex
-	br := ratelimit.NewBreaker(st, ratelimit.BreakerConfig{Failures: 2, Cooldown: time.Millisecond, MaxCooldown: 4 * time.Millisecond,
-		OnStateChange: func(a, b ratelimit.BreakerState) {
+	br := breaker.New(st, breaker.Config{Failures: 2, Cooldown: time.Millisecond, MaxCooldown: 4 * time.Millisecond,
+		OnStateChange: func(a, b breaker.State) {
 			mu.Lock()
 			changes = append(changes, a.String()+">"+b.String())
 			mu.Unlock()
@@ -90,7 +91,7 @@ func TestRegressionRaceBreaker(t *testing.T) {
 		br.Take(context.Background(), ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(1e6), Cost: 1})
 	}
 	t.Logf("transitions: %d, final %v", len(changes), br.State())
-	if br.State() != ratelimit.BreakerClosed {
+	if br.State() != breaker.Closed {
 		t.Error("breaker did not recover")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
@@ -28,7 +29,7 @@ func TestRegressionBreakerHungProbe(t *testing.T) {
 		}
 		return nil
 	})
-	br := ratelimit.NewBreaker(st, ratelimit.BreakerConfig{Failures: 1, Clock: clock})
+	br := breaker.New(st, breaker.Config{Failures: 1, Clock: clock})
 	req := ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(1), Cost: 1}
 	br.Take(context.Background(), req)
 	clock.Advance(2 * time.Second)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
@@ -137,7 +138,7 @@ func TestRegressionBreakerLeaksSlots(t *testing.T) {
 	clock := ratelimittest.NewClock(time.Time{})
 	mem := memory.New(memory.WithClock(clock))
 	st := &toggle{Store: mem}
-	br := ratelimit.NewBreaker(st, ratelimit.BreakerConfig{Failures: 1, Cooldown: time.Second, Clock: clock})
+	br := breaker.New(st, breaker.Config{Failures: 1, Cooldown: time.Second, Clock: clock})
 	l := ratelimit.NewLimiter(ratelimit.Limit{Rate: 1, Period: time.Minute}, ratelimit.ByIP(),
 		ratelimit.WithAlgorithm(ratelimit.Concurrency), ratelimit.WithStore(br))
 	rec := httptest.NewRecorder()
@@ -170,7 +171,7 @@ func TestRegressionBreakerCancelledProbeCloses(t *testing.T) {
 		}
 		return errRDown
 	})
-	br := ratelimit.NewBreaker(st, ratelimit.BreakerConfig{Failures: 1, Cooldown: time.Second, Clock: clock})
+	br := breaker.New(st, breaker.Config{Failures: 1, Cooldown: time.Second, Clock: clock})
 	req := ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(1), Cost: 1}
 	br.Take(context.Background(), req)
 	t.Logf("after failure: %v", br.State())
@@ -180,7 +181,7 @@ func TestRegressionBreakerCancelledProbeCloses(t *testing.T) {
 	cancel() // the client went away during the probe; the store is still dead
 	_, err := br.Take(ctx, req)
 	t.Logf("probe err=%v; state now %v", err, br.State())
-	if br.State() == ratelimit.BreakerClosed {
+	if br.State() == breaker.Closed {
 		t.Error("a cancelled probe closed the circuit; the store never answered")
 	}
 }

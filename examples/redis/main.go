@@ -26,6 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/breaker"
 	redisstore "github.com/sluicehq/ratelimit/stores/redis"
 )
 
@@ -80,7 +81,7 @@ func instance(n int, addr, redisAddr string) *http.Server {
 	// budget (redisstore.DefaultTimeout, 50ms), and a Breaker stops calling
 	// a Redis that keeps failing, so a dead or hung Redis adds at most 50ms
 	// to a request, then nothing; meanwhile requests pass (FailOpen).
-	store := ratelimit.NewBreaker(redisstore.New(client), ratelimit.BreakerConfig{})
+	store := breaker.New(redisstore.New(client), breaker.Config{})
 
 	limit := ratelimit.New(ratelimit.PerMinute(5), ratelimit.ByIP(),
 		ratelimit.WithStore(store),

@@ -28,6 +28,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/metrics/labelcap"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -174,14 +175,14 @@ func (o *Observer) Observe(e ratelimit.Event) {
 	}
 }
 
-// BreakerStateChange returns a function for ratelimit.BreakerConfig's
+// BreakerStateChange returns a function for breaker.Config's
 // OnStateChange that records ratelimit.breaker.state{name}: 0 closed, 1
 // open, 2 half-open. It records 0 at once, as a new Breaker is closed. Name
 // each breaker once, from configuration, never per request.
-func (o *Observer) BreakerStateChange(name string) func(from, to ratelimit.BreakerState) {
+func (o *Observer) BreakerStateChange(name string) func(from, to breaker.State) {
 	opt := metric.WithAttributeSet(attribute.NewSet(attribute.String("name", name)))
-	o.breaker.Record(context.Background(), int64(ratelimit.BreakerClosed), opt)
-	return func(_, to ratelimit.BreakerState) {
+	o.breaker.Record(context.Background(), int64(breaker.Closed), opt)
+	return func(_, to breaker.State) {
 		o.breaker.Record(context.Background(), int64(to), opt)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/breaker"
 	ratelimitotel "github.com/sluicehq/ratelimit/metrics/otel"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 	"go.opentelemetry.io/otel/attribute"
@@ -240,7 +241,7 @@ func (failing) Return(context.Context, ratelimit.Request) error { return errDown
 func TestBreakerState(t *testing.T) {
 	obs, reader := newObserver(t)
 	clock := ratelimittest.NewClock(time.Time{})
-	b := ratelimit.NewBreaker(failing{}, ratelimit.BreakerConfig{
+	b := breaker.New(failing{}, breaker.Config{
 		Failures: 2, Clock: clock, OnStateChange: obs.BreakerStateChange("redis"),
 	})
 	state := func() map[string]int64 {
@@ -256,7 +257,7 @@ func TestBreakerState(t *testing.T) {
 	b.Take(context.Background(), req)
 	b.Take(context.Background(), req)
 	equal(t, "after two failures", state(), map[string]int64{`{name="redis"}`: 1})
-	obs.BreakerStateChange("replica")(ratelimit.BreakerOpen, ratelimit.BreakerHalfOpen)
+	obs.BreakerStateChange("replica")(breaker.Open, breaker.HalfOpen)
 	equal(t, "two breakers", state(), map[string]int64{`{name="redis"}`: 1, `{name="replica"}`: 2})
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/breaker"
 	ratelimitprom "github.com/sluicehq/ratelimit/metrics/prometheus"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
@@ -45,11 +46,11 @@ func ExampleObserver_BreakerStateChange() {
 	obs := ratelimitprom.New()
 
 	var redisStore ratelimit.Store = failing{} // a stores/redis Store in real life
-	breaker := ratelimit.NewBreaker(redisStore, ratelimit.BreakerConfig{
+	store := breaker.New(redisStore, breaker.Config{
 		OnStateChange: obs.BreakerStateChange("redis"),
 	})
 	_ = ratelimit.New(ratelimit.PerSecond(100), ratelimit.ByIP(),
-		ratelimit.WithStore(breaker), ratelimit.WithObserver(obs))
+		ratelimit.WithStore(store), ratelimit.WithObserver(obs))
 	text, _ := testutil.CollectAndFormat(obs, expfmt.TypeTextPlain, "ratelimit_breaker_state")
 	fmt.Printf("%s", text)
 	// Output:

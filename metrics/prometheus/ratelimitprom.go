@@ -30,6 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/metrics/labelcap"
 )
 
@@ -167,18 +168,18 @@ func (s *series) histogram() prometheus.Observer {
 	return h
 }
 
-// BreakerStateChange returns a function for ratelimit.BreakerConfig's
+// BreakerStateChange returns a function for breaker.Config's
 // OnStateChange that keeps ratelimit_breaker_state{name} up to date: 0
 // closed, 1 open, 2 half-open. The gauge starts at 0, as a new Breaker is
 // closed. Name each breaker once, from configuration, never per request.
 //
-//	b := ratelimit.NewBreaker(redisStore, ratelimit.BreakerConfig{
+//	b := breaker.New(redisStore, breaker.Config{
 //		OnStateChange: obs.BreakerStateChange("redis"),
 //	})
-func (o *Observer) BreakerStateChange(name string) func(from, to ratelimit.BreakerState) {
+func (o *Observer) BreakerStateChange(name string) func(from, to breaker.State) {
 	g := o.breaker.WithLabelValues(name)
-	g.Set(float64(ratelimit.BreakerClosed))
-	return func(_, to ratelimit.BreakerState) { g.Set(float64(to)) }
+	g.Set(float64(breaker.Closed))
+	return func(_, to breaker.State) { g.Set(float64(to)) }
 }
 
 // Describe sends the descriptors of the Observer's metrics. It implements

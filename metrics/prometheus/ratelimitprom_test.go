@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/breaker"
 	ratelimitprom "github.com/sluicehq/ratelimit/metrics/prometheus"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
@@ -294,7 +295,7 @@ func (failing) Return(context.Context, ratelimit.Request) error { return errDown
 func TestBreakerState(t *testing.T) {
 	obs := ratelimitprom.New()
 	clock := ratelimittest.NewClock(time.Time{})
-	b := ratelimit.NewBreaker(failing{}, ratelimit.BreakerConfig{
+	b := breaker.New(failing{}, breaker.Config{
 		Failures: 2, Cooldown: time.Second, Clock: clock,
 		OnStateChange: obs.BreakerStateChange("redis"),
 	})
@@ -318,7 +319,7 @@ func TestBreakerState(t *testing.T) {
 		t.Fatalf("after a failed probe: state %v, want 1 (open)", s)
 	}
 	f := obs.BreakerStateChange("replica")
-	f(ratelimit.BreakerOpen, ratelimit.BreakerHalfOpen)
+	f(breaker.Open, breaker.HalfOpen)
 	equal(t, "breaker states", series(gather(t, obs)["ratelimit_breaker_state"]), map[string]float64{
 		`{name="redis"}`:   1,
 		`{name="replica"}`: 2,

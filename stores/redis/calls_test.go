@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
@@ -168,7 +169,7 @@ func TestPackageExampleSetupWhileRedisHangs(t *testing.T) {
 	// As in Example (example_test.go), with the silent server's address.
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	defer client.Close()
-	store := ratelimit.NewBreaker(New(client), ratelimit.BreakerConfig{})
+	store := breaker.New(New(client), breaker.Config{})
 	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
 		ratelimit.WithStore(store), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
@@ -187,7 +188,7 @@ func TestPackageExampleSetupWhileRedisHangs(t *testing.T) {
 	if slowest > time.Second {
 		t.Errorf("slowest request %v while Redis hangs, want about DefaultTimeout (%v)", slowest, DefaultTimeout)
 	}
-	if st := store.State(); st != ratelimit.BreakerOpen {
+	if st := store.State(); st != breaker.Open {
 		t.Errorf("breaker %v after 20 failures, want open", st)
 	}
 }

@@ -7,7 +7,7 @@
 // and the failure policy decides requests meanwhile:
 //
 //	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-//	store := ratelimit.NewBreaker(redisstore.New(client), ratelimit.BreakerConfig{})
+//	store := breaker.New(redisstore.New(client), breaker.Config{})
 //	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
 //		ratelimit.WithStore(store), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
 //

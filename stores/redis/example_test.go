@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/breaker"
 	redisstore "github.com/sluicehq/ratelimit/stores/redis"
 )
 
@@ -16,7 +17,7 @@ import (
 // waits at most the budget, and nothing once the breaker is open.
 func Example() {
 	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	store := ratelimit.NewBreaker(redisstore.New(client), ratelimit.BreakerConfig{})
+	store := breaker.New(redisstore.New(client), breaker.Config{})
 	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
 		ratelimit.WithStore(store), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
 
@@ -33,5 +34,5 @@ func ExampleWithTimeout() {
 	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	store := redisstore.New(client, redisstore.WithTimeout(20*time.Millisecond))
 	_ = ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
-		ratelimit.WithStore(ratelimit.NewBreaker(store, ratelimit.BreakerConfig{})))
+		ratelimit.WithStore(breaker.New(store, breaker.Config{})))
 }

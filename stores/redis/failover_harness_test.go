@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -60,7 +61,7 @@ type foRig struct {
 	prefix  string
 	budget  time.Duration // the middleware's WithTimeout
 	ips     []string      // the workers' client IPs; one each by default
-	br      *ratelimit.Breaker
+	br      *breaker.Breaker
 	h       http.Handler
 	opened  atomic.Int32
 	closed  atomic.Int32
@@ -86,13 +87,13 @@ func newFoRigBudget(t *testing.T, client redis.UniversalClient, policy string, b
 	default:
 		p = ratelimit.FallbackTo(memory.New())
 	}
-	r.br = ratelimit.NewBreaker(New(client, WithPrefix(r.prefix)), ratelimit.BreakerConfig{
+	r.br = breaker.New(New(client, WithPrefix(r.prefix)), breaker.Config{
 		Failures: 3, Cooldown: 50 * time.Millisecond, MaxCooldown: 200 * time.Millisecond,
-		OnStateChange: func(_, to ratelimit.BreakerState) {
+		OnStateChange: func(_, to breaker.State) {
 			switch to {
-			case ratelimit.BreakerOpen:
+			case breaker.Open:
 				r.opened.Add(1)
-			case ratelimit.BreakerClosed:
+			case breaker.Closed:
 				r.closed.Add(1)
 			}
 		},
@@ -211,7 +212,7 @@ func (r *foRig) check(killAt time.Time) time.Duration {
 	if n[byPolicy]+n[byFallback] == 0 {
 		t.Errorf("%s: no request saw the failover: the test did not test it", r.policy)
 	}
-	if r.opened.Load() == 0 || r.br.State() != ratelimit.BreakerClosed || r.closed.Load() == 0 {
+	if r.opened.Load() == 0 || r.br.State() != breaker.Closed || r.closed.Load() == 0 {
 		t.Errorf("%s: breaker opened %d and closed %d times, now %v: want opened, then closed", r.policy, r.opened.Load(), r.closed.Load(), r.br.State())
 	}
 	if r.policy == "fallback" && n[byPolicy] > 0 {
@@ -230,7 +231,7 @@ func (r *foRig) recovered(budget time.Duration) bool {
 	deadline := time.Now().Add(budget)
 	for time.Now().Before(deadline) {
 		rep := r.serve(ip)
-		if rep.by == byRedis && r.br.State() == ratelimit.BreakerClosed {
+		if rep.by == byRedis && r.br.State() == breaker.Closed {
 			return true
 		}
 		time.Sleep(20 * time.Millisecond) // polling for the breaker's probe

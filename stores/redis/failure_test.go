@@ -21,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -61,7 +62,7 @@ var faultPolicies = []policyCase{
 type rig struct {
 	t       *testing.T
 	h       http.Handler
-	br      *ratelimit.Breaker
+	br      *breaker.Breaker
 	policy  string
 	budget  time.Duration // the middleware's WithTimeout
 	store   *Store
@@ -78,13 +79,13 @@ func newRig(t *testing.T, client redis.UniversalClient, policy policyCase, limit
 func newRigBudget(t *testing.T, client redis.UniversalClient, policy policyCase, limit ratelimit.Limit, budget time.Duration, opts ...Option) *rig {
 	r := &rig{t: t, policy: policy.name, budget: budget}
 	r.store = New(client, append([]Option{WithPrefix(uniquePrefix(t))}, opts...)...)
-	r.br = ratelimit.NewBreaker(r.store, ratelimit.BreakerConfig{
+	r.br = breaker.New(r.store, breaker.Config{
 		Failures: 3, Cooldown: 50 * time.Millisecond, MaxCooldown: 200 * time.Millisecond,
-		OnStateChange: func(from, to ratelimit.BreakerState) {
+		OnStateChange: func(from, to breaker.State) {
 			switch to {
-			case ratelimit.BreakerOpen:
+			case breaker.Open:
 				r.opened.Add(1)
-			case ratelimit.BreakerClosed:
+			case breaker.Closed:
 				r.closed.Add(1)
 			}
 		},
@@ -155,7 +156,7 @@ func (r *rig) recover(ip string) reply {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		rep := r.serve(ip)
-		if r.br.State() == ratelimit.BreakerClosed && normal(rep) && (r.opened.Load() == 0 || r.closed.Load() > 0) {
+		if r.br.State() == breaker.Closed && normal(rep) && (r.opened.Load() == 0 || r.closed.Load() > 0) {
 			return rep
 		}
 		if time.Now().After(deadline) {
@@ -272,7 +273,7 @@ func TestFaultSilentServer(t *testing.T) {
 					t.Errorf("request %d on a silent server: %+v, want the %s answer", i, rep, p.name)
 				}
 			}
-			if r.br.State() != ratelimit.BreakerOpen {
+			if r.br.State() != breaker.Open {
 				t.Errorf("breaker %v after 8 timeouts, want open", r.br.State())
 			}
 			if p.name == "fallback" {
