@@ -3,91 +3,14 @@ package ratelimit
 import (
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/sluicehq/ratelimit/internal/clientip"
 )
 
 const (
-	defaultIPv4Prefix = 32
-	defaultIPv6Prefix = 64
 	defaultMaxMembers = 32
 	maxMaxMembers     = 1024
 )
-
-// IPOption configures ByIP.
-//
-// # Key format
-//
-// Every IP key function (ByIP, ByClientIP, ByClientIPHops, ByClientIPHeader,
-// NewClientIP) returns the same key format, so switching between them never
-// changes how a client is counted:
-//
-//   - an IPv4 address as dotted quad, "192.0.2.1" (or its prefix, "192.0.2.0/24",
-//     with IPv4Prefix);
-//   - an IPv6 address grouped by its /64 prefix, "2001:db8:1:2::/64" (see
-//     IPv6Prefix), because one subscriber or one cloud VM commonly holds a
-//     whole /64 and could otherwise rotate through 2^64 keys;
-//   - IPv4-mapped IPv6 addresses ("::ffff:192.0.2.1") as plain IPv4, and IPv6
-//     zones ("%eth0") dropped, so one client has exactly one key.
-//
-// An IPv4 key is a substring of the request (RemoteAddr or the header) and
-// costs no allocation; an IPv6 or prefixed key allocates one small string.
-type IPOption func(*ipOptions)
-
-type ipOptions struct {
-	v4, v6 int
-}
-
-// IPv6Prefix groups IPv6 clients by their first bits bits (1 to 128; default
-// 64), so that one client cannot rotate through the addresses of its prefix.
-// Use 128 to key every IPv6 address separately, 56 or 48 to group whole
-// customer sites. It panics if bits is out of range.
-func IPv6Prefix(bits int) IPOption {
-	if bits < 1 || bits > 128 {
-		panic(fmt.Sprintf("ratelimit: IPv6Prefix(%d): bits must be 1 to 128", bits))
-	}
-	return func(o *ipOptions) { o.v6 = bits }
-}
-
-// IPv4Prefix groups IPv4 clients by their first bits bits (1 to 32; default
-// 32, every address separately). It panics if bits is out of range.
-func IPv4Prefix(bits int) IPOption {
-	if bits < 1 || bits > 32 {
-		panic(fmt.Sprintf("ratelimit: IPv4Prefix(%d): bits must be 1 to 32", bits))
-	}
-	return func(o *ipOptions) { o.v4 = bits }
-}
-
-// ByIP keys requests by the address of the connecting peer,
-// http.Request.RemoteAddr, and never reads a header.
-//
-// Use it when clients connect to the server directly. Behind a proxy or load
-// balancer every request has the proxy's address, so all clients would share
-// one bucket: use ByClientIP there.
-//
-// The port is stripped and the address normalised as described under "Key
-// format" in IPOption. A RemoteAddr that is not an IP address (a Unix socket,
-// a request built by hand) gives an error wrapping ErrNoKey. ByIP does not
-// allocate for an IPv4 peer. It panics on a nil option.
-func ByIP(opts ...IPOption) KeyFunc {
-	o := ipOptions{v4: defaultIPv4Prefix, v6: defaultIPv6Prefix}
-	for _, opt := range opts {
-		if opt == nil {
-			panic("ratelimit: ByIP: nil IPOption")
-		}
-		opt(&o)
-	}
-	errPeer := fmt.Errorf("%w: ByIP: %v", ErrNoKey, clientip.BadPeer)
-	v4, v6 := o.v4, o.v6
-	return func(r *http.Request) (string, error) {
-		host, addr, canon, ok := clientip.ParseHostPort(r.RemoteAddr)
-		if !ok {
-			return "", errPeer
-		}
-		return clientip.Key(clientip.Node{Host: host, Addr: addr, Canon: canon}, v4, v6), nil
-	}
-}
 
 // ClientIPSource selects the one header a client IP key function reads.
 // Exactly one source is read per key function: when a request carries several
@@ -114,7 +37,8 @@ const (
 	SourceHeader
 )
 
-// ClientIPConfig configures NewClientIP, the general form of ByClientIP,
+// ClientIPConfig configures a key function for the client address behind
+// proxies: its KeyFunc method is the general form of ByClientIP,
 // ByClientIPHops and ByClientIPHeader.
 //
 // # Trust model
@@ -212,8 +136,9 @@ type ClientIPConfig struct {
 	// chains have a handful.
 	MaxMembers int
 
-	// IPv4Prefix and IPv6Prefix group client addresses by prefix, as the
-	// IPOptions of the same names do for ByIP: 0 means 32 and 64.
+	// IPv4Prefix and IPv6Prefix group client addresses by prefix, as
+	// ByIPPrefix does for the peer: 0 means 32 and 64 (see "Key format" at
+	// ByIP).
 	IPv4Prefix, IPv6Prefix int
 }
 
@@ -225,14 +150,31 @@ const (
 	modeSingle
 )
 
-// NewClientIP returns a KeyFunc for the client address behind proxies, as
-// configured by cfg; see ClientIPConfig for the trust model. It panics with a
-// "ratelimit: NewClientIP: ..." message on an invalid configuration.
+// KeyFunc returns a KeyFunc for the client address that cfg's proxies
+// report. This is a security boundary: the key decides whose budget a
+// request spends, and a client that can choose its key can spend another
+// client's budget or escape its own. Read the trust model at ClientIPConfig
+// before using it; in short:
 //
-// Most programs need one of its short forms: ByClientIP (trusted proxies and
-// X-Forwarded-For), ByClientIPHops or ByClientIPHeader.
-func NewClientIP(cfg ClientIPConfig) KeyFunc {
-	return newClientIP("NewClientIP", cfg)
+//   - Only the connecting peer (RemoteAddr) and what a trusted proxy appended
+//     are believed. A peer outside TrustedProxies is keyed by its own
+//     address and its headers are ignored.
+//   - List exactly your own proxies in TrustedProxies, as narrowly as you
+//     can: every address listed is one whose header claims are believed.
+//     Listing a range your clients can connect from lets them choose their
+//     key.
+//   - Hops without TrustedProxies does not check the peer at all: use it only
+//     when no client can reach the server except through that chain.
+//   - Anything unexpected from a trusted peer (a missing header, a member
+//     that is not exactly an address, no untrusted member, too many members)
+//     fails closed with an error wrapping ErrNoKey, and the rule's key error
+//     policy applies; nothing falls back to another header or address.
+//
+// The work per request is bounded by MaxMembers whatever the header's size.
+// KeyFunc panics with a "ratelimit: ClientIPConfig.KeyFunc: ..." message on
+// an invalid configuration, so that a misconfigured limiter never starts.
+func (cfg ClientIPConfig) KeyFunc() KeyFunc {
+	return cfg.keyFunc("ClientIPConfig.KeyFunc")
 }
 
 // ByClientIP keys requests by the client address reported by trusted proxies
@@ -245,25 +187,25 @@ func NewClientIP(cfg ClientIPConfig) KeyFunc {
 //	ratelimit.ByClientIP("10.0.0.0/8")        // your load balancers
 //	ratelimit.ByClientIP(cloudflareRanges...) // a CDN's published ranges
 //
-// See ClientIPConfig for the trust model and what fails closed, and
-// NewClientIP to read RFC 7239 Forwarded instead, or to group addresses by
+// See ClientIPConfig for the trust model and what fails closed, and its
+// KeyFunc method to read RFC 7239 Forwarded instead, or to group addresses by
 // another prefix. ByClientIP panics with a "ratelimit: ByClientIP: ..." message
 // if trustedProxies is empty or holds an invalid entry.
 func ByClientIP(trustedProxies ...string) KeyFunc {
-	return newClientIP("ByClientIP", ClientIPConfig{TrustedProxies: trustedProxies})
+	return ClientIPConfig{TrustedProxies: trustedProxies}.keyFunc("ByClientIP")
 }
 
 // ByClientIPHops keys requests by the n-th address from the right of
 // X-Forwarded-For, for a server reachable only through a fixed chain of n
 // proxies (n = 1 for one load balancer). The peer is not checked: use it only
-// when a client cannot connect to the server directly, or use NewClientIP
+// when a client cannot connect to the server directly, or use ClientIPConfig
 // with both Hops and TrustedProxies. Fewer than n addresses, or any invalid
 // one among the n, fail closed. It panics if n is not between 1 and 32.
 func ByClientIPHops(n int) KeyFunc {
 	if n < 1 || n > defaultMaxMembers {
 		panic(fmt.Sprintf("ratelimit: ByClientIPHops(%d): n must be 1 to %d", n, defaultMaxMembers))
 	}
-	return newClientIP("ByClientIPHops", ClientIPConfig{Hops: n})
+	return ClientIPConfig{Hops: n}.keyFunc("ByClientIPHops")
 }
 
 // ByClientIPHeader keys requests by the single address in header (such as
@@ -277,49 +219,110 @@ func ByClientIPHops(n int) KeyFunc {
 // "ratelimit: ByClientIPHeader: ..." message if trustedProxies is empty or
 // invalid, or header is not a header name.
 func ByClientIPHeader(header string, trustedProxies ...string) KeyFunc {
-	return newClientIP("ByClientIPHeader", ClientIPConfig{Source: SourceHeader, Header: header, TrustedProxies: trustedProxies})
+	return ClientIPConfig{Source: SourceHeader, Header: header, TrustedProxies: trustedProxies}.keyFunc("ByClientIPHeader")
 }
 
-func newClientIP(fn string, cfg ClientIPConfig) KeyFunc {
+// clientIPPlan is a validated ClientIPConfig.
+type clientIPPlan struct {
+	trusted                  clientip.Set
+	src                      clientip.Source
+	mode                     clientIPMode
+	header                   string // canonical
+	v4, v6, maxMembers, hops int
+}
+
+// keyFunc validates cfg, panicking with fn's name, and returns its KeyFunc.
+func (cfg ClientIPConfig) keyFunc(fn string) KeyFunc {
 	fail := func(format string, args ...any) {
 		panic(fmt.Sprintf("ratelimit: %s: ", fn) + fmt.Sprintf(format, args...))
 	}
+	p := cfg.plan(fail)
+
+	// Errors are built once, so that failing closed does not allocate either.
+	var errs [clientip.NumReasons]error
+	for r := range errs {
+		subject := p.header
+		if clientip.Reason(r) == clientip.BadPeer {
+			subject = "RemoteAddr"
+		}
+		errs[r] = fmt.Errorf("%w: %s: %s: %v", ErrNoKey, fn, subject, clientip.Reason(r))
+	}
+	checkPeer := p.trusted.Len() > 0
+
+	return func(r *http.Request) (string, error) {
+		host, addr, canon, ok := clientip.ParseHostPort(r.RemoteAddr)
+		if !ok {
+			return "", errs[clientip.BadPeer]
+		}
+		if checkPeer && !p.trusted.Contains(addr) {
+			return clientip.Key(clientip.Node{Host: host, Addr: addr, Canon: canon}, p.v4, p.v6), nil
+		}
+		lines := r.Header.Values(p.header)
+		var (
+			n      clientip.Node
+			reason clientip.Reason
+		)
+		switch p.mode {
+		case modeRightmostUntrusted:
+			n, reason = clientip.RightmostUntrusted(p.src, lines, &p.trusted, p.maxMembers)
+		case modeHops:
+			n, reason = clientip.NthFromRight(p.src, lines, p.hops, p.maxMembers)
+		default:
+			n, reason = clientip.Single(lines)
+		}
+		if reason != clientip.OK {
+			return "", errs[reason]
+		}
+		return clientip.Key(n, p.v4, p.v6), nil
+	}
+}
+
+// plan validates cfg and fills in its defaults, calling fail (which panics)
+// on the first error.
+func (cfg ClientIPConfig) plan(fail func(format string, args ...any)) clientIPPlan {
 	trusted, err := clientip.ParseSet(cfg.TrustedProxies)
 	if err != nil {
 		fail("%v", err)
 	}
-	if cfg.MaxMembers == 0 {
-		cfg.MaxMembers = defaultMaxMembers
+	p := clientIPPlan{trusted: trusted, v4: cfg.IPv4Prefix, v6: cfg.IPv6Prefix, maxMembers: cfg.MaxMembers, hops: cfg.Hops}
+	if p.maxMembers == 0 {
+		p.maxMembers = defaultMaxMembers
 	}
-	if cfg.MaxMembers < 1 || cfg.MaxMembers > maxMaxMembers {
-		fail("MaxMembers %d must be 1 to %d", cfg.MaxMembers, maxMaxMembers)
+	if p.maxMembers < 1 || p.maxMembers > maxMaxMembers {
+		fail("MaxMembers %d must be 1 to %d", p.maxMembers, maxMaxMembers)
 	}
-	if cfg.IPv4Prefix == 0 {
-		cfg.IPv4Prefix = defaultIPv4Prefix
+	if p.v4 == 0 {
+		p.v4 = defaultIPv4Prefix
 	}
-	if cfg.IPv6Prefix == 0 {
-		cfg.IPv6Prefix = defaultIPv6Prefix
+	if p.v6 == 0 {
+		p.v6 = defaultIPv6Prefix
 	}
-	if cfg.IPv4Prefix < 1 || cfg.IPv4Prefix > 32 {
-		fail("IPv4Prefix %d must be 1 to 32", cfg.IPv4Prefix)
+	if p.v4 < 1 || p.v4 > 32 {
+		fail("IPv4Prefix %d must be 1 to 32", p.v4)
 	}
-	if cfg.IPv6Prefix < 1 || cfg.IPv6Prefix > 128 {
-		fail("IPv6Prefix %d must be 1 to 128", cfg.IPv6Prefix)
+	if p.v6 < 1 || p.v6 > 128 {
+		fail("IPv6Prefix %d must be 1 to 128", p.v6)
 	}
-	if cfg.Hops < 0 || cfg.Hops > cfg.MaxMembers {
-		fail("Hops %d must be 0 (walk the trusted proxies) or 1 to MaxMembers (%d)", cfg.Hops, cfg.MaxMembers)
+	if p.hops < 0 || p.hops > p.maxMembers {
+		fail("Hops %d must be 0 (walk the trusted proxies) or 1 to MaxMembers (%d)", p.hops, p.maxMembers)
 	}
+	p.header = cfg.source(&p, fail)
+	if !validHeaderName(p.header) {
+		fail("invalid header name %q", p.header)
+	}
+	p.header = http.CanonicalHeaderKey(p.header)
+	return p
+}
 
-	var (
-		src  clientip.Source
-		mode clientIPMode
-	)
+// source checks cfg's Source and Header against each other and the trust
+// settings, sets p's source and mode, and returns the header to read.
+func (cfg ClientIPConfig) source(p *clientIPPlan, fail func(format string, args ...any)) string {
 	header := cfg.Header
 	switch cfg.Source {
 	case SourceXForwardedFor, SourceForwarded:
 		format := "X-Forwarded-For"
 		if cfg.Source == SourceForwarded {
-			src, format = clientip.Forwarded, "Forwarded"
+			p.src, format = clientip.Forwarded, "Forwarded"
 		}
 		if header == "" {
 			header = format
@@ -330,10 +333,10 @@ func newClientIP(fn string, cfg ClientIPConfig) KeyFunc {
 				fail("header %s does not have the format of %s", header, format)
 			}
 		}
-		mode = modeRightmostUntrusted
-		if cfg.Hops > 0 {
-			mode = modeHops
-		} else if trusted.Len() == 0 {
+		p.mode = modeRightmostUntrusted
+		if p.hops > 0 {
+			p.mode = modeHops
+		} else if p.trusted.Len() == 0 {
 			fail("no trusted proxies; list the addresses of your proxies, or use ByIP when clients connect directly")
 		}
 	case SourceHeader:
@@ -344,76 +347,15 @@ func newClientIP(fn string, cfg ClientIPConfig) KeyFunc {
 		case "X-Forwarded-For", "Forwarded":
 			fail("%s is a list; use SourceXForwardedFor or SourceForwarded", header)
 		}
-		if cfg.Hops != 0 {
+		if p.hops != 0 {
 			fail("Hops does not apply to a single-address header")
 		}
-		if trusted.Len() == 0 {
+		if p.trusted.Len() == 0 {
 			fail("no trusted proxies; %s is only believed from the proxy that sets it", header)
 		}
-		mode = modeSingle
+		p.mode = modeSingle
 	default:
 		fail("unknown ClientIPSource %d", cfg.Source)
 	}
-	if !validHeaderName(header) {
-		fail("invalid header name %q", header)
-	}
-	header = http.CanonicalHeaderKey(header)
-
-	// Errors are built once, so that failing closed does not allocate either.
-	var errs [clientip.NumReasons]error
-	for r := range errs {
-		subject := header
-		if clientip.Reason(r) == clientip.BadPeer {
-			subject = "RemoteAddr"
-		}
-		errs[r] = fmt.Errorf("%w: %s: %s: %v", ErrNoKey, fn, subject, clientip.Reason(r))
-	}
-	checkPeer := trusted.Len() > 0
-	v4, v6, maxMembers, hops := cfg.IPv4Prefix, cfg.IPv6Prefix, cfg.MaxMembers, cfg.Hops
-
-	return func(r *http.Request) (string, error) {
-		host, addr, canon, ok := clientip.ParseHostPort(r.RemoteAddr)
-		if !ok {
-			return "", errs[clientip.BadPeer]
-		}
-		if checkPeer && !trusted.Contains(addr) {
-			return clientip.Key(clientip.Node{Host: host, Addr: addr, Canon: canon}, v4, v6), nil
-		}
-		lines := r.Header.Values(header)
-		var (
-			n      clientip.Node
-			reason clientip.Reason
-		)
-		switch mode {
-		case modeRightmostUntrusted:
-			n, reason = clientip.RightmostUntrusted(src, lines, &trusted, maxMembers)
-		case modeHops:
-			n, reason = clientip.NthFromRight(src, lines, hops, maxMembers)
-		default:
-			n, reason = clientip.Single(lines)
-		}
-		if reason != clientip.OK {
-			return "", errs[reason]
-		}
-		return clientip.Key(n, v4, v6), nil
-	}
-}
-
-// validHeaderName reports whether s is a non-empty RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	return strings.IndexFunc(s, func(c rune) bool {
-		return c >= 0x80 || !isTchar(byte(c))
-	}) < 0
-}
-
-// isTchar reports whether c is an RFC 9110 token character.
-func isTchar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+	return header
 }

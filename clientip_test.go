@@ -83,11 +83,11 @@ func TestByIP(t *testing.T) {
 		{"leading zero", "192.0.2.01:80", nil, ""},
 		{"bad port", "192.0.2.1:x", nil, ""},
 	})
-	runKeyCases(t, ratelimit.ByIP(ratelimit.IPv6Prefix(128), ratelimit.IPv4Prefix(24)), []keyCase{
+	runKeyCases(t, ratelimit.ByIPPrefix(24, 128), []keyCase{
 		{"ipv4 /24", "192.0.2.77:1", nil, "192.0.2.0/24"},
 		{"ipv6 /128", "[2001:db8::1%eth0]:1", nil, "2001:db8::1"},
 	})
-	runKeyCases(t, ratelimit.ByIP(ratelimit.IPv6Prefix(48)), []keyCase{
+	runKeyCases(t, ratelimit.ByIPPrefix(32, 48), []keyCase{
 		{"ipv6 /48", "[2001:db8:1:2::1]:1", nil, "2001:db8:1::/48"},
 	})
 }
@@ -166,12 +166,12 @@ func TestByClientIP(t *testing.T) {
 	})
 }
 
-func TestNewClientIPForwarded(t *testing.T) {
-	kf := ratelimit.NewClientIP(ratelimit.ClientIPConfig{
+func TestClientIPConfigKeyFuncReadsForwarded(t *testing.T) {
+	kf := ratelimit.ClientIPConfig{
 		TrustedProxies: []string{"10.0.0.0/8", "2001:db8:ffff::/48"},
 		Source:         ratelimit.SourceForwarded,
 		IPv6Prefix:     128,
-	})
+	}.KeyFunc()
 	const lb = "10.0.0.1:5555"
 	runKeyCases(t, kf, []keyCase{
 		{"untrusted peer", "203.0.113.7:1", []string{"Forwarded: for=1.1.1.1"}, "203.0.113.7"},
@@ -211,7 +211,7 @@ func TestByClientIPHops(t *testing.T) {
 		{"too few", "10.0.0.1:1", []string{"X-Forwarded-For: 203.0.113.7"}, ""},
 		{"garbage proxy", "10.0.0.1:1", []string{"X-Forwarded-For: 203.0.113.7, x"}, ""},
 	})
-	kf := ratelimit.NewClientIP(ratelimit.ClientIPConfig{Hops: 1, TrustedProxies: []string{"10.0.0.0/8"}})
+	kf := ratelimit.ClientIPConfig{Hops: 1, TrustedProxies: []string{"10.0.0.0/8"}}.KeyFunc()
 	runKeyCases(t, kf, []keyCase{
 		{"trusted peer", "10.0.0.1:1", []string{"X-Forwarded-For: 203.0.113.7"}, "203.0.113.7"},
 		{"untrusted peer", "198.51.100.1:1", []string{"X-Forwarded-For: 203.0.113.7"}, "198.51.100.1"},
@@ -258,34 +258,34 @@ func TestClientIPConfigPanics(t *testing.T) {
 		{"header list", func() { ratelimit.ByClientIPHeader("x-forwarded-for", "10.0.0.1") }, "is a list"},
 		{"header no proxies", func() { ratelimit.ByClientIPHeader("X-Real-IP") }, "ratelimit: ByClientIPHeader: no trusted proxies"},
 		{"source", func() {
-			ratelimit.NewClientIP(ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, Source: 9})
+			ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, Source: 9}.KeyFunc()
 		}, "unknown ClientIPSource"},
 		{"max members", func() {
-			ratelimit.NewClientIP(ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, MaxMembers: -1})
+			ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, MaxMembers: -1}.KeyFunc()
 		}, "MaxMembers"},
 		{"max members big", func() {
-			ratelimit.NewClientIP(ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, MaxMembers: 5000})
+			ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, MaxMembers: 5000}.KeyFunc()
 		}, "MaxMembers"},
-		{"negative hops", func() { ratelimit.NewClientIP(ratelimit.ClientIPConfig{Hops: -1}) }, "ratelimit: NewClientIP: Hops -1"},
+		{"negative hops", func() { ratelimit.ClientIPConfig{Hops: -1}.KeyFunc() }, "ratelimit: ClientIPConfig.KeyFunc: Hops -1"},
 		{"v4 prefix", func() {
-			ratelimit.NewClientIP(ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, IPv4Prefix: 33})
+			ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, IPv4Prefix: 33}.KeyFunc()
 		}, "IPv4Prefix"},
 		{"v6 prefix", func() {
-			ratelimit.NewClientIP(ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, IPv6Prefix: -1})
+			ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, IPv6Prefix: -1}.KeyFunc()
 		}, "IPv6Prefix"},
 		{"hops with header", func() {
-			ratelimit.NewClientIP(ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, Source: ratelimit.SourceHeader, Header: "X-Real-IP", Hops: 1})
+			ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, Source: ratelimit.SourceHeader, Header: "X-Real-IP", Hops: 1}.KeyFunc()
 		}, "Hops does not apply"},
 		{"format mismatch", func() {
-			ratelimit.NewClientIP(ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, Header: "Forwarded"})
+			ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, Header: "Forwarded"}.KeyFunc()
 		}, "does not have the format of X-Forwarded-For"},
 		{"format mismatch 2", func() {
-			ratelimit.NewClientIP(ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, Source: ratelimit.SourceForwarded, Header: "x-forwarded-for"})
+			ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, Source: ratelimit.SourceForwarded, Header: "x-forwarded-for"}.KeyFunc()
 		}, "does not have the format of Forwarded"},
-		{"IPv6Prefix option", func() { ratelimit.IPv6Prefix(0) }, "ratelimit: IPv6Prefix(0)"},
-		{"IPv6Prefix option big", func() { ratelimit.IPv6Prefix(129) }, "ratelimit: IPv6Prefix(129)"},
-		{"IPv4Prefix option", func() { ratelimit.IPv4Prefix(33) }, "ratelimit: IPv4Prefix(33)"},
-		{"nil IPOption", func() { ratelimit.ByIP(nil) }, "ratelimit: ByIP: nil IPOption"},
+		{"ByIPPrefix v6 zero", func() { ratelimit.ByIPPrefix(32, 0) }, "ratelimit: ByIPPrefix: ipv6Bits 0"},
+		{"ByIPPrefix v6 big", func() { ratelimit.ByIPPrefix(32, 129) }, "ratelimit: ByIPPrefix: ipv6Bits 129"},
+		{"ByIPPrefix v4 big", func() { ratelimit.ByIPPrefix(33, 64) }, "ratelimit: ByIPPrefix: ipv4Bits 33"},
+		{"ByIPPrefix v4 zero", func() { ratelimit.ByIPPrefix(0, 64) }, "ratelimit: ByIPPrefix: ipv4Bits 0"},
 	}
 	for _, tt := range tests {
 		got := kfPanics(tt.f)
@@ -298,7 +298,7 @@ func TestClientIPConfigPanics(t *testing.T) {
 		func() { ratelimit.ByClientIP("10.0.0.0/8", "192.0.2.1", "2001:db8::/32", "::1", "::ffff:10.0.0.0/104") },
 		func() { ratelimit.ByClientIPHops(32) },
 		func() {
-			ratelimit.NewClientIP(ratelimit.ClientIPConfig{Hops: 3, MaxMembers: 3, Source: ratelimit.SourceForwarded, Header: "X-Forwarded"})
+			ratelimit.ClientIPConfig{Hops: 3, MaxMembers: 3, Source: ratelimit.SourceForwarded, Header: "X-Forwarded"}.KeyFunc()
 		},
 	} {
 		if msg := kfPanics(f); msg != "" {
@@ -356,7 +356,7 @@ func BenchmarkByClientIP(b *testing.B) {
 		{"Forwarded/hostile-100KB-10000-trusted", ratelimit.SourceForwarded, "Forwarded: " + strings.Repeat("for=10.0.0.7, ", 10000) + "for=10.0.0.7"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			kf := ratelimit.NewClientIP(ratelimit.ClientIPConfig{TrustedProxies: trusted, Source: c.source})
+			kf := ratelimit.ClientIPConfig{TrustedProxies: trusted, Source: c.source}.KeyFunc()
 			r := kfReq("10.0.0.1:1234", c.header)
 			b.ReportAllocs()
 			for b.Loop() {

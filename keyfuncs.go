@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync/atomic"
 )
 
@@ -41,14 +42,14 @@ type KeyFunc func(r *http.Request) (string, error)
 // proxies) and credentials (which must not be stored in clear).
 var reservedHeaders = map[string]string{
 	"X-Forwarded-For":          "ByClientIP",
-	"Forwarded":                "NewClientIP with SourceForwarded",
+	"Forwarded":                "ClientIPConfig.KeyFunc with SourceForwarded",
 	"X-Real-Ip":                "ByClientIPHeader",
 	"True-Client-Ip":           "ByClientIPHeader",
 	"Cf-Connecting-Ip":         "ByClientIPHeader",
 	"Fastly-Client-Ip":         "ByClientIPHeader",
 	"X-Client-Ip":              "ByClientIPHeader",
 	"X-Cluster-Client-Ip":      "ByClientIPHeader",
-	"X-Original-Forwarded-For": "NewClientIP",
+	"X-Original-Forwarded-For": "ClientIPConfig.KeyFunc",
 	"Authorization":            "ByBearerToken or ByAPIKey",
 	"Proxy-Authorization":      "ByAPIKey",
 	"Cookie":                   "ByUser",
@@ -308,4 +309,23 @@ func keyKindOf(f KeyFunc) string {
 		return k
 	}
 	return "key"
+}
+
+// validHeaderName reports whether s is a non-empty RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	return strings.IndexFunc(s, func(c rune) bool {
+		return c >= 0x80 || !isTchar(byte(c))
+	}) < 0
+}
+
+// isTchar reports whether c is an RFC 9110 token character.
+func isTchar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }

@@ -30,9 +30,9 @@ func ExampleByIP() {
 	// 192.0.2.1 <nil>
 }
 
-// Key IPv6 clients by /56 and IPv4 clients by /24.
-func ExampleIPv6Prefix() {
-	key := ratelimit.ByIP(ratelimit.IPv6Prefix(56), ratelimit.IPv4Prefix(24))
+// Key IPv4 clients by /24 and IPv6 clients by /56.
+func ExampleByIPPrefix() {
+	key := ratelimit.ByIPPrefix(24, 56)
 
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "[2001:db8:1:2ff::1]:443"
@@ -94,13 +94,14 @@ func ExampleByClientIP_failClosed() {
 }
 
 // Read RFC 7239 Forwarded instead of X-Forwarded-For, and key IPv6 clients by
-// their full address.
-func ExampleNewClientIP() {
-	key := ratelimit.NewClientIP(ratelimit.ClientIPConfig{
+// their full address. Only a trusted proxy's header is read: a client
+// connecting directly is keyed by its own address whatever it claims.
+func ExampleClientIPConfig_KeyFunc() {
+	key := ratelimit.ClientIPConfig{
 		TrustedProxies: []string{"10.0.0.0/8", "2001:db8:ffff::/48"},
 		Source:         ratelimit.SourceForwarded,
 		IPv6Prefix:     128,
-	})
+	}.KeyFunc()
 
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "[2001:db8:ffff::2]:443"
@@ -108,8 +109,18 @@ func ExampleNewClientIP() {
 	r.Header.Add("Forwarded", `for=10.0.0.3;by="[2001:db8:ffff::2]"`)
 	r.Header.Set("X-Forwarded-For", "1.1.1.1") // not the configured source: ignored
 	fmt.Println(key(r))
+
+	direct := httptest.NewRequest("GET", "/", nil)
+	direct.RemoteAddr = "198.51.100.20:5000" // not a trusted proxy
+	direct.Header.Set("Forwarded", "for=192.0.2.99")
+	fmt.Println(key(direct))
+
+	r.Header.Set("Forwarded", "for=unknown") // from a trusted proxy: fails closed
+	fmt.Println(key(r))
 	// Output:
 	// 2001:db8:cafe::17 <nil>
+	// 198.51.100.20 <nil>
+	//  ratelimit: no key: ClientIPConfig.KeyFunc: Forwarded: "unknown" address
 }
 
 // A server reachable only through one cloud load balancer whose addresses

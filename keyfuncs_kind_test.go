@@ -41,11 +41,11 @@ func TestBuiltinKeyFuncsReportTheirKind(t *testing.T) {
 		want string
 	}{
 		{"ByIP", ratelimit.ByIP(), "ip"},
-		{"ByIP/prefix", ratelimit.ByIP(ratelimit.IPv6Prefix(48)), "ip"},
+		{"ByIPPrefix", ratelimit.ByIPPrefix(32, 48), "ip"},
 		{"ByClientIP", ratelimit.ByClientIP("10.0.0.0/8"), "client_ip"},
 		{"ByClientIPHops", ratelimit.ByClientIPHops(2), "client_ip"},
 		{"ByClientIPHeader", ratelimit.ByClientIPHeader("CF-Connecting-IP", "10.0.0.0/8"), "client_ip"},
-		{"NewClientIP", ratelimit.NewClientIP(ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.0/8"}, Source: ratelimit.SourceForwarded}), "client_ip"},
+		{"ClientIPConfig.KeyFunc", ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.0/8"}, Source: ratelimit.SourceForwarded}.KeyFunc(), "client_ip"},
 		{"ByHeader", ratelimit.ByHeader("X-Tenant"), "header"},
 		{"ByUser", ratelimit.ByUser(user), "user"},
 		{"ByRoute", ratelimit.ByRoute(), "route"},

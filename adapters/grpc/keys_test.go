@@ -62,9 +62,9 @@ func TestByClientIPBelievesForwardedMetadataOnlyFromTrustedProxies(t *testing.T)
 
 func TestByClientIPReadsForwardedMetadata(t *testing.T) {
 	var keys ratelimittest.KeyRecorder
-	l := ratelimit.NewLimiter(ratelimit.PerMinute(10), keys.Wrap(ratelimit.NewClientIP(ratelimit.ClientIPConfig{
+	l := ratelimit.NewLimiter(ratelimit.PerMinute(10), keys.Wrap(ratelimit.ClientIPConfig{
 		TrustedProxies: []string{"10.0.0.0/8"}, Source: ratelimit.SourceForwarded,
-	})))
+	}.KeyFunc()))
 	e := newEnv(t, l)
 	if _, err := call(t, e.dial("10.1.2.3:5000"), ping, "x", "forwarded", "for=203.0.113.60;proto=https"); err != nil {
 		t.Fatal(err)
