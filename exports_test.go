@@ -15,7 +15,11 @@ import (
 // types, functions, variables and constants of its non-test files (each
 // constant of a block counts; methods and struct fields do not). Lower it
 // when you cut names; raising it needs a reason in review.
-const maxExports = 999
+const maxExports = 147
+
+// pendingVars are exported variables that other changes in flight remove
+// (FailOpen and DefaultCarveOuts); delete each entry when its variable goes.
+var pendingVars = []string{"FailOpen", "DefaultCarveOuts"}
 
 // rootExports parses the package's non-test files and returns its exported
 // top-level names, and separately its exported package-level variables.
@@ -93,8 +97,13 @@ func TestExportedNamesStayUnderCeiling(t *testing.T) {
 func TestNoExportedMutableVariables(t *testing.T) {
 	_, vars := rootExports(t)
 	for _, v := range vars {
-		if !strings.HasPrefix(v, "Err") {
+		if !strings.HasPrefix(v, "Err") && !slices.Contains(pendingVars, v) {
 			t.Errorf("exported package-level variable %s: make it a function, a constant or unexported", v)
+		}
+	}
+	for _, v := range pendingVars {
+		if !slices.Contains(vars, v) {
+			t.Errorf("%s is gone: remove it from pendingVars", v)
 		}
 	}
 }

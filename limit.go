@@ -5,10 +5,9 @@ import (
 	"time"
 )
 
-// MaxRatePerSecond is the fastest rate a Limit may describe, one event per
-// nanosecond. Faster limits are rejected: they cannot be enforced with
-// nanosecond clocks.
-const MaxRatePerSecond = 1e9
+// maxRatePerSecond is the fastest rate a Limit may describe, one event per
+// nanosecond: faster limits cannot be enforced with nanosecond clocks.
+const maxRatePerSecond = 1e9
 
 // Limit describes how many events may happen and how fast.
 //
@@ -59,8 +58,10 @@ func (l Limit) Interval() time.Duration {
 }
 
 // Validate reports whether l can be enforced. It returns an error wrapping
-// ErrInvalidLimit for a non-positive Rate or Period, a negative Burst, or a
-// rate above MaxRatePerSecond.
+// ErrInvalidLimit for a non-positive Rate or Period, a negative Burst, a Rate
+// or Burst above 2^31-1, a rate above one event per nanosecond (10^9 per
+// second), a Period over 50 years, or a Limit whose empty bucket would take
+// longer than 2^62 nanoseconds (about 146 years) to refill.
 func (l Limit) Validate() error {
 	switch {
 	case l.Rate <= 0:
@@ -72,7 +73,7 @@ func (l Limit) Validate() error {
 	case l.Rate > maxCount || l.Burst > maxCount:
 		return fmt.Errorf("%w: %d events exceeds the maximum of %d", ErrInvalidLimit, max(l.Rate, l.Burst), maxCount)
 	case time.Duration(l.Rate) > l.Period: // more than one event per nanosecond
-		return fmt.Errorf("%w: %d per %v is faster than %g per second", ErrInvalidLimit, l.Rate, l.Period, MaxRatePerSecond)
+		return fmt.Errorf("%w: %d per %v is faster than %g per second", ErrInvalidLimit, l.Rate, l.Period, maxRatePerSecond)
 	case l.Period > maxPeriod:
 		return fmt.Errorf("%w: period %v is longer than %v", ErrInvalidLimit, l.Period, maxPeriod)
 	case l.Interval() > maxSpan/time.Duration(l.Capacity()):
