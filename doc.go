@@ -71,7 +71,8 @@
 // A store error is never a denial unless you choose it. Each rule has a
 // FailurePolicy: FailOpen (the default), FailClosed(429 or 503), or
 // FallbackTo a local store. WithTimeout bounds every store call, and
-// package breaker stops calling a store that keeps failing and probes it back.
+// breaker.New (package github.com/sluicehq/ratelimit/breaker) stops calling a
+// store that keeps failing and probes it back.
 //
 // # Testing
 //
