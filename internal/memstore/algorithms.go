@@ -10,10 +10,11 @@ import (
 	"math/bits"
 )
 
-// Alg mirrors ratelimit.Algorithm.
+// Alg is the engine's counting algorithm. The adapters over the engine map
+// ratelimit.Algorithm onto it value by value, by name, not by number.
 type Alg uint8
 
-// The algorithms, in the order of ratelimit.Algorithm.
+// The algorithms.
 const (
 	GCRA Alg = iota
 	SlidingWindow

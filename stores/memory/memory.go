@@ -48,6 +48,8 @@ type Store struct {
 	clock  ratelimit.Clock
 }
 
+var _ ratelimit.Store = (*Store)(nil)
+
 // Option configures a Store.
 type Option func(*config)
 
