@@ -1,4 +1,4 @@
-package ratelimit
+package fair
 
 import (
 	"context"
@@ -7,17 +7,17 @@ import (
 	"time"
 )
 
-// fairQueue is one of a level's queues: the waiters of the flows dealt it,
+// queueState is one of a level's queues: the waiters of the flows dealt it,
 // first come first served among themselves.
-type fairQueue struct {
-	waiters   []*fairWaiter
+type queueState struct {
+	waiters   []*waiter
 	start     float64 // virtual start of its next dispatch, in seat-seconds
 	executing int     // requests it dispatched that are still served
 }
 
-// fairWaiter is a request waiting for a seat. granted and grantedAt are
-// guarded by Fair.mu; ready is closed when the seat is granted.
-type fairWaiter struct {
+// waiter is a request waiting for a seat. granted and grantedAt are
+// guarded by Scheduler.mu; ready is closed when the seat is granted.
+type waiter struct {
 	ready     chan struct{}
 	granted   bool
 	grantedAt time.Time
@@ -28,7 +28,7 @@ type fairWaiter struct {
 
 // wait is Admit's contended path: r joins the shortest queue of its flow's
 // hand and waits for a seat, MaxWait, or the end of its context.
-func (f *Fair) wait(w http.ResponseWriter, r *http.Request, lv *fairLevel) (func(), bool) {
+func (f *Scheduler) wait(w http.ResponseWriter, r *http.Request, lv *levelState) (func(), bool) {
 	start := time.Now()
 	key := ""
 	if lv.Flow != nil {
@@ -42,23 +42,23 @@ func (f *Fair) wait(w http.ResponseWriter, r *http.Request, lv *fairLevel) (func
 	if dl, ok := ctx.Deadline(); ok {
 		limit = min(limit, dl.Sub(start))
 	}
-	ev := FairEvent{Level: lv.Name, Flow: key, Request: r}
+	ev := Event{Level: lv.Name, Flow: key, Request: r}
 
 	f.mu.Lock()
 	ev.Queue = lv.queueOf(h)
 	if qlen := len(lv.queues[ev.Queue].waiters); qlen >= lv.QueueLength || limit <= 0 || ctx.Err() != nil {
 		status, ra := 503, lv.retryAfter(0)
-		ev.Outcome = FairTimedOut
+		ev.Outcome = TimedOut
 		switch {
 		case qlen >= lv.QueueLength:
-			status, ev.Outcome, ra = 429, FairQueueFull, lv.retryAfter(qlen)
+			status, ev.Outcome, ra = 429, QueueFull, lv.retryAfter(qlen)
 		case ctx.Err() == context.Canceled:
-			ev.Outcome = FairCanceled
+			ev.Outcome = Canceled
 		}
 		f.mu.Unlock()
 		return f.refuse(w, lv, status, ra, ev)
 	}
-	wt := &fairWaiter{ready: make(chan struct{}), flow: h}
+	wt := &waiter{ready: make(chan struct{}), flow: h}
 	lv.enqueue(ev.Queue, wt)
 	f.queued++
 	f.dispatch()
@@ -71,17 +71,17 @@ func (f *Fair) wait(w http.ResponseWriter, r *http.Request, lv *fairLevel) (func
 	}
 	timer := time.NewTimer(limit)
 	defer timer.Stop()
-	ev.Outcome = FairTimedOut
+	ev.Outcome = TimedOut
 	select {
 	case <-wt.ready:
 		return f.admitted(lv, wt, start, ev)
 	case <-ctx.Done():
-		ev.Outcome = FairCanceled
+		ev.Outcome = Canceled
 	case <-timer.C:
 	}
 	now := time.Now()
 	f.mu.Lock()
-	if wt.granted && ev.Outcome == FairTimedOut {
+	if wt.granted && ev.Outcome == TimedOut {
 		f.mu.Unlock() // the seat came as the time ran out: keep it
 		return f.admitted(lv, wt, start, ev)
 	}
@@ -102,15 +102,15 @@ func (f *Fair) wait(w http.ResponseWriter, r *http.Request, lv *fairLevel) (func
 }
 
 // admitted reports a waiter's admission and returns its done function.
-func (f *Fair) admitted(lv *fairLevel, wt *fairWaiter, start time.Time, ev FairEvent) (func(), bool) {
-	ev.Outcome = FairAdmitted
+func (f *Scheduler) admitted(lv *levelState, wt *waiter, start time.Time, ev Event) (func(), bool) {
+	ev.Outcome = Admitted
 	ev.Wait = wt.grantedAt.Sub(start)
 	f.observe(ev)
 	return func() { f.release(lv, wt) }, true
 }
 
 // refuse writes a 429 or 503 with its Retry-After and problem body.
-func (f *Fair) refuse(w http.ResponseWriter, lv *fairLevel, status int, retry int64, ev FairEvent) (func(), bool) {
+func (f *Scheduler) refuse(w http.ResponseWriter, lv *levelState, status int, retry int64, ev Event) (func(), bool) {
 	ev.RetryAfter = time.Duration(retry) * time.Second
 	f.observe(ev)
 	h := w.Header()
@@ -128,7 +128,7 @@ func (f *Fair) refuse(w http.ResponseWriter, lv *fairLevel, status int, retry in
 
 // release frees a seat taken by an admission (wt is nil on the uncontended
 // path) and hands it on.
-func (f *Fair) release(lv *fairLevel, wt *fairWaiter) {
+func (f *Scheduler) release(lv *levelState, wt *waiter) {
 	var now time.Time
 	if wt != nil {
 		now = time.Now()
@@ -145,19 +145,19 @@ func (f *Fair) release(lv *fairLevel, wt *fairWaiter) {
 // queueOf returns the queue a request of the flow with hash h joins: the
 // queue where the flow already waits, so that a flow holds one queue's
 // worth of fair share however much it sends; otherwise the shortest queue
-// of its hand. Fair.mu is held.
-func (lv *fairLevel) queueOf(h uint64) int {
+// of its hand. Scheduler.mu is held.
+func (lv *levelState) queueOf(h uint64) int {
 	if fl, ok := lv.flows[h]; ok {
 		return fl.queue
 	}
-	var hand [maxFairHand]int
+	var hand [maxHand]int
 	n := deal(h, lv.Queues, lv.HandSize, &hand)
 	return lv.shortest(hand[:n])
 }
 
 // shortest returns the queue of hand with the fewest waiting and executing
-// requests (the first of equals). Fair.mu is held.
-func (lv *fairLevel) shortest(hand []int) int {
+// requests (the first of equals). Scheduler.mu is held.
+func (lv *levelState) shortest(hand []int) int {
 	best, bestLen := hand[0], int(^uint(0)>>1)
 	for _, q := range hand {
 		if l := len(lv.queues[q].waiters) + lv.queues[q].executing; l < bestLen {
@@ -171,8 +171,8 @@ func (lv *fairLevel) shortest(hand []int) int {
 // earlier than the level's virtual time: a flow earns no credit for the
 // time it sent nothing. When nothing of the level is waiting, the virtual
 // time first catches up with every queue, so that flows start each
-// congestion episode even. Fair.mu is held.
-func (lv *fairLevel) enqueue(qi int, wt *fairWaiter) {
+// congestion episode even. Scheduler.mu is held.
+func (lv *levelState) enqueue(qi int, wt *waiter) {
 	if lv.queued == 0 {
 		lv.vtime = max(lv.vtime, lv.maxStart)
 	}
@@ -183,11 +183,11 @@ func (lv *fairLevel) enqueue(qi int, wt *fairWaiter) {
 	wt.queue = qi
 	q.waiters = append(q.waiters, wt)
 	lv.queued++
-	lv.flows[wt.flow] = fairFlow{queue: qi, waiting: lv.flows[wt.flow].waiting + 1}
+	lv.flows[wt.flow] = flowState{queue: qi, waiting: lv.flows[wt.flow].waiting + 1}
 }
 
-// unwait counts wt out of its flow's waiters. Fair.mu is held.
-func (lv *fairLevel) unwait(wt *fairWaiter) {
+// unwait counts wt out of its flow's waiters. Scheduler.mu is held.
+func (lv *levelState) unwait(wt *waiter) {
 	lv.queued--
 	if fl := lv.flows[wt.flow]; fl.waiting <= 1 {
 		delete(lv.flows, wt.flow)
@@ -201,8 +201,8 @@ func (lv *fairLevel) unwait(wt *fairWaiter) {
 // virtual finish time (its virtual start plus the level's observed service
 // time, the same for every queue: so the earliest start), charges that
 // queue the estimate and advances the level's virtual time to the start.
-// lv.queued > 0. Fair.mu is held.
-func (lv *fairLevel) dequeue() *fairWaiter {
+// lv.queued > 0. Scheduler.mu is held.
+func (lv *levelState) dequeue() *waiter {
 	best := -1
 	for i := range lv.queues {
 		q := &lv.queues[i]
@@ -230,8 +230,8 @@ func (lv *fairLevel) dequeue() *fairWaiter {
 	return wt
 }
 
-// remove takes a waiter that gave up out of its queue. Fair.mu is held.
-func (lv *fairLevel) remove(wt *fairWaiter) {
+// remove takes a waiter that gave up out of its queue. Scheduler.mu is held.
+func (lv *levelState) remove(wt *waiter) {
 	q := &lv.queues[wt.queue]
 	for i, x := range q.waiters {
 		if x == wt {
@@ -248,8 +248,8 @@ func (lv *fairLevel) remove(wt *fairWaiter) {
 // slow requests falls behind. One of quick requests catches up, but not
 // past the level's virtual time: a backlogged flow banks no credit from
 // the luck of short requests that would later delay a flow just arrived.
-// Fair.mu is held.
-func (lv *fairLevel) charge(wt *fairWaiter, now time.Time) {
+// Scheduler.mu is held.
+func (lv *levelState) charge(wt *waiter, now time.Time) {
 	q := &lv.queues[wt.queue]
 	q.executing--
 	served := now.Sub(wt.grantedAt)

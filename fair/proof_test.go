@@ -1,4 +1,4 @@
-package ratelimit_test
+package fair_test
 
 import (
 	"encoding/json"
@@ -11,19 +11,19 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/fair"
 )
 
-// The guarantees of Fair, shown on the simulation harness in virtual time.
+// The guarantees of the Scheduler, shown on the simulation harness in virtual time.
 
 const (
 	simSvc = 10 * time.Millisecond
 	simDur = 10 * time.Second
 )
 
-func TestFairIsWorkConservingUnderAnyMix(t *testing.T) {
-	levels := func() []ratelimit.Level {
-		return []ratelimit.Level{
+func TestWorkConservingUnderAnyMix(t *testing.T) {
+	levels := func() []fair.Level {
+		return []fair.Level{
 			{Name: "a", Shares: 50}, {Name: "b", Shares: 30}, {Name: "c", Shares: 20}, {Name: "z"},
 		}
 	}
@@ -56,7 +56,7 @@ func TestFairIsWorkConservingUnderAnyMix(t *testing.T) {
 				m.flows[j].svc = simSvc
 			}
 			synctest.Test(t, func(t *testing.T) {
-				out := simulate(ratelimit.FairConfig{Seats: seats, Levels: levels(), MaxWait: time.Second},
+				out := simulate(fair.Config{Seats: seats, Levels: levels(), MaxWait: time.Second},
 					arrivals(uint64(i+1), simDur, m.flows...))
 				got := throughput(out, seats, time.Second, simDur-time.Second)
 				t.Logf("busy seats: %.2f%% of %d", 100*got, seats)
@@ -71,7 +71,7 @@ func TestFairIsWorkConservingUnderAnyMix(t *testing.T) {
 // noisyTenant runs one flow offering 10x its fair share and 9 flows at
 // 0.5x on a saturated level of the given seats (or the light flows alone),
 // with fair queuing or with one first-come-first-served queue.
-func noisyTenant(seed uint64, seats int, fixed, fair, withElephant bool) []simOut {
+func noisyTenant(seed uint64, seats int, fixed, fq, withElephant bool) []simOut {
 	capacity := float64(seats) * float64(time.Second/simSvc)
 	share := capacity / 10
 	var flows []simFlow
@@ -81,11 +81,11 @@ func noisyTenant(seed uint64, seats int, fixed, fair, withElephant bool) []simOu
 	for i := range 9 {
 		flows = append(flows, simFlow{level: "l", flow: fmt.Sprintf("mouse%d", i), rate: share / 2, svc: simSvc, fixed: fixed})
 	}
-	lvl := ratelimit.Level{Name: "l", Shares: 1}
-	if !fair { // first come, first served: one queue for everybody
+	lvl := fair.Level{Name: "l", Shares: 1}
+	if !fq { // first come, first served: one queue for everybody
 		lvl.Queues, lvl.HandSize, lvl.QueueLength = 1, 1, 400
 	}
-	cfg := ratelimit.FairConfig{Seats: seats, Levels: []ratelimit.Level{lvl}, MaxWait: time.Second}
+	cfg := fair.Config{Seats: seats, Levels: []fair.Level{lvl}, MaxWait: time.Second}
 	return simulate(cfg, arrivals(seed, noisyDur, flows...))
 }
 
@@ -98,7 +98,7 @@ func isMouse(o simOut) bool { return strings.HasPrefix(o.flow, "mouse") }
 // flows wait for that alone too, and the bound is the plain 2x; with more
 // seats, where alone they seldom wait, the bound allows the wait for a
 // departure (two mean service times).
-func TestFairShieldsLightFlowsFromANoisyTenant(t *testing.T) {
+func TestShieldsLightFlowsFromANoisyTenant(t *testing.T) {
 	cases := []struct {
 		seats int
 		fixed bool
@@ -139,7 +139,7 @@ func TestFairShieldsLightFlowsFromANoisyTenant(t *testing.T) {
 // Without fair queuing (one FIFO queue), the same light flows are not
 // shielded: this is what the fair queues buy, and the proof that the
 // scenario above can fail.
-func TestFairFIFOWouldNotShieldLightFlows(t *testing.T) {
+func TestFIFOWouldNotShieldLightFlows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		alone := summarize(noisyTenant(7, 4, false, false, false), isMouse)
 		mice := summarize(noisyTenant(7, 4, false, false, true), isMouse)
@@ -150,23 +150,23 @@ func TestFairFIFOWouldNotShieldLightFlows(t *testing.T) {
 	})
 }
 
-func TestFairKeepsCriticalAvailableAndExemptUntouchedAt2xOverload(t *testing.T) {
+func TestPresetKeepsCriticalAvailableAndExemptUntouchedAt2xOverload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seats = 10
 		capacity := seats * float64(time.Second/simSvc)
 		var flows []simFlow
 		for i := range 20 { // 2x overload: half critical, half sheddable
 			flows = append(flows,
-				simFlow{level: ratelimit.LevelCritical, flow: fmt.Sprint("c", i), rate: capacity / 20, svc: simSvc},
-				simFlow{level: ratelimit.LevelTest, flow: fmt.Sprint("t", i), rate: capacity / 20, svc: simSvc})
+				simFlow{level: fair.LevelCritical, flow: fmt.Sprint("c", i), rate: capacity / 20, svc: simSvc},
+				simFlow{level: fair.LevelTest, flow: fmt.Sprint("t", i), rate: capacity / 20, svc: simSvc})
 		}
-		flows = append(flows, simFlow{level: ratelimit.LevelExempt, flow: "probe", rate: 50, svc: simSvc})
-		cfg := ratelimit.FairPreset(seats, nil)
+		flows = append(flows, simFlow{level: fair.LevelExempt, flow: "probe", rate: 50, svc: simSvc})
+		cfg := fair.Preset(seats, nil)
 		cfg.MaxWait = time.Second
 		out := simulate(cfg, arrivals(3, simDur, flows...))
-		crit := summarize(out, byLevel(ratelimit.LevelCritical))
-		shed := summarize(out, byLevel(ratelimit.LevelTest))
-		ex := summarize(out, byLevel(ratelimit.LevelExempt))
+		crit := summarize(out, byLevel(fair.LevelCritical))
+		shed := summarize(out, byLevel(fair.LevelTest))
+		ex := summarize(out, byLevel(fair.LevelExempt))
 		t.Logf("critical %.3f%% of %d (p99 wait %v), test %.1f%% of %d, exempt %d/%d (max wait %v)",
 			100*crit.availability(), crit.n, crit.quantile(0.99), 100*shed.availability(), shed.n, ex.admitted, ex.n, ex.quantile(1))
 		if crit.availability() < 0.995 {
@@ -184,7 +184,7 @@ func TestFairKeepsCriticalAvailableAndExemptUntouchedAt2xOverload(t *testing.T) 
 	})
 }
 
-func TestFairNeverWaitsPastMaxWaitOrDeadline(t *testing.T) {
+func TestNoWaitPastMaxWaitOrDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const maxWait = 50 * time.Millisecond
 		reqs := arrivals(11, 3*time.Second,
@@ -195,7 +195,7 @@ func TestFairNeverWaitsPastMaxWaitOrDeadline(t *testing.T) {
 				reqs[i].deadline = time.Duration(i%7) * 5 * time.Millisecond // some already expired
 			}
 		}
-		cfg := ratelimit.FairConfig{Seats: 4, MaxWait: maxWait, Levels: []ratelimit.Level{{Name: "l", Shares: 1}}}
+		cfg := fair.Config{Seats: 4, MaxWait: maxWait, Levels: []fair.Level{{Name: "l", Shares: 1}}}
 		out := simulate(cfg, reqs)
 		timedOut := 0
 		for _, o := range out {
@@ -221,7 +221,7 @@ func TestFairNeverWaitsPastMaxWaitOrDeadline(t *testing.T) {
 
 var fairChartOut = flag.String("fairchart.out", "", "write the noisy-tenant per-flow rates, as JSON, to this file (bench/cmd/fairchart)")
 
-// FairChartData is what TestFairChartData writes for bench/cmd/fairchart.
+// FairChartData is what TestChartData writes for bench/cmd/fairchart.
 type FairChartData struct {
 	Seats   int       `json:"seats"`
 	SvcMS   float64   `json:"svc_ms"`
@@ -231,28 +231,28 @@ type FairChartData struct {
 	Fair    []float64 `json:"fair"`    // admitted per second, fair queuing
 }
 
-// TestFairChartData runs the noisy-tenant scenario (4 seats) with and
+// TestChartData runs the noisy-tenant scenario (4 seats) with and
 // without fair queuing and checks that both keep the seats busy and never
 // serve more at once than there are seats; with -fairchart.out it writes
 // the per-flow rates.
-func TestFairChartData(t *testing.T) {
+func TestChartData(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seats = 4
 		d := FairChartData{Seats: seats, SvcMS: float64(simSvc) / float64(time.Millisecond)}
 		fifo := noisyTenant(7, seats, false, false, true)
-		fair := noisyTenant(7, seats, false, true, true)
+		fq := noisyTenant(7, seats, false, true, true)
 		d.Flows = append(d.Flows, "elephant")
 		for i := range 9 {
 			d.Flows = append(d.Flows, fmt.Sprintf("mouse%d", i))
 		}
 		secs := noisyDur.Seconds()
 		for _, fl := range d.Flows {
-			sf, sq := summarize(fifo, byFlow(fl)), summarize(fair, byFlow(fl))
+			sf, sq := summarize(fifo, byFlow(fl)), summarize(fq, byFlow(fl))
 			d.Offered = append(d.Offered, float64(sq.n)/secs)
 			d.FIFO = append(d.FIFO, float64(sf.admitted)/secs)
 			d.Fair = append(d.Fair, float64(sq.admitted)/secs)
 		}
-		for name, out := range map[string][]simOut{"fifo": fifo, "fair": fair} {
+		for name, out := range map[string][]simOut{"fifo": fifo, "fair": fq} {
 			if busy := throughput(out, seats, time.Second, noisyDur); busy > 1 || busy < 0.95 {
 				t.Errorf("%s kept %.3f of the seats busy, want 0.95-1", name, busy)
 			}
@@ -273,7 +273,7 @@ func TestFairChartData(t *testing.T) {
 
 // Under contention every level gets its nominal seats, whatever its
 // priority: a borrower never holds a seat another level is owed.
-func TestFairLevelsUnderContentionGetTheirShares(t *testing.T) {
+func TestLevelsUnderContentionGetTheirShares(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seats = 8
 		capacity := seats * float64(time.Second/simSvc)
@@ -283,8 +283,8 @@ func TestFairLevelsUnderContentionGetTheirShares(t *testing.T) {
 				simFlow{level: "hi", flow: fmt.Sprint("h", i), rate: capacity / 2, svc: simSvc},
 				simFlow{level: "lo", flow: fmt.Sprint("l", i), rate: capacity / 2, svc: simSvc})
 		}
-		cfg := ratelimit.FairConfig{Seats: seats, MaxWait: time.Second,
-			Levels: []ratelimit.Level{{Name: "hi", Shares: 3}, {Name: "lo", Shares: 1}}}
+		cfg := fair.Config{Seats: seats, MaxWait: time.Second,
+			Levels: []fair.Level{{Name: "hi", Shares: 3}, {Name: "lo", Shares: 1}}}
 		out := simulate(cfg, arrivals(5, simDur, flows...))
 		busy := func(level string) float64 {
 			var keep []simOut

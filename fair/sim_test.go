@@ -1,4 +1,4 @@
-package ratelimit_test
+package fair_test
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/fair"
 )
 
 // The simulation harness: requests arrive at given virtual times, go
-// through a real Fair (Admit, then the service time, then done) and are
+// through a real Scheduler (Admit, then the service time, then done) and are
 // recorded. Run it inside synctest.Test: every sleep and timer is virtual,
 // so the results do not depend on the machine's load.
 
@@ -37,14 +38,14 @@ type simOut struct {
 	retry  string        // Retry-After of a refusal
 }
 
-// simulate runs reqs (sorted by arrival) through a Fair built from cfg,
+// simulate runs reqs (sorted by arrival) through a Scheduler built from cfg,
 // whose Classify and level Flow read the X-Level and X-Flow headers.
-func simulate(cfg ratelimit.FairConfig, reqs []simReq) []simOut {
+func simulate(cfg fair.Config, reqs []simReq) []simOut {
 	cfg.Classify = func(r *http.Request) string { return r.Header.Get("X-Level") }
 	for i := range cfg.Levels {
 		cfg.Levels[i].Flow = ratelimit.ByHeader("X-Flow")
 	}
-	f := ratelimit.NewFair(cfg)
+	f := fair.New(cfg)
 	out := make([]simOut, len(reqs))
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -60,7 +61,7 @@ func simulate(cfg ratelimit.FairConfig, reqs []simReq) []simOut {
 	return out
 }
 
-func simOne(f *ratelimit.Fair, rq simReq, start time.Time) simOut {
+func simOne(f *fair.Scheduler, rq simReq, start time.Time) simOut {
 	ctx := context.Background()
 	if rq.deadline > 0 {
 		var cancel context.CancelFunc

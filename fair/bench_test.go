@@ -1,28 +1,29 @@
-package ratelimit_test
+package fair_test
 
 import (
 	"net/http/httptest"
 	"testing"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/fair"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
-// BenchmarkFairUncontended measures Admit plus done when a seat is free and
+// BenchmarkUncontended measures Admit plus done when a seat is free and
 // nobody waits, beside the simplest concurrency cap, a buffered-channel
 // semaphore, in the same run: serially (one goroutine) and in parallel.
-func BenchmarkFairUncontended(b *testing.B) {
+func BenchmarkUncontended(b *testing.B) {
 	r := httptest.NewRequest("GET", "/api", nil)
 	w := ratelimittest.NewDiscardWriter()
-	fair := ratelimit.NewFair(ratelimit.FairPreset(1<<20, ratelimit.ByIP()))
-	fair.Admit(w, r) // warm
+	sched := fair.New(fair.Preset(1<<20, ratelimit.ByIP()))
+	sched.Admit(w, r) // warm
 	sem := make(chan struct{}, 1<<20)
 	variants := []struct {
 		name string
 		op   func()
 	}{
 		{"fair", func() {
-			done, ok := fair.Admit(w, r)
+			done, ok := sched.Admit(w, r)
 			if !ok {
 				panic("refused")
 			}
