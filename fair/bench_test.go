@@ -51,3 +51,25 @@ func BenchmarkUncontended(b *testing.B) {
 		})
 	}
 }
+
+// The uncontended path (a seat free, nobody waiting) does not allocate,
+// with an observer or without.
+func TestUncontendedAdmitDoesNotAllocate(t *testing.T) {
+	r := httptest.NewRequest("GET", "/api", nil)
+	w := ratelimittest.NewDiscardWriter()
+	for name, obs := range map[string]fair.Observer{"no observer": nil, "observer": fair.ObserverFunc(func(fair.Event) {})} {
+		cfg := fair.Preset(4, ratelimit.ByIP())
+		cfg.Observer = obs
+		s := fair.New(cfg)
+		allocs := testing.AllocsPerRun(1000, func() {
+			done, ok := s.Admit(w, r)
+			if !ok {
+				t.Fatal("refused")
+			}
+			done()
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per uncontended Admit and done, want 0", name, allocs)
+		}
+	}
+}

@@ -67,6 +67,7 @@ type levelState struct {
 
 	nominal, reserve int // seats, from Scheduler.seats
 	inUse, queued    int
+	seq              uint64 // waiters enqueued so far, for their arrival order
 	queues           []queueState
 	flows            map[uint64]flowState // the flows waiting, by key hash
 	vtime            float64              // virtual time: the start of the last dispatch
