@@ -46,7 +46,8 @@ type Event struct {
 
 // Observer receives an Event for every decision of a Scheduler.
 // ObserveFair is called synchronously on the request path, possibly
-// concurrently: keep it fast and safe for concurrent use.
+// concurrently: keep it fast and safe for concurrent use. (The method is
+// not named Observe, so that one type can also be a ratelimit.Observer.)
 type Observer interface {
 	ObserveFair(e Event)
 }

@@ -203,16 +203,7 @@ func TestLevelsUnderContentionGetTheirShares(t *testing.T) {
 		cfg := fair.Config{Seats: seats, MaxWait: time.Second,
 			Levels: []fair.Level{{Name: "hi", Shares: 3}, {Name: "lo", Shares: 1}}}
 		out := simulate(cfg, arrivals(5, simDur, flows...))
-		busy := func(level string) float64 {
-			var keep []simOut
-			for _, o := range out {
-				if o.level == level {
-					keep = append(keep, o)
-				}
-			}
-			return throughput(keep, seats, time.Second, simDur-time.Second)
-		}
-		hi, lo := busy("hi"), busy("lo")
+		hi, lo := seatShare(out, seats, byLevel("hi")), seatShare(out, seats, byLevel("lo"))
 		t.Logf("hi holds %.3f of the seats, lo %.3f", hi, lo)
 		if math.Abs(hi-0.75) > 0.03 || math.Abs(lo-0.25) > 0.03 {
 			t.Errorf("seat shares hi %.3f lo %.3f, want 0.75 and 0.25 (+-0.03)", hi, lo)
@@ -231,16 +222,7 @@ func TestFlowsShareSeatTimeWhateverTheirServiceTime(t *testing.T) {
 			arrivals(9, simDur,
 				simFlow{level: "l", flow: "quick", rate: capacity(2 * time.Millisecond), svc: 2 * time.Millisecond},
 				simFlow{level: "l", flow: "slow", rate: capacity(20 * time.Millisecond), svc: 20 * time.Millisecond}))
-		busy := func(flow string) float64 {
-			var keep []simOut
-			for _, o := range out {
-				if o.flow == flow {
-					keep = append(keep, o)
-				}
-			}
-			return throughput(keep, seats, time.Second, simDur-time.Second)
-		}
-		quick, slow := busy("quick"), busy("slow")
+		quick, slow := seatShare(out, seats, byFlow("quick")), seatShare(out, seats, byFlow("slow"))
 		t.Logf("quick holds %.3f of the seats, slow %.3f", quick, slow)
 		if math.Abs(quick-0.5) > 0.05 || math.Abs(slow-0.5) > 0.05 {
 			t.Errorf("seat shares quick %.3f slow %.3f, want 0.5 each (+-0.05)", quick, slow)

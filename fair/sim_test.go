@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"sort"
 	"sync"
@@ -74,9 +75,9 @@ func simOne(f *fair.Scheduler, rq simReq, start time.Time) simOut {
 		stop := time.AfterFunc(rq.cancelAt, cancel)
 		defer stop.Stop()
 	}
-	r := httptest.NewRequestWithContext(ctx, "GET", "/", nil)
-	r.Header.Set("X-Level", rq.level)
-	r.Header.Set("X-Flow", rq.flow)
+	r := (&http.Request{Method: "GET", URL: &url.URL{Path: "/"}, Header: http.Header{
+		"X-Level": {rq.level}, "X-Flow": {rq.flow},
+	}}).WithContext(ctx)
 	rec := httptest.NewRecorder()
 	t0 := time.Now()
 	done, ok := f.Admit(rec, r)
@@ -184,3 +185,15 @@ func throughput(out []simOut, seats int, from, to time.Duration) float64 {
 func byFlow(name string) func(simOut) bool { return func(o simOut) bool { return o.flow == name } }
 
 func byLevel(name string) func(simOut) bool { return func(o simOut) bool { return o.level == name } }
+
+// seatShare is the fraction of the seats the requests that match keep held
+// over a simDur run, its first and last second left out.
+func seatShare(out []simOut, seats int, keep func(simOut) bool) float64 {
+	var kept []simOut
+	for _, o := range out {
+		if keep(o) {
+			kept = append(kept, o)
+		}
+	}
+	return throughput(kept, seats, time.Second, simDur-time.Second)
+}

@@ -2,14 +2,11 @@ package ratelimitotel_test
 
 import (
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/fair"
 	ratelimitotel "github.com/sluicehq/ratelimit/metrics/otel"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -39,73 +36,39 @@ func fairDecisions(t testing.TB, m map[string]metricdata.Metrics) map[string]int
 	return out
 }
 
-// newFairScheduler is one seat shared by an exempt level "health" and a
-// level "api" of one queue of one waiter, flows keyed by X-Tenant.
-func newFairScheduler(obs fair.Observer) *fair.Scheduler {
-	return fair.New(fair.Config{
-		Seats: 1, MaxWait: time.Minute, Observer: obs,
-		Levels: []fair.Level{
-			{Name: "health", Exempt: true},
-			{Name: "api", Shares: 1, Queues: 1, HandSize: 1, QueueLength: 1, Flow: ratelimit.ByHeader("X-Tenant")},
-		},
-		Classify: func(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, "/") },
-	})
-}
-
-func tenantRequest(ctx context.Context, path, tenant string) *http.Request {
-	r := httptest.NewRequestWithContext(ctx, "GET", path, nil)
-	r.Header.Set("X-Tenant", tenant)
-	return r
-}
-
-// TestFairObserverRecordsEveryOutcomeByLevel drives a real scheduler
-// through each outcome: the counter follows, by level and outcome, and the
-// wait histogram holds the admitted requests' waits; flows are no
-// attribute.
+// TestFairObserverRecordsEveryOutcomeByLevel: the counter follows the
+// events by level and outcome, the wait histogram holds the admitted
+// requests' waits, and flows and queues are no attribute. (The Prometheus
+// module's test drives a real scheduler through the same outcomes.)
 func TestFairObserverRecordsEveryOutcomeByLevel(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		obs, reader := newFairObserver(t)
-		s := newFairScheduler(obs)
-		ctx := context.Background()
-
-		hold, ok := s.Admit(httptest.NewRecorder(), tenantRequest(ctx, "/api", "a")) // admitted at once
-		if !ok {
-			t.Fatal("the first request was refused")
-		}
-		s.Admit(httptest.NewRecorder(), tenantRequest(ctx, "/health", "a")) // exempt
-		waited := make(chan func())
-		go func() { // waits 40ms for the seat
-			done, _ := s.Admit(httptest.NewRecorder(), tenantRequest(ctx, "/api", "b"))
-			waited <- done
-		}()
-		synctest.Wait()
-		s.Admit(httptest.NewRecorder(), tenantRequest(ctx, "/api", "b")) // queue full
-		time.Sleep(40 * time.Millisecond)
-		hold()
-		(<-waited)()
-
-		hold, _ = s.Admit(httptest.NewRecorder(), tenantRequest(ctx, "/api", "a"))
-		short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
-		s.Admit(httptest.NewRecorder(), tenantRequest(short, "/api", "c")) // timed out
-		cancel()
-		hold()
-
-		m := collect(t, reader)
-		equal(t, "decisions", fairDecisions(t, m), map[string]int64{
-			`{level="api",outcome="admitted"}`:   3,
-			`{level="api",outcome="queue_full"}`: 1,
-			`{level="api",outcome="timed_out"}`:  1,
-			`{level="health",outcome="exempt"}`:  1,
-		})
-		w := m[ratelimitotel.FairWaitName]
-		if w.Unit != "s" {
-			t.Errorf("%s unit %q, want s", w.Name, w.Unit)
-		}
-		pts := w.Data.(metricdata.Histogram[float64]).DataPoints
-		if len(pts) != 1 || key(pts[0].Attributes) != `{level="api"}` || pts[0].Count != 3 || pts[0].Sum != 0.04 {
-			t.Errorf("wait histogram %+v, want one point {level=api} of 3 waits summing to 0.04s", pts)
-		}
+	obs, reader := newFairObserver(t)
+	for _, e := range []fair.Event{
+		{Level: "api", Outcome: fair.Admitted, Queue: -1},
+		{Level: "health", Outcome: fair.Exempt, Queue: -1},
+		{Level: "api", Outcome: fair.Admitted, Flow: "b", Queue: 0, Wait: 40 * time.Millisecond},
+		{Level: "api", Outcome: fair.QueueFull, Flow: "b", Queue: 0, RetryAfter: time.Second},
+		{Level: "api", Outcome: fair.TimedOut, Flow: "c", Queue: 0, Wait: 10 * time.Millisecond},
+		{Level: "api", Outcome: fair.Canceled, Flow: "d", Queue: 1, Wait: time.Millisecond},
+		{Level: "api", Outcome: fair.Admitted, Flow: "a", Queue: 1, Request: httptest.NewRequest("GET", "/", nil)},
+	} {
+		obs.ObserveFair(e)
+	}
+	m := collect(t, reader)
+	equal(t, "decisions", fairDecisions(t, m), map[string]int64{
+		`{level="api",outcome="admitted"}`:   3,
+		`{level="api",outcome="queue_full"}`: 1,
+		`{level="api",outcome="timed_out"}`:  1,
+		`{level="api",outcome="canceled"}`:   1,
+		`{level="health",outcome="exempt"}`:  1,
 	})
+	w := m[ratelimitotel.FairWaitName]
+	if w.Unit != "s" {
+		t.Errorf("%s unit %q, want s", w.Name, w.Unit)
+	}
+	pts := w.Data.(metricdata.Histogram[float64]).DataPoints
+	if len(pts) != 1 || key(pts[0].Attributes) != `{level="api"}` || pts[0].Count != 3 || pts[0].Sum != 0.04 {
+		t.Errorf("wait histogram %+v, want one point {level=api} of 3 waits summing to 0.04s", pts)
+	}
 }
 
 // TestFairObserverCapsLevels: level names beyond WithMaxRules share
@@ -134,16 +97,16 @@ func TestObserveFairStatsReportsSeats(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer provider.Shutdown(context.Background())
-	s := newFairScheduler(nil)
+	s := fair.New(fair.Config{Seats: 3, Levels: []fair.Level{{Name: "api", Shares: 1}}})
 	reg, err := ratelimitotel.ObserveFairStats(provider.Meter("test"), s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reg.Unregister()
-	done, _ := s.Admit(httptest.NewRecorder(), tenantRequest(context.Background(), "/api", "a"))
+	done, _ := s.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 	defer done()
 	m := collect(t, reader)
-	for name, want := range map[string]int64{ratelimitotel.FairSeatsName: 1, ratelimitotel.FairInUseName: 1, ratelimitotel.FairQueuedName: 0} {
+	for name, want := range map[string]int64{ratelimitotel.FairSeatsName: 3, ratelimitotel.FairInUseName: 1, ratelimitotel.FairQueuedName: 0} {
 		pts := m[name].Data.(metricdata.Gauge[int64]).DataPoints
 		if len(pts) != 1 || pts[0].Value != want {
 			t.Errorf("%s: %+v, want %d", name, pts, want)
