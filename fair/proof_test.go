@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -226,6 +227,34 @@ func TestFlowsShareSeatTimeWhateverTheirServiceTime(t *testing.T) {
 		t.Logf("quick holds %.3f of the seats, slow %.3f", quick, slow)
 		if math.Abs(quick-0.5) > 0.05 || math.Abs(slow-0.5) > 0.05 {
 			t.Errorf("seat shares quick %.3f slow %.3f, want 0.5 each (+-0.05)", quick, slow)
+		}
+	})
+}
+
+// The burst credit does not buy more than a fair share. A flow idle four
+// fifths of each second, then sending at 4x the capacity for 200 ms (so
+// that every burst starts with credit), beside a backlogged flow at 2x:
+// while it has requests waiting (its 200 ms, then the 50 it queued drain
+// at two seats, 250 ms) it holds half of the seats, 0.225 of them
+// overall. Its credit of 4 requests adds at most 4 x 10 ms a second over
+// 4 seats, 0.01. (A credit of 1000 requests would give it 0.33.)
+func TestBurstCreditBuysNoMoreThanAFairShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const seats = 4
+		capacity := seats * float64(time.Second/simSvc)
+		reqs := arrivals(13, simDur,
+			simFlow{level: "l", flow: "bursty", rate: 4 * capacity, svc: simSvc},
+			simFlow{level: "l", flow: "backlogged", rate: 2 * capacity, svc: simSvc})
+		reqs = slices.DeleteFunc(reqs, func(r simReq) bool { return r.flow == "bursty" && r.at%time.Second >= 200*time.Millisecond })
+		out := simulate(fair.Config{Seats: seats, MaxWait: time.Second, Levels: []fair.Level{{Name: "l", Shares: 1}}}, reqs)
+		bursty, backlogged := seatShare(out, seats, byFlow("bursty")), seatShare(out, seats, byFlow("backlogged"))
+		t.Logf("bursty holds %.3f of the seats, backlogged %.3f", bursty, backlogged)
+		fairShare := (0.2 + fair.DefaultQueueLength*simSvc.Seconds()/(seats/2)) / 2
+		if bound := fairShare + 4*simSvc.Seconds()/seats + 0.01; bursty > bound {
+			t.Errorf("bursty holds %.3f of the seats, want <= %.3f (%.3f its share while it waits, + its credit, + 0.01)", bursty, bound, fairShare)
+		}
+		if bursty+backlogged < 0.95 {
+			t.Errorf("seats busy %.3f, want >= 0.95", bursty+backlogged)
 		}
 	})
 }
