@@ -7,8 +7,9 @@ import "time"
 // (estimated, then observed) service.
 
 // burstCredit is how many requests' worth of estimated service a flow that
-// has waited for nothing may start ahead of the level's virtual time: a
-// light flow's small bursts are not queued behind a heavy flow's backlog.
+// had nothing waiting may start before the level's virtual time, at most:
+// a light flow's small bursts are not queued behind a heavy flow's
+// backlog, and a flow that is always backlogged never has credit.
 const burstCredit = 4
 
 // queueState is one of a level's queues: the waiters of the flows dealt it,
