@@ -205,10 +205,7 @@ func TestLevelsUnderContentionGetTheirShares(t *testing.T) {
 			Levels: []fair.Level{{Name: "hi", Shares: 3}, {Name: "lo", Shares: 1}}}
 		out := simulate(cfg, arrivals(5, simDur, flows...))
 		hi, lo := seatShare(out, seats, byLevel("hi")), seatShare(out, seats, byLevel("lo"))
-		t.Logf("hi holds %.3f of the seats, lo %.3f", hi, lo)
-		if math.Abs(hi-0.75) > 0.03 || math.Abs(lo-0.25) > 0.03 {
-			t.Errorf("seat shares hi %.3f lo %.3f, want 0.75 and 0.25 (+-0.03)", hi, lo)
-		}
+		wantShares(t, "hi", hi, 0.75, "lo", lo, 0.25, 0.03)
 	})
 }
 
@@ -219,15 +216,11 @@ func TestFlowsShareSeatTimeWhateverTheirServiceTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seats = 4
 		capacity := func(svc time.Duration) float64 { return seats * float64(time.Second/svc) }
-		out := simulate(fair.Config{Seats: seats, MaxWait: time.Second, Levels: []fair.Level{{Name: "l", Shares: 1}}},
-			arrivals(9, simDur,
-				simFlow{level: "l", flow: "quick", rate: capacity(2 * time.Millisecond), svc: 2 * time.Millisecond},
-				simFlow{level: "l", flow: "slow", rate: capacity(20 * time.Millisecond), svc: 20 * time.Millisecond}))
-		quick, slow := seatShare(out, seats, byFlow("quick")), seatShare(out, seats, byFlow("slow"))
-		t.Logf("quick holds %.3f of the seats, slow %.3f", quick, slow)
-		if math.Abs(quick-0.5) > 0.05 || math.Abs(slow-0.5) > 0.05 {
-			t.Errorf("seat shares quick %.3f slow %.3f, want 0.5 each (+-0.05)", quick, slow)
-		}
+		quick, slow := flowShares(seats, arrivals(9, simDur,
+			simFlow{level: "l", flow: "quick", rate: capacity(2 * time.Millisecond), svc: 2 * time.Millisecond},
+			simFlow{level: "l", flow: "slow", rate: capacity(20 * time.Millisecond), svc: 20 * time.Millisecond}),
+			"quick", "slow")
+		wantShares(t, "quick", quick, 0.5, "slow", slow, 0.5, 0.05)
 	})
 }
 
@@ -246,8 +239,7 @@ func TestBurstCreditBuysNoMoreThanAFairShare(t *testing.T) {
 			simFlow{level: "l", flow: "bursty", rate: 4 * capacity, svc: simSvc},
 			simFlow{level: "l", flow: "backlogged", rate: 2 * capacity, svc: simSvc})
 		reqs = slices.DeleteFunc(reqs, func(r simReq) bool { return r.flow == "bursty" && r.at%time.Second >= 200*time.Millisecond })
-		out := simulate(fair.Config{Seats: seats, MaxWait: time.Second, Levels: []fair.Level{{Name: "l", Shares: 1}}}, reqs)
-		bursty, backlogged := seatShare(out, seats, byFlow("bursty")), seatShare(out, seats, byFlow("backlogged"))
+		bursty, backlogged := flowShares(seats, reqs, "bursty", "backlogged")
 		t.Logf("bursty holds %.3f of the seats, backlogged %.3f", bursty, backlogged)
 		fairShare := (0.2 + fair.DefaultQueueLength*simSvc.Seconds()/(seats/2)) / 2
 		if bound := fairShare + 4*simSvc.Seconds()/seats + 0.01; bursty > bound {
@@ -257,4 +249,21 @@ func TestBurstCreditBuysNoMoreThanAFairShare(t *testing.T) {
 			t.Errorf("seats busy %.3f, want >= 0.95", bursty+backlogged)
 		}
 	})
+}
+
+// flowShares runs reqs through one level of the given seats and returns
+// the fractions of the seats flows a and b held.
+func flowShares(seats int, reqs []simReq, a, b string) (float64, float64) {
+	out := simulate(fair.Config{Seats: seats, MaxWait: time.Second, Levels: []fair.Level{{Name: "l", Shares: 1}}}, reqs)
+	return seatShare(out, seats, byFlow(a)), seatShare(out, seats, byFlow(b))
+}
+
+// wantShares checks that a and b held shares of the seats within tol of
+// wantA and wantB.
+func wantShares(t *testing.T, a string, gotA, wantA float64, b string, gotB, wantB, tol float64) {
+	t.Helper()
+	t.Logf("%s holds %.3f of the seats, %s %.3f", a, gotA, b, gotB)
+	if math.Abs(gotA-wantA) > tol || math.Abs(gotB-wantB) > tol {
+		t.Errorf("seat shares %s %.3f %s %.3f, want %.2f and %.2f (+-%.2f)", a, gotA, b, gotB, wantA, wantB, tol)
+	}
 }
