@@ -1,4 +1,4 @@
-// Command fair serves an API behind ratelimit.Fair: at most 4 requests are
+// Command fair serves an API behind fair.Scheduler: at most 4 requests are
 // served at once; the rest wait, fairly per tenant, in priority order
 // (critical payments first, reports and test traffic last), and health
 // checks are never held back. It needs no Redis.
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/fair"
 )
 
 func main() {
@@ -42,7 +43,7 @@ Payments go first, test traffic last; health checks never wait:
 	log.Fatal(http.Serve(ln, newHandler(200*time.Millisecond)))
 }
 
-// newHandler returns the API, each request taking work, behind a Fair.
+// newHandler returns the API, each request taking work, behind a fair.Scheduler.
 func newHandler(work time.Duration) http.Handler {
 	mux := http.NewServeMux()
 	slow := func(w http.ResponseWriter, r *http.Request) {
@@ -56,10 +57,10 @@ func newHandler(work time.Duration) http.Handler {
 
 	// The tenant is the flow. Here a header a gateway in front would set;
 	// in your server, the authenticated user or API key (ByUser, ByAPIKey).
-	cfg := ratelimit.FairPreset(4, ratelimit.ByHeader("X-Tenant"))
+	cfg := fair.Preset(4, ratelimit.ByHeader("X-Tenant"))
 	cfg.MaxWait = 2 * time.Second
 	cfg.Classify = classify
-	return ratelimit.NewFair(cfg).Handler(mux)
+	return fair.New(cfg).Handler(mux)
 }
 
 // classify maps a request to a level of the preset. A client can only
@@ -67,13 +68,13 @@ func newHandler(work time.Duration) http.Handler {
 func classify(r *http.Request) string {
 	switch {
 	case r.URL.Path == "/healthz":
-		return ratelimit.LevelExempt
+		return fair.LevelExempt
 	case r.Header.Get("X-Test-Mode") != "":
-		return ratelimit.LevelTest
+		return fair.LevelTest
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/charges":
-		return ratelimit.LevelCritical
+		return fair.LevelCritical
 	case strings.HasPrefix(r.URL.Path, "/v1/reports"):
-		return ratelimit.LevelBatch
+		return fair.LevelBatch
 	}
-	return ratelimit.LevelInteractive
+	return fair.LevelInteractive
 }

@@ -1,8 +1,8 @@
 // Command fairchart draws the per-flow admitted rate of a saturated
 // server with and without fair queuing: one tenant offering ten times its
 // fair share beside nine offering half of theirs, on 4 seats of 10 ms
-// (exponential) service. The numbers come from the core module's
-// simulation harness (TestFairChartData, virtual time under
+// (exponential) service. The numbers come from the fair package's
+// simulation harness (TestChartData, virtual time under
 // testing/synctest), so they are the same on any machine. From the
 // repository root:
 //
@@ -21,7 +21,7 @@ import (
 	"github.com/sluicehq/ratelimit/bench"
 )
 
-// chartData mirrors the JSON TestFairChartData writes.
+// chartData mirrors the JSON TestChartData writes.
 type chartData struct {
 	Seats   int       `json:"seats"`
 	SvcMS   float64   `json:"svc_ms"`
@@ -42,7 +42,7 @@ func main() {
 	}
 	defer os.RemoveAll(tmp)
 	data := filepath.Join(tmp, "flows.json")
-	cmd := exec.Command("go", "test", "-count=1", "-run", "^TestFairChartData$", ".", "-args", "-fairchart.out="+data)
+	cmd := exec.Command("go", "test", "-count=1", "-run", "^TestChartData$", "./fair", "-args", "-fairchart.out="+data)
 	cmd.Dir = *root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -60,7 +60,7 @@ func main() {
 		Title:      "Admitted requests per second, per flow, on a saturated server",
 		YLabel:     "requests/s",
 		Categories: d.Flows,
-		Series:     []string{"offered", "admitted: first come, first served", "admitted: ratelimit.Fair"},
+		Series:     []string{"offered", "admitted: first come, first served", "admitted: fair.Scheduler"},
 		Values:     [][]float64{d.Offered, d.FIFO, d.Fair},
 		Log:        true, // the elephant offers 20x what a light flow does
 		Note: fmt.Sprintf("%d seats x %.0f ms mean service (capacity %.0f/s); one flow at 10x its fair share, nine at 0.5x; simulated, virtual time",

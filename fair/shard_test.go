@@ -1,4 +1,4 @@
-package ratelimit
+package fair
 
 import (
 	"fmt"
@@ -7,14 +7,14 @@ import (
 	"testing"
 )
 
-func TestFairDealGivesDistinctQueuesInRange(t *testing.T) {
+func TestDealGivesDistinctQueuesInRange(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, c := range [][2]int{{64, 6}, {64, 8}, {8, 8}, {1, 1}, {1024, 6}, {16, 16}} {
 		deck, size := c[0], c[1]
 		counts := make([]int, deck)
 		const n = 20000
 		for range n {
-			var hand [maxFairHand]int
+			var hand [maxHand]int
 			deal(rng.Uint64(), deck, size, &hand)
 			seen := map[int]bool{}
 			for _, q := range hand[:size] {
@@ -38,20 +38,20 @@ func TestFairDealGivesDistinctQueuesInRange(t *testing.T) {
 // With 64 queues and hands of 6, three elephant flows can cover at most 18
 // queues; a flow keeps a queue no elephant uses unless all 6 of its cards
 // fall among them.
-func TestFairShuffleShardingIsolatesFlowsFromThreeElephants(t *testing.T) {
+func TestShuffleShardingIsolatesFlowsFromThreeElephants(t *testing.T) {
 	const queues, hand, trials, mice = 64, 6, 200, 5000
 	isolated, total := 0, 0
 	for trial := range trials {
 		used := map[int]bool{}
 		for e := range 3 {
-			var h [maxFairHand]int
+			var h [maxHand]int
 			deal(flowHash(fmt.Sprintf("elephant-%d-%d", trial, e)), queues, hand, &h)
 			for _, q := range h[:hand] {
 				used[q] = true
 			}
 		}
 		for m := range mice {
-			var h [maxFairHand]int
+			var h [maxHand]int
 			deal(flowHash(fmt.Sprintf("tenant-%d-%d", trial, m)), queues, hand, &h)
 			total++
 			for _, q := range h[:hand] {
@@ -71,8 +71,8 @@ func TestFairShuffleShardingIsolatesFlowsFromThreeElephants(t *testing.T) {
 
 // The live check: three elephants flood a level; every other flow that has
 // a queue free of elephants is queued there, never behind one.
-func TestFairLightFlowsJoinAQueueNoElephantHolds(t *testing.T) {
-	f := NewFair(FairConfig{Seats: 1, Levels: []Level{{Name: "l", Shares: 1, Queues: 64, HandSize: 6}}})
+func TestLightFlowsJoinAQueueNoElephantHolds(t *testing.T) {
+	f := New(Config{Seats: 1, Levels: []Level{{Name: "l", Shares: 1, Queues: 64, HandSize: 6}}})
 	lv := f.levels[0]
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -83,7 +83,7 @@ func TestFairLightFlowsJoinAQueueNoElephantHolds(t *testing.T) {
 		h := flowHash(fmt.Sprint("elephant", e))
 		for range 40 {
 			q := lv.queueOf(h)
-			lv.enqueue(q, &fairWaiter{ready: make(chan struct{}), flow: h})
+			lv.enqueue(q, &waiter{ready: make(chan struct{}), flow: h})
 			elephantQueues[q] = true
 		}
 	}
@@ -92,7 +92,7 @@ func TestFairLightFlowsJoinAQueueNoElephantHolds(t *testing.T) {
 	}
 	for m := range 2000 {
 		h := flowHash(fmt.Sprint("mouse", m))
-		var hand [maxFairHand]int
+		var hand [maxHand]int
 		deal(h, 64, 6, &hand)
 		free := false
 		for _, q := range hand[:6] {
@@ -104,11 +104,11 @@ func TestFairLightFlowsJoinAQueueNoElephantHolds(t *testing.T) {
 	}
 }
 
-func TestFairDeckEntropyIsChecked(t *testing.T) {
+func TestDeckEntropyIsChecked(t *testing.T) {
 	defer func() {
 		if r := recover(); r == nil {
 			t.Fatal("no panic for 4096 queues dealt 16 at a time")
 		}
 	}()
-	NewFair(FairConfig{Seats: 1, Levels: []Level{{Name: "l", Queues: 4096, HandSize: 16}}})
+	New(Config{Seats: 1, Levels: []Level{{Name: "l", Queues: 4096, HandSize: 16}}})
 }

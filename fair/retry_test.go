@@ -1,4 +1,4 @@
-package ratelimit
+package fair
 
 import (
 	"net/http"
@@ -7,8 +7,8 @@ import (
 
 // Retry-After follows the backlog and the observed service time, from 1 to
 // 32 seconds.
-func TestFairRetryAfterFollowsTheBacklog(t *testing.T) {
-	f := NewFair(FairConfig{Seats: 4, Levels: []Level{{Name: "l", Shares: 1}}})
+func TestRetryAfterFollowsTheBacklog(t *testing.T) {
+	f := New(Config{Seats: 4, Levels: []Level{{Name: "l", Shares: 1}}})
 	lv := f.levels[0]
 	lv.svc = 1 // seconds
 	for _, c := range []struct {
@@ -26,7 +26,7 @@ func TestFairRetryAfterFollowsTheBacklog(t *testing.T) {
 			lv.queues[i].waiters = nil
 		}
 		for i := range c.active {
-			lv.queues[i].waiters = make([]*fairWaiter, 1)
+			lv.queues[i].waiters = make([]*waiter, 1)
 		}
 		if got := lv.retryAfter(c.qlen); got != c.want {
 			t.Errorf("queued %d, qlen %d, %d active: Retry-After %d, want %d", c.queued, c.qlen, c.active, got, c.want)
@@ -39,9 +39,9 @@ func TestFairRetryAfterFollowsTheBacklog(t *testing.T) {
 	}
 }
 
-func TestFairSeatsFuncBelowOneCountsAsOne(t *testing.T) {
+func TestSeatsFuncBelowOneCountsAsOne(t *testing.T) {
 	n := -5
-	f := NewFair(FairConfig{SeatsFunc: func() int { return n }, Levels: []Level{{Name: "l", Shares: 1}}})
+	f := New(Config{SeatsFunc: func() int { return n }, Levels: []Level{{Name: "l", Shares: 1}}})
 	if s := f.Stats().Seats; s != 1 {
 		t.Errorf("seats %d, want 1", s)
 	}
@@ -54,10 +54,10 @@ func TestFairSeatsFuncBelowOneCountsAsOne(t *testing.T) {
 	}
 }
 
-// SeatsFunc runs outside the lock: it may look at the Fair it drives.
-func TestFairSeatsFuncMayCallBackIntoTheFair(t *testing.T) {
-	var f *Fair
-	f = NewFair(FairConfig{
+// SeatsFunc runs outside the lock: it may look at the Scheduler it drives.
+func TestSeatsFuncMayCallBackIntoTheScheduler(t *testing.T) {
+	var f *Scheduler
+	f = New(Config{
 		SeatsFunc: func() int {
 			if f != nil {
 				return f.Stats().InUse + 1 // grows with use

@@ -1,13 +1,15 @@
-package ratelimit
+package fair
 
 import (
 	"fmt"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/ratelimit"
 )
 
-// Level is a priority level of a Fair: a class of requests (critical
+// Level is a priority level of a Scheduler: a class of requests (critical
 // writes, interactive reads, batch jobs, health checks) with its share of
 // the seats and its own queues.
 type Level struct {
@@ -37,7 +39,7 @@ type Level struct {
 	// key fails joins the level's keyless flow. Nil puts the whole level in
 	// one flow (first come, first served). The key is computed only when
 	// the request must wait.
-	Flow KeyFunc
+	Flow ratelimit.KeyFunc
 
 	// Queues, HandSize and QueueLength configure shuffle sharding: a flow
 	// is dealt HandSize of the level's Queues by a hash of its key and
@@ -51,24 +53,25 @@ type Level struct {
 
 // Shuffle-sharding defaults (Kubernetes APF's).
 const (
-	DefaultFairQueues      = 64
-	DefaultFairHandSize    = 8
-	DefaultFairQueueLength = 50
-	maxFairHand            = 16
+	DefaultQueues      = 64
+	DefaultHandSize    = 8
+	DefaultQueueLength = 50
+	maxHand            = 16
 )
 
-// fairLevel is a Level's state. Its mutable fields are guarded by Fair.mu.
-type fairLevel struct {
+// levelState is a Level's state. Its mutable fields are guarded by Scheduler.mu.
+type levelState struct {
 	Level
-	f       *Fair
+	f       *Scheduler
 	release func() // done of an uncontended admission, built once
 
-	nominal, reserve int // seats, from Fair.seats
+	nominal, reserve int // seats, from Scheduler.seats
 	inUse, queued    int
-	queues           []fairQueue
-	flows            map[uint64]fairFlow // the flows waiting, by key hash
-	vtime            float64             // virtual time: the start of the last dispatch
-	maxStart         float64             // the latest start of any queue
+	seq              uint64 // waiters enqueued so far, for their arrival order
+	queues           []queueState
+	flows            map[uint64]flowState // the flows waiting, by key hash
+	vtime            float64              // virtual time: the start of the last dispatch
+	maxStart         float64              // the latest start of any queue
 
 	// svc is the observed service time of one request, in seconds: a
 	// moving average over the requests that waited (the uncontended path
@@ -78,9 +81,9 @@ type fairLevel struct {
 	problem429, problem503 []byte
 }
 
-// fairFlow is a waiting flow: its queue and how many of its requests
+// flowState is a waiting flow: its queue and how many of its requests
 // wait there.
-type fairFlow struct {
+type flowState struct {
 	queue, waiting int
 }
 
@@ -89,39 +92,39 @@ const (
 	svcWeight  = 1.0 / 16
 )
 
-func newFairLevel(f *Fair, idx int, l Level) *fairLevel {
+func newLevelState(f *Scheduler, idx int, l Level) *levelState {
 	switch {
 	case l.Name == "":
-		panic(fmt.Sprintf("ratelimit: NewFair: level %d has no name", idx))
+		panic(fmt.Sprintf("ratelimit: fair.New: level %d has no name", idx))
 	case l.Shares < 0:
-		panic(fmt.Sprintf("ratelimit: NewFair: level %q: negative Shares %d", l.Name, l.Shares))
+		panic(fmt.Sprintf("ratelimit: fair.New: level %q: negative Shares %d", l.Name, l.Shares))
 	case l.Reserve < 0 || l.Reserve > 100:
-		panic(fmt.Sprintf("ratelimit: NewFair: level %q: Reserve %d is not a percentage", l.Name, l.Reserve))
+		panic(fmt.Sprintf("ratelimit: fair.New: level %q: Reserve %d is not a percentage", l.Name, l.Reserve))
 	case l.Queues < 0 || l.HandSize < 0 || l.QueueLength < 0:
-		panic(fmt.Sprintf("ratelimit: NewFair: level %q: negative queue setting", l.Name))
+		panic(fmt.Sprintf("ratelimit: fair.New: level %q: negative queue setting", l.Name))
 	}
 	if l.Queues == 0 {
-		l.Queues = DefaultFairQueues
+		l.Queues = DefaultQueues
 	}
 	if l.HandSize == 0 {
-		l.HandSize = min(DefaultFairHandSize, l.Queues)
+		l.HandSize = min(DefaultHandSize, l.Queues)
 	}
 	if l.QueueLength == 0 {
-		l.QueueLength = DefaultFairQueueLength
+		l.QueueLength = DefaultQueueLength
 	}
-	if l.HandSize > l.Queues || l.HandSize > maxFairHand {
-		panic(fmt.Sprintf("ratelimit: NewFair: level %q: HandSize %d exceeds Queues %d or %d", l.Name, l.HandSize, l.Queues, maxFairHand))
+	if l.HandSize > l.Queues || l.HandSize > maxHand {
+		panic(fmt.Sprintf("ratelimit: fair.New: level %q: HandSize %d exceeds Queues %d or %d", l.Name, l.HandSize, l.Queues, maxHand))
 	}
 	if deckBits(l.Queues, l.HandSize) > 60 {
-		panic(fmt.Sprintf("ratelimit: NewFair: level %q: %d queues dealt %d at a time need more than 60 bits of hash", l.Name, l.Queues, l.HandSize))
+		panic(fmt.Sprintf("ratelimit: fair.New: level %q: %d queues dealt %d at a time need more than 60 bits of hash", l.Name, l.Queues, l.HandSize))
 	}
-	lv := &fairLevel{Level: l, f: f, svc: svcInitial}
+	lv := &levelState{Level: l, f: f, svc: svcInitial}
 	lv.release = func() { f.release(lv, nil) }
 	if !l.Exempt {
-		lv.queues = make([]fairQueue, l.Queues)
-		lv.flows = make(map[uint64]fairFlow)
-		lv.problem429 = fairProblem(429, l.Name, "Too many requests from this flow are waiting; retry later.")
-		lv.problem503 = fairProblem(503, l.Name, "The server is at capacity for this class of request; retry later.")
+		lv.queues = make([]queueState, l.Queues)
+		lv.flows = make(map[uint64]flowState)
+		lv.problem429 = problemBody(429, l.Name, "Too many requests from this flow are waiting; retry later.")
+		lv.problem503 = problemBody(503, l.Name, "The server is at capacity for this class of request; retry later.")
 	}
 	return lv
 }
@@ -136,16 +139,16 @@ func deckBits(queues, hand int) int {
 }
 
 // observeService folds one request's service time into the estimate.
-// Fair.mu is held.
-func (lv *fairLevel) observeService(d time.Duration) {
+// Scheduler.mu is held.
+func (lv *levelState) observeService(d time.Duration) {
 	lv.svc += svcWeight * (max(d.Seconds(), 1e-6) - lv.svc)
 }
 
 // retryAfter is the Retry-After, in whole seconds from 1 to 32, for a
 // request refused at lv: the time ahead requests take to drain at the seats
 // lv gets, or, for a full queue of length qlen, at the flow's fair share of
-// them. Fair.mu is held.
-func (lv *fairLevel) retryAfter(qlen int) int64 {
+// them. Scheduler.mu is held.
+func (lv *levelState) retryAfter(qlen int) int64 {
 	seats := float64(max(lv.nominal, lv.inUse, 1))
 	ahead := float64(lv.queued)
 	if qlen > 0 {
@@ -161,11 +164,11 @@ func (lv *fairLevel) retryAfter(qlen int) int64 {
 	return int64(min(max(s, 1), 32))
 }
 
-// fairProblem is an RFC 9457 body naming the level.
-func fairProblem(status int, level, detail string) []byte {
+// problemBody is an RFC 9457 body naming the level.
+func problemBody(status int, level, detail string) []byte {
 	typ := "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 	if status == 429 {
-		typ = ProblemType
+		typ = ratelimit.ProblemType
 	}
 	title := "Too Many Requests"
 	if status == 503 {
@@ -201,8 +204,8 @@ func flowHash(key string) uint64 {
 // out of deck, and returns how many. Each card is drawn from the cards
 // left, using h as a mixed-radix number (deck, deck-1, ...); the drawn
 // index counts past the cards already dealt, kept sorted.
-func deal(h uint64, deck, size int, hand *[maxFairHand]int) int {
-	var sorted [maxFairHand]int
+func deal(h uint64, deck, size int, hand *[maxHand]int) int {
+	var sorted [maxHand]int
 	for i := range size {
 		n := uint64(deck - i)
 		c := int(h % n)

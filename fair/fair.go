@@ -1,4 +1,4 @@
-package ratelimit
+package fair
 
 import (
 	"fmt"
@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// FairConfig configures NewFair: how many requests the server serves at
+// Config configures New: how many requests the server serves at
 // once (its seats), the priority levels that share them, and how long a
 // request may wait for one.
-type FairConfig struct {
+type Config struct {
 	// Seats is the number of requests served at once, when SeatsFunc is nil.
 	Seats int
 
@@ -35,14 +35,14 @@ type FairConfig struct {
 	// request never waits past its context's deadline either.
 	MaxWait time.Duration
 
-	// Observer, if set, receives a FairEvent for every decision.
-	Observer FairObserver
+	// Observer, if set, receives an Event for every decision.
+	Observer Observer
 }
 
-// DefaultFairMaxWait is the MaxWait of a FairConfig that sets none.
-const DefaultFairMaxWait = 5 * time.Second
+// DefaultMaxWait is the MaxWait of a Config that sets none.
+const DefaultMaxWait = 5 * time.Second
 
-// Fair admits requests into a fixed (or externally driven) number of seats,
+// Scheduler admits requests into a fixed (or externally driven) number of seats,
 // sharing them between priority levels and, within a level, fairly between
 // flows: the server-capacity layer that sits in front of per-client rate
 // limits. It is Kubernetes API Priority and Fairness adapted to net/http:
@@ -62,17 +62,17 @@ const DefaultFairMaxWait = 5 * time.Second
 // Exempt levels (health checks, the control plane) are never queued or
 // refused and take no seat.
 //
-// A Fair is safe for concurrent use. Its zero value is not usable; build it
-// with NewFair.
-type Fair struct {
+// A Scheduler is safe for concurrent use. Its zero value is not usable; build it
+// with New.
+type Scheduler struct {
 	mu        sync.Mutex
-	levels    []*fairLevel // priority order
-	byName    map[string]*fairLevel
-	fallback  *fairLevel // for names no level has
+	levels    []*levelState // priority order
+	byName    map[string]*levelState
+	fallback  *levelState // for names no level has
 	classify  func(*http.Request) string
 	seatsFunc func() int
 	maxWait   time.Duration
-	obs       FairObserver
+	obs       Observer
 
 	// Guarded by mu.
 	seats     int // current total
@@ -81,22 +81,22 @@ type Fair struct {
 	protected int // sum over levels of their reserve not in use
 }
 
-// NewFair returns a Fair for c. It panics with a "ratelimit: " message on an
+// New returns a Scheduler for c. It panics with a "ratelimit: " message on an
 // invalid configuration: no levels, no seats, a duplicate or empty level
 // name, negative shares, a Reserve outside 0-100, or queue settings out of
 // range (see Level).
-func NewFair(c FairConfig) *Fair {
+func New(c Config) *Scheduler {
 	if len(c.Levels) == 0 {
-		panic("ratelimit: NewFair: no levels")
+		panic("ratelimit: fair.New: no levels")
 	}
 	if c.SeatsFunc == nil && c.Seats < 1 {
-		panic(fmt.Sprintf("ratelimit: NewFair: Seats must be at least 1, got %d", c.Seats))
+		panic(fmt.Sprintf("ratelimit: fair.New: Seats must be at least 1, got %d", c.Seats))
 	}
 	if c.MaxWait < 0 {
-		panic(fmt.Sprintf("ratelimit: NewFair: negative MaxWait %v", c.MaxWait))
+		panic(fmt.Sprintf("ratelimit: fair.New: negative MaxWait %v", c.MaxWait))
 	}
-	f := &Fair{
-		byName:    make(map[string]*fairLevel, len(c.Levels)),
+	f := &Scheduler{
+		byName:    make(map[string]*levelState, len(c.Levels)),
 		classify:  c.Classify,
 		seatsFunc: c.SeatsFunc,
 		maxWait:   c.MaxWait,
@@ -104,12 +104,12 @@ func NewFair(c FairConfig) *Fair {
 		seats:     c.Seats,
 	}
 	if f.maxWait == 0 {
-		f.maxWait = DefaultFairMaxWait
+		f.maxWait = DefaultMaxWait
 	}
 	for i, l := range c.Levels {
-		lv := newFairLevel(f, i, l)
+		lv := newLevelState(f, i, l)
 		if _, dup := f.byName[l.Name]; dup {
-			panic(fmt.Sprintf("ratelimit: NewFair: two levels are named %q", l.Name))
+			panic(fmt.Sprintf("ratelimit: fair.New: two levels are named %q", l.Name))
 		}
 		f.byName[l.Name] = lv
 		f.levels = append(f.levels, lv)
@@ -118,7 +118,7 @@ func NewFair(c FairConfig) *Fair {
 		}
 	}
 	if f.fallback == nil {
-		panic("ratelimit: NewFair: every level is exempt")
+		panic("ratelimit: fair.New: every level is exempt")
 	}
 	if f.seatsFunc != nil {
 		f.seats = max(1, f.seatsFunc())
@@ -128,9 +128,9 @@ func NewFair(c FairConfig) *Fair {
 }
 
 // Handler returns next wrapped by f.
-func (f *Fair) Handler(next http.Handler) http.Handler {
+func (f *Scheduler) Handler(next http.Handler) http.Handler {
 	if next == nil {
-		panic("ratelimit: Fair.Handler(nil)")
+		panic("ratelimit: Scheduler.Handler(nil)")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		done, ok := f.Admit(w, r)
@@ -151,10 +151,10 @@ func (f *Fair) Handler(next http.Handler) http.Handler {
 //
 // An uncontended admission (a seat free and nobody waiting) does not
 // allocate and does not compute the flow key.
-func (f *Fair) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
+func (f *Scheduler) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
 	lv := f.level(r)
 	if lv.Exempt {
-		f.observe(FairEvent{Level: lv.Name, Outcome: FairExempt, Queue: -1, Request: r})
+		f.observe(Event{Level: lv.Name, Outcome: Exempt, Queue: -1, Request: r})
 		return noop, true
 	}
 	seats := f.readSeats() // outside the lock: SeatsFunc is the user's code
@@ -163,7 +163,7 @@ func (f *Fair) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bo
 	if f.queued == 0 && f.canTake(lv) {
 		f.take(lv)
 		f.mu.Unlock()
-		f.observe(FairEvent{Level: lv.Name, Outcome: FairAdmitted, Queue: -1, Request: r})
+		f.observe(Event{Level: lv.Name, Outcome: Admitted, Queue: -1, Request: r})
 		return lv.release, true
 	}
 	f.mu.Unlock()
@@ -171,7 +171,7 @@ func (f *Fair) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bo
 }
 
 // level classifies r.
-func (f *Fair) level(r *http.Request) *fairLevel {
+func (f *Scheduler) level(r *http.Request) *levelState {
 	if f.classify == nil {
 		return f.fallback
 	}
@@ -183,7 +183,7 @@ func (f *Fair) level(r *http.Request) *fairLevel {
 
 // readSeats returns SeatsFunc's current number of seats (at least 1), or 0
 // without a SeatsFunc.
-func (f *Fair) readSeats() int {
+func (f *Scheduler) readSeats() int {
 	if f.seatsFunc == nil {
 		return 0
 	}
@@ -192,7 +192,7 @@ func (f *Fair) readSeats() int {
 
 // setSeats adopts n seats (0: no change) and, when the number changed,
 // re-apportions them and admits the waiters that now fit. f.mu is held.
-func (f *Fair) setSeats(n int) {
+func (f *Scheduler) setSeats(n int) {
 	if n > 0 && n != f.seats {
 		f.seats = n
 		f.apportion()
@@ -205,7 +205,7 @@ func (f *Fair) setSeats(n int) {
 // seat; reserves are rounded down, so that together they never hold every
 // seat (one seat reserved 20% of is no reserve).
 // f.mu is held (or f is not yet shared).
-func (f *Fair) apportion() {
+func (f *Scheduler) apportion() {
 	total := 0
 	for _, lv := range f.levels {
 		if !lv.Exempt {
@@ -227,14 +227,14 @@ func (f *Fair) apportion() {
 // canTake reports whether lv may take a free seat now: there is one, and
 // taking it leaves the unused reserves of the other levels untouched.
 // f.mu is held.
-func (f *Fair) canTake(lv *fairLevel) bool {
+func (f *Scheduler) canTake(lv *levelState) bool {
 	free := f.seats - f.inUse
 	others := f.protected - max(0, lv.reserve-lv.inUse)
 	return free > others
 }
 
 // take gives lv a seat. f.mu is held.
-func (f *Fair) take(lv *fairLevel) {
+func (f *Scheduler) take(lv *levelState) {
 	f.protected -= max(0, lv.reserve-lv.inUse)
 	lv.inUse++
 	f.protected += max(0, lv.reserve-lv.inUse)
@@ -242,7 +242,7 @@ func (f *Fair) take(lv *fairLevel) {
 }
 
 // free returns lv's seat. f.mu is held.
-func (f *Fair) free(lv *fairLevel) {
+func (f *Scheduler) free(lv *levelState) {
 	f.protected -= max(0, lv.reserve-lv.inUse)
 	lv.inUse--
 	f.protected += max(0, lv.reserve-lv.inUse)
@@ -256,7 +256,7 @@ func (f *Fair) free(lv *fairLevel) {
 //
 // The clock is read only when a waiter is granted a seat, so that the
 // uncontended path never reads it.
-func (f *Fair) dispatch() {
+func (f *Scheduler) dispatch() {
 	var now time.Time
 	for f.queued > 0 && f.inUse < f.seats {
 		lv := f.nextLevel()
@@ -275,7 +275,7 @@ func (f *Fair) dispatch() {
 }
 
 // nextLevel returns the level the next free seat goes to, or nil.
-func (f *Fair) nextLevel() *fairLevel {
+func (f *Scheduler) nextLevel() *levelState {
 	for _, lv := range f.levels {
 		if lv.queued > 0 && lv.inUse < lv.nominal && f.canTake(lv) {
 			return lv
@@ -289,22 +289,24 @@ func (f *Fair) nextLevel() *fairLevel {
 	return nil
 }
 
-func (f *Fair) observe(e FairEvent) {
+func (f *Scheduler) observe(e Event) {
 	if f.obs != nil {
 		f.obs.ObserveFair(e)
 	}
 }
 
-// FairStats is a snapshot of a Fair's state.
-type FairStats struct {
+// Stats is a snapshot of a Scheduler's state.
+type Stats struct {
 	Seats  int // current seats
 	InUse  int // seats taken
 	Queued int // requests waiting
 }
 
 // Stats returns a snapshot of f's state, for tests and dashboards.
-func (f *Fair) Stats() FairStats {
+func (f *Scheduler) Stats() Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return FairStats{Seats: f.seats, InUse: f.inUse, Queued: f.queued}
+	return Stats{Seats: f.seats, InUse: f.inUse, Queued: f.queued}
 }
+
+func noop() {}

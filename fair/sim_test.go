@@ -1,20 +1,22 @@
-package ratelimit_test
+package fair_test
 
 import (
 	"context"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/fair"
 )
 
 // The simulation harness: requests arrive at given virtual times, go
-// through a real Fair (Admit, then the service time, then done) and are
+// through a real Scheduler (Admit, then the service time, then done) and are
 // recorded. Run it inside synctest.Test: every sleep and timer is virtual,
 // so the results do not depend on the machine's load.
 
@@ -37,14 +39,14 @@ type simOut struct {
 	retry  string        // Retry-After of a refusal
 }
 
-// simulate runs reqs (sorted by arrival) through a Fair built from cfg,
+// simulate runs reqs (sorted by arrival) through a Scheduler built from cfg,
 // whose Classify and level Flow read the X-Level and X-Flow headers.
-func simulate(cfg ratelimit.FairConfig, reqs []simReq) []simOut {
+func simulate(cfg fair.Config, reqs []simReq) []simOut {
 	cfg.Classify = func(r *http.Request) string { return r.Header.Get("X-Level") }
 	for i := range cfg.Levels {
 		cfg.Levels[i].Flow = ratelimit.ByHeader("X-Flow")
 	}
-	f := ratelimit.NewFair(cfg)
+	f := fair.New(cfg)
 	out := make([]simOut, len(reqs))
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -60,7 +62,7 @@ func simulate(cfg ratelimit.FairConfig, reqs []simReq) []simOut {
 	return out
 }
 
-func simOne(f *ratelimit.Fair, rq simReq, start time.Time) simOut {
+func simOne(f *fair.Scheduler, rq simReq, start time.Time) simOut {
 	ctx := context.Background()
 	if rq.deadline > 0 {
 		var cancel context.CancelFunc
@@ -73,9 +75,9 @@ func simOne(f *ratelimit.Fair, rq simReq, start time.Time) simOut {
 		stop := time.AfterFunc(rq.cancelAt, cancel)
 		defer stop.Stop()
 	}
-	r := httptest.NewRequestWithContext(ctx, "GET", "/", nil)
-	r.Header.Set("X-Level", rq.level)
-	r.Header.Set("X-Flow", rq.flow)
+	r := (&http.Request{Method: "GET", URL: &url.URL{Path: "/"}, Header: http.Header{
+		"X-Level": {rq.level}, "X-Flow": {rq.flow},
+	}}).WithContext(ctx)
 	rec := httptest.NewRecorder()
 	t0 := time.Now()
 	done, ok := f.Admit(rec, r)
@@ -183,3 +185,15 @@ func throughput(out []simOut, seats int, from, to time.Duration) float64 {
 func byFlow(name string) func(simOut) bool { return func(o simOut) bool { return o.flow == name } }
 
 func byLevel(name string) func(simOut) bool { return func(o simOut) bool { return o.level == name } }
+
+// seatShare is the fraction of the seats the requests that match keep held
+// over a simDur run, its first and last second left out.
+func seatShare(out []simOut, seats int, keep func(simOut) bool) float64 {
+	var kept []simOut
+	for _, o := range out {
+		if keep(o) {
+			kept = append(kept, o)
+		}
+	}
+	return throughput(kept, seats, time.Second, simDur-time.Second)
+}

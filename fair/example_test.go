@@ -1,4 +1,4 @@
-package ratelimit_test
+package fair_test
 
 import (
 	"fmt"
@@ -7,30 +7,31 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/fair"
 )
 
 // A server of one seat, in the preset's levels: while a request holds the
 // seat, the next one waits up to MaxWait and is refused with 503, while a
 // health check passes at once.
-func ExampleNewFair() {
-	cfg := ratelimit.FairPreset(1, ratelimit.ByHeader("X-Tenant"))
+func ExampleNew() {
+	cfg := fair.Preset(1, ratelimit.ByHeader("X-Tenant"))
 	cfg.MaxWait = time.Millisecond
 	cfg.Classify = func(r *http.Request) string {
 		if r.URL.Path == "/healthz" {
-			return ratelimit.LevelExempt
+			return fair.LevelExempt
 		}
-		return ratelimit.LevelInteractive
+		return fair.LevelInteractive
 	}
-	fair := ratelimit.NewFair(cfg)
+	sched := fair.New(cfg)
 
-	done, ok := fair.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/api", nil))
+	done, ok := sched.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/api", nil))
 	fmt.Println("first:", ok)
 
 	rec := httptest.NewRecorder()
-	_, ok = fair.Admit(rec, httptest.NewRequest("GET", "/api", nil))
+	_, ok = sched.Admit(rec, httptest.NewRequest("GET", "/api", nil))
 	fmt.Println("second:", ok, rec.Code, "Retry-After", rec.Header().Get("Retry-After"))
 
-	_, ok = fair.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/healthz", nil))
+	_, ok = sched.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/healthz", nil))
 	fmt.Println("health check:", ok)
 	done()
 	// Output:

@@ -1,8 +1,12 @@
-package ratelimit
+package fair
 
-import "net/http"
+import (
+	"net/http"
 
-// The level names of FairPreset.
+	"github.com/sluicehq/ratelimit"
+)
+
+// The level names of Preset.
 const (
 	LevelExempt      = "exempt"      // health checks, the control plane: never queued nor refused
 	LevelCritical    = "critical"    // the requests the business runs on (payments, logins)
@@ -11,7 +15,7 @@ const (
 	LevelTest        = "test"        // test-mode and synthetic traffic
 )
 
-// FairPreset returns a configuration in the style of Stripe's load
+// Preset returns a configuration in the style of Stripe's load
 // shedders, for seats concurrent requests whose flows are keyed by flow
 // (a tenant or user KeyFunc; nil for one flow per level):
 //
@@ -26,17 +30,17 @@ const (
 //
 // Every request is interactive until Classify says otherwise. Adopting it:
 //
-//	cfg := ratelimit.FairPreset(256, ratelimit.ByUser(userID))
+//	cfg := fair.Preset(256, ratelimit.ByUser(userID))
 //	cfg.Classify = func(r *http.Request) string {
 //		return classes[r.URL.Path] // "" (unknown) falls back to test
 //	}
-//	handler = ratelimit.NewFair(cfg).Handler(mux)
+//	handler = fair.New(cfg).Handler(mux)
 //
 // The reserve makes the preset not fully work conserving: with no critical
 // traffic at all, the other levels use at most four fifths of the seats.
 // Set Levels[1].Reserve lower to trade that guarantee for throughput.
-func FairPreset(seats int, flow KeyFunc) FairConfig {
-	return FairConfig{
+func Preset(seats int, flow ratelimit.KeyFunc) Config {
+	return Config{
 		Seats: seats,
 		Levels: []Level{
 			{Name: LevelExempt, Exempt: true},

@@ -1,4 +1,4 @@
-package ratelimit_test
+package fair_test
 
 import (
 	"context"
@@ -13,14 +13,15 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/fair"
 )
 
-// oneLevel is a Fair of seats seats and one level "l" in one FIFO queue of
+// oneLevel is a Scheduler of seats seats and one level "l" in one FIFO queue of
 // length qlen, whose requests' flows are their X-Flow header.
-func oneLevel(seats, qlen int, maxWait time.Duration, obs ratelimit.FairObserver) *ratelimit.Fair {
-	return ratelimit.NewFair(ratelimit.FairConfig{
+func oneLevel(seats, qlen int, maxWait time.Duration, obs fair.Observer) *fair.Scheduler {
+	return fair.New(fair.Config{
 		Seats: seats, MaxWait: maxWait, Observer: obs,
-		Levels: []ratelimit.Level{{Name: "l", Shares: 1, Queues: 1, HandSize: 1, QueueLength: qlen, Flow: ratelimit.ByHeader("X-Flow")}},
+		Levels: []fair.Level{{Name: "l", Shares: 1, Queues: 1, HandSize: 1, QueueLength: qlen, Flow: ratelimit.ByHeader("X-Flow")}},
 	})
 }
 
@@ -32,7 +33,7 @@ type admission struct {
 }
 
 // admitAsync calls Admit in a goroutine; the result arrives on the channel.
-func admitAsync(f *ratelimit.Fair, r *http.Request) <-chan admission {
+func admitAsync(f *fair.Scheduler, r *http.Request) <-chan admission {
 	c := make(chan admission, 1)
 	go func() {
 		rec := httptest.NewRecorder()
@@ -42,7 +43,7 @@ func admitAsync(f *ratelimit.Fair, r *http.Request) <-chan admission {
 	return c
 }
 
-func TestFairCanceledWaiterLeavesTheQueueAtOnce(t *testing.T) {
+func TestCanceledWaiterLeavesTheQueueAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := oneLevel(1, 10, time.Minute, nil)
 		hold, ok := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
@@ -76,7 +77,7 @@ func TestFairCanceledWaiterLeavesTheQueueAtOnce(t *testing.T) {
 	})
 }
 
-func TestFairFullQueueRefusesTheFlowWith429AndAProblemBody(t *testing.T) {
+func TestFullQueueRefusesTheFlowWith429AndAProblemBody(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := oneLevel(1, 2, time.Minute, nil)
 		hold, _ := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
@@ -114,7 +115,7 @@ func TestFairFullQueueRefusesTheFlowWith429AndAProblemBody(t *testing.T) {
 	})
 }
 
-func TestFairWaitEndsWith503AtMaxWaitOrTheContextDeadline(t *testing.T) {
+func TestWaitEndsWith503AtMaxWaitOrTheContextDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := oneLevel(1, 10, 100*time.Millisecond, nil)
 		hold, _ := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
@@ -139,7 +140,7 @@ func TestFairWaitEndsWith503AtMaxWaitOrTheContextDeadline(t *testing.T) {
 
 // Waiters whose deadline falls at the instant the seat frees race the
 // release; whichever wins, no seat is lost nor given twice.
-func TestFairGrantRacingATimeoutLosesNoSeat(t *testing.T) {
+func TestGrantRacingATimeoutLosesNoSeat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := oneLevel(2, 50, time.Minute, nil)
 		var served, refused atomic.Int64
@@ -180,13 +181,13 @@ func TestFairGrantRacingATimeoutLosesNoSeat(t *testing.T) {
 	})
 }
 
-func TestFairExemptLevelNeverQueuesNorTakesASeat(t *testing.T) {
-	var events []ratelimit.FairEvent
-	f := ratelimit.NewFair(ratelimit.FairConfig{
+func TestExemptLevelNeverQueuesNorTakesASeat(t *testing.T) {
+	var events []fair.Event
+	f := fair.New(fair.Config{
 		Seats:    1,
-		Levels:   []ratelimit.Level{{Name: "health", Exempt: true}, {Name: "api", Shares: 1}},
+		Levels:   []fair.Level{{Name: "health", Exempt: true}, {Name: "api", Shares: 1}},
 		Classify: func(r *http.Request) string { return map[string]string{"/healthz": "health"}[r.URL.Path] },
-		Observer: ratelimit.FairObserverFunc(func(e ratelimit.FairEvent) { events = append(events, e) }),
+		Observer: fair.ObserverFunc(func(e fair.Event) { events = append(events, e) }),
 	})
 	hold, _ := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/api", nil))
 	defer hold()
@@ -200,19 +201,19 @@ func TestFairExemptLevelNeverQueuesNorTakesASeat(t *testing.T) {
 	if s := f.Stats(); s.InUse != 1 || s.Queued != 0 {
 		t.Errorf("stats %+v, want only the api request's seat", s)
 	}
-	if events[0].Level != "api" || events[0].Outcome != ratelimit.FairAdmitted {
+	if events[0].Level != "api" || events[0].Outcome != fair.Admitted {
 		t.Errorf("an unknown name went to %q (%v), want the last non-exempt level", events[0].Level, events[0].Outcome)
 	}
-	if e := events[1]; e.Level != "health" || e.Outcome != ratelimit.FairExempt || e.Wait != 0 {
+	if e := events[1]; e.Level != "health" || e.Outcome != fair.Exempt || e.Wait != 0 {
 		t.Errorf("exempt event %+v", e)
 	}
 }
 
-func TestFairReserveIsNeverLent(t *testing.T) {
-	f := ratelimit.NewFair(ratelimit.FairConfig{
+func TestReserveIsNeverLent(t *testing.T) {
+	f := fair.New(fair.Config{
 		Seats:    4,
 		MaxWait:  time.Nanosecond,
-		Levels:   []ratelimit.Level{{Name: "critical", Shares: 1, Reserve: 100}, {Name: "other", Shares: 1}},
+		Levels:   []fair.Level{{Name: "critical", Shares: 1, Reserve: 100}, {Name: "other", Shares: 1}},
 		Classify: func(r *http.Request) string { return r.URL.Path[1:] },
 	})
 	admit := func(level string) bool {
@@ -230,11 +231,11 @@ func TestFairReserveIsNeverLent(t *testing.T) {
 	}
 }
 
-func TestFairIdleSeatsAreBorrowed(t *testing.T) {
-	f := ratelimit.NewFair(ratelimit.FairConfig{
+func TestIdleSeatsAreBorrowed(t *testing.T) {
+	f := fair.New(fair.Config{
 		Seats:    4,
 		MaxWait:  time.Nanosecond,
-		Levels:   []ratelimit.Level{{Name: "a", Shares: 3}, {Name: "b", Shares: 1}},
+		Levels:   []fair.Level{{Name: "a", Shares: 3}, {Name: "b", Shares: 1}},
 		Classify: func(r *http.Request) string { return r.URL.Path[1:] },
 	})
 	for i := range 4 {
@@ -244,13 +245,13 @@ func TestFairIdleSeatsAreBorrowed(t *testing.T) {
 	}
 }
 
-func TestFairGrowingSeatsFuncAdmitsWaiters(t *testing.T) {
+func TestGrowingSeatsFuncAdmitsWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var seats atomic.Int64
 		seats.Store(1)
-		f := ratelimit.NewFair(ratelimit.FairConfig{
+		f := fair.New(fair.Config{
 			SeatsFunc: func() int { return int(seats.Load()) },
-			Levels:    []ratelimit.Level{{Name: "l", Shares: 1}},
+			Levels:    []fair.Level{{Name: "l", Shares: 1}},
 		})
 		hold, _ := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 		defer hold()
@@ -270,11 +271,11 @@ func TestFairGrowingSeatsFuncAdmitsWaiters(t *testing.T) {
 	})
 }
 
-func TestFairObserverSeesLevelFlowQueueAndWait(t *testing.T) {
+func TestObserverSeesLevelFlowQueueAndWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
-		var events []ratelimit.FairEvent
-		f := oneLevel(1, 10, time.Minute, ratelimit.FairObserverFunc(func(e ratelimit.FairEvent) {
+		var events []fair.Event
+		f := oneLevel(1, 10, time.Minute, fair.ObserverFunc(func(e fair.Event) {
 			mu.Lock()
 			events = append(events, e)
 			mu.Unlock()
@@ -287,7 +288,7 @@ func TestFairObserverSeesLevelFlowQueueAndWait(t *testing.T) {
 		hold()
 		(<-w).done()
 		e := events[1]
-		if e.Outcome != ratelimit.FairAdmitted || e.Level != "l" || e.Flow != "tenant-7" || e.Queue != 0 || e.Wait != 40*time.Millisecond {
+		if e.Outcome != fair.Admitted || e.Level != "l" || e.Flow != "tenant-7" || e.Queue != 0 || e.Wait != 40*time.Millisecond {
 			t.Errorf("event %+v", e)
 		}
 		if events[0].Queue != -1 || events[0].Flow != "" || events[0].Wait != 0 {
@@ -296,19 +297,19 @@ func TestFairObserverSeesLevelFlowQueueAndWait(t *testing.T) {
 	})
 }
 
-func TestNewFairPanicsOnBadConfig(t *testing.T) {
-	l := []ratelimit.Level{{Name: "l", Shares: 1}}
-	for name, c := range map[string]ratelimit.FairConfig{
+func TestNewPanicsOnBadConfig(t *testing.T) {
+	l := []fair.Level{{Name: "l", Shares: 1}}
+	for name, c := range map[string]fair.Config{
 		"no levels":     {Seats: 1},
 		"no seats":      {Levels: l},
 		"neg wait":      {Seats: 1, Levels: l, MaxWait: -1},
-		"dup name":      {Seats: 1, Levels: []ratelimit.Level{{Name: "a"}, {Name: "a"}}},
-		"empty name":    {Seats: 1, Levels: []ratelimit.Level{{}}},
-		"neg shares":    {Seats: 1, Levels: []ratelimit.Level{{Name: "a", Shares: -1}}},
-		"reserve > 100": {Seats: 1, Levels: []ratelimit.Level{{Name: "a", Reserve: 101}}},
-		"hand > queues": {Seats: 1, Levels: []ratelimit.Level{{Name: "a", Queues: 4, HandSize: 5}}},
-		"neg queue":     {Seats: 1, Levels: []ratelimit.Level{{Name: "a", QueueLength: -1}}},
-		"all exempt":    {Seats: 1, Levels: []ratelimit.Level{{Name: "a", Exempt: true}}},
+		"dup name":      {Seats: 1, Levels: []fair.Level{{Name: "a"}, {Name: "a"}}},
+		"empty name":    {Seats: 1, Levels: []fair.Level{{}}},
+		"neg shares":    {Seats: 1, Levels: []fair.Level{{Name: "a", Shares: -1}}},
+		"reserve > 100": {Seats: 1, Levels: []fair.Level{{Name: "a", Reserve: 101}}},
+		"hand > queues": {Seats: 1, Levels: []fair.Level{{Name: "a", Queues: 4, HandSize: 5}}},
+		"neg queue":     {Seats: 1, Levels: []fair.Level{{Name: "a", QueueLength: -1}}},
+		"all exempt":    {Seats: 1, Levels: []fair.Level{{Name: "a", Exempt: true}}},
 	} {
 		func() {
 			defer func() {
@@ -316,12 +317,12 @@ func TestNewFairPanicsOnBadConfig(t *testing.T) {
 					t.Errorf("%s: panic %q, want a ratelimit: message", name, r)
 				}
 			}()
-			ratelimit.NewFair(c)
+			fair.New(c)
 		}()
 	}
 }
 
-func TestFairHandlerServesAndFreesTheSeat(t *testing.T) {
+func TestHandlerServesAndFreesTheSeat(t *testing.T) {
 	f := oneLevel(1, 1, time.Nanosecond, nil)
 	h := f.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 	for range 3 {
@@ -335,12 +336,12 @@ func TestFairHandlerServesAndFreesTheSeat(t *testing.T) {
 
 // The preset keeps a fifth of the seats for critical requests, rounded
 // down: 2 of 10, none of 1.
-func TestFairPresetReservesAFifthForCritical(t *testing.T) {
+func TestPresetReservesAFifthForCritical(t *testing.T) {
 	for _, c := range []struct{ seats, others int }{{10, 8}, {1, 1}, {4, 4}} {
-		cfg := ratelimit.FairPreset(c.seats, nil)
+		cfg := fair.Preset(c.seats, nil)
 		cfg.MaxWait = time.Nanosecond
 		cfg.Classify = func(r *http.Request) string { return r.URL.Path[1:] }
-		f := ratelimit.NewFair(cfg)
+		f := fair.New(cfg)
 		admitted := 0
 		for _, level := range []string{"interactive", "batch", "test"} {
 			for range c.seats {
@@ -360,9 +361,9 @@ func TestFairPresetReservesAFifthForCritical(t *testing.T) {
 	}
 }
 
-func TestFairRequestWithAnEndedContextIsNotQueued(t *testing.T) {
-	var got []ratelimit.FairOutcome
-	f := oneLevel(1, 10, time.Minute, ratelimit.FairObserverFunc(func(e ratelimit.FairEvent) { got = append(got, e.Outcome) }))
+func TestRequestWithAnEndedContextIsNotQueued(t *testing.T) {
+	var got []fair.Outcome
+	f := oneLevel(1, 10, time.Minute, fair.ObserverFunc(func(e fair.Event) { got = append(got, e.Outcome) }))
 	hold, _ := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 	defer hold()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -371,7 +372,7 @@ func TestFairRequestWithAnEndedContextIsNotQueued(t *testing.T) {
 	if _, ok := f.Admit(rec, httptest.NewRequestWithContext(ctx, "GET", "/", nil)); ok || rec.Code != 503 {
 		t.Fatalf("ok=%v status %d, want 503", ok, rec.Code)
 	}
-	if f.Stats().Queued != 0 || got[1] != ratelimit.FairCanceled {
+	if f.Stats().Queued != 0 || got[1] != fair.Canceled {
 		t.Errorf("queued %d, outcome %v; want 0 and canceled", f.Stats().Queued, got[1])
 	}
 }

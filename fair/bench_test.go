@@ -1,0 +1,75 @@
+package fair_test
+
+import (
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/fair"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+// BenchmarkUncontended measures Admit plus done when a seat is free and
+// nobody waits, beside the simplest concurrency cap, a buffered-channel
+// semaphore, in the same run: serially (one goroutine) and in parallel.
+func BenchmarkUncontended(b *testing.B) {
+	r := httptest.NewRequest("GET", "/api", nil)
+	w := ratelimittest.NewDiscardWriter()
+	sched := fair.New(fair.Preset(1<<20, ratelimit.ByIP()))
+	sched.Admit(w, r) // warm
+	sem := make(chan struct{}, 1<<20)
+	variants := []struct {
+		name string
+		op   func()
+	}{
+		{"fair", func() {
+			done, ok := sched.Admit(w, r)
+			if !ok {
+				panic("refused")
+			}
+			done()
+		}},
+		{"chan-semaphore", func() {
+			sem <- struct{}{}
+			<-sem
+		}},
+	}
+	for _, v := range variants {
+		b.Run(v.name+"/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				v.op()
+			}
+		})
+		b.Run(v.name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					v.op()
+				}
+			})
+		})
+	}
+}
+
+// The uncontended path (a seat free, nobody waiting) does not allocate,
+// with an observer or without.
+func TestUncontendedAdmitDoesNotAllocate(t *testing.T) {
+	r := httptest.NewRequest("GET", "/api", nil)
+	w := ratelimittest.NewDiscardWriter()
+	for name, obs := range map[string]fair.Observer{"no observer": nil, "observer": fair.ObserverFunc(func(fair.Event) {})} {
+		cfg := fair.Preset(4, ratelimit.ByIP())
+		cfg.Observer = obs
+		s := fair.New(cfg)
+		allocs := testing.AllocsPerRun(1000, func() {
+			done, ok := s.Admit(w, r)
+			if !ok {
+				t.Fatal("refused")
+			}
+			done()
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per uncontended Admit and done, want 0", name, allocs)
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package ratelimitprom
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/ratelimit/fair"
+	"github.com/sluicehq/ratelimit/metrics/labelcap"
+)
+
+// DefaultWaitBuckets are the bounds, in seconds, of the fair-queuing wait
+// histogram: 1 ms to 10 s, the range of MaxWait.
+var DefaultWaitBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// numFairOutcomes counts the outcomes package fair defines. Outcomes a
+// newer core may add are counted too, without a cached child.
+const numFairOutcomes = int(fair.Canceled) + 1
+
+// FairObserver counts the decisions of a fair.Scheduler. It implements
+// fair.Observer and prometheus.Collector; create one with NewFairObserver,
+// register it, and set it as the scheduler's Config.Observer:
+//
+//	obs := ratelimitprom.NewFairObserver()
+//	prometheus.MustRegister(obs)
+//	cfg.Observer = obs
+//
+// It exports:
+//
+//	ratelimit_fair_decisions_total{level, outcome}  counter
+//	ratelimit_fair_wait_seconds{level}              histogram: the queue wait of admitted requests (0 when uncontended)
+//
+// Levels are labels, flows never are: the number of series is bounded by
+// the levels configured. As a guard against level names generated at run
+// time, at most WithMaxRules distinct levels (1,000 by default) get series
+// of their own; the decisions of the rest are counted under level="other".
+// ObserveFair is safe for concurrent use and does not allocate once a
+// (level, outcome) series exists.
+type FairObserver struct {
+	decisions *prometheus.CounterVec
+	wait      *prometheus.HistogramVec
+	levels    *labelcap.Cap[*fairSeries]
+}
+
+// fairSeries holds the pre-resolved metrics of one level.
+type fairSeries struct {
+	o        *FairObserver
+	level    string
+	counters [numFairOutcomes]atomic.Pointer[prometheus.Counter]
+	wait     atomic.Pointer[prometheus.Observer]
+}
+
+var (
+	_ fair.Observer        = (*FairObserver)(nil)
+	_ prometheus.Collector = (*FairObserver)(nil)
+)
+
+// NewFairObserver returns a FairObserver. WithMaxRules caps the distinct
+// levels; WithBuckets sets the wait histogram's bounds (DefaultWaitBuckets
+// unless set).
+func NewFairObserver(opts ...Option) *FairObserver {
+	c := config{maxRules: DefaultMaxRules}
+	for _, opt := range opts {
+		opt(&c)
+	}
+	if c.buckets == nil {
+		c.buckets = DefaultWaitBuckets
+	}
+	o := &FairObserver{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_fair_decisions_total",
+			Help: "Fair-queuing decisions, by level and outcome.",
+		}, []string{"level", "outcome"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratelimit_fair_wait_seconds",
+			Help:    "Time admitted requests waited for a seat, by level.",
+			Buckets: c.buckets,
+		}, []string{"level"}),
+	}
+	newSeries := func(level, _ string) *fairSeries {
+		return &fairSeries{o: o, level: level}
+	}
+	o.levels = labelcap.New(c.maxRules, newSeries(Other, ""), newSeries)
+	return o
+}
+
+// ObserveFair counts e and records the wait of an admitted request. It
+// implements fair.Observer.
+func (o *FairObserver) ObserveFair(e fair.Event) {
+	s := o.levels.Get(e.Level, "")
+	s.counter(e.Outcome).Inc()
+	if e.Outcome == fair.Admitted {
+		s.histogram().Observe(e.Wait.Seconds())
+	}
+}
+
+func (s *fairSeries) histogram() prometheus.Observer {
+	if h := s.wait.Load(); h != nil {
+		return *h
+	}
+	h := s.o.wait.WithLabelValues(s.level)
+	s.wait.Store(&h)
+	return h
+}
+
+func (s *fairSeries) counter(out fair.Outcome) prometheus.Counter {
+	i := int(out)
+	if i >= numFairOutcomes {
+		return s.o.decisions.WithLabelValues(s.level, out.String())
+	}
+	if c := s.counters[i].Load(); c != nil {
+		return *c
+	}
+	// Racing callers get the same child from the vector.
+	c := s.o.decisions.WithLabelValues(s.level, out.String())
+	s.counters[i].Store(&c)
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (o *FairObserver) Describe(ch chan<- *prometheus.Desc) {
+	o.decisions.Describe(ch)
+	o.wait.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (o *FairObserver) Collect(ch chan<- prometheus.Metric) {
+	o.decisions.Collect(ch)
+	o.wait.Collect(ch)
+}
+
+// FairStatsCollector exports the state of s, read at each scrape:
+//
+//	ratelimit_fair_seats          gauge: requests served at once
+//	ratelimit_fair_seats_in_use   gauge
+//	ratelimit_fair_queued         gauge: requests waiting for a seat
+//
+// To export several schedulers on one registry, wrap each one's registerer
+// with prometheus.WrapRegistererWith and a distinguishing label.
+func FairStatsCollector(s *fair.Scheduler) prometheus.Collector {
+	if s == nil {
+		panic("ratelimitprom: FairStatsCollector(nil)")
+	}
+	return &fairStats{s: s,
+		seats:  prometheus.NewDesc("ratelimit_fair_seats", "Requests a fair scheduler serves at once.", nil, nil),
+		inUse:  prometheus.NewDesc("ratelimit_fair_seats_in_use", "Seats of a fair scheduler taken.", nil, nil),
+		queued: prometheus.NewDesc("ratelimit_fair_queued", "Requests waiting for a seat of a fair scheduler.", nil, nil),
+	}
+}
+
+type fairStats struct {
+	s                    *fair.Scheduler
+	seats, inUse, queued *prometheus.Desc
+}
+
+func (c *fairStats) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.seats
+	ch <- c.inUse
+	ch <- c.queued
+}
+
+func (c *fairStats) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Stats()
+	ch <- prometheus.MustNewConstMetric(c.seats, prometheus.GaugeValue, float64(st.Seats))
+	ch <- prometheus.MustNewConstMetric(c.inUse, prometheus.GaugeValue, float64(st.InUse))
+	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued))
+}
