@@ -102,8 +102,8 @@ func TestHotSplitNeverAdmitsMoreThanOneKey(t *testing.T) {
 			clock.Advance(time.Millisecond)
 		}
 	}
-	phase(3*time.Second, 1, 2)  // 2000 checks/s: hot
-	phase(3*time.Second, 2, 1)  // 500 checks/s, above the limit, but cool for each Store
+	phase(3*time.Second, 1, 2) // 2000 checks/s: hot
+	phase(3*time.Second, 2, 1) // 500 checks/s, above the limit, but cool for each Store
 	phase(2*time.Second, 1, 2)
 	promoted, adopted, demoted := ev.count(true, false), ev.count(true, true), ev.count(false, false)
 	t.Logf("%d admitted; %d promotions, %d adoptions, %d demotions", len(admitted), promoted, adopted, demoted)
