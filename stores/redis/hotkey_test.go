@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
 func TestHotSketchFitsIn64KiB(t *testing.T) {
@@ -64,17 +66,24 @@ func zipfWindow(d *hotDetector, z *rand.Zipf, keys []string, checks int, t0 int6
 // window) and counts the keys promoted whose true count in the window was
 // below the threshold: at most 0.1% of the keys below the threshold, and
 // every key at or above it promoted.
+//
+// Under -race, which makes every atomic operation several times slower, it
+// runs one exponent and one window of 400k checks at a threshold of 200.
 func TestHotDetectorZipfPromotesFewColdKeys(t *testing.T) {
-	const universe, checks, threshold = 1_000_000, 2_000_000, 1000
+	const universe = 1_000_000
+	checks, threshold, windows, exponents := 2_000_000, 1000, 2, []float64{1.1, 1.3}
+	if raceEnabled {
+		checks, threshold, windows, exponents = 400_000, 200, 1, exponents[:1]
+	}
 	keys := make([]string, universe)
 	for i := range keys {
 		keys[i] = "198.51." + strconv.Itoa(i)
 	}
-	for _, s := range []float64{1.1, 1.3} {
+	for _, s := range exponents {
 		d := newHotDetector(HotKeys{Mode: HotLease, Threshold: threshold, Window: time.Second, MaxKeys: 1 << 20})
 		z := rand.NewZipf(rand.New(rand.NewPCG(7, uint64(s*10))), s, 1, universe-1)
 		var below, falsePromoted, hot, missed int
-		for w := range 2 {
+		for w := range windows {
 			// A fresh detector state per window: the hot set of the first
 			// window would hide the second's hot keys from the sketch.
 			d.hot.Store(&map[cacheKey]*hotEntry{})
@@ -205,5 +214,54 @@ func TestSplitPartsOnDistinctSlotRanges(t *testing.T) {
 				t.Errorf("part %q is the key of user key %q", k, user.Key)
 			}
 		}
+	}
+}
+
+// TestHotLeasePromotesOnlyHotKeys: in HotLease mode a key past the
+// threshold is served from leases, the cold keys of the same Store never
+// are, and the promotion is reported.
+func TestHotLeasePromotesOnlyHotKeys(t *testing.T) {
+	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
+	var events []HotKeyEvent
+	s := New(standaloneClient(t), WithPrefix(uniquePrefix(t)), WithClock(clock),
+		WithHotKeys(HotKeys{Mode: HotLease, Threshold: 20, Window: time.Second, LeaseFraction: 0.1,
+			OnChange: func(e HotKeyEvent) { events = append(events, e) }}))
+	limit := ratelimit.PerSecond(1000)
+	ctx := context.Background()
+	for i := range 200 {
+		if _, err := s.Take(ctx, ratelimit.Request{Rule: "api", Key: "hot", Limit: limit, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Take(ctx, ratelimit.Request{Rule: "api", Key: "cold" + strconv.Itoa(i%50), Limit: limit, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Millisecond)
+	}
+	if len(events) != 1 || events[0].Key != "hot" || !events[0].Hot || events[0].Mode != HotLease {
+		t.Fatalf("events %+v: want one promotion of the hot key", events)
+	}
+	// 180 checks of the hot key after its promotion, leases of 100 units.
+	if hits := s.Stats().LeaseHits; hits < 150 {
+		t.Errorf("%d checks served from leases, want the hot key's (>= 150)", hits)
+	}
+	for i := range s.leases.shards {
+		for k := range s.leases.shards[i].m {
+			if k.key != "hot" {
+				t.Errorf("cold key %q got a lease", k.key)
+			}
+		}
+	}
+}
+
+func TestWithHotKeysPanicsOnBadConfig(t *testing.T) {
+	for _, h := range []HotKeys{{Threshold: -1}, {Window: -time.Second}, {Shards: -2}, {LeaseFraction: 1.5}, {Mode: 9}, {MaxKeys: -1}} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil {
+					t.Errorf("WithHotKeys(%+v) did not panic", h)
+				}
+			}()
+			WithHotKeys(h)
+		}()
 	}
 }
