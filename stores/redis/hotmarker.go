@@ -66,7 +66,9 @@ const (
 // marker of the kind. "d": demote, when the active marker has M or less
 // left (reply 0), or reply what it has left; -1 when there is no active
 // marker. "g": reply {n, phase, ms left}, or {-1, 0, 0} if the key holds
-// no marker.
+// no marker. "e" empties the GCRA bucket KEYS[1], a part:
+// tat = max(tat, now + ARGV[6]), its TTL ARGV[7] ms more than the time to
+// full.
 var markerScript = redis.NewScript(`
 local op = ARGV[1]
 local base = 7000000000000000
@@ -91,6 +93,12 @@ local function mark(p)
   return ttl
 end
 if op == "g" then return {vn, phase, left} end
+if op == "e" then
+  local tat = now + tonumber(ARGV[6])
+  if v ~= nil and v > tat then tat = v end
+  redis.call("SET", KEYS[1], string.format("%.0f", tat), "PX", string.format("%.0f", math.floor((tat - now + 999) / 1000) + extra))
+  return 1
+end
 if op == "p" then return mark(0) end
 if op == "a" then
   if vn ~= n or phase ~= 0 or left <= 0 then return 0 end
@@ -105,22 +113,6 @@ if left > m then return left end
 local span = tonumber(ARGV[6])
 redis.call("SET", KEYS[1], string.format("%.0f", now + span), "PX", string.format("%.0f", math.floor((span + 999) / 1000) + extra))
 return 0
-`)
-
-// emptyScript empties the GCRA bucket KEYS[1]: tat = max(tat, now+tau).
-// ARGV: now µs or "", tau µs, slack ms.
-var emptyScript = redis.NewScript(`
-local now = tonumber(ARGV[1])
-if not now then
-  if not redis.REDIS_VERSION_NUM and redis.replicate_commands then redis.replicate_commands() end
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-local tat = now + tonumber(ARGV[2])
-local cur = tonumber(redis.call("GET", KEYS[1]) or "")
-if cur ~= nil and cur > tat then tat = cur end
-redis.call("SET", KEYS[1], string.format("%.0f", tat), "PX", string.format("%.0f", math.floor((tat - now + 999) / 1000) + tonumber(ARGV[3])))
-return 1
 `)
 
 // markerArgs returns the arguments of markerScript.
@@ -172,7 +164,7 @@ func (s *Store) emptyPart(ctx context.Context, now instant, key string, tau int6
 	if now.set {
 		at, slack = now.us, ClockTTLSlack.Milliseconds()
 	}
-	return emptyScript.Run(ctx, s.client, []string{key}, at, tau, slack).Err()
+	return markerScript.Run(ctx, s.client, []string{key}, "e", at, 0, 0, 0, tau, slack).Err()
 }
 
 // hotBudget is the context of a protocol step: the Store's budget, even
