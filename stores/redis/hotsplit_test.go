@@ -210,3 +210,40 @@ func TestHotSplitUnderLoadServerTime(t *testing.T) {
 	}
 	t.Logf("%d admitted; %d promotions, %d adoptions", len(all), ev.count(true, false), ev.count(true, true))
 }
+
+// TestHotSplitTakeAll: a TakeAll that names a split key, on a Store that
+// has not seen the split yet and on one that has, is decided by the parts,
+// never by the marker; when another request denies, the TakeAll is denied.
+func TestHotSplitTakeAll(t *testing.T) {
+	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
+	ev := &hotEvents{}
+	stores := splitStores(t, 2, ev, HotKeys{Threshold: 40, Window: time.Second, Shards: 3},
+		WithClock(clock), WithTimeout(time.Second))
+	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.99", Limit: ratelimit.PerSecond(1000), Cost: 1}
+	other := ratelimit.Request{Rule: "login", Key: "u1", Limit: ratelimit.PerSecond(5), Cost: 1}
+	ctx := context.Background()
+	for range 60 {
+		if _, err := stores[0].Take(ctx, hot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ev.count(true, false) != 1 {
+		t.Fatalf("the key was not split: %+v", ev.events)
+	}
+	results := make([]ratelimit.Result, 2)
+	for i := range 8 {
+		clock.Advance(10 * time.Millisecond) // the parts refill 10 units
+		s := stores[i%2]
+		if err := s.TakeAll(ctx, []ratelimit.Request{hot, other}, results); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range results {
+			if isMarker(&r) {
+				t.Fatalf("TakeAll %d answered by the marker: %+v", i, results)
+			}
+		}
+		if want := i < 5; results[0].Allowed != true || results[1].Allowed != want {
+			t.Errorf("TakeAll %d: %+v, want the split key allowed and the other %v", i, results, want)
+		}
+	}
+}

@@ -267,8 +267,12 @@ func (s *Store) takeAll(ctx context.Context, now instant, reqs []ratelimit.Reque
 		}
 		keys[i] = stateKey(s.prefix, &reqs[i])
 	}
+	if s.splitIn(now, reqs) { // a split key: one request at a time (hottake.go)
+		return s.takeAllEach(ctx, now, reqs, results)
+	}
 	if groups := s.route.groups(keys); groups != nil {
-		return s.takeAllGroups(ctx, now, groups, keys, reqs, results)
+		err := s.takeAllGroups(ctx, now, groups, keys, reqs, results)
+		return s.unlessMarked(ctx, now, reqs, results, err)
 	}
 	vals, err := s.run(ctx, keys, args, takeWidth*len(reqs))
 	if err != nil {
@@ -277,7 +281,7 @@ func (s *Store) takeAll(ctx context.Context, now instant, reqs []ratelimit.Reque
 	for i := range reqs {
 		results[i] = takeResult(&reqs[i], vals[takeWidth*i:])
 	}
-	return nil
+	return s.unlessMarked(ctx, now, reqs, results, nil)
 }
 
 // Return gives back req.Cost units taken earlier for the same key, in one
