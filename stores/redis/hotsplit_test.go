@@ -247,3 +247,28 @@ func TestHotSplitTakeAll(t *testing.T) {
 		}
 	}
 }
+
+// TestHotSplitPeek: a cost-0 check of a split key reports the parts'
+// units, not the marker.
+func TestHotSplitPeek(t *testing.T) {
+	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
+	ev := &hotEvents{}
+	stores := splitStores(t, 2, ev, HotKeys{Threshold: 40, Window: time.Second, Shards: 3},
+		WithClock(clock), WithTimeout(time.Second))
+	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.98", Limit: ratelimit.PerSecond(300), Cost: 1}
+	ctx := context.Background()
+	for range 40 {
+		if _, err := stores[0].Take(ctx, hot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(100 * time.Millisecond) // the emptied parts refill 30 units
+	peek := hot
+	peek.Cost = 0
+	for _, s := range stores {
+		res, err := s.Take(ctx, peek)
+		if err != nil || !res.Allowed || res.Remaining != 30 || isMarker(&res) {
+			t.Errorf("peek: %+v, %v; want allowed with 30 remaining", res, err)
+		}
+	}
+}

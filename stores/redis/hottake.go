@@ -111,3 +111,32 @@ func (s *Store) hotReturn(ctx context.Context, now instant, req *ratelimit.Reque
 	}
 	return true, s.splitReturn(ctx, now, req, sp)
 }
+
+// splitPeek answers a cost-0 check of a split key with the sum of its
+// parts' Remaining and the latest of their ResetAfter.
+func (s *Store) splitPeek(ctx context.Context, now instant, req *ratelimit.Request, marked ratelimit.Result) (ratelimit.Result, error) {
+	if s.hot.cfg.Mode != HotSplit || req.Algorithm != ratelimit.GCRA || req.Window != (ratelimit.Window{}) {
+		marked.Limit = req.Limit
+		return marked, nil
+	}
+	bctx, cancel := s.hotBudget(ctx)
+	defer cancel()
+	n, _, err := s.readMarker(bctx, now, stateKey(s.prefix, req))
+	if err != nil || n < 2 || splitShards(req.Limit, n) != n {
+		return ratelimit.Result{Limit: req.Limit, RetryAfter: time.Millisecond}, err
+	}
+	sp := newSplitKey(s.prefix, req, n)
+	res := ratelimit.Result{Allowed: true, Limit: req.Limit}
+	for i, k := range sp.keys {
+		sub := *req
+		sub.Limit = sp.limits[i]
+		vals, err := s.checkKey(ctx, now, k, &sub, opTake, 0)
+		if err != nil {
+			return ratelimit.Result{}, err
+		}
+		r := takeResult(&sub, vals[:])
+		res.Remaining += r.Remaining
+		res.ResetAfter = max(res.ResetAfter, r.ResetAfter)
+	}
+	return res, nil
+}

@@ -176,8 +176,11 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 		return ratelimit.Result{}, err
 	}
 	res := takeResult(&req, vals[:])
-	if hot && isMarker(&res) {
-		return s.adopt(ctx, now, &req, t, res) // the key is split (hotsplit.go)
+	if s.hot != nil && isMarker(&res) { // the key is split (hottake.go)
+		if req.Cost == 0 {
+			return s.splitPeek(ctx, now, &req, res)
+		}
+		return s.adopt(ctx, now, &req, t, res)
 	}
 	if cached {
 		s.denied.observe(&req, &res, t)
