@@ -20,7 +20,7 @@ import (
 const (
 	sketchDepth = 4
 	sketchWidth = 4096 // a power of two: a row index is 12 bits of the hash
-	// SketchBytes is the detector's memory, independent of the key count.
+	// sketchBytes is the detector's memory, independent of the key count.
 	sketchBytes = sketchDepth * sketchWidth * 4
 )
 
@@ -28,7 +28,7 @@ type sketch struct {
 	rows [sketchDepth][sketchWidth]atomic.Uint32
 }
 
-// index returns the counter of hash h in row r: each row reads its own 16
+// sketchIndex returns the counter of hash h in row r: each row reads its own 16
 // bits of h.
 func sketchIndex(h uint64, r int) uint32 {
 	return uint32(h>>(16*r)) & (sketchWidth - 1)
