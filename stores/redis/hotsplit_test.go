@@ -215,21 +215,10 @@ func TestHotSplitUnderLoadServerTime(t *testing.T) {
 // has not seen the split yet and on one that has, is decided by the parts,
 // never by the marker; when another request denies, the TakeAll is denied.
 func TestHotSplitTakeAll(t *testing.T) {
-	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
-	ev := &hotEvents{}
-	stores := splitStores(t, 2, ev, HotKeys{Threshold: 40, Window: time.Second, Shards: 3},
-		WithClock(clock), WithTimeout(time.Second))
 	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.99", Limit: ratelimit.PerSecond(1000), Cost: 1}
 	other := ratelimit.Request{Rule: "login", Key: "u1", Limit: ratelimit.PerSecond(5), Cost: 1}
+	stores, clock := splitByTakes(t, hot, 60)
 	ctx := context.Background()
-	for range 60 {
-		if _, err := stores[0].Take(ctx, hot); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if ev.count(true, false) != 1 {
-		t.Fatalf("the key was not split: %+v", ev.events)
-	}
 	results := make([]ratelimit.Result, 2)
 	for i := range 8 {
 		clock.Advance(10 * time.Millisecond) // the parts refill 10 units
@@ -251,17 +240,9 @@ func TestHotSplitTakeAll(t *testing.T) {
 // TestHotSplitPeek: a cost-0 check of a split key reports the parts'
 // units, not the marker.
 func TestHotSplitPeek(t *testing.T) {
-	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
-	ev := &hotEvents{}
-	stores := splitStores(t, 2, ev, HotKeys{Threshold: 40, Window: time.Second, Shards: 3},
-		WithClock(clock), WithTimeout(time.Second))
 	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.98", Limit: ratelimit.PerSecond(300), Cost: 1}
+	stores, clock := splitByTakes(t, hot, 40)
 	ctx := context.Background()
-	for range 40 {
-		if _, err := stores[0].Take(ctx, hot); err != nil {
-			t.Fatal(err)
-		}
-	}
 	clock.Advance(100 * time.Millisecond) // the emptied parts refill 30 units
 	peek := hot
 	peek.Cost = 0
@@ -271,4 +252,23 @@ func TestHotSplitPeek(t *testing.T) {
 			t.Errorf("peek: %+v, %v; want allowed with 30 remaining", res, err)
 		}
 	}
+}
+
+// splitByTakes returns two split-mode Stores on a client clock, after
+// takes checks of req on the first have split it (threshold 40).
+func splitByTakes(t *testing.T, req ratelimit.Request, takes int) ([]*Store, *ratelimittest.Clock) {
+	t.Helper()
+	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
+	ev := &hotEvents{}
+	stores := splitStores(t, 2, ev, HotKeys{Threshold: 40, Window: time.Second, Shards: 3},
+		WithClock(clock), WithTimeout(time.Second))
+	for range takes {
+		if _, err := stores[0].Take(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ev.count(true, false) != 1 {
+		t.Fatalf("the key was not split: %+v", ev.events)
+	}
+	return stores, clock
 }
