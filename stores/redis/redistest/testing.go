@@ -24,41 +24,38 @@ func Require(tb testing.TB) {
 // tb.TempDir, stopped by tb.Cleanup.
 func NewServer(tb testing.TB, args ...string) *Server {
 	tb.Helper()
-	Require(tb)
-	s, err := StartServer(Config{Dir: tb.TempDir(), Args: args})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(s.Close)
-	return s
+	return started(tb, func() (*Server, error) { return StartServer(Config{Dir: tb.TempDir(), Args: args}) })
 }
 
 // NewCluster starts a Cluster for tb (see Require), closed by tb.Cleanup.
 func NewCluster(tb testing.TB, cfg ClusterConfig) *Cluster {
 	tb.Helper()
-	Require(tb)
-	if cfg.Dir == "" {
-		cfg.Dir = tb.TempDir()
-	}
-	c, err := StartCluster(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(c.Close)
-	return c
+	return started(tb, func() (*Cluster, error) {
+		if cfg.Dir == "" {
+			cfg.Dir = tb.TempDir()
+		}
+		return StartCluster(cfg)
+	})
 }
 
 // NewSentinelSet starts a SentinelSet for tb (see Require), closed by
 // tb.Cleanup.
 func NewSentinelSet(tb testing.TB, master string) *SentinelSet {
 	tb.Helper()
+	return started(tb, func() (*SentinelSet, error) { return StartSentinelSet(tb.TempDir(), master) })
+}
+
+// started runs start for tb after Require, fails tb on its error, and
+// closes what it started at tb's cleanup.
+func started[T interface{ Close() }](tb testing.TB, start func() (T, error)) T {
+	tb.Helper()
 	Require(tb)
-	set, err := StartSentinelSet(tb.TempDir(), master)
+	v, err := start()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(set.Close)
-	return set
+	tb.Cleanup(v.Close)
+	return v
 }
 
 // WaitFor polls cond every 20 ms until it holds, and fails tb if budget
