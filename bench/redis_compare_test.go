@@ -26,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
 	redisstore "github.com/sluicehq/ratelimit/stores/redis"
+	"github.com/sluicehq/ratelimit/stores/redis/redistest"
 )
 
 const compareGoroutines = 64
@@ -60,6 +61,7 @@ func comparePrefix() string { return "cmp" + strconv.FormatInt(comparePrefixes.A
 
 func startBenchRedis(b *testing.B) *RedisServer {
 	b.Helper()
+	redistest.Require(b)
 	srv, err := StartRedis()
 	if err != nil {
 		b.Skip("redis-server: ", err)

@@ -1,16 +1,17 @@
 package bench
 
 import (
-	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/ratelimit/stores/redis/redistest"
 )
 
+// startRedis starts a server for t, or skips t without redis-server (fails
+// it when CI is set).
 func startRedis(t *testing.T) *RedisServer {
 	t.Helper()
-	if _, err := exec.LookPath(RedisBinary); err != nil {
-		t.Skip("redis-server not installed")
-	}
+	redistest.Require(t)
 	srv, err := StartRedis()
 	if err != nil {
 		t.Fatal(err)

@@ -3,103 +3,35 @@ package bench
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/ratelimit/stores/redis/redistest"
 )
 
 // RedisServer is a redis-server started for the benchmarks on a free
-// loopback port, without persistence, in a temporary directory.
+// loopback port, without persistence, in a temporary directory, by the
+// Redis module's launcher (package redistest).
 type RedisServer struct {
-	Addr    string
-	Version string
-	cmd     *exec.Cmd
-	dir     string
+	*redistest.Server
 }
-
-// RedisBinary is the redis-server the benchmarks start.
-var RedisBinary = "redis-server"
 
 // StartRedis starts a private redis-server on 127.0.0.1 and waits until it
 // answers PING. Stop it with Stop.
 func StartRedis() (*RedisServer, error) {
-	bin, err := exec.LookPath(RedisBinary)
-	if err != nil {
-		if _, serr := os.Stat("/usr/bin/redis-server"); serr != nil {
-			return nil, fmt.Errorf("redis-server not found: %w", err)
-		}
-		bin = "/usr/bin/redis-server"
-	}
-	dir, err := os.MkdirTemp("", "ratelimit-bench-redis-")
+	s, err := redistest.StartServer(redistest.Config{Args: []string{"--maxclients", "1000"}})
 	if err != nil {
 		return nil, err
 	}
-	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		s := &RedisServer{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir}
-		s.cmd = exec.Command(bin,
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir,
-			"--logfile", filepath.Join(dir, "redis.log"), "--maxclients", "1000")
-		if err := s.cmd.Start(); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		exited := make(chan struct{})
-		go func() { s.cmd.Wait(); close(exited) }()
-		if err := s.waitReady(exited); err == nil {
-			return s, nil
-		}
-		s.cmd.Process.Kill()
-		<-exited
-	}
-	os.RemoveAll(dir)
-	return nil, errors.New("redis-server did not start")
-}
-
-func (s *RedisServer) waitReady(exited chan struct{}) error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			return errors.New("redis-server exited")
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		info, err := c.Info(ctx, "server").Result()
-		cancel()
-		if err == nil {
-			s.Version = infoField(info, "redis_version")
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return errors.New("redis-server did not answer")
+	return &RedisServer{s}, nil
 }
 
 // Stop kills the server and removes its directory.
-func (s *RedisServer) Stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		s.cmd.Process.Kill()
-		time.Sleep(50 * time.Millisecond)
-	}
-	os.RemoveAll(s.dir)
-}
+func (s *RedisServer) Stop() { s.Close() }
 
 // Client returns a new client of the server with a pool of poolSize
 // connections and a round-trip counter.
@@ -108,15 +40,6 @@ func (s *RedisServer) Client(poolSize int) (*redis.Client, *RoundTrips) {
 	rt := &RoundTrips{}
 	c.AddHook(rt)
 	return c, rt
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // RoundTrips is a go-redis hook that counts round trips to the server: one

@@ -112,7 +112,16 @@ func reportServerTime(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var calls, usec float64
+	calls, usec := scriptStats(info)
+	if calls > 0 {
+		b.ReportMetric(usec/calls, "server-µs/call")
+		b.ReportMetric(usec/float64(b.N), "server-µs/op")
+	}
+}
+
+// scriptStats returns the script calls (evalsha and eval) and the server
+// µs they took, from the text of INFO commandstats.
+func scriptStats(info string) (calls, usec float64) {
 	for _, line := range strings.Split(info, "\n") {
 		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
 			continue
@@ -128,10 +137,7 @@ func reportServerTime(b *testing.B) {
 			}
 		}
 	}
-	if calls > 0 {
-		b.ReportMetric(usec/calls, "server-µs/call")
-		b.ReportMetric(usec/float64(b.N), "server-µs/op")
-	}
+	return calls, usec
 }
 
 // storeVariants are the configurations the benchmarks compare.

@@ -109,7 +109,7 @@ func (c *deniedCache) get(req *ratelimit.Request, now int64) (ratelimit.Result, 
 func (c *deniedCache) observe(req *ratelimit.Request, res *ratelimit.Result, sent int64) {
 	k := cacheKey{req.Rule, req.Key, req.Algorithm}
 	sh := &c.shards[k.hash()%cacheShards]
-	if res.Allowed || res.Remaining != 0 || req.Cost < 1 {
+	if res.Allowed || res.Remaining != 0 || req.Cost < 1 || res.RetryAfter >= markerWait {
 		sh.mu.Lock()
 		if len(sh.m) > 0 {
 			delete(sh.m, k)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/ratelimit/stores/redis/redistest"
 )
 
 // TestMain starts the shared servers once for the package, runs the tests,
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 		// since "ok" alone would read as a pass.
 		code := m.Run()
 		if os.Getenv("CI") == "" {
-			announce(noRedisBanner)
+			redistest.Announce(redistest.NotRunLine("redisstore", "REDIS STORE TESTS", "go test ./stores/redis/..."))
 		}
 		os.Exit(code)
 	}
@@ -39,22 +40,6 @@ func TestMain(m *testing.M) {
 	stopShared()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// noRedisBanner is printed when the Redis tests were skipped.
-const noRedisBanner = "!!! redisstore: THE REDIS STORE TESTS DID NOT RUN: redis-server is not in PATH. " +
-	"Install it (apt-get install redis-server, brew install redis) and run go test ./stores/redis/... again; " +
-	"with CI=true a missing redis-server fails the tests. !!!"
-
-// announce prints line on stderr, which go test shows with -v or when the
-// package fails, and on the terminal, if there is one: go test hides the
-// output of a passing package, and a skipped suite must not pass unnoticed.
-func announce(line string) {
-	fmt.Fprintln(os.Stderr, line)
-	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
-		fmt.Fprintln(tty, line)
-		tty.Close()
-	}
 }
 
 // checkAllKeysHaveTTL scans the shared servers, as redis-cli --scan with

@@ -56,6 +56,7 @@ type config struct {
 	leaseFrac    float64
 	leaseLife    time.Duration
 	timeout      time.Duration
+	hot          *HotKeys // WithHotKeys
 }
 
 func defaultConfig() config {

@@ -5,233 +5,45 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/ratelimit/stores/redis/redistest"
 )
 
-// redisServer is one redis-server process on a loopback port.
-type redisServer struct {
-	Addr string
-	Port int
-	dir  string
-	args []string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
+// The launcher is package redistest, shared with the bench module; these
+// are this package's names for it.
+
+type (
+	redisServer  = redistest.Server
+	redisCluster = redistest.Cluster
+)
 
 // redisBinary is the path of redis-server, or "" when it is not installed.
-var redisBinary, _ = exec.LookPath("redis-server")
-
-// errNoRedis explains why the Redis tests do not run.
-var errNoRedis = errors.New("redis-server not found in PATH: install it (apt-get install redis-server) to run the Redis store tests")
-
-// freePort returns a loopback port that is free, and whose Cluster bus port
-// (port+10000) is free too when bus is set.
-func freePort(bus bool) (int, error) {
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		if !bus {
-			l.Close()
-			return port, nil
-		}
-		if port+10000 > 65535 {
-			l.Close()
-			continue
-		}
-		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
-		l.Close()
-		if err == nil {
-			l2.Close()
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free port")
-}
+var redisBinary = redistest.Binary()
 
 // startRedis starts redis-server in dir with persistence off and waits
 // until it answers PING. Extra arguments are passed through.
 func startRedis(dir string, cluster bool, extra ...string) (*redisServer, error) {
-	if redisBinary == "" {
-		return nil, errNoRedis
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	var lastErr error
-	for range 3 {
-		port, err := freePort(cluster)
-		if err != nil {
-			return nil, err
-		}
-		s := &redisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, dir: dir}
-		s.args = append([]string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir,
-			"--logfile", filepath.Join(dir, "redis.log"),
-		}, extra...)
-		if cluster {
-			s.args = append(s.args, "--cluster-enabled", "yes",
-				"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-				"--cluster-node-timeout", "5000")
-		}
-		if lastErr = s.Start(); lastErr == nil {
-			return s, nil
-		}
-	}
-	return nil, lastErr
-}
-
-// Start (re)starts the server on its port and waits for PING.
-func (s *redisServer) Start() error {
-	s.cmd = exec.Command(redisBinary, s.args...)
-	if err := s.cmd.Start(); err != nil {
-		return err
-	}
-	s.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(s.cmd, s.done)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			return fmt.Errorf("redis-server on %s exited: %s", s.Addr, lastLines(string(log), 5))
-		default:
-		}
-		if c.Ping(context.Background()).Err() == nil {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond) // polling for the server to come up
-	}
-	s.Stop()
-	return fmt.Errorf("redis-server on %s did not answer PING", s.Addr)
-}
-
-// Stop kills the server and waits for it to exit.
-func (s *redisServer) Stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	s.cmd.Process.Kill()
-	<-s.done
-	s.cmd = nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	return redistest.StartServer(redistest.Config{Dir: dir, Cluster: cluster, Args: extra})
 }
 
 // startTestRedis starts a private standalone server for one test, in
 // t.TempDir, stopped by t.Cleanup.
-func startTestRedis(t *testing.T) *redisServer {
-	t.Helper()
-	requireRedis(t)
-	s, err := startRedis(t.TempDir(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	return s
-}
+func startTestRedis(t *testing.T) *redisServer { t.Helper(); return redistest.NewServer(t) }
 
 // requireRedis skips the test when redis-server is missing, or fails it when
 // the environment variable CI is set: CI must run these tests.
-func requireRedis(t testing.TB) {
-	t.Helper()
-	if redisBinary != "" {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal(errNoRedis)
-	}
-	t.Skip(errNoRedis)
-}
-
-// redisCluster is a Cluster of three masters and no replicas.
-type redisCluster struct {
-	Nodes []*redisServer
-}
+func requireRedis(t testing.TB) { t.Helper(); redistest.Require(t) }
 
 // startCluster starts three cluster-enabled servers under dir, joins them
 // with redis-cli --cluster create, and waits for cluster_state:ok.
 func startCluster(dir string) (*redisCluster, error) {
-	c := &redisCluster{}
-	addrs := make([]string, 3)
-	for i := range 3 {
-		d := filepath.Join(dir, "node"+strconv.Itoa(i))
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-		s, err := startRedis(d, true)
-		if err != nil {
-			c.Stop()
-			return nil, err
-		}
-		c.Nodes = append(c.Nodes, s)
-		addrs[i] = s.Addr
-	}
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		c.Stop()
-		return nil, err
-	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
-		c.Stop()
-		return nil, fmt.Errorf("redis-cli --cluster create: %v: %s", err, lastLines(string(out), 5))
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, n := range c.Nodes {
-		rc := redis.NewClient(&redis.Options{Addr: n.Addr})
-		for {
-			info, err := rc.ClusterInfo(context.Background()).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if time.Now().After(deadline) {
-				rc.Close()
-				c.Stop()
-				return nil, fmt.Errorf("cluster node %s not ok: %v %s", n.Addr, err, info)
-			}
-			time.Sleep(50 * time.Millisecond) // polling for the cluster to converge
-		}
-		rc.Close()
-	}
-	return c, nil
-}
-
-// Addrs returns the nodes' addresses.
-func (c *redisCluster) Addrs() []string {
-	var a []string
-	for _, n := range c.Nodes {
-		a = append(a, n.Addr)
-	}
-	return a
-}
-
-// Stop stops every node.
-func (c *redisCluster) Stop() {
-	for _, n := range c.Nodes {
-		n.Stop()
-	}
+	return redistest.StartCluster(redistest.ClusterConfig{Dir: dir})
 }
 
 // The shared servers of this package, started by TestMain.

@@ -41,6 +41,8 @@ type Store struct {
 	leases    *leaseTable  // nil: lease mode off
 	leaseFrac float64
 	leaseLife time.Duration
+	leaseAll  bool         // WithLease: every GCRA key; otherwise hot keys only
+	hot       *hotDetector // nil: hot-key handling off
 
 	timeout  time.Duration // each call's budget
 	ctxReads bool          // the client bounds socket reads by ctx
@@ -81,7 +83,14 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		s.denied = newDeniedCache(c.deniedSize)
 	}
 	if c.leaseLife > 0 {
-		s.leases = newLeaseTable(DefaultLeaseKeys)
+		s.leases, s.leaseAll = newLeaseTable(DefaultLeaseKeys), true
+	}
+	if c.hot != nil {
+		s.hot = newHotDetector(*c.hot)
+		if c.hot.Mode == HotLease && s.leases == nil {
+			s.leases = newLeaseTable(c.hot.MaxKeys)
+			s.leaseFrac, s.leaseLife = c.hot.LeaseFraction, c.hot.LeaseLifetime
+		}
 	}
 	return s
 }
@@ -137,18 +146,24 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 		return ratelimit.Result{}, err
 	}
 	cached := s.denied != nil && req.Cost > 0 && req.Algorithm != ratelimit.Concurrency
-	leased := s.leases != nil && req.Cost > 0 && req.Algorithm == ratelimit.GCRA
+	leased := s.leaseAll && req.Cost > 0 && req.Algorithm == ratelimit.GCRA
+	hot := s.hot != nil && hotEligible(&req)
 	var t int64
-	if cached || leased {
+	if cached || leased || hot {
 		var ok bool
 		if t, ok = s.cacheTime(now); !ok {
-			cached, leased = false, false
+			cached, leased, hot = false, false, false
 		}
 	}
 	if cached {
 		if res, ok := s.denied.get(&req, t); ok {
 			s.stats.deniedHits.Add(1)
 			return res, nil
+		}
+	}
+	if hot {
+		if res, done, err := s.hotTake(ctx, now, &req, t); done {
+			return res, err
 		}
 	}
 	if leased {
@@ -161,6 +176,12 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 		return ratelimit.Result{}, err
 	}
 	res := takeResult(&req, vals[:])
+	if s.hot != nil && isMarker(&res) { // the key is split (hottake.go)
+		if req.Cost == 0 {
+			return s.splitPeek(ctx, now, &req, res)
+		}
+		return s.adopt(ctx, now, &req, t, res)
+	}
 	if cached {
 		s.denied.observe(&req, &res, t)
 	}
@@ -170,6 +191,12 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 // check sends one request to Redis, coalesced or on its own, and returns
 // its reply: code, remaining, retry µs, reset µs.
 func (s *Store) check(ctx context.Context, now instant, req *ratelimit.Request, kind opKind, n int) ([takeWidth]int64, error) {
+	return s.checkKey(ctx, now, stateKey(s.prefix, req), req, kind, n)
+}
+
+// checkKey is check on the explicit state key key: the part of a split
+// key (hotsplit.go).
+func (s *Store) checkKey(ctx context.Context, now instant, key string, req *ratelimit.Request, kind opKind, n int) ([takeWidth]int64, error) {
 	var out [takeWidth]int64
 	ctx, cancel := s.budget(ctx)
 	defer cancel()
@@ -181,10 +208,10 @@ func (s *Store) check(ctx context.Context, now instant, req *ratelimit.Request, 
 		o := op{req: *req, kind: kind, n: n}
 		args := s.header(make([]any, 0, headerLen+fieldsPerRequest), mode, now)
 		args = appendOp(args, &o)
-		key := []string{stateKey(s.prefix, req)}
+		keys := []string{key}
 		s.stats.roundTrips.Add(1)
 		s.stats.sent.Add(1)
-		vals, err := s.run(ctx, key, args, takeWidth)
+		vals, err := s.run(ctx, keys, args, takeWidth)
 		if err != nil {
 			return out, err
 		}
@@ -195,7 +222,7 @@ func (s *Store) check(ctx context.Context, now instant, req *ratelimit.Request, 
 		return out, nil
 	}
 	o := opPool.Get().(*op)
-	o.ctx, o.key, o.req, o.kind, o.n, o.now = ctx, stateKey(s.prefix, req), *req, kind, n, now
+	o.ctx, o.key, o.req, o.kind, o.n, o.now = ctx, key, *req, kind, n, now
 	if err := s.do(o); err != nil {
 		return out, err // o may still be in a batch: not pooled
 	}
@@ -243,8 +270,12 @@ func (s *Store) takeAll(ctx context.Context, now instant, reqs []ratelimit.Reque
 		}
 		keys[i] = stateKey(s.prefix, &reqs[i])
 	}
+	if s.splitIn(now, reqs) { // a split key: one request at a time (hottake.go)
+		return s.takeAllEach(ctx, now, reqs, results)
+	}
 	if groups := s.route.groups(keys); groups != nil {
-		return s.takeAllGroups(ctx, now, groups, keys, reqs, results)
+		err := s.takeAllGroups(ctx, now, groups, keys, reqs, results)
+		return s.unlessMarked(ctx, now, reqs, results, err)
 	}
 	vals, err := s.run(ctx, keys, args, takeWidth*len(reqs))
 	if err != nil {
@@ -253,7 +284,7 @@ func (s *Store) takeAll(ctx context.Context, now instant, reqs []ratelimit.Reque
 	for i := range reqs {
 		results[i] = takeResult(&reqs[i], vals[takeWidth*i:])
 	}
-	return nil
+	return s.unlessMarked(ctx, now, reqs, results, nil)
 }
 
 // Return gives back req.Cost units taken earlier for the same key, in one
@@ -276,6 +307,11 @@ func (s *Store) ret(ctx context.Context, now instant, req ratelimit.Request) err
 	}
 	if s.denied != nil {
 		s.denied.forget(&req)
+	}
+	if _, ok := s.cacheTime(now); ok { // a split key's units go back to a part
+		if done, err := s.hotReturn(ctx, now, &req); done {
+			return err
+		}
 	}
 	_, err := s.check(ctx, now, &req, opReturn, 0)
 	return err

@@ -1,0 +1,227 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+)
+
+// splitKey is the layout and local state of a key split in n parts. Part i
+// is the GCRA key <prefix>{<tag>%H<j>}:g:<rule>, where tag is the key's
+// own hash tag and j the smallest number whose tag hashes into the middle
+// half of the i-th of n equal ranges of Cluster slots: every Store computes
+// the same parts, and with the usual layout (each primary owning one
+// contiguous range, as redis-cli --cluster create makes them) the parts of
+// n = number of primaries land on distinct primaries. No escaped key
+// contains "%H" (a '%' in a tag is always followed by "25" or "7D"), so a
+// part's key is never a user key's.
+type splitKey struct {
+	n      int
+	limit  ratelimit.Limit
+	limits []ratelimit.Limit
+	keys   []string
+	main   string
+	tau    int64   // the main key's tau (interval × capacity), µs
+	taus   []int64 // each part's
+
+	next      atomic.Uint32  // round robin over the parts
+	denied    []atomic.Int64 // per part: locally known empty until (cache µs)
+	until     atomic.Int64   // use the parts before this (cache µs)
+	refreshAt atomic.Int64
+	busy      atomic.Bool // a refresh or demotion in flight
+}
+
+func newSplitKey(prefix string, req *ratelimit.Request, n int) *splitKey {
+	sp := &splitKey{n: n, limit: req.Limit, limits: splitLimits(req.Limit, n),
+		main: stateKey(prefix, req), denied: make([]atomic.Int64, n)}
+	sp.tau = gcraInterval(req.Limit) * int64(req.Limit.Capacity())
+	tag := hashTag(sp.main)
+	width := 16384 / n
+	j := 0
+	for i := range n {
+		lo, hi := i*width+width/4, (i+1)*width-width/4
+		for ; ; j++ {
+			t := tag + "%H" + strconv.Itoa(j)
+			if sl := int(crc16(t) % 16384); sl >= lo && sl < hi {
+				var b strings.Builder
+				b.WriteString(prefix)
+				b.WriteByte('{')
+				b.WriteString(t)
+				b.WriteString("}:g:")
+				b.WriteString(req.Rule)
+				sp.keys = append(sp.keys, b.String())
+				sp.taus = append(sp.taus, gcraInterval(sp.limits[i])*int64(sp.limits[i].Capacity()))
+				j = 0
+				break
+			}
+		}
+	}
+	return sp
+}
+
+// promote splits e's key: the protocol's set-up, one parallel round of
+// empties, and activation (hotmarker.go). On failure the key stays on its
+// main key, denied until the set-up marker expires.
+func (s *Store) promote(ctx context.Context, now instant, req *ratelimit.Request, e *hotEntry, t int64) bool {
+	n := splitShards(req.Limit, s.hot.cfg.Shards)
+	if n == 0 {
+		return false
+	}
+	sp := newSplitKey(s.prefix, req, n)
+	ctx, cancel := s.hotBudget(ctx)
+	defer cancel()
+	if _, err := s.runMarker(ctx, "p", now, sp); err != nil {
+		return false
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	for i, k := range sp.keys {
+		wg.Go(func() {
+			if s.emptyPart(ctx, now, k, sp.taus[i]) != nil {
+				failed.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() {
+		return false
+	}
+	sent := s.hotNow(t, now)
+	ttl, err := s.runMarker(ctx, "a", now, sp)
+	if err != nil || ttl <= 0 {
+		return false
+	}
+	s.activate(sp, sent, time.Duration(ttl)*time.Millisecond)
+	e.split.Store(sp)
+	return true
+}
+
+// activate records that the marker lives ttl after sent (cache µs).
+func (s *Store) activate(sp *splitKey, sent int64, ttl time.Duration) {
+	sp.until.Store(sent + (ttl - s.timeout).Microseconds())
+	sp.refreshAt.Store(sent + s.hotCfg().Window.Microseconds())
+}
+
+// hotNow is the cache time of now: t for a call at the Store's own time.
+func (s *Store) hotNow(t int64, now instant) int64 {
+	if now.set {
+		return now.us
+	}
+	return max(t, int64(time.Since(s.epoch)/time.Microsecond))
+}
+
+// splitTake serves a check of a split key: it takes from one part, and on
+// a denial from a second one; parts known to be empty are skipped. It
+// returns done false when the key is no longer split (demoted): the check
+// then goes to the main key.
+func (s *Store) splitTake(ctx context.Context, now instant, req *ratelimit.Request, e *hotEntry, sp *splitKey, t int64) (ratelimit.Result, bool, error) {
+	if sp.limit != req.Limit {
+		return ratelimit.Result{}, false, nil // another limit: the main key decides
+	}
+	if !s.keepSplit(ctx, now, e, sp, t) {
+		return ratelimit.Result{}, false, nil
+	}
+	start := int(sp.next.Add(1))
+	deny := ratelimit.Result{Limit: req.Limit, RetryAfter: -1}
+	tried := 0
+	for k := 0; k < sp.n && tried < 2; k++ {
+		i := (start + k) % sp.n
+		if until := sp.denied[i].Load(); t < until {
+			deny = worse(deny, time.Duration(until-t)*time.Microsecond, 0)
+			continue
+		}
+		tried++
+		sub := *req
+		sub.Limit = sp.limits[i]
+		vals, err := s.checkKey(ctx, now, sp.keys[i], &sub, opTake, 0)
+		if err != nil {
+			return ratelimit.Result{}, true, err
+		}
+		r := takeResult(&sub, vals[:])
+		if r.Allowed {
+			r.Limit, r.Remaining = req.Limit, r.Remaining*req.Limit.Capacity()/sp.limits[i].Capacity()
+			return r, true, nil
+		}
+		if r.Remaining == 0 {
+			wait := r.RetryAfter.Microseconds() - int64(req.Cost-1)*gcraInterval(sp.limits[i])
+			if wait > 0 {
+				sp.denied[i].Store(t + wait)
+			}
+		}
+		deny = worse(deny, r.RetryAfter, r.ResetAfter)
+	}
+	deny.RetryAfter = max(0, deny.RetryAfter)
+	return deny, true, nil
+}
+
+// worse folds a part's denial into d: the soonest retry, the latest reset.
+func worse(d ratelimit.Result, retry, reset time.Duration) ratelimit.Result {
+	if d.RetryAfter < 0 || retry < d.RetryAfter {
+		d.RetryAfter = retry
+	}
+	d.ResetAfter = max(d.ResetAfter, reset)
+	return d
+}
+
+// keepSplit refreshes the marker once per window while the key is hot,
+// and past the time the parts may be used, demotes the key or follows
+// another Store's refresh. It reports whether the parts may be used now.
+func (s *Store) keepSplit(ctx context.Context, now instant, e *hotEntry, sp *splitKey, t int64) bool {
+	if t < sp.until.Load() {
+		if t >= sp.refreshAt.Load() && !e.cooling.Load() && sp.busy.CompareAndSwap(false, true) {
+			defer sp.busy.Store(false)
+			bctx, cancel := s.hotBudget(ctx)
+			defer cancel()
+			sent := s.hotNow(t, now)
+			if ttl, err := s.runMarker(bctx, "r", now, sp); err == nil && ttl > 0 {
+				s.activate(sp, sent, time.Duration(ttl)*time.Millisecond)
+			} else if err == nil {
+				s.demoted(e, sp) // the marker is gone: demoted by another Store
+				return false
+			}
+		}
+		return true
+	}
+	bctx, cancel := s.hotBudget(ctx)
+	defer cancel()
+	sent := s.hotNow(t, now)
+	left, err := s.runMarker(bctx, "d", now, sp)
+	switch {
+	case err != nil:
+		return false // neither: the main key decides (and denies while marked)
+	case left > 0:
+		s.activate(sp, sent, time.Duration(left)*time.Millisecond)
+		return t < sp.until.Load()
+	}
+	s.demoted(e, sp)
+	return false
+}
+
+// demoted drops a split key's entry and reports it.
+func (s *Store) demoted(e *hotEntry, sp *splitKey) {
+	if s.hot.remove(e) {
+		s.hot.report([]HotKeyEvent{{Rule: e.key.rule, Key: e.key.key, Mode: HotSplit, Shards: sp.n}})
+	}
+}
+
+// splitReturn gives req's units back to one part of a split key: any part
+// will do, since only the parts' sum counts (a part already full ignores
+// it, which only makes the limit stricter).
+func (s *Store) splitReturn(ctx context.Context, now instant, req *ratelimit.Request, sp *splitKey) error {
+	i := int(sp.next.Load()) % sp.n
+	for j := range sp.denied {
+		sp.denied[j].Store(0)
+	}
+	sub := *req
+	sub.Limit = sp.limits[i]
+	_, err := s.checkKey(ctx, now, sp.keys[i], &sub, opReturn, 0)
+	return err
+}
+
+// isMarker reports whether res is a main key's denial by a split marker.
+func isMarker(res *ratelimit.Result) bool { return !res.Allowed && res.RetryAfter >= markerWait }

@@ -1,0 +1,274 @@
+package redisstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+// hotEvents collects HotKeyEvents from several Stores.
+type hotEvents struct {
+	mu     sync.Mutex
+	events []HotKeyEvent
+}
+
+func (h *hotEvents) add(e HotKeyEvent) { h.mu.Lock(); h.events = append(h.events, e); h.mu.Unlock() }
+
+func (h *hotEvents) count(hot, adopted bool) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, e := range h.events {
+		if e.Hot == hot && (!hot || e.Adopted == adopted) {
+			n++
+		}
+	}
+	return n
+}
+
+// splitStores returns n Stores on the shared Cluster with one prefix, in
+// split mode.
+func splitStores(t *testing.T, n int, ev *hotEvents, cfg HotKeys, opts ...Option) []*Store {
+	t.Helper()
+	prefix := uniquePrefix(t)
+	cfg.Mode, cfg.OnChange = HotSplit, ev.add
+	stores := make([]*Store, n)
+	for i := range stores {
+		stores[i] = New(clusterClient(t), append([]Option{WithPrefix(prefix), WithHotKeys(cfg), WithoutDeniedCache()}, opts...)...)
+	}
+	return stores
+}
+
+// maxInWindow returns the most admissions (sorted times, µs) within any
+// half-open span of w µs.
+func maxInWindow(at []int64, w int64) int {
+	most, j := 0, 0
+	for i := range at {
+		for at[i]-at[j] >= w {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
+}
+
+// checkGCRABound fails t unless every span of each length holds at most
+// what one exact GCRA key of l admits: Capacity + span×Rate/Period.
+func checkGCRABound(t *testing.T, at []int64, l ratelimit.Limit) {
+	t.Helper()
+	slices.Sort(at)
+	p := l.Period.Microseconds()
+	for _, w := range []int64{1, 1000, 10_000, 100_000, p / 2, p, 2 * p, 5 * p} {
+		bound := l.Capacity() + int(w*int64(l.Rate)/p)
+		if got := maxInWindow(at, w); got > bound {
+			t.Errorf("%d admitted within %v, bound %d", got, time.Duration(w)*time.Microsecond, bound)
+		}
+	}
+}
+
+// TestHotSplitNeverAdmitsMoreThanOneKey drives four Stores sharing a split
+// key through a hot phase (promotion, parts), a cool one (demotion back to
+// the main key) and a hot one again, on a client clock in 1 ms steps: in no
+// span do they admit more than one exact GCRA key would.
+func TestHotSplitNeverAdmitsMoreThanOneKey(t *testing.T) {
+	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
+	ev := &hotEvents{}
+	stores := splitStores(t, 4, ev, HotKeys{Threshold: 40, Window: 100 * time.Millisecond, Shards: 3},
+		WithClock(clock), WithTimeout(time.Second))
+	limit := ratelimit.PerSecond(300)
+	req := ratelimit.Request{Rule: "api", Key: "198.51.100.7", Limit: limit, Cost: 1}
+	r := rand.New(rand.NewPCG(3, 4))
+	var admitted []int64
+	ctx := context.Background()
+	phase := func(d time.Duration, every int, per int) {
+		for step := range int(d / time.Millisecond) {
+			if step%every == 0 {
+				for range per {
+					res, err := stores[r.IntN(len(stores))].Take(ctx, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Allowed {
+						admitted = append(admitted, clock.Now().UnixMicro())
+					}
+				}
+			}
+			clock.Advance(time.Millisecond)
+		}
+	}
+	phase(3*time.Second, 1, 2) // 2000 checks/s: hot
+	phase(3*time.Second, 2, 1) // 500 checks/s, above the limit, but cool for each Store
+	phase(2*time.Second, 1, 2)
+	promoted, adopted, demoted := ev.count(true, false), ev.count(true, true), ev.count(false, false)
+	t.Logf("%d admitted; %d promotions, %d adoptions, %d demotions", len(admitted), promoted, adopted, demoted)
+	if promoted < 2 || demoted < 1 {
+		t.Errorf("want promotions in both hot phases and a demotion in the cool one")
+	}
+	checkGCRABound(t, admitted, limit)
+	// The parts did the work: far above what the main key alone would
+	// have seen rejected... and yet every admission is within the limit:
+	if min := limit.Rate * 4; len(admitted) < min {
+		t.Errorf("%d admitted in 8 s of a limit of 300/s, 5 of them hot: want >= %d", len(admitted), min)
+	}
+}
+
+// TestHotSplitFewFalseDenials offers a split key 85% of its limit from
+// four Stores, in random order: at most 1% of the checks are denied.
+func TestHotSplitFewFalseDenials(t *testing.T) {
+	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
+	ev := &hotEvents{}
+	stores := splitStores(t, 4, ev, HotKeys{Threshold: 40, Window: time.Second, Shards: 3},
+		WithClock(clock), WithTimeout(time.Second))
+	limit := ratelimit.PerSecond(600)
+	req := ratelimit.Request{Rule: "api", Key: "203.0.113.9", Limit: limit, Cost: 1}
+	r := rand.New(rand.NewPCG(5, 6))
+	step := time.Duration(float64(time.Second) / (0.85 * float64(limit.Rate)))
+	denied, checks := 0, 0
+	for range 8 * 510 { // 8 s
+		res, err := stores[r.IntN(len(stores))].Take(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checks++
+		if !res.Allowed {
+			denied++
+		}
+		clock.Advance(step)
+	}
+	t.Logf("%d of %d checks denied at 85%% of the limit; %d promotions, %d adoptions", denied, checks, ev.count(true, false), ev.count(true, true))
+	if ev.count(true, false)+ev.count(true, true) == 0 {
+		t.Fatal("the key was never split: the test tests nothing")
+	}
+	if denied*100 > checks {
+		t.Errorf("%d of %d checks denied below 90%% of the limit: want <= 1%%", denied, checks)
+	}
+}
+
+// TestHotSplitUnderLoadServerTime runs 64 callers on four Stores against
+// one split key on server time, 6,400 checks at 3,000/s: the admissions surely within any span
+// (sent and answered inside it) never exceed one exact GCRA key's.
+func TestHotSplitUnderLoadServerTime(t *testing.T) {
+	ev := &hotEvents{}
+	stores := splitStores(t, 4, ev, HotKeys{Threshold: 20, Window: time.Second, Shards: 3},
+		WithTimeout(10*time.Second))
+	limit := ratelimit.PerSecond(3000)
+	req := ratelimit.Request{Rule: "api", Key: "192.0.2.44", Limit: limit, Cost: 1}
+	type adm struct{ sent, recv int64 }
+	var mu sync.Mutex
+	var all []adm
+	origin := time.Now()
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			s := stores[g%len(stores)]
+			for range 100 {
+				sent := time.Since(origin).Microseconds()
+				res, err := s.Take(context.Background(), req)
+				recv := time.Since(origin).Microseconds()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					mu.Lock()
+					all = append(all, adm{sent, recv})
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if ev.count(true, false) == 0 {
+		t.Fatal("never promoted: the test tests nothing")
+	}
+	// A span [a, a+w) surely holds an admission sent at or after a and
+	// answered before a+w: those are at most the bound.
+	slices.SortFunc(all, func(x, y adm) int { return int(x.sent - y.sent) })
+	p := limit.Period.Microseconds()
+	for _, w := range []int64{p / 10, p / 2, p} {
+		bound := limit.Capacity() + int(w*int64(limit.Rate)/p)
+		most := 0
+		for i := range all {
+			n := 0
+			for j := i; j < len(all) && all[j].sent < all[i].sent+w; j++ {
+				if all[j].recv < all[i].sent+w {
+					n++
+				}
+			}
+			most = max(most, n)
+		}
+		if most > bound {
+			t.Errorf("%d admissions surely within %v: bound %d", most, time.Duration(w)*time.Microsecond, bound)
+		}
+		t.Logf("most admissions surely within %v: %d (bound %d)", time.Duration(w)*time.Microsecond, most, bound)
+	}
+	t.Logf("%d admitted; %d promotions, %d adoptions", len(all), ev.count(true, false), ev.count(true, true))
+}
+
+// TestHotSplitTakeAll: a TakeAll that names a split key, on a Store that
+// has not seen the split yet and on one that has, is decided by the parts,
+// never by the marker; when another request denies, the TakeAll is denied.
+func TestHotSplitTakeAll(t *testing.T) {
+	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.99", Limit: ratelimit.PerSecond(1000), Cost: 1}
+	other := ratelimit.Request{Rule: "login", Key: "u1", Limit: ratelimit.PerSecond(5), Cost: 1}
+	stores, clock := splitByTakes(t, hot, 60)
+	ctx := context.Background()
+	results := make([]ratelimit.Result, 2)
+	for i := range 8 {
+		clock.Advance(10 * time.Millisecond) // the parts refill 10 units
+		s := stores[i%2]
+		if err := s.TakeAll(ctx, []ratelimit.Request{hot, other}, results); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range results {
+			if isMarker(&r) {
+				t.Fatalf("TakeAll %d answered by the marker: %+v", i, results)
+			}
+		}
+		if want := i < 5; results[0].Allowed != true || results[1].Allowed != want {
+			t.Errorf("TakeAll %d: %+v, want the split key allowed and the other %v", i, results, want)
+		}
+	}
+}
+
+// TestHotSplitPeek: a cost-0 check of a split key reports the parts'
+// units, not the marker.
+func TestHotSplitPeek(t *testing.T) {
+	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.98", Limit: ratelimit.PerSecond(300), Cost: 1}
+	stores, clock := splitByTakes(t, hot, 40)
+	ctx := context.Background()
+	clock.Advance(100 * time.Millisecond) // the emptied parts refill 30 units
+	peek := hot
+	peek.Cost = 0
+	for _, s := range stores {
+		res, err := s.Take(ctx, peek)
+		if err != nil || !res.Allowed || res.Remaining != 30 || isMarker(&res) {
+			t.Errorf("peek: %+v, %v; want allowed with 30 remaining", res, err)
+		}
+	}
+}
+
+// splitByTakes returns two split-mode Stores on a client clock, after
+// takes checks of req on the first have split it (threshold 40).
+func splitByTakes(t *testing.T, req ratelimit.Request, takes int) ([]*Store, *ratelimittest.Clock) {
+	t.Helper()
+	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
+	ev := &hotEvents{}
+	stores := splitStores(t, 2, ev, HotKeys{Threshold: 40, Window: time.Second, Shards: 3},
+		WithClock(clock), WithTimeout(time.Second))
+	for range takes {
+		if _, err := stores[0].Take(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ev.count(true, false) != 1 {
+		t.Fatalf("the key was not split: %+v", ev.events)
+	}
+	return stores, clock
+}

@@ -1,0 +1,142 @@
+package redisstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+)
+
+// The check path of hot keys: Store.take calls hotTake first for every
+// eligible request when WithHotKeys is on, and adopt when the main key
+// answers with a split marker.
+
+func (s *Store) hotCfg() *HotKeys { return &s.hot.cfg }
+
+// hotTake counts a check and serves it if its key is hot. done false: the
+// check takes the ordinary path.
+func (s *Store) hotTake(ctx context.Context, now instant, req *ratelimit.Request, t int64) (ratelimit.Result, bool, error) {
+	d := s.hot
+	k := cacheKey{req.Rule, req.Key, req.Algorithm}
+	e := d.lookup(k)
+	if e == nil {
+		var events []HotKeyEvent
+		e, events = d.observe(k, t)
+		if e != nil && d.cfg.Mode == HotSplit {
+			if s.promote(ctx, now, req, e, t) {
+				events[len(events)-1].Shards = e.split.Load().n
+			}
+		}
+		d.report(events)
+		if e == nil {
+			return ratelimit.Result{}, false, nil
+		}
+	}
+	if t >= d.winEnd.Load() { // windows end on hot keys' checks too
+		d.report(d.rollover(t))
+		if e = d.lookup(k); e == nil {
+			return ratelimit.Result{}, false, nil // demoted (a lease)
+		}
+	}
+	e.checks.Add(1)
+	if d.cfg.Mode == HotLease {
+		res, direct, err := s.leaseTake(ctx, now, req, t, s.denied != nil)
+		return res, !direct, err
+	}
+	if sp := e.split.Load(); sp != nil {
+		return s.splitTake(ctx, now, req, e, sp, t)
+	}
+	return ratelimit.Result{}, false, nil
+}
+
+// adopt follows another Store's split of req's key, whose main key denied
+// with a marker: it reads the marker and serves the check from the parts.
+// While the split is being set up, or when the marker cannot be read, the
+// check is denied with a short RetryAfter (the main key admits nothing
+// meanwhile).
+func (s *Store) adopt(ctx context.Context, now instant, req *ratelimit.Request, t int64, marked ratelimit.Result) (ratelimit.Result, error) {
+	short := ratelimit.Result{Limit: req.Limit, RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}
+	if s.hot == nil || s.hot.cfg.Mode != HotSplit || !hotEligible(req) {
+		marked.Limit = req.Limit
+		return marked, nil // a Store without split mode: the key stays denied
+	}
+	bctx, cancel := s.hotBudget(ctx)
+	defer cancel()
+	sent := s.hotNow(t, now)
+	n, left, err := s.readMarker(bctx, now, stateKey(s.prefix, req))
+	if err != nil || n < 2 || n > maxSplitShards || splitShards(req.Limit, n) != n {
+		return short, nil
+	}
+	k := cacheKey{req.Rule, req.Key, req.Algorithm}
+	if e := s.hot.lookup(k); e != nil {
+		if sp := e.split.Load(); sp != nil && sp.n == n && sp.limit == req.Limit {
+			s.activate(sp, sent, left) // another caller adopted it meanwhile
+			return s.followSplit(ctx, now, req, e, sp, t)
+		}
+	}
+	sp := newSplitKey(s.prefix, req, n)
+	s.activate(sp, sent, left)
+	e := &hotEntry{key: k, since: s.hot.winSeq.Load()}
+	e.split.Store(sp)
+	s.hot.mu.Lock()
+	s.hot.put(k, e)
+	s.hot.mu.Unlock()
+	s.hot.report([]HotKeyEvent{{Rule: k.rule, Key: k.key, Hot: true, Mode: HotSplit, Shards: n, Adopted: true}})
+	return s.followSplit(ctx, now, req, e, sp, t)
+}
+
+// followSplit serves an adopted check from the parts, or denies it shortly
+// when they may not be used (the marker runs out).
+func (s *Store) followSplit(ctx context.Context, now instant, req *ratelimit.Request, e *hotEntry, sp *splitKey, t int64) (ratelimit.Result, error) {
+	e.checks.Add(1)
+	res, done, err := s.splitTake(ctx, now, req, e, sp, t)
+	if !done {
+		return ratelimit.Result{Limit: req.Limit, RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}, nil
+	}
+	return res, err
+}
+
+// hotReturn routes a Return of a split key to one of its parts.
+func (s *Store) hotReturn(ctx context.Context, now instant, req *ratelimit.Request) (bool, error) {
+	if s.hot == nil || !hotEligible(req) {
+		return false, nil
+	}
+	e := s.hot.lookup(cacheKey{req.Rule, req.Key, req.Algorithm})
+	if e == nil {
+		return false, nil
+	}
+	sp := e.split.Load()
+	if sp == nil || sp.limit != req.Limit {
+		return false, nil
+	}
+	return true, s.splitReturn(ctx, now, req, sp)
+}
+
+// splitPeek answers a cost-0 check of a split key with the sum of its
+// parts' Remaining and the latest of their ResetAfter.
+func (s *Store) splitPeek(ctx context.Context, now instant, req *ratelimit.Request, marked ratelimit.Result) (ratelimit.Result, error) {
+	if s.hot.cfg.Mode != HotSplit || req.Algorithm != ratelimit.GCRA || req.Window != (ratelimit.Window{}) {
+		marked.Limit = req.Limit
+		return marked, nil
+	}
+	bctx, cancel := s.hotBudget(ctx)
+	defer cancel()
+	n, _, err := s.readMarker(bctx, now, stateKey(s.prefix, req))
+	if err != nil || n < 2 || splitShards(req.Limit, n) != n {
+		return ratelimit.Result{Limit: req.Limit, RetryAfter: time.Millisecond}, err
+	}
+	sp := newSplitKey(s.prefix, req, n)
+	res := ratelimit.Result{Allowed: true, Limit: req.Limit}
+	for i, k := range sp.keys {
+		sub := *req
+		sub.Limit = sp.limits[i]
+		vals, err := s.checkKey(ctx, now, k, &sub, opTake, 0)
+		if err != nil {
+			return ratelimit.Result{}, err
+		}
+		r := takeResult(&sub, vals[:])
+		res.Remaining += r.Remaining
+		res.ResetAfter = max(res.ResetAfter, r.ResetAfter)
+	}
+	return res, nil
+}
