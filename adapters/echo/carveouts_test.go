@@ -91,19 +91,6 @@ func TestCarveOutInGroup(t *testing.T) {
 	}
 }
 
-func TestCarveOutHeadRoute(t *testing.T) {
-	p := new(ratelimittest.CarveOutProber)
-	e := echo.New()
-	e.Use(exhaustible(p, false))
-	e.GET("/healthz", servedBy("/healthz"))
-	e.HEAD("/healthz", servedBy("/healthz"))
-	e.Any("/*", servedBy("/*"))
-	skipped := p.Check(t, e, "/healthz")
-	if !skipped[ratelimittest.Probe{Method: "HEAD", Target: "/healthz"}] {
-		t.Error("HEAD /healthz was limited though its own HEAD route serves it")
-	}
-}
-
 func TestCarveOutWithoutItsRouteIsLimited(t *testing.T) {
 	p := new(ratelimittest.CarveOutProber)
 	e := echo.New()
