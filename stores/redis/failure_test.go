@@ -231,8 +231,12 @@ func TestFaultServerKilled(t *testing.T) {
 			if failures == 0 {
 				t.Fatal("no request got the policy's answer")
 			}
-			if rep := r.serve("192.0.2.1"); !r.failed(rep) || rep.took > faultBudget {
-				t.Errorf("with the breaker open: %+v, want the %s answer at once", rep, p.name)
+			// The policy's answer, within the budget and margin that serve
+			// checks. Not "faster than the budget": the server is dead, so a
+			// probe let through after the cooldown is refused as fast, and on
+			// a loaded machine either can take longer than 50ms.
+			if rep := r.serve("192.0.2.1"); !r.failed(rep) {
+				t.Errorf("with the breaker open: %+v, want the %s answer", rep, p.name)
 			}
 			if err := srv.Start(); err != nil {
 				t.Fatal(err)
