@@ -22,10 +22,11 @@ type Adapter struct {
 	// by l through the adapter's middleware, placed where the adapter
 	// documents that its ByRoute and its carve-outs see the route the
 	// router matched (chi: r.Use inside r.Group; gin: r.Use; echo: e.Use).
-	// A route serves its Method alone: the router must not add HEAD to a
-	// GET route or answer other methods from it unless the framework does
-	// so itself. Router translates the "{id}" parameter segments of the
-	// patterns to the framework's syntax (":id" for gin and echo).
+	// A route serves its Method alone: TestAdapter expects HEAD to be
+	// carved out only where a HEAD route serves it, as in routers that do
+	// not answer HEAD from a GET route (chi, gin, echo). Router translates
+	// the "{id}" parameter segments of the patterns to the framework's
+	// syntax (":id" for gin and echo).
 	Router func(l *ratelimit.Limiter, routes ...Route) http.Handler
 
 	// ByRoute is the adapter's key function for the pattern of the route
