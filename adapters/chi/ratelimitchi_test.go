@@ -15,11 +15,6 @@ import (
 
 func ok(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }
 
-// get sends a GET for target from the default test peer.
-func get(h http.Handler, target string) *ratelimittest.Response {
-	return ratelimittest.Do(h, ratelimittest.NewRequest(http.MethodGet, target, ""))
-}
-
 func TestByRouteWorkingPlacements(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -92,7 +87,7 @@ func TestByRouteWorkingPlacements(t *testing.T) {
 			var rk ratelimittest.KeyRecorder
 			mw := ratelimit.New(ratelimit.PerMinute(2), rk.Wrap(ratelimitchi.ByRoute()))
 			h := tt.build(mw)
-			if resp := get(h, tt.target); resp.Code != http.StatusOK {
+			if resp := ratelimittest.Get(h, tt.target); resp.Code != http.StatusOK {
 				t.Fatalf("GET %s: %d %s", tt.target, resp.Code, resp.Body)
 			}
 			key, err := rk.MustLast(t)
@@ -158,7 +153,7 @@ func TestByRouteBrokenPlacements(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var rk ratelimittest.KeyRecorder
 			mw := ratelimit.New(ratelimit.PerMinute(2), rk.Wrap(ratelimitchi.ByRoute()))
-			resp := get(tt.build(mw), tt.target)
+			resp := ratelimittest.Get(tt.build(mw), tt.target)
 			if resp.Code != http.StatusBadRequest {
 				t.Errorf("GET %s: %d, want 400 (the default key-error policy)", tt.target, resp.Code)
 			}

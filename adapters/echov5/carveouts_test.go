@@ -82,7 +82,7 @@ func TestCarveOutInGroup(t *testing.T) {
 	g.Any("/*", servedBy("/svc/*"))
 	// The carve-out is the full route path: only exhaustible's paths count.
 	for range 3 {
-		get(e, "/svc/api")
+		ratelimittest.Get(e, "/svc/api")
 	}
 	for _, m := range []string{"GET", "HEAD"} {
 		if resp := ratelimittest.Do(e, ratelimittest.NewRequest(m, "/svc/healthz", "")); !resp.Limited() {
@@ -97,7 +97,7 @@ func TestCarveOutWithoutItsRouteIsLimited(t *testing.T) {
 	e.Use(exhaustible(p, false))
 	e.Any("/*", servedBy("/*")) // an SPA fallback; no /healthz route
 	for range 3 {
-		get(e, "/api")
+		ratelimittest.Get(e, "/api")
 	}
 	for _, m := range []string{"GET", "HEAD"} {
 		if resp := ratelimittest.Do(e, ratelimittest.NewRequest(m, "/healthz", "")); !resp.Limited() {

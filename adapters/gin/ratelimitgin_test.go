@@ -22,10 +22,6 @@ func TestMain(m *testing.M) {
 
 func ok(c *gin.Context) { c.String(http.StatusOK, "ok") }
 
-func get(h http.Handler, target string) *ratelimittest.Response {
-	return ratelimittest.Do(h, ratelimittest.NewRequest(http.MethodGet, target, ""))
-}
-
 func clock() ratelimit.Option {
 	return ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))
 }
@@ -66,7 +62,7 @@ func TestByRouteEveryPlacement(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var rk ratelimittest.KeyRecorder
 			h := tt.build(ratelimitgin.New(ratelimit.PerMinute(5), rk.Wrap(ratelimitgin.ByRoute())))
-			if resp := get(h, tt.target); resp.Code != http.StatusOK {
+			if resp := ratelimittest.Get(h, tt.target); resp.Code != http.StatusOK {
 				t.Fatalf("GET %s: %d %s", tt.target, resp.Code, resp.Body)
 			}
 			if key, err := rk.MustLast(t); err != nil || key != tt.want {
@@ -75,7 +71,7 @@ func TestByRouteEveryPlacement(t *testing.T) {
 			// The core's ByRoute sees the same pattern.
 			var core ratelimittest.KeyRecorder
 			h = tt.build(ratelimitgin.New(ratelimit.PerMinute(5), core.Wrap(ratelimit.ByRoute())))
-			get(h, tt.target)
+			ratelimittest.Get(h, tt.target)
 			if key, err := core.MustLast(t); err != nil || key != tt.want {
 				t.Fatalf("ratelimit.ByRoute: key = %q, %v; want %q", key, err, tt.want)
 			}
@@ -88,7 +84,7 @@ func TestByRouteNoRoute(t *testing.T) {
 	r := gin.New()
 	r.Use(ratelimitgin.New(ratelimit.PerMinute(5), rk.Wrap(ratelimitgin.ByRoute())))
 	r.GET("/users/:id", ok)
-	if resp := get(r, "/nowhere"); resp.Code != http.StatusBadRequest {
+	if resp := ratelimittest.Get(r, "/nowhere"); resp.Code != http.StatusBadRequest {
 		t.Fatalf("unmatched route: %d, want 400 (the default key-error policy)", resp.Code)
 	}
 	if key, err := rk.MustLast(t); key != "" || !errors.Is(err, ratelimit.ErrNoKey) {
@@ -118,15 +114,15 @@ func TestPerRouteAndGroupLimits(t *testing.T) {
 	}
 	// /api/users/1, /2, /3 share the /api/users/:id bucket.
 	for i := 1; i <= 3; i++ {
-		if resp := get(r, fmt.Sprint("/api/users/", i)); resp.Code != http.StatusOK {
+		if resp := ratelimittest.Get(r, fmt.Sprint("/api/users/", i)); resp.Code != http.StatusOK {
 			t.Fatalf("user %d: %d", i, resp.Code)
 		}
 	}
-	resp = get(r, "/api/users/4")
+	resp = ratelimittest.Get(r, "/api/users/4")
 	if resp.Code != http.StatusTooManyRequests || !strings.Contains(resp.Body, `"api"`) {
 		t.Fatalf("4th user request: %d %s, want 429 by the api policy", resp.Code, resp.Body)
 	}
-	if resp := get(r, "/api/items/1"); resp.Code != http.StatusOK {
+	if resp := ratelimittest.Get(r, "/api/items/1"); resp.Code != http.StatusOK {
 		t.Fatalf("items: %d, want its own bucket", resp.Code)
 	}
 }
@@ -139,8 +135,8 @@ func TestDeniedHandler(t *testing.T) {
 			w.WriteHeader(http.StatusTooManyRequests)
 			fmt.Fprintf(w, "slow down (%s)", d.Rule)
 		}))), ok)
-	get(r, "/x")
-	resp := get(r, "/x")
+	ratelimittest.Get(r, "/x")
+	resp := ratelimittest.Get(r, "/x")
 	if resp.Code != http.StatusTooManyRequests || resp.Body != "slow down (ip-1-per-1m)" || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("%d %q %v", resp.Code, resp.Body, resp.Header)
 	}
@@ -157,7 +153,7 @@ func TestConcurrent(t *testing.T) {
 	for i := range 200 {
 		wg.Go(func() {
 			route := []string{"a", "b"}[i%2]
-			resp := get(r, fmt.Sprintf("/%s/%d", route, i))
+			resp := ratelimittest.Get(r, fmt.Sprintf("/%s/%d", route, i))
 			if resp.Code == http.StatusOK {
 				mu.Lock()
 				allowed[route]++
