@@ -273,7 +273,7 @@ func TestCoalescingDeadlines(t *testing.T) {
 			if err == nil || res != (ratelimit.Result{}) {
 				t.Errorf("Take on a silent server = %+v, %v", res, err)
 			}
-			if d > budget+400*time.Millisecond { // a generous margin for a loaded machine
+			if d > budget+time.Second { // a generous margin for a loaded machine; go-redis alone waits 3s
 				t.Errorf("Take took %v with a budget of %v", d, budget)
 			}
 		})
