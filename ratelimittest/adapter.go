@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,7 +48,8 @@ type Route struct {
 // (status, header fields, body) and which handlers ran:
 //
 //   - requests to one route pattern share a bucket when keyed by ByRoute
-//     ("/users/1" and "/users/2"), other routes have their own;
+//     ("/users/1" and "/users/2"), other routes have their own, and
+//     concurrent requests get exactly the quota of each;
 //   - a denial is a 429 with the IETF RateLimit and RateLimit-Policy
 //     fields, Retry-After and an RFC 9457 problem body, and the handler
 //     does not run;
@@ -69,6 +71,7 @@ type Route struct {
 // moves it.
 func TestAdapter(t *testing.T, a Adapter) {
 	t.Run("RouteKeysSharePatternBucket", a.testRouteKeys)
+	t.Run("ConcurrentRequestsGetExactQuota", a.testConcurrent)
 	t.Run("DenialIsProblem429", a.testDenial)
 	t.Run("StoreFailure", a.testStoreFailure)
 	t.Run("KeyError", a.testKeyError)
@@ -132,6 +135,29 @@ func (a Adapter) testRouteKeys(t *testing.T) {
 		t.Fatalf("GET /users/1 from another client: %d, want 200", resp.Code)
 	}
 	hs.expectCalls(t, 4, "admitted requests")
+}
+
+func (a Adapter) testConcurrent(t *testing.T) {
+	if a.ByRoute == nil {
+		t.Skip("no ByRoute in this placement")
+	}
+	var hs handlers
+	l := ratelimit.NewLimiter(ratelimit.PerMinute(50), ratelimit.Keys(ratelimit.ByIP(), a.ByRoute), still())
+	h := a.Router(l, Route{"GET", "/a/{id}", hs.named("a")}, Route{"GET", "/b/{id}", hs.named("b")})
+	var wg sync.WaitGroup
+	var allowed [2]atomic.Int64
+	for i := range 200 {
+		wg.Go(func() {
+			route := i % 2
+			if Get(h, fmt.Sprintf("/%c/%d", 'a'+route, i)).Code == http.StatusOK {
+				allowed[route].Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if x, y := allowed[0].Load(), allowed[1].Load(); x != 50 || y != 50 {
+		t.Errorf("200 concurrent requests to two routes: %d and %d admitted, want 50 each", x, y)
+	}
 }
 
 func (a Adapter) testDenial(t *testing.T) {
