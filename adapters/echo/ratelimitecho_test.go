@@ -183,7 +183,9 @@ func TestHookPathSameResponsesAsCore(t *testing.T) {
 
 var errDown = errors.New("backend down")
 
-func TestStoreErrors(t *testing.T) {
+// TestErrorHandlerDecidesStoreFailures: Config.ErrorHandler renders a store
+// failure as an echo error (fail closed) or lets the request through (nil).
+func TestErrorHandlerDecidesStoreFailures(t *testing.T) {
 	t.Run("FailClosed", func(t *testing.T) {
 		var got error
 		reached := false
