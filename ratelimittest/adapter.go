@@ -112,13 +112,23 @@ func gets(target string) func() *http.Request {
 	return func() *http.Request { return NewRequest(http.MethodGet, target, "") }
 }
 
-func (a Adapter) testRouteKeys(t *testing.T) {
+// routeKeyed returns a router serving GET routes of the patterns, limited
+// to limit per client and route by ByRoute, and the handlers' counter; it
+// skips the test when the placement has no ByRoute.
+func (a Adapter) routeKeyed(t *testing.T, limit ratelimit.Limit, patterns ...string) (http.Handler, *handlers) {
 	if a.ByRoute == nil {
 		t.Skip("no ByRoute in this placement")
 	}
-	var hs handlers
-	l := ratelimit.NewLimiter(ratelimit.PerMinute(2), ratelimit.Keys(ratelimit.ByIP(), a.ByRoute), still())
-	h := a.Router(l, Route{"GET", "/users/{id}", hs.named("users")}, Route{"GET", "/items/{id}", hs.named("items")})
+	hs := new(handlers)
+	var routes []Route
+	for _, p := range patterns {
+		routes = append(routes, Route{"GET", p, hs.named(p)})
+	}
+	return a.Router(ratelimit.NewLimiter(limit, ratelimit.Keys(ratelimit.ByIP(), a.ByRoute), still()), routes...), hs
+}
+
+func (a Adapter) testRouteKeys(t *testing.T) {
+	h, hs := a.routeKeyed(t, ratelimit.PerMinute(2), "/users/{id}", "/items/{id}")
 	for i, target := range []string{"/users/1", "/users/2"} {
 		if resp := send(h, "GET", target); resp.Code != http.StatusOK {
 			t.Fatalf("request %d, %s: %d %q", i+1, target, resp.Code, resp.Body)
@@ -138,12 +148,7 @@ func (a Adapter) testRouteKeys(t *testing.T) {
 }
 
 func (a Adapter) testConcurrent(t *testing.T) {
-	if a.ByRoute == nil {
-		t.Skip("no ByRoute in this placement")
-	}
-	var hs handlers
-	l := ratelimit.NewLimiter(ratelimit.PerMinute(50), ratelimit.Keys(ratelimit.ByIP(), a.ByRoute), still())
-	h := a.Router(l, Route{"GET", "/a/{id}", hs.named("a")}, Route{"GET", "/b/{id}", hs.named("b")})
+	h, _ := a.routeKeyed(t, ratelimit.PerMinute(50), "/a/{id}", "/b/{id}")
 	var wg sync.WaitGroup
 	var allowed [2]atomic.Int64
 	for i := range 200 {
