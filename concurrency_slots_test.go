@@ -1,7 +1,12 @@
 package ratelimit_test
 
 import (
+	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,5 +103,102 @@ func TestLateReleaseFreesNoOtherSlotMultiRule(t *testing.T) {
 	done()
 	if _, ok := admit(l); !ok {
 		t.Fatal("the slots were not released")
+	}
+}
+
+// TestFallbackSlotReleasedInFallbackStore: with the primary store down and
+// FallbackTo, a Concurrency slot taken in the fallback store is released
+// there, not against the failing primary (where it leaked).
+func TestFallbackSlotReleasedInFallbackStore(t *testing.T) {
+	var releaseErrs atomic.Int32
+	obs := ratelimit.ObserverFunc(func(e ratelimit.Event) {
+		if e.Err != nil && strings.Contains(e.Err.Error(), "releasing") {
+			releaseErrs.Add(1)
+		}
+	})
+	h := ratelimit.New(ratelimit.Limit{Rate: 2, Period: time.Minute}, ratelimit.ByIP(),
+		ratelimit.WithAlgorithm(ratelimit.Concurrency),
+		ratelimit.WithStore(ratelimittest.FailingStore{Err: errStoreDown}),
+		ratelimit.WithFailurePolicy(ratelimit.FallbackTo(memory.New())),
+		ratelimit.WithObserver(obs))(http.NotFoundHandler())
+	for i := 1; i <= 4; i++ { // sequential: at most one in flight
+		if code, _, _ := serve(h, ratelimittest.NewRequest("GET", "/", "")); code != http.StatusNotFound {
+			t.Fatalf("request %d: %d with nothing in flight (release errors: %d)", i, code, releaseErrs.Load())
+		}
+	}
+	if n := releaseErrs.Load(); n != 0 {
+		t.Errorf("%d slot releases failed", n)
+	}
+}
+
+// TestShadowSlotReleasedWhenEnforcedRuleDenies: a shadow Concurrency rule
+// gives its slot back when an enforced rule denies the request.
+func TestShadowSlotReleasedWhenEnforcedRuleDenies(t *testing.T) {
+	var shadowSeen, shadowDenied atomic.Int32
+	obs := ratelimit.ObserverFunc(func(e ratelimit.Event) {
+		if e.Rule != "inflight" || e.Err != nil {
+			return
+		}
+		shadowSeen.Add(1)
+		if !e.Result.Allowed {
+			shadowDenied.Add(1)
+		}
+	})
+	h := ratelimit.NewRules([]ratelimit.Rule{
+		{Name: "ip", Limit: ratelimit.PerHour(1), Key: ratelimit.ByIP()},
+		{Name: "inflight", Limit: ratelimit.Limit{Rate: 2, Period: time.Hour}, Algorithm: ratelimit.Concurrency, Key: ratelimit.ByIP(), Shadow: true},
+	}, ratelimit.WithObserver(obs))(http.NotFoundHandler())
+	for i := 1; i <= 5; i++ { // sequential; never more than 1 in flight
+		want := http.StatusTooManyRequests
+		if i == 1 {
+			want = http.StatusNotFound
+		}
+		if code, _, _ := serve(h, ratelimittest.NewRequest("GET", "/", "")); code != want {
+			t.Fatalf("request %d: %d, want %d", i, code, want)
+		}
+	}
+	if shadowSeen.Load() == 0 {
+		t.Fatal("the shadow rule was never reported")
+	}
+	if n := shadowDenied.Load(); n > 0 {
+		t.Errorf("the shadow rule denied %d requests with at most one in flight: its slots leaked", n)
+	}
+}
+
+// TestSlotsHeldAfterBatchReturnedToPool: with several rules on two stores,
+// done may run long after the request's batch went back to the pool; the
+// slots it releases are its own, concurrent admissions never exceed the
+// smallest cap, and once every request is done the slots are free.
+func TestSlotsHeldAfterBatchReturnedToPool(t *testing.T) {
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "c", Limit: ratelimit.Limit{Rate: 4, Period: time.Minute}, Algorithm: ratelimit.Concurrency, Key: ratelimit.Global()},
+		{Name: "c2", Limit: ratelimit.Limit{Rate: 3, Period: time.Minute}, Algorithm: ratelimit.Concurrency, Key: ratelimit.Global(), Store: memory.New()},
+		{Name: "g", Limit: ratelimit.PerSecond(1000000), Key: ratelimit.ByIP()},
+		{Name: "s", Limit: ratelimit.PerSecond(5), Key: ratelimit.ByIP(), Shadow: true},
+	})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var dones []func()
+	for i := range 200 {
+		wg.Go(func() {
+			done, ok := l.Admit(httptest.NewRecorder(), ratelimittest.NewRequest("GET", "/", fmt.Sprintf("10.0.0.%d:1", i%250)))
+			if ok { // held until every request has been decided
+				mu.Lock()
+				dones = append(dones, done)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(dones) == 0 || len(dones) > 3 {
+		t.Errorf("%d requests held slots at once, want 1 to 3 (the smaller cap)", len(dones))
+	}
+	for _, d := range dones {
+		d()
+	}
+	for i := range 3 {
+		if _, ok := admit(l); !ok {
+			t.Fatalf("slot %d not released", i+1)
+		}
 	}
 }

@@ -84,7 +84,8 @@ func policies(h http.Header) []string {
 
 func TestNestedLimitersWithoutNamesReportDistinctPolicies(t *testing.T) {
 	perIP := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP())
-	perKey := ratelimit.New(ratelimit.PerSecond(1).WithBurst(1), ratelimit.ByAPIKey("X-API-Key"))
+	perKey := ratelimit.New(ratelimit.PerSecond(1).WithBurst(1), ratelimit.ByAPIKey("X-API-Key"),
+		ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))) // a second between the requests must not refill it
 	h := perIP(perKey(http.NotFoundHandler()))
 	req := func() *ratelimittest.Response {
 		return ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "203.0.113.7:1", "X-API-Key", "k"))

@@ -52,6 +52,12 @@ func Do(h http.Handler, req *http.Request) *Response {
 	return &Response{Code: rec.Code, Header: rec.Header(), Body: string(body)}
 }
 
+// Get serves a GET request for target from DefaultRemoteAddr with h and
+// returns the response.
+func Get(h http.Handler, target string) *Response {
+	return Do(h, NewRequest(http.MethodGet, target, ""))
+}
+
 // FirstLimited sends up to max requests made by newReq through h and
 // returns the 1-based index of the first 429 and its response, or 0 and nil
 // if none was limited. Time does not move between requests unless newReq

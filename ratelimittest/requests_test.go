@@ -49,3 +49,15 @@ func TestParseRateLimitsReadsEveryMemberOfOneLine(t *testing.T) {
 		}
 	}
 }
+
+func TestGetSendsAGetFromTheDefaultPeer(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Seen", r.Method+" "+r.URL.RequestURI()+" "+r.RemoteAddr)
+		w.WriteHeader(http.StatusTeapot)
+		w.Write([]byte("body"))
+	})
+	resp := ratelimittest.Get(h, "/x?y=1")
+	if want := "GET /x?y=1 " + ratelimittest.DefaultRemoteAddr; resp.Code != http.StatusTeapot || resp.Body != "body" || resp.Header.Get("X-Seen") != want {
+		t.Fatalf("Get: %d %q %q; want 418, body and %q", resp.Code, resp.Body, resp.Header.Get("X-Seen"), want)
+	}
+}

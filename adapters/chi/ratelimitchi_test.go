@@ -3,11 +3,9 @@ package ratelimitchi_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/sluicehq/ratelimit"
@@ -16,11 +14,6 @@ import (
 )
 
 func ok(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }
-
-// get sends a GET for target from the default test peer.
-func get(h http.Handler, target string) *ratelimittest.Response {
-	return ratelimittest.Do(h, ratelimittest.NewRequest(http.MethodGet, target, ""))
-}
 
 func TestByRouteWorkingPlacements(t *testing.T) {
 	tests := []struct {
@@ -94,7 +87,7 @@ func TestByRouteWorkingPlacements(t *testing.T) {
 			var rk ratelimittest.KeyRecorder
 			mw := ratelimit.New(ratelimit.PerMinute(2), rk.Wrap(ratelimitchi.ByRoute()))
 			h := tt.build(mw)
-			if resp := get(h, tt.target); resp.Code != http.StatusOK {
+			if resp := ratelimittest.Get(h, tt.target); resp.Code != http.StatusOK {
 				t.Fatalf("GET %s: %d %s", tt.target, resp.Code, resp.Body)
 			}
 			key, err := rk.MustLast(t)
@@ -160,7 +153,7 @@ func TestByRouteBrokenPlacements(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var rk ratelimittest.KeyRecorder
 			mw := ratelimit.New(ratelimit.PerMinute(2), rk.Wrap(ratelimitchi.ByRoute()))
-			resp := get(tt.build(mw), tt.target)
+			resp := ratelimittest.Get(tt.build(mw), tt.target)
 			if resp.Code != http.StatusBadRequest {
 				t.Errorf("GET %s: %d, want 400 (the default key-error policy)", tt.target, resp.Code)
 			}
@@ -186,34 +179,6 @@ func TestByRouteHandBuiltContext(t *testing.T) {
 // newClockOpts returns options making a limiter deterministic.
 func newClockOpts() []ratelimit.Option {
 	return []ratelimit.Option{ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))}
-}
-
-func TestPerRouteLimitsShareBucketByPattern(t *testing.T) {
-	perRoute := ratelimit.New(ratelimit.PerMinute(2),
-		ratelimit.Keys(ratelimit.ByIP(), ratelimitchi.ByRoute()), newClockOpts()...)
-	r := chi.NewRouter()
-	r.Group(func(r chi.Router) {
-		r.Use(perRoute)
-		r.Get("/users/{id}", ok)
-		r.Get("/items/{id}", ok)
-	})
-	// /users/1 and /users/2 share the /users/{id} bucket.
-	for i, target := range []string{"/users/1", "/users/2"} {
-		if resp := get(r, target); resp.Code != http.StatusOK {
-			t.Fatalf("request %d: %d", i, resp.Code)
-		}
-	}
-	if resp := get(r, "/users/3"); resp.Code != http.StatusTooManyRequests {
-		t.Fatalf("third /users request: %d, want 429", resp.Code)
-	}
-	// Another route, another bucket; another client, another bucket.
-	if resp := get(r, "/items/1"); resp.Code != http.StatusOK {
-		t.Fatalf("/items/1: %d", resp.Code)
-	}
-	other := ratelimittest.NewRequest(http.MethodGet, "/users/1", "198.51.100.7:999")
-	if resp := ratelimittest.Do(r, other); resp.Code != http.StatusOK {
-		t.Fatalf("other client: %d", resp.Code)
-	}
 }
 
 func TestGlobalGroupAndRouteLimitsNest(t *testing.T) {
@@ -253,76 +218,6 @@ func TestGlobalGroupAndRouteLimitsNest(t *testing.T) {
 	if n != 2 || !strings.Contains(resp.Body, `"global"`) {
 		t.Fatalf("/ limited at request %d, want 2 by the global policy", n)
 	}
-}
-
-func TestCarveOuts(t *testing.T) {
-	r := chi.NewRouter()
-	r.Use(ratelimit.New(ratelimit.PerMinute(1), ratelimit.ByIP(), newClockOpts()...))
-	r.Get("/healthz", ok)
-	r.Get("/work", ok)
-	get(r, "/work")
-	if resp := get(r, "/work"); resp.Code != http.StatusTooManyRequests {
-		t.Fatalf("/work: %d, want 429", resp.Code)
-	}
-	for range 3 {
-		resp := get(r, "/healthz")
-		if resp.Code != http.StatusOK || resp.Header.Get("RateLimit") != "" {
-			t.Fatalf("/healthz: %d %v, want 200 without rate-limit fields", resp.Code, resp.Header)
-		}
-	}
-}
-
-// TestSameResponsesAsCore sends the same sequence through chi and through the
-// core middleware on net/http, and compares status, headers and body.
-func TestSameResponsesAsCore(t *testing.T) {
-	for _, style := range []ratelimit.HeaderStyle{ratelimit.HeadersIETF, ratelimit.HeadersIETF | ratelimit.HeadersLegacy} {
-		clockA := ratelimittest.NewClock(ratelimittest.Epoch)
-		clockB := ratelimittest.NewClock(ratelimittest.Epoch)
-		limit := ratelimit.PerMinute(3)
-		core := ratelimit.New(limit, ratelimit.ByIP(), ratelimit.WithClock(clockA), ratelimit.WithHeaders(style))(http.HandlerFunc(ok))
-		r := chi.NewRouter()
-		r.With(ratelimit.New(limit, ratelimit.ByIP(), ratelimit.WithClock(clockB), ratelimit.WithHeaders(style))).Get("/x/{id}", ok)
-
-		for i := range 8 {
-			a := get(core, "/x/1")
-			b := get(r, "/x/1")
-			if a.Code != b.Code || a.Body != b.Body || fmt.Sprint(a.Header) != fmt.Sprint(b.Header) {
-				t.Fatalf("request %d differs:\ncore %d %v %q\nchi  %d %v %q", i, a.Code, a.Header, a.Body, b.Code, b.Header, b.Body)
-			}
-			clockA.Advance(7_000_000_000)
-			clockB.Advance(7_000_000_000)
-		}
-	}
-}
-
-var errDown = errors.New("backend down")
-
-func TestStoreErrors(t *testing.T) {
-	t.Run("FailOpen", func(t *testing.T) {
-		r := chi.NewRouter()
-		r.With(ratelimit.New(ratelimit.PerMinute(1), ratelimitchi.ByRoute(), ratelimit.WithStore(ratelimittest.FailingStore{Err: errDown}))).Get("/x", ok)
-		for range 3 {
-			resp := get(r, "/x")
-			if resp.Code != http.StatusOK || resp.Header.Get("RateLimit") != "" {
-				t.Fatalf("%d %v, want 200 without fields", resp.Code, resp.Header)
-			}
-		}
-	})
-	t.Run("FailClosed", func(t *testing.T) {
-		var got error
-		r := chi.NewRouter()
-		r.With(ratelimit.New(ratelimit.PerMinute(1), ratelimitchi.ByRoute(), ratelimit.WithStore(ratelimittest.FailingStore{Err: errDown}),
-			ratelimit.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
-				got = err
-				http.Error(w, "unavailable", http.StatusServiceUnavailable)
-			}))).Get("/x", ok)
-		if resp := get(r, "/x"); resp.Code != http.StatusServiceUnavailable {
-			t.Fatalf("%d, want 503", resp.Code)
-		}
-		if !errors.Is(got, errDown) {
-			t.Fatalf("error handler got %v", got)
-		}
-	})
 }
 
 func BenchmarkAllow(b *testing.B) {
@@ -367,25 +262,5 @@ func benchServe(b *testing.B, h http.Handler) {
 	for b.Loop() {
 		w.Reset()
 		h.ServeHTTP(w, req)
-	}
-}
-
-// TestConcurrencyReleases: chi uses the core middleware, which releases
-// Concurrency slots when the handler returns.
-func TestConcurrencyReleases(t *testing.T) {
-	r := chi.NewRouter()
-	inner := 0
-	r.With(ratelimit.New(ratelimit.Limit{Rate: 1, Period: time.Minute}, ratelimitchi.ByRoute(),
-		ratelimit.WithAlgorithm(ratelimit.Concurrency))).
-		Get("/slow", func(w http.ResponseWriter, req *http.Request) {
-			if req.URL.Query().Get("nested") == "" {
-				inner = get(r, "/slow?nested=1").Code
-			}
-		})
-	if resp := get(r, "/slow"); resp.Code != http.StatusOK || inner != http.StatusTooManyRequests {
-		t.Fatalf("outer %d, inner %d; want 200 and 429", resp.Code, inner)
-	}
-	if resp := get(r, "/slow?nested=1"); resp.Code != http.StatusOK {
-		t.Fatalf("after the first request finished: %d, want 200", resp.Code)
 	}
 }

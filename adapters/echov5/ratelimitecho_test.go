@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,10 +17,6 @@ import (
 func ok(c *echo.Context) error { return c.String(http.StatusOK, "ok") }
 
 func okHTTP(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }
-
-func get(h http.Handler, target string) *ratelimittest.Response {
-	return ratelimittest.Do(h, ratelimittest.NewRequest(http.MethodGet, target, ""))
-}
 
 func clock() ratelimit.Option {
 	return ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))
@@ -62,7 +57,7 @@ func TestByRoutePlacements(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var rk ratelimittest.KeyRecorder
 			h := tt.build(ratelimitecho.New(ratelimit.PerMinute(5), rk.Wrap(ratelimitecho.ByRoute())))
-			if resp := get(h, tt.target); resp.Code != http.StatusOK {
+			if resp := ratelimittest.Get(h, tt.target); resp.Code != http.StatusOK {
 				t.Fatalf("GET %s: %d %s", tt.target, resp.Code, resp.Body)
 			}
 			if key, err := rk.MustLast(t); err != nil || key != tt.want {
@@ -70,7 +65,7 @@ func TestByRoutePlacements(t *testing.T) {
 			}
 			var core ratelimittest.KeyRecorder
 			h = tt.build(ratelimitecho.New(ratelimit.PerMinute(5), core.Wrap(ratelimit.ByRoute())))
-			get(h, tt.target)
+			ratelimittest.Get(h, tt.target)
 			if key, err := core.MustLast(t); err != nil || key != tt.want {
 				t.Fatalf("ratelimit.ByRoute: key = %q, %v; want %q", key, err, tt.want)
 			}
@@ -83,7 +78,7 @@ func TestByRoutePreHasNoRoute(t *testing.T) {
 	e := echo.New()
 	e.Pre(ratelimitecho.New(ratelimit.PerMinute(5), rk.Wrap(ratelimitecho.ByRoute())))
 	e.GET("/users/:id", ok)
-	if resp := get(e, "/users/1"); resp.Code != http.StatusBadRequest {
+	if resp := ratelimittest.Get(e, "/users/1"); resp.Code != http.StatusBadRequest {
 		t.Fatalf("e.Pre: %d, want 400 (the default key-error policy)", resp.Code)
 	}
 	if key, err := rk.MustLast(t); key != "" || !errors.Is(err, ratelimit.ErrNoKey) {
@@ -95,7 +90,7 @@ func TestByRouteGroupCatchAll(t *testing.T) {
 	var rk ratelimittest.KeyRecorder
 	e := echo.New()
 	e.Group("/api", ratelimitecho.New(ratelimit.PerMinute(5), rk.Wrap(ratelimitecho.ByRoute()))).GET("/users/:id", ok)
-	if resp := get(e, "/api/nothing/here"); resp.Code != http.StatusNotFound {
+	if resp := ratelimittest.Get(e, "/api/nothing/here"); resp.Code != http.StatusNotFound {
 		t.Fatalf("unmatched route in group: %d, want 404", resp.Code)
 	}
 	if key, err := rk.MustLast(t); err != nil || key != "/api/*" {
@@ -119,15 +114,15 @@ func TestPerRouteAndGroupLimits(t *testing.T) {
 		t.Fatalf("login limited at %d (%v), want 3 by the login policy", n, resp)
 	}
 	for i := 1; i <= 3; i++ {
-		if resp := get(e, fmt.Sprint("/api/users/", i)); resp.Code != http.StatusOK {
+		if resp := ratelimittest.Get(e, fmt.Sprint("/api/users/", i)); resp.Code != http.StatusOK {
 			t.Fatalf("user %d: %d", i, resp.Code)
 		}
 	}
-	resp = get(e, "/api/users/4")
+	resp = ratelimittest.Get(e, "/api/users/4")
 	if resp.Code != http.StatusTooManyRequests || !strings.Contains(resp.Body, `"api"`) {
 		t.Fatalf("4th user request: %d %s, want 429 by the api policy", resp.Code, resp.Body)
 	}
-	if resp := get(e, "/api/items/1"); resp.Code != http.StatusOK {
+	if resp := ratelimittest.Get(e, "/api/items/1"); resp.Code != http.StatusOK {
 		t.Fatalf("items: %d, want its own bucket", resp.Code)
 	}
 }
@@ -143,79 +138,54 @@ func TestSkipper(t *testing.T) {
 	e.GET("/internal", ok)
 	e.GET("/public", ok)
 	for range 3 {
-		if resp := get(e, "/internal"); resp.Code != http.StatusOK || resp.Header.Get("RateLimit") != "" {
+		if resp := ratelimittest.Get(e, "/internal"); resp.Code != http.StatusOK || resp.Header.Get("RateLimit") != "" {
 			t.Fatalf("skipped: %d %v", resp.Code, resp.Header)
 		}
 	}
-	get(e, "/public")
-	if resp := get(e, "/public"); resp.Code != http.StatusTooManyRequests {
+	ratelimittest.Get(e, "/public")
+	if resp := ratelimittest.Get(e, "/public"); resp.Code != http.StatusTooManyRequests {
 		t.Fatalf("/public: %d, want 429", resp.Code)
 	}
 }
 
-func TestCarveOuts(t *testing.T) {
-	e := echo.New()
-	e.Use(ratelimitecho.New(ratelimit.PerMinute(1), ratelimit.ByIP(), clock()))
-	e.GET("/healthz", ok)
-	e.GET("/work", ok)
-	get(e, "/work")
-	if resp := get(e, "/work"); resp.Code != http.StatusTooManyRequests {
-		t.Fatalf("/work: %d, want 429", resp.Code)
-	}
-	for range 3 {
-		if resp := get(e, "/healthz"); resp.Code != http.StatusOK || resp.Header.Get("RateLimit") != "" {
-			t.Fatalf("/healthz: %d %v, want 200 without rate-limit fields", resp.Code, resp.Header)
-		}
-	}
-}
-
-// TestSameResponsesAsCore sends the same sequence through echo and through
-// the core middleware on net/http and compares status, headers and body.
-func TestSameResponsesAsCore(t *testing.T) {
+// TestHookPathSameResponsesAsCore sends the same sequence through the hook
+// path (a Config with an ErrorHandler that never runs) and through the core
+// middleware on net/http and compares status, headers and body; the plain
+// path is covered by TestConformance.
+func TestHookPathSameResponsesAsCore(t *testing.T) {
 	styles := []ratelimit.HeaderStyle{ratelimit.HeadersIETF, ratelimit.HeadersIETF | ratelimit.HeadersLegacy}
 	for _, style := range styles {
-		for _, withHooks := range []bool{false, true} {
-			clockA := ratelimittest.NewClock(ratelimittest.Epoch)
-			clockB := ratelimittest.NewClock(ratelimittest.Epoch)
-			limit := ratelimit.PerMinute(3)
-			core := ratelimit.New(limit, ratelimit.ByIP(), ratelimit.WithClock(clockA), ratelimit.WithHeaders(style))(http.HandlerFunc(okHTTP))
-			cfg := ratelimitecho.Config{Limit: limit, Key: ratelimit.ByIP(),
-				Options: []ratelimit.Option{ratelimit.WithClock(clockB), ratelimit.WithHeaders(style)}}
-			if withHooks { // an ErrorHandler that never runs changes nothing
-				cfg.ErrorHandler = func(*echo.Context, error) error { return echo.ErrServiceUnavailable }
-			}
-			e := echo.New()
-			e.GET("/x/:id", ok, ratelimitecho.NewWithConfig(cfg))
+		clockA := ratelimittest.NewClock(ratelimittest.Epoch)
+		clockB := ratelimittest.NewClock(ratelimittest.Epoch)
+		limit := ratelimit.PerMinute(3)
+		core := ratelimit.New(limit, ratelimit.ByIP(), ratelimit.WithClock(clockA), ratelimit.WithHeaders(style))(http.HandlerFunc(okHTTP))
+		cfg := ratelimitecho.Config{Limit: limit, Key: ratelimit.ByIP(),
+			Options: []ratelimit.Option{ratelimit.WithClock(clockB), ratelimit.WithHeaders(style)}}
+		cfg.ErrorHandler = func(*echo.Context, error) error { return echo.ErrServiceUnavailable }
+		e := echo.New()
+		e.GET("/x/:id", ok, ratelimitecho.NewWithConfig(cfg))
 
-			for i := range 8 {
-				a := get(core, "/x/1")
-				b := get(e, "/x/1")
-				if a.Code == http.StatusOK {
-					a.Header.Del("Content-Type")
-					b.Header.Del("Content-Type")
-				}
-				if a.Code != b.Code || a.Body != b.Body || fmt.Sprint(a.Header) != fmt.Sprint(b.Header) {
-					t.Fatalf("request %d differs:\ncore %d %v %q\necho %d %v %q", i, a.Code, a.Header, a.Body, b.Code, b.Header, b.Body)
-				}
-				clockA.Advance(7 * time.Second)
-				clockB.Advance(7 * time.Second)
+		for i := range 8 {
+			a := ratelimittest.Get(core, "/x/1")
+			b := ratelimittest.Get(e, "/x/1")
+			if a.Code == http.StatusOK {
+				a.Header.Del("Content-Type")
+				b.Header.Del("Content-Type")
 			}
+			if a.Code != b.Code || a.Body != b.Body || fmt.Sprint(a.Header) != fmt.Sprint(b.Header) {
+				t.Fatalf("request %d differs:\ncore %d %v %q\necho %d %v %q", i, a.Code, a.Header, a.Body, b.Code, b.Header, b.Body)
+			}
+			clockA.Advance(7 * time.Second)
+			clockB.Advance(7 * time.Second)
 		}
 	}
 }
 
 var errDown = errors.New("backend down")
 
-func TestStoreErrors(t *testing.T) {
-	t.Run("FailOpen", func(t *testing.T) {
-		e := echo.New()
-		e.GET("/x", ok, ratelimitecho.New(ratelimit.PerMinute(1), ratelimit.ByIP(), ratelimit.WithStore(ratelimittest.FailingStore{Err: errDown})))
-		for range 3 {
-			if resp := get(e, "/x"); resp.Code != http.StatusOK || resp.Header.Get("RateLimit") != "" {
-				t.Fatalf("%d %v, want 200 without fields", resp.Code, resp.Header)
-			}
-		}
-	})
+// TestErrorHandlerDecidesStoreFailures: Config.ErrorHandler renders a store
+// failure as an echo error (fail closed) or lets the request through (nil).
+func TestErrorHandlerDecidesStoreFailures(t *testing.T) {
 	t.Run("FailClosed", func(t *testing.T) {
 		var got error
 		reached := false
@@ -229,7 +199,7 @@ func TestStoreErrors(t *testing.T) {
 					return echo.NewHTTPError(http.StatusServiceUnavailable, "try later").Wrap(err)
 				},
 			}))
-		resp := get(e, "/x")
+		resp := ratelimittest.Get(e, "/x")
 		if resp.Code != http.StatusServiceUnavailable || reached || !strings.Contains(resp.Body, "try later") {
 			t.Fatalf("%d %q (next reached: %v), want echo's 503", resp.Code, resp.Body, reached)
 		}
@@ -246,7 +216,7 @@ func TestStoreErrors(t *testing.T) {
 			ErrorHandler: func(*echo.Context, error) error { calls++; return nil },
 		}))
 		for range 2 {
-			if resp := get(e, "/x"); resp.Code != http.StatusOK {
+			if resp := ratelimittest.Get(e, "/x"); resp.Code != http.StatusOK {
 				t.Fatalf("%d, want 200", resp.Code)
 			}
 		}
@@ -269,8 +239,8 @@ func TestDenyHandlerReturnsError(t *testing.T) {
 				return echo.NewHTTPError(http.StatusTooManyRequests, "slow down")
 			},
 		}))
-	get(e, "/x")
-	resp := get(e, "/x")
+	ratelimittest.Get(e, "/x")
+	resp := ratelimittest.Get(e, "/x")
 	if resp.Code != http.StatusTooManyRequests || reached != 1 {
 		t.Fatalf("%d (next reached %d times), want 429 and 1", resp.Code, reached)
 	}
@@ -288,42 +258,14 @@ func TestDenialReturnsNilAfterCoreResponse(t *testing.T) {
 	e := echo.New()
 	e.HTTPErrorHandler = func(c *echo.Context, err error) { errs = append(errs, err) }
 	e.GET("/x", ok, ratelimitecho.New(ratelimit.PerMinute(1), ratelimit.ByIP(), clock()))
-	get(e, "/x")
-	resp := get(e, "/x")
+	ratelimittest.Get(e, "/x")
+	resp := ratelimittest.Get(e, "/x")
 	if resp.Code != http.StatusTooManyRequests || resp.Header.Get("Content-Type") != "application/problem+json" ||
 		!strings.Contains(resp.Body, ratelimit.ProblemType) {
 		t.Fatalf("%d %v %q", resp.Code, resp.Header, resp.Body)
 	}
 	if len(errs) != 0 {
 		t.Fatalf("HTTPErrorHandler got %v", errs)
-	}
-}
-
-func TestConcurrent(t *testing.T) {
-	e := echo.New()
-	e.Use(ratelimitecho.NewWithConfig(ratelimitecho.Config{
-		Limit: ratelimit.PerMinute(50), Key: ratelimit.Keys(ratelimit.ByIP(), ratelimitecho.ByRoute()),
-		Options:      []ratelimit.Option{clock()},
-		ErrorHandler: func(*echo.Context, error) error { return echo.ErrServiceUnavailable },
-	}))
-	e.GET("/a/:id", ok)
-	e.GET("/b/:id", ok)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	allowed := map[string]int{}
-	for i := range 200 {
-		wg.Go(func() {
-			route := []string{"a", "b"}[i%2]
-			if resp := get(e, fmt.Sprintf("/%s/%d", route, i)); resp.Code == http.StatusOK {
-				mu.Lock()
-				allowed[route]++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if allowed["a"] != 50 || allowed["b"] != 50 {
-		t.Fatalf("allowed %v, want 50 per route", allowed)
 	}
 }
 
@@ -384,30 +326,27 @@ func benchServe(b *testing.B, h http.Handler) {
 	}
 }
 
-// TestConcurrencyReleases checks that a Concurrency slot is held while the
-// handler runs and released after it, with and without the hook path.
-func TestConcurrencyReleases(t *testing.T) {
-	for _, hooks := range []bool{false, true} {
-		cfg := ratelimitecho.Config{
-			Limit: ratelimit.Limit{Rate: 1, Period: time.Minute}, Key: ratelimit.ByIP(),
-			Options: []ratelimit.Option{ratelimit.WithAlgorithm(ratelimit.Concurrency), clock()},
+// TestHookPathConcurrencyReleases checks that a Concurrency slot is held
+// while the handler runs and released after it on the hook path (the plain
+// path is covered by TestConformance).
+func TestHookPathConcurrencyReleases(t *testing.T) {
+	cfg := ratelimitecho.Config{
+		Limit: ratelimit.Limit{Rate: 1, Period: time.Minute}, Key: ratelimit.ByIP(),
+		Options: []ratelimit.Option{ratelimit.WithAlgorithm(ratelimit.Concurrency), clock()},
+	}
+	cfg.ErrorHandler = func(*echo.Context, error) error { return echo.ErrServiceUnavailable }
+	e := echo.New()
+	inner := 0
+	e.GET("/slow", func(c *echo.Context) error {
+		if c.QueryParam("nested") == "" {
+			inner = ratelimittest.Get(e, "/slow?nested=1").Code
 		}
-		if hooks {
-			cfg.ErrorHandler = func(*echo.Context, error) error { return echo.ErrServiceUnavailable }
-		}
-		e := echo.New()
-		inner := 0
-		e.GET("/slow", func(c *echo.Context) error {
-			if c.QueryParam("nested") == "" {
-				inner = get(e, "/slow?nested=1").Code
-			}
-			return c.String(http.StatusOK, "done")
-		}, ratelimitecho.NewWithConfig(cfg))
-		if resp := get(e, "/slow"); resp.Code != http.StatusOK || inner != http.StatusTooManyRequests {
-			t.Fatalf("hooks=%v: outer %d, inner %d; want 200 and 429", hooks, resp.Code, inner)
-		}
-		if resp := get(e, "/slow?nested=1"); resp.Code != http.StatusOK {
-			t.Fatalf("hooks=%v: after the first request finished: %d, want 200", hooks, resp.Code)
-		}
+		return c.String(http.StatusOK, "done")
+	}, ratelimitecho.NewWithConfig(cfg))
+	if resp := ratelimittest.Get(e, "/slow"); resp.Code != http.StatusOK || inner != http.StatusTooManyRequests {
+		t.Fatalf("outer %d, inner %d; want 200 and 429", resp.Code, inner)
+	}
+	if resp := ratelimittest.Get(e, "/slow?nested=1"); resp.Code != http.StatusOK {
+		t.Fatalf("after the first request finished: %d, want 200", resp.Code)
 	}
 }

@@ -17,10 +17,12 @@ import (
 )
 
 // waitGoroutines polls until the number of goroutines is back to at most
-// baseline, and fails the test with a dump if it is not within 5s.
+// baseline, and fails the test with a dump if it is not within 30s (a
+// leak is the failure, not the time goroutines take to exit on a loaded
+// machine).
 func waitGoroutines(t testing.TB, baseline int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for runtime.NumGoroutine() > baseline {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
@@ -271,7 +273,7 @@ func TestCoalescingDeadlines(t *testing.T) {
 			if err == nil || res != (ratelimit.Result{}) {
 				t.Errorf("Take on a silent server = %+v, %v", res, err)
 			}
-			if d > budget+400*time.Millisecond { // a generous margin for a loaded machine
+			if d > budget+time.Second { // a generous margin for a loaded machine; go-redis alone waits 3s
 				t.Errorf("Take took %v with a budget of %v", d, budget)
 			}
 		})

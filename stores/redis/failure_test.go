@@ -25,9 +25,15 @@ import (
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
+// The budget is the middleware's WithTimeout. It must exceed a healthy
+// round trip on a loaded 2-core machine under -race, where Redis itself
+// waits for a CPU: at 50ms, calls before a fault and recovery probes timed
+// out, so the policy answered where the tests expected Redis, and a probe
+// that Redis ran after its caller gave up consumed one more unit.
 const (
-	faultBudget = 50 * time.Millisecond  // the middleware's WithTimeout
-	faultMargin = 450 * time.Millisecond // scheduling slack on a loaded machine
+	faultBudget = 500 * time.Millisecond
+	faultMargin = time.Second     // scheduling slack on a loaded machine
+	faultSlow   = 3 * faultBudget // a reply delay well past the budget
 )
 
 // faultClient returns a client as recommended for production: the ctx
@@ -232,8 +238,12 @@ func TestFaultServerKilled(t *testing.T) {
 			if failures == 0 {
 				t.Fatal("no request got the policy's answer")
 			}
-			if rep := r.serve("192.0.2.1"); !r.failed(rep) || rep.took > faultBudget {
-				t.Errorf("with the breaker open: %+v, want the %s answer at once", rep, p.name)
+			// The policy's answer, within the budget and margin that serve
+			// checks. Not "faster than the budget": the server is dead, so a
+			// probe let through after the cooldown is refused as fast, and on
+			// a loaded machine either can take longer than 50ms.
+			if rep := r.serve("192.0.2.1"); !r.failed(rep) {
+				t.Errorf("with the breaker open: %+v, want the %s answer", rep, p.name)
 			}
 			if err := srv.Start(); err != nil {
 				t.Fatal(err)
@@ -259,7 +269,7 @@ func TestFaultSilentServer(t *testing.T) {
 			baseline := runtime.NumGoroutine()
 			proxy := startProxy(t, sharedServer.Addr)
 			client := faultClient(proxy.Addr())
-			r := newRig(t, client, p, ratelimit.PerMinute(5))
+			r := newRig(t, client, p, ratelimit.PerHour(5)) // per hour: no refill while the test waits
 			if rep := r.serve("192.0.2.1"); !normal(rep) || rep.remaining != 4 {
 				t.Fatalf("before the hang: %+v", rep)
 			}
@@ -277,7 +287,7 @@ func TestFaultSilentServer(t *testing.T) {
 				t.Errorf("breaker %v after 8 timeouts, want open", r.br.State())
 			}
 			if p.name == "fallback" {
-				// The fallback store applies the rule's limit locally: 5 per minute.
+				// The fallback store applies the rule's limit locally: 5 per hour.
 				for i, rep := range reps {
 					if wantOK := i < 5; (rep.status == 200) != wantOK {
 						t.Errorf("fallback request %d: %+v, want allowed %v", i, rep, wantOK)
@@ -285,8 +295,10 @@ func TestFaultSilentServer(t *testing.T) {
 				}
 			}
 			proxy.SetSilent(false)
-			if rep := r.recover("192.0.2.1"); rep.status != 200 || rep.remaining != 3 {
-				t.Errorf("after recovery: %+v, want Redis's state kept (3 remaining)", rep)
+			// 1 before and this one; a probe that timed out after Redis
+			// ran it may have consumed one more. Fresh state would leave 4.
+			if rep := r.recover("192.0.2.1"); rep.status != 200 || rep.remaining > 3 || rep.remaining < 2 {
+				t.Errorf("after recovery: %+v, want Redis's state kept (3, or 2, remaining)", rep)
 			}
 			client.Close()
 			proxy.Close()
@@ -306,11 +318,11 @@ func TestFaultSlowServer(t *testing.T) {
 			baseline := runtime.NumGoroutine()
 			proxy := startProxy(t, sharedServer.Addr)
 			client := faultClient(proxy.Addr())
-			r := newRig(t, client, p, ratelimit.PerMinute(100))
+			r := newRig(t, client, p, ratelimit.PerHour(100)) // per hour: no refill while the test waits
 			if rep := r.serve("192.0.2.1"); !normal(rep) || rep.remaining != 99 {
 				t.Fatalf("before: %+v", rep)
 			}
-			proxy.SetDelay(150 * time.Millisecond)
+			proxy.SetDelay(faultSlow)
 			for i := range 5 {
 				if rep := r.serve("192.0.2.1"); !r.failed(rep) {
 					t.Errorf("slow request %d: %+v, want the %s answer", i, rep, p.name)
@@ -347,7 +359,7 @@ func TestFaultRestartScriptFlush(t *testing.T) {
 	p := faultPolicies[3] // fallback
 	baseline := runtime.NumGoroutine()
 	client := faultClient(srv.Addr)
-	r := newRig(t, client, p, ratelimit.PerMinute(10))
+	r := newRig(t, client, p, ratelimit.PerHour(10)) // per hour: no refill while the test waits
 	for i := range 3 {
 		if rep := r.serve("192.0.2.1"); rep.remaining != 9-i {
 			t.Fatalf("request %d: %+v", i, rep)
@@ -387,7 +399,7 @@ func TestFaultOutOfMemory(t *testing.T) {
 			baseline := runtime.NumGoroutine()
 			ctx := context.Background()
 			client := faultClient(srv.Addr)
-			r := newRig(t, client, p, ratelimit.PerMinute(10))
+			r := newRig(t, client, p, ratelimit.PerHour(10)) // per hour: no refill while the test waits
 			for i := range 2 {
 				if rep := r.serve("192.0.2.1"); rep.remaining != 9-i {
 					t.Fatalf("request %d: %+v", i, rep)
