@@ -13,35 +13,44 @@ import (
 var methods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
 
 // match compiles a rule's match conditions into one predicate, nil when
-// there are none. Every listed condition must hold: the method is one of
-// methods, the path matches one of routes, every header in headers is
-// present, and every predicate in when returns true.
-func (c *compiler) match(f map[string]field, path string) func(*http.Request) bool {
+// there are none, and the rule's entry in the index. Every listed
+// condition must hold: the method is one of methods, the path matches one
+// of routes, every header in headers is present, and every predicate in
+// when returns true.
+func (c *compiler) match(f map[string]field, path string) (func(*http.Request) bool, entry) {
+	var e entry
 	v, ok := f["match"]
 	if !ok {
-		return nil
+		return nil, e
 	}
 	path += ".match"
 	m := c.fields(v.val, path, "methods", "routes", "headers", "when")
 	if m == nil {
-		return nil
+		return nil, e
 	}
 	var conds []func(*http.Request) bool
 	if v, ok := m["methods"]; ok {
 		list := c.strs(v.val, path+".methods")
 		for i, s := range list {
-			if !slices.Contains(methods, s) {
+			j := slices.Index(methods, s)
+			if j < 0 {
 				c.fail(elem(v.val, i), fmt.Sprintf("%s.methods[%d]", path, i), "unknown method %q (use upper case: %v)", s, methods)
+				continue
 			}
+			e.methods |= 1 << j
 		}
 		conds = append(conds, func(r *http.Request) bool { return slices.Contains(list, r.Method) })
 	}
 	if v, ok := m["routes"]; ok {
 		list := c.strs(v.val, path+".routes")
 		for i, p := range list {
-			if _, err := routeMatch(p, "/"); err != nil {
+			if err := checkRoute(p); err != nil {
 				c.fail(elem(v.val, i), fmt.Sprintf("%s.routes[%d]", path, i), "%v", err)
 			}
+		}
+		e.routes = list
+		if e.routes == nil {
+			e.routes = []string{} // a list that failed: matches nothing
 		}
 		conds = append(conds, func(r *http.Request) bool {
 			for _, p := range list {
@@ -80,7 +89,10 @@ func (c *compiler) match(f map[string]field, path string) func(*http.Request) bo
 		}
 	}
 	if len(conds) == 0 {
-		return nil
+		return nil, e
+	}
+	if len(conds) == 1 {
+		return conds[0], e
 	}
 	return func(r *http.Request) bool {
 		for _, ok := range conds {
@@ -89,7 +101,7 @@ func (c *compiler) match(f map[string]field, path string) func(*http.Request) bo
 			}
 		}
 		return true
-	}
+	}, e
 }
 
 // elem is the i-th element of a list node, or the node itself for a scalar.
@@ -98,6 +110,33 @@ func elem(n *yaml.Node, i int) *yaml.Node {
 		return n.Content[i]
 	}
 	return n
+}
+
+// checkRoute checks a route pattern. Routes match segment by segment, so
+// a character class may neither hold nor match "/".
+func checkRoute(p string) error {
+	if _, err := routeMatch(p, "/"); err != nil {
+		return err
+	}
+	if strings.Contains(p, "\\/") {
+		return fmt.Errorf("route %q: escaped /: routes match segment by segment", p)
+	}
+	for rest := p; ; {
+		i := strings.IndexByte(rest, '[')
+		if i < 0 {
+			return nil
+		}
+		rest = rest[i:]
+		end := strings.IndexByte(rest[1:], ']')
+		if end < 0 {
+			return nil // routeMatch reported it
+		}
+		class := rest[:end+2]
+		if ok, _ := path.Match(class, "/"); ok || strings.Contains(class, "/") {
+			return fmt.Errorf("route %q: class %s may not hold or match / (routes match segment by segment)", p, class)
+		}
+		rest = rest[end+2:]
+	}
 }
 
 // routeMatch reports whether p matches the request path: a pattern ending

@@ -18,12 +18,13 @@ var algorithms = map[string]ratelimit.Algorithm{
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,64}$`)
 
-// rule compiles one rule. An unlimited rule returns its match predicate as
-// skip (nil rule); a rule with problems returns nil, nil.
-func (c *compiler) rule(n *yaml.Node, path string) (*ratelimit.Rule, func(*http.Request) bool) {
+// rule compiles one rule and its entry in the index. An unlimited rule
+// returns its match predicate as skip (nil rule); a rule with problems
+// returns nil, nil.
+func (c *compiler) rule(n *yaml.Node, path string) (*ratelimit.Rule, func(*http.Request) bool, entry) {
 	f := c.fields(n, path, ruleFields...)
 	if f == nil {
-		return nil, nil
+		return nil, nil, entry{}
 	}
 	before := len(c.errs)
 	r := &ratelimit.Rule{}
@@ -40,7 +41,7 @@ func (c *compiler) rule(n *yaml.Node, path string) (*ratelimit.Rule, func(*http.
 		}
 		r.Name = name
 	}
-	match := c.match(f, path)
+	match, ent := c.match(f, path)
 	if v, ok := f["unlimited"]; ok {
 		if u, ok := c.boolean(v.val, path+".unlimited"); ok && u {
 			for _, other := range ruleFields {
@@ -49,12 +50,12 @@ func (c *compiler) rule(n *yaml.Node, path string) (*ratelimit.Rule, func(*http.
 				}
 			}
 			if len(c.errs) > before {
-				return nil, nil
+				return nil, nil, ent
 			}
 			if match == nil {
-				return nil, func(*http.Request) bool { return true }
+				return nil, func(*http.Request) bool { return true }, ent
 			}
-			return nil, match
+			return nil, match, ent
 		}
 	}
 	c.ruleKey(f, n, path, r)
@@ -78,10 +79,10 @@ func (c *compiler) rule(n *yaml.Node, path string) (*ratelimit.Rule, func(*http.
 		}
 	}
 	if len(c.errs) > before {
-		return nil, nil
+		return nil, nil, ent
 	}
 	attach(r, match, ov)
-	return r, nil
+	return r, nil, ent
 }
 
 func (c *compiler) ruleKey(f map[string]field, n *yaml.Node, path string, r *ratelimit.Rule) {
