@@ -20,17 +20,15 @@ const (
 type override struct {
 	limit ratelimit.Limit
 	kind  overrideKind
+	line  int // where the key was given, for duplicates
 }
 
-// overrides are a rule's per-key exceptions, looked up in one map access.
+// overrides are a rule's per-key exceptions, in an open-addressing hash
+// table (see table.go): a lookup is one hash and, most often, one probe,
+// whether it hits or misses.
 type overrides struct {
-	m        map[string]override
+	table
 	anyBlock bool
-}
-
-func (o *overrides) lookup(key string) (override, bool) {
-	v, ok := o.m[key]
-	return v, ok
 }
 
 // blockCost is more than any limit's capacity: the middleware denies a
@@ -48,8 +46,7 @@ func (c *compiler) overrides(n *yaml.Node, path string, alg ratelimit.Algorithm)
 		c.fail(n, path, "want a mapping of key: limit or a list of {key, limit}, got %s", kindName(n))
 		return nil
 	}
-	ov := &overrides{m: make(map[string]override, len(n.Content))}
-	where := make(map[string]int, len(n.Content))
+	ov := &overrides{table: newTable(len(n.Content))}
 	for i, e := range n.Content {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		f := c.fields(e, p, "key", "keys", "limit")
@@ -83,12 +80,10 @@ func (c *compiler) overrides(n *yaml.Node, path string, alg ratelimit.Algorithm)
 		}
 		ov.anyBlock = ov.anyBlock || o.kind == blocked
 		for j, k := range keys {
-			if line, dup := where[k]; dup {
-				c.fail(elem(keyNode, j), p, "key %q already has an override (line %d)", k, line)
-				continue
+			o.line = elem(keyNode, j).Line
+			if prev := ov.insert(k, o); prev != nil {
+				c.fail(elem(keyNode, j), p, "key %q already has an override (line %d)", k, prev.line)
 			}
-			where[k] = elem(keyNode, j).Line
-			ov.m[k] = o
 		}
 	}
 	return ov
@@ -96,23 +91,20 @@ func (c *compiler) overrides(n *yaml.Node, path string, alg ratelimit.Algorithm)
 
 // overrideMap reads the compact form, a mapping of key to limit.
 func (c *compiler) overrideMap(n *yaml.Node, path string, alg ratelimit.Algorithm) *overrides {
-	ov := &overrides{m: make(map[string]override, len(n.Content)/2)}
-	where := make(map[string]int, len(n.Content)/2)
+	ov := &overrides{table: newTable(len(n.Content) / 2)}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		key, ok := c.str(k, path)
 		if !ok {
 			continue
 		}
-		if line, dup := where[key]; dup {
-			c.fail(k, path, "key %q already has an override (line %d)", key, line)
+		o, ok := c.overrideLimit(v, path+"."+key, alg)
+		o.line = k.Line
+		if prev := ov.insert(key, o); prev != nil {
+			c.fail(k, path, "key %q already has an override (line %d)", key, prev.line)
 			continue
 		}
-		where[key] = k.Line
-		if o, ok := c.overrideLimit(v, path+"."+key, alg); ok {
-			ov.anyBlock = ov.anyBlock || o.kind == blocked
-			ov.m[key] = o
-		}
+		ov.anyBlock = ov.anyBlock || (ok && o.kind == blocked)
 	}
 	return ov
 }
@@ -181,7 +173,7 @@ func attach(r *ratelimit.Rule, match func(*http.Request) bool, ov *overrides) {
 		}
 		if ov != nil {
 			if k, err := key(req); err == nil {
-				if o, ok := ov.lookup(k); ok {
+				if o := ov.lookup(k); o != nil {
 					switch o.kind {
 					case unlimited:
 						return base, false
@@ -197,7 +189,7 @@ func attach(r *ratelimit.Rule, match func(*http.Request) bool, ov *overrides) {
 	if ov != nil && ov.anyBlock {
 		r.Cost = func(req *http.Request) int {
 			if k, err := key(req); err == nil {
-				if o, ok := ov.lookup(k); ok && o.kind == blocked {
+				if o := ov.lookup(k); o != nil && o.kind == blocked {
 					return blockCost
 				}
 			}

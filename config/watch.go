@@ -60,10 +60,10 @@ type WatchOptions struct {
 //
 // A Watcher is safe for concurrent use.
 type Watcher struct {
-	path string
-	reg  *Registry
-	opts WatchOptions
-	log  *slog.Logger
+	path  string
+	reg   *Registry
+	opts  WatchOptions
+	log   *slog.Logger
 	*Live // the rules in force
 
 	mu     sync.Mutex // serialises attempts
