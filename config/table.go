@@ -112,4 +112,3 @@ func (t *table) grow() {
 		t.place(k, uint32(i+1))
 	}
 }
-
