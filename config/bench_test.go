@@ -3,8 +3,10 @@ package config_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/config"
@@ -100,4 +102,51 @@ func BenchmarkDispatch(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkLiveOverhead measures what config.Live adds to a request of the
+// 1,000-rule Set (POST /api/v5/items, 3 rules): the Set's handler and the
+// Live's are served in alternating short rounds on one goroutine, and the
+// medians over the rounds are reported (see the root package's
+// BenchmarkReloadableOverhead). Run with -benchtime 2000000x or more.
+func BenchmarkLiveOverhead(b *testing.B) {
+	reg := testRegistry(b, ratelimit.SystemClock)
+	cfg, err := config.Parse("big.yaml", []byte(versionRules(1000, "1000000/s", "1000000/s", "1000000/s")), reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set := cfg.Build()
+	bare, live := set.Handler(okHandler), config.NewLive(set).Handler(okHandler)
+	req := ratelimittest.NewRequest("POST", "/api/v5/items", "10.0.0.1:1", "X-Tenant", "acme")
+	w := ratelimittest.NewDiscardWriter()
+	const per = 2000
+	run := func(h http.Handler) float64 {
+		start := time.Now()
+		for range per {
+			w.Reset()
+			h.ServeHTTP(w, req)
+		}
+		return float64(time.Since(start).Nanoseconds()) / per
+	}
+	var bares, lives, diffs []float64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for r := range max(b.N/(2*per), 5) {
+		var tb, tl float64
+		if r%2 == 0 {
+			tb, tl = run(bare), run(live)
+		} else {
+			tl, tb = run(live), run(bare)
+		}
+		bares, lives, diffs = append(bares, tb), append(lives, tl), append(diffs, tl-tb)
+	}
+	b.ReportMetric(median(bares), "set-ns/op")
+	b.ReportMetric(median(lives), "live-ns/op")
+	b.ReportMetric(median(diffs), "added-ns/op")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
