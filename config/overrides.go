@@ -74,7 +74,7 @@ func (c *compiler) overrides(n *yaml.Node, path string, alg ratelimit.Algorithm)
 			c.fail(e, p+".limit", "missing: a limit, 0 to block or unlimited")
 			continue
 		}
-		o, ok := c.overrideLimit(lv.val, p+".limit", alg)
+		o, ok := c.overrideLimit(lv.val, p+".limit", "", alg)
 		if !ok {
 			continue
 		}
@@ -98,7 +98,7 @@ func (c *compiler) overrideMap(n *yaml.Node, path string, alg ratelimit.Algorith
 		if !ok {
 			continue
 		}
-		o, ok := c.overrideLimit(v, path+"."+key, alg)
+		o, ok := c.overrideLimit(v, path, key, alg)
 		o.line = k.Line
 		if prev := ov.insert(key, o); prev != nil {
 			c.fail(k, path, "key %q already has an override (line %d)", key, prev.line)
@@ -109,15 +109,31 @@ func (c *compiler) overrideMap(n *yaml.Node, path string, alg ratelimit.Algorith
 	return ov
 }
 
-func (c *compiler) overrideLimit(n *yaml.Node, path string, alg ratelimit.Algorithm) (override, bool) {
+// overrideLimit reads the limit of an override at path base, or at
+// base.key when key is set. Limits given as text are parsed once per
+// distinct text: a file's thousands of overrides share a few limits.
+func (c *compiler) overrideLimit(n *yaml.Node, base, key string, alg ratelimit.Algorithm) (override, bool) {
+	path := base
+	if key != "" {
+		path = "" // built on a problem only
+	}
+	at := func() string {
+		if path == "" {
+			path = base + "." + key
+		}
+		return path
+	}
 	if n.Kind == yaml.ScalarNode {
+		if o, ok := c.seenLimits[n.Value]; ok && n.Tag == "!!str" && alg == ratelimit.GCRA {
+			return o, true
+		}
 		switch {
 		case n.Value == "unlimited":
 			return override{kind: unlimited}, true
 		case n.Tag == "!!int" && n.Value == "0":
 			return override{kind: blocked}, true
 		case alg == ratelimit.Concurrency:
-			m, ok := c.count(n, path, 0)
+			m, ok := c.count(n, at(), 0)
 			if m == 0 {
 				return override{kind: blocked}, ok
 			}
@@ -125,21 +141,28 @@ func (c *compiler) overrideLimit(n *yaml.Node, path string, alg ratelimit.Algori
 		}
 	}
 	if alg == ratelimit.Concurrency {
-		c.fail(n, path, "a concurrency override is a slot count, 0 or unlimited")
+		c.fail(n, at(), "a concurrency override is a slot count, 0 or unlimited")
 		return override{}, false
 	}
-	l, ok := c.limit(n, path, true)
+	l, ok := c.limit(n, at(), true)
 	if !ok {
 		return override{}, false
 	}
+	o := override{limit: l, kind: ownLimit}
 	if l.Rate == 0 {
-		return override{kind: blocked}, true
+		o = override{kind: blocked}
 	}
-	if alg != ratelimit.GCRA && l.Burst != 0 && l.Burst != l.Rate {
-		c.fail(n, path, "%s counts the rate per window and takes no burst", alg)
+	if o.kind == ownLimit && alg != ratelimit.GCRA && l.Burst != 0 && l.Burst != l.Rate {
+		c.fail(n, at(), "%s counts the rate per window and takes no burst", alg)
 		return override{}, false
 	}
-	return override{limit: l, kind: ownLimit}, true
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && alg == ratelimit.GCRA {
+		if c.seenLimits == nil {
+			c.seenLimits = map[string]override{}
+		}
+		c.seenLimits[n.Value] = o
+	}
+	return o, true
 }
 
 // attach turns match conditions and overrides into the rule's LimitFunc,

@@ -63,8 +63,8 @@ func Parse(name string, data []byte, reg *Registry) (*Config, error) {
 		reg = &Registry{}
 	}
 	w := &walker{file: name}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	doc, err := parseYAML(data)
+	if err != nil {
 		line := 1
 		if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
@@ -100,6 +100,9 @@ type compiler struct {
 	// concPeriod is the slot lifetime of the Concurrency rule whose
 	// overrides are being read.
 	concPeriod time.Duration
+	// seenLimits are the override limits of GCRA rules read so far, by
+	// their text.
+	seenLimits map[string]override
 }
 
 func (c *compiler) file(n *yaml.Node) *Config {

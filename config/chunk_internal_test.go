@@ -1,0 +1,130 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// sameTree reports where a and b differ, ignoring comments: "" when they
+// do not.
+func sameTree(a, b *yaml.Node, path string) string {
+	if a.Kind != b.Kind || a.Tag != b.Tag || a.Value != b.Value || a.Anchor != b.Anchor ||
+		a.Style != b.Style || a.Line != b.Line || a.Column != b.Column || len(a.Content) != len(b.Content) {
+		return fmt.Sprintf("%s: %+v\nvs %+v", path, *a, *b)
+	}
+	for i := range a.Content {
+		if d := sameTree(a.Content[i], b.Content[i], fmt.Sprintf("%s/%d", path, i)); d != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+// checkPieces parses src in pieces and whole; when the pieces parse, the
+// trees must be the same.
+func checkPieces(t *testing.T, src string, wantPieces bool) {
+	t.Helper()
+	var whole yaml.Node
+	werr := yaml.Unmarshal([]byte(src), &whole)
+	doc, ok := parseInPieces([]byte(src), 0, 3)
+	if ok != wantPieces {
+		t.Fatalf("parsed in pieces: %v, want %v\n%s", ok, wantPieces, src)
+	}
+	if !ok {
+		return
+	}
+	if werr != nil {
+		t.Fatalf("pieces parsed a file the parser rejects (%v):\n%s", werr, src)
+	}
+	if d := sameTree(doc, &whole, ""); d != "" {
+		t.Fatalf("trees differ at %s\n%s", d, src)
+	}
+}
+
+func TestParsingInPiecesGivesTheSameTree(t *testing.T) {
+	full, err := os.ReadFile("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := "  - name: r%d\n    key: tenant  # a comment\n    limit: %d/min\n\n    # between fields\n    match: {routes: [\"/a/*\"],\n      methods: [GET]}\n    overrides:\n      a: 0\n      'b': \"1/s\"\n    desc: |\n      text\n       more\n"
+	var items strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&items, item, i, i+1)
+	}
+	for _, c := range []struct {
+		name   string
+		src    string
+		pieces bool
+	}{
+		{"full file", string(full) + items.String(), true},
+		{"rules then keys", "version: 1\nrules:\n" + items.String() + "store: redis\ntimeout: 1s\n", true},
+		{"items at column 0", "rules:\n" + strings.ReplaceAll(items.String(), "\n  ", "\n")[2:], true},
+		{"comment after rules", "rules: # the list\n# lead\n" + items.String(), true},
+		{"anchor used across pieces", "rules:\n  - &a {name: x}\n" + items.String() + "  - *a\n", false},
+		{"rules twice", "rules:\n" + items.String() + "rules:\n" + items.String(), false},
+		{"flow list", "rules: [" + strings.Repeat("{name: a},", 20) + "]\n", false},
+		{"quote across lines", "a: \"x\nrules:\n" + items.String() + "z\"\n", false},
+		{"document marker", "---\nrules:\n" + items.String(), false},
+		{"too few items", "rules:\n  - name: a\n", false},
+		{"not a list", "rules:\n  a: b\n" + items.String(), false},
+		{"bad piece", "rules:\n" + items.String() + "  - name: [\n", false},
+	} {
+		t.Run(c.name, func(t *testing.T) { checkPieces(t, c.src, c.pieces) })
+	}
+}
+
+// FuzzParseInPieces checks that a file parsed in pieces gives the tree the
+// parser gives the whole file.
+func FuzzParseInPieces(f *testing.F) {
+	f.Add("rules:\n  - a: 1\n  - b: [2,\n 3]\n  - c\n  - d: |\n    x\n  - e\n  - f\nx: 1\n")
+	f.Add("rules:\n- a\n- b\n- c\n- d\n- e\n- f\n- g\n")
+	f.Fuzz(func(t *testing.T, src string) {
+		var whole yaml.Node
+		werr := yaml.Unmarshal([]byte(src), &whole)
+		doc, ok := parseInPieces([]byte(src), 0, 3)
+		if !ok {
+			return
+		}
+		if werr != nil {
+			t.Fatalf("pieces parsed a file the parser rejects (%v):\n%q", werr, src)
+		}
+		if d := sameTree(doc, &whole, ""); d != "" {
+			t.Fatalf("trees differ at %s\n%q", d, src)
+		}
+	})
+}
+
+// BenchmarkParseYAML parses the 1,000-rule, 10,000-override file whole and
+// in pieces (as Parse does on this machine), side by side.
+func BenchmarkParseYAML(b *testing.B) {
+	var src strings.Builder
+	src.WriteString("version: 1\nrules:\n")
+	for i := range 1000 {
+		fmt.Fprintf(&src, "  - name: rule-%d\n    key: tenant\n    limit: %d/min burst %d\n    match: {methods: [GET, POST], routes: [\"/api/v%d/*\"]}\n    overrides:\n", i, 100+i, 120+i, i)
+		for j := range 10 {
+			fmt.Fprintf(&src, "      tenant-%d: 1000/min\n", 10*i+j)
+		}
+	}
+	data := []byte(src.String())
+	b.Run("whole", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var doc yaml.Node
+			if err := yaml.Unmarshal(data, &doc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("pieces", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := parseYAML(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
