@@ -24,24 +24,27 @@ func sameTree(a, b *yaml.Node, path string) string {
 	return ""
 }
 
-// checkPieces parses src in pieces and whole; when the pieces parse, the
-// trees must be the same.
-func checkPieces(t *testing.T, src string, wantPieces bool) {
-	t.Helper()
+// comparePieces parses src in pieces and whole. It reports whether the
+// pieces parsed, and how the result differs from the whole parse ("" when
+// it does not).
+func comparePieces(src string) (bool, string) {
 	var whole yaml.Node
 	werr := yaml.Unmarshal([]byte(src), &whole)
 	doc, ok := parseInPieces([]byte(src), 0, 3)
-	if ok != wantPieces {
-		t.Fatalf("parsed in pieces: %v, want %v\n%s", ok, wantPieces, src)
+	switch {
+	case !ok:
+		return false, ""
+	case werr != nil:
+		return true, fmt.Sprintf("pieces parsed a file the parser rejects (%v)", werr)
 	}
-	if !ok {
-		return
-	}
-	if werr != nil {
-		t.Fatalf("pieces parsed a file the parser rejects (%v):\n%s", werr, src)
-	}
-	if d := sameTree(doc, &whole, ""); d != "" {
-		t.Fatalf("trees differ at %s\n%s", d, src)
+	return true, sameTree(doc, &whole, "")
+}
+
+func checkPieces(t *testing.T, src string, wantPieces bool) {
+	t.Helper()
+	ok, diff := comparePieces(src)
+	if ok != wantPieces || diff != "" {
+		t.Fatalf("parsed in pieces: %v (want %v); %s\n%s", ok, wantPieces, diff, src)
 	}
 }
 
@@ -83,17 +86,8 @@ func FuzzParseInPieces(f *testing.F) {
 	f.Add("rules:\n  - a: 1\n  - b: [2,\n 3]\n  - c\n  - d: |\n    x\n  - e\n  - f\nx: 1\n")
 	f.Add("rules:\n- a\n- b\n- c\n- d\n- e\n- f\n- g\n")
 	f.Fuzz(func(t *testing.T, src string) {
-		var whole yaml.Node
-		werr := yaml.Unmarshal([]byte(src), &whole)
-		doc, ok := parseInPieces([]byte(src), 0, 3)
-		if !ok {
-			return
-		}
-		if werr != nil {
-			t.Fatalf("pieces parsed a file the parser rejects (%v):\n%q", werr, src)
-		}
-		if d := sameTree(doc, &whole, ""); d != "" {
-			t.Fatalf("trees differ at %s\n%q", d, src)
+		if _, diff := comparePieces(src); diff != "" {
+			t.Fatalf("%s\n%q", diff, src)
 		}
 	})
 }
