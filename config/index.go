@@ -118,7 +118,7 @@ type groupSpec struct {
 
 // maxStates bounds the index: route patterns whose combinations exceed it
 // are rejected rather than indexed in exponential time.
-const maxStates = 1 << 18
+const maxStates = 1 << 16
 
 // buildIndex builds the index of entries and the groups it routes to.
 func buildIndex(entries []entry) (*index, []groupSpec, error) {

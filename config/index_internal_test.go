@@ -118,3 +118,20 @@ func TestIndexOfAThousandRoutesStaysSmall(t *testing.T) {
 		t.Fatalf("%d groups, %d states", len(groups), len(x.states))
 	}
 }
+
+// TestIndexRejectsRoutesThatCombineWithoutBound: routes whose literal can
+// sit at any of n positions among wildcards make 2^n path classes; the
+// index gives up at maxStates instead of building them all.
+func TestIndexRejectsRoutesThatCombineWithoutBound(t *testing.T) {
+	const n = 20
+	var ents []entry
+	for i := range n {
+		ents = append(ents, entry{routes: []string{"/" + strings.Repeat("*/", i) + "a" + strings.Repeat("/*", n-1-i)}})
+	}
+	if _, _, err := buildIndex(ents); err == nil || !strings.Contains(err.Error(), "path classes") {
+		t.Fatalf("err %v, want the path classes bound", err)
+	}
+	if _, _, err := buildIndex(ents[:8]); err != nil { // 2^8 classes are fine
+		t.Fatal(err)
+	}
+}
