@@ -9,11 +9,15 @@ import (
 )
 
 // parseYAML parses data into a document node, as yaml.Unmarshal does. The
-// YAML parser is most of the cost of compiling a large file, so a large
-// file's rules list is cut into pieces at its items and the pieces are
-// parsed in parallel (see parseInPieces); any file the cut does not fit,
-// or any piece that fails, is parsed whole, so errors are the parser's.
+// YAML parser is most of the cost of compiling a large file, so a file in
+// the plain layout rules files are written in is read by fastParse; a
+// large file that is not has its rules list cut into pieces at its items,
+// parsed in parallel (see parseInPieces); any file neither fits, or any
+// piece that fails, is parsed whole, so errors are the parser's.
 func parseYAML(data []byte) (*yaml.Node, error) {
+	if doc, ok := fastParse(data); ok {
+		return doc, nil
+	}
 	if doc, ok := parseInPieces(data, 64<<10, runtime.GOMAXPROCS(0)); ok {
 		return doc, nil
 	}
