@@ -130,3 +130,65 @@ func BenchmarkParseYAML(b *testing.B) {
 		}
 	})
 }
+
+// compareFast parses src with fastParse and with the YAML parser. It
+// reports whether fastParse parsed, and how its tree differs from the
+// parser's ("" when it does not).
+func compareFast(src string) (bool, string) {
+	var whole yaml.Node
+	werr := yaml.Unmarshal([]byte(src), &whole)
+	doc, ok := fastParse([]byte(src))
+	switch {
+	case !ok:
+		return false, ""
+	case werr != nil:
+		return true, fmt.Sprintf("fastParse parsed a file the parser rejects (%v)", werr)
+	}
+	return true, sameTree(doc, &whole, "")
+}
+
+func TestFastParseGivesTheParsersTree(t *testing.T) {
+	full, err := os.ReadFile("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		src  string
+		fast bool
+	}{
+		{string(full), true},
+		{"rules:\n- a\n-\n- b: \n  c: d\n- - x\n  - y\nz: [a, 'b', \"c\", {d: e, f: [1, 2]}]\n", true},
+		{"a: 1\nb: -5\nc: 123\nd: yes\ne: ~\nf: Null\ng: TRUE\nh: 1000/min burst 20\ni: tenant-1\nj: 5m\nA : x\n", true},
+		{"a: 1.5\n", false},
+		{"a: 0123\n", false},
+		{"a: 00000008\n", false},
+		{"a: 2001-12-14\n", false},
+		{"a: 'it''s'\n", false},
+		{"a: \"x\\ty\"\n", false},
+		{"a: &x 1\nb: *x\n", false},
+		{"a: |\n  text\n", false},
+		{"a: b\n  c\n", false},
+		{"a: [1,\n 2]\n", false},
+		{"a: - b\n", false},
+		{"\x87", false},
+	} {
+		ok, diff := compareFast(c.src)
+		if ok != c.fast || diff != "" {
+			t.Errorf("fast: %v (want %v) %s\n%q", ok, c.fast, diff, c.src)
+		}
+	}
+}
+
+// FuzzFastParse checks that fastParse gives the YAML parser's tree
+// whenever it parses.
+func FuzzFastParse(f *testing.F) {
+	full, _ := os.ReadFile("testdata/full.yaml")
+	f.Add(string(full))
+	f.Add("rules:\n- a\n-\n- b: \n  c: d\n- - x\n  - y\nz: [a, 'b', \"c\", {d: e, f: [1, 2]}]\n")
+	f.Add("a: 1\nb: -5\nc: 123\nd: yes\ne: ~\nf: Null\ng: TRUE\nh: 1000/min burst 20\ni: tenant-1\n")
+	f.Fuzz(func(t *testing.T, src string) {
+		if _, diff := compareFast(src); diff != "" {
+			t.Fatalf("%s\n%q", diff, src)
+		}
+	})
+}

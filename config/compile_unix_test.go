@@ -23,9 +23,10 @@ func cpuTime(t testing.TB) time.Duration {
 
 // TestCompileTimeGrowsLinearly compiles a file ten times the size of
 // another (1,000 rules and 10,000 overrides against 100 and 1,000): the
-// CPU time must grow about tenfold, not a hundredfold. It compares the
-// cheapest of alternating runs, and the bound is loose (30x): it catches
-// a complexity regression, it does not time the target.
+// CPU time must grow about tenfold (a larger heap costs the collector a
+// little more), not a hundredfold as a quadratic step would make it. It
+// compares the cheapest of alternating runs, and the bound is loose (50x):
+// it catches a complexity regression, it does not time the target.
 func TestCompileTimeGrowsLinearly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles 14 large files")
@@ -48,7 +49,7 @@ func TestCompileTimeGrowsLinearly(t *testing.T) {
 	}
 	ratio := float64(cheapBig) / float64(max(cheapSmall, time.Millisecond))
 	t.Logf("CPU time: 100 rules %v, 1,000 rules %v (%.1fx)", cheapSmall, cheapBig, ratio)
-	if ratio > 30 {
+	if ratio > 50 {
 		t.Fatalf("10x the rules took %.0fx the CPU time (%v vs %v)", ratio, cheapBig, cheapSmall)
 	}
 }
