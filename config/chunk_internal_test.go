@@ -24,25 +24,27 @@ func sameTree(a, b *yaml.Node, path string) string {
 	return ""
 }
 
-// comparePieces parses src in pieces and whole. It reports whether the
-// pieces parsed, and how the result differs from the whole parse ("" when
-// it does not).
-func comparePieces(src string) (bool, string) {
+// compareParse parses src with parse and with the YAML parser. It reports
+// whether parse parsed, and how its tree differs from the parser's (""
+// when it does not).
+func compareParse(src string, parse func([]byte) (*yaml.Node, bool)) (bool, string) {
 	var whole yaml.Node
 	werr := yaml.Unmarshal([]byte(src), &whole)
-	doc, ok := parseInPieces([]byte(src), 0, 3)
+	doc, ok := parse([]byte(src))
 	switch {
 	case !ok:
 		return false, ""
 	case werr != nil:
-		return true, fmt.Sprintf("pieces parsed a file the parser rejects (%v)", werr)
+		return true, fmt.Sprintf("parsed a file the parser rejects (%v)", werr)
 	}
 	return true, sameTree(doc, &whole, "")
 }
 
+func inPieces(data []byte) (*yaml.Node, bool) { return parseInPieces(data, 0, 3) }
+
 func checkPieces(t *testing.T, src string, wantPieces bool) {
 	t.Helper()
-	ok, diff := comparePieces(src)
+	ok, diff := compareParse(src, inPieces)
 	if ok != wantPieces || diff != "" {
 		t.Fatalf("parsed in pieces: %v (want %v); %s\n%s", ok, wantPieces, diff, src)
 	}
@@ -86,7 +88,7 @@ func FuzzParseInPieces(f *testing.F) {
 	f.Add("rules:\n  - a: 1\n  - b: [2,\n 3]\n  - c\n  - d: |\n    x\n  - e\n  - f\nx: 1\n")
 	f.Add("rules:\n- a\n- b\n- c\n- d\n- e\n- f\n- g\n")
 	f.Fuzz(func(t *testing.T, src string) {
-		if _, diff := comparePieces(src); diff != "" {
+		if _, diff := compareParse(src, inPieces); diff != "" {
 			t.Fatalf("%s\n%q", diff, src)
 		}
 	})
@@ -131,22 +133,6 @@ func BenchmarkParseYAML(b *testing.B) {
 	})
 }
 
-// compareFast parses src with fastParse and with the YAML parser. It
-// reports whether fastParse parsed, and how its tree differs from the
-// parser's ("" when it does not).
-func compareFast(src string) (bool, string) {
-	var whole yaml.Node
-	werr := yaml.Unmarshal([]byte(src), &whole)
-	doc, ok := fastParse([]byte(src))
-	switch {
-	case !ok:
-		return false, ""
-	case werr != nil:
-		return true, fmt.Sprintf("fastParse parsed a file the parser rejects (%v)", werr)
-	}
-	return true, sameTree(doc, &whole, "")
-}
-
 func TestFastParseGivesTheParsersTree(t *testing.T) {
 	full, err := os.ReadFile("testdata/full.yaml")
 	if err != nil {
@@ -172,7 +158,7 @@ func TestFastParseGivesTheParsersTree(t *testing.T) {
 		{"a: - b\n", false},
 		{"\x87", false},
 	} {
-		ok, diff := compareFast(c.src)
+		ok, diff := compareParse(c.src, fastParse)
 		if ok != c.fast || diff != "" {
 			t.Errorf("fast: %v (want %v) %s\n%q", ok, c.fast, diff, c.src)
 		}
@@ -187,7 +173,7 @@ func FuzzFastParse(f *testing.F) {
 	f.Add("rules:\n- a\n-\n- b: \n  c: d\n- - x\n  - y\nz: [a, 'b', \"c\", {d: e, f: [1, 2]}]\n")
 	f.Add("a: 1\nb: -5\nc: 123\nd: yes\ne: ~\nf: Null\ng: TRUE\nh: 1000/min burst 20\ni: tenant-1\n")
 	f.Fuzz(func(t *testing.T, src string) {
-		if _, diff := compareFast(src); diff != "" {
+		if _, diff := compareParse(src, fastParse); diff != "" {
 			t.Fatalf("%s\n%q", diff, src)
 		}
 	})
