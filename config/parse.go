@@ -144,17 +144,17 @@ func (c *compiler) file(n *yaml.Node) *Config {
 	var ents []entry
 	for i, rn := range v.val.Content {
 		path := fmt.Sprintf("rules[%d]", i)
-		r, skip, ent := c.rule(rn, path)
-		fe := fileEntry{rule: -1, skip: skip, node: rn, path: path}
-		if skip == nil && r == nil {
+		cr := c.rule(rn, path)
+		fe := fileEntry{rule: -1, skip: cr.skip, node: rn, path: path}
+		if cr.skip == nil && cr.rule == nil {
 			continue
 		}
-		if r != nil {
-			cfg.Rules = append(cfg.Rules, *r)
-			fe.rule, fe.name = len(cfg.Rules)-1, r.Name
+		if cr.rule != nil {
+			cfg.Rules = append(cfg.Rules, *cr.rule)
+			fe.rule, fe.name, fe.served = len(cfg.Rules)-1, cr.rule.Name, *cr.served
 		}
 		cfg.entries = append(cfg.entries, fe)
-		ents = append(ents, ent)
+		ents = append(ents, cr.entry)
 	}
 	if len(cfg.Rules) == 0 && len(c.errs) == 0 {
 		c.fail(v.key, "rules", "every rule is unlimited: a file needs at least one limited rule")
@@ -167,11 +167,12 @@ func (c *compiler) file(n *yaml.Node) *Config {
 
 // fileEntry ties an entry of the index to its rule.
 type fileEntry struct {
-	rule int                      // in Config.Rules; -1 for an unlimited rule
-	skip func(*http.Request) bool // an unlimited rule's
-	name string
-	node *yaml.Node
-	path string
+	rule   int                      // in Config.Rules; -1 for an unlimited rule
+	served ratelimit.Rule           // the rule as the groups of a Set check it
+	skip   func(*http.Request) bool // an unlimited rule's, in those groups
+	name   string
+	node   *yaml.Node
+	path   string
 }
 
 // index builds cfg's index and reports every rule that would make a group

@@ -42,7 +42,7 @@ func (c *Config) Build(opts ...ratelimit.Option) *Set {
 		o := slices.Clip(c.Options)
 		for _, e := range g.entries {
 			if fe := c.entries[e]; fe.rule >= 0 {
-				rules = append(rules, c.Rules[fe.rule])
+				rules = append(rules, fe.served)
 			} else {
 				o = append(o, ratelimit.WithSkip(fe.skip))
 			}

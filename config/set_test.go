@@ -114,3 +114,37 @@ func TestRequestsThatCouldMatchTooManyRulesAreRejected(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s...", errs[0], want)
 	}
 }
+
+// TestRulesCheckWhatTheIndexDoesNotDecide: the index counts a glob segment
+// as any segment and does not look at headers or predicates, so a rule of a
+// group still checks those itself.
+func TestRulesCheckWhatTheIndexDoesNotDecide(t *testing.T) {
+	src := `
+rules:
+  - {name: v1, key: client_ip, limit: 1/min, match: {routes: ["/api/v1*"]}}
+  - {name: keyed, key: client_ip, limit: 1/min, match: {routes: [/keyed], headers: [X-API-Key]}}
+  - {name: lb, key: client_ip, limit: 1/min, match: {routes: [/lb], when: [from_lb]}}
+`
+	cfg, err := config.Parse("g.yaml", []byte(src), testRegistry(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cfg.Build().Handler(okHandler)
+	do := func(path string, hdr ...string) int {
+		return ratelimittest.Do(h, ratelimittest.NewRequest("GET", path, "10.0.0.1:1", hdr...)).Code
+	}
+	for _, c := range []struct {
+		path    string
+		hdr     []string
+		limited bool
+	}{
+		{"/api/v2", nil, false}, {"/api/v1x", nil, true},
+		{"/keyed", nil, false}, {"/keyed", []string{"X-API-Key", "k"}, true},
+		{"/lb", nil, false}, {"/lb", []string{"X-LB", "1"}, true},
+	} {
+		a, b := do(c.path, c.hdr...), do(c.path, c.hdr...)
+		if a != 200 || (b == 429) != c.limited {
+			t.Errorf("%s %v: %d then %d, want limited=%v", c.path, c.hdr, a, b, c.limited)
+		}
+	}
+}
