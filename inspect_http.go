@@ -1,14 +1,21 @@
 package ratelimit
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 )
 
+// Inspector reads and resets one key of one rule: a Limiter, a Reloadable
+// (its current Limiter) and the config module's rule sets implement it.
+type Inspector interface {
+	Peek(ctx context.Context, rule, key string) (Result, error)
+	Reset(ctx context.Context, rule, key string) error
+}
+
 // NewAdminHandler returns an http.Handler to inspect and reset keys of the
-// Limiter that current returns (pass a Reloadable's Load, or a func
-// returning a fixed Limiter):
+// rules of in (a Limiter, a Reloadable, a config Watcher):
 //
 //	GET  ?rule=<name>&key=<key>   the key's state, as Peek reports it
 //	POST ?rule=<name>&key=<key>   Reset; 204 No Content
@@ -18,15 +25,15 @@ import (
 // when the store fails). Nothing is served unless the application mounts
 // the handler: mount it behind the application's own authentication, since
 // it lifts limits.
-func NewAdminHandler(current func() *Limiter) http.Handler {
-	if current == nil {
+func NewAdminHandler(in Inspector) http.Handler {
+	if in == nil {
 		panic("ratelimit: NewAdminHandler(nil)")
 	}
-	return adminHandler{current: current}
+	return adminHandler{in: in}
 }
 
 type adminHandler struct {
-	current func() *Limiter
+	in Inspector
 }
 
 // peekBody is the JSON answer of a GET.
@@ -55,16 +62,15 @@ func (h adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "about:blank", "the rule and key query parameters are required")
 		return
 	}
-	l := h.current()
 	if r.Method == http.MethodPost {
-		if err := l.Reset(r.Context(), rule, key); err != nil {
+		if err := h.in.Reset(r.Context(), rule, key); err != nil {
 			writeProblem(w, adminStatus(err), "about:blank", err.Error())
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	res, err := l.Peek(r.Context(), rule, key)
+	res, err := h.in.Peek(r.Context(), rule, key)
 	if err != nil {
 		writeProblem(w, adminStatus(err), "about:blank", err.Error())
 		return

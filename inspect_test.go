@@ -128,7 +128,7 @@ func TestAdminHandlerPeeksAndResets(t *testing.T) {
 	clock := ratelimittest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "ip", Limit: ratelimit.PerMinute(2), Key: ratelimit.ByHeader("X-Key")}}, ratelimit.WithClock(clock))
 	rl := ratelimit.NewReloadable(l)
-	admin := ratelimit.NewAdminHandler(rl.Load)
+	admin := ratelimit.NewAdminHandler(rl)
 	for range 2 {
 		ratelimittest.Do(rl.Handler(ok), ratelimittest.NewRequest("GET", "/", "10.0.0.1:1", "X-Key", "a b"))
 	}

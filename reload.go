@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"net/http"
 	"sync/atomic"
 )
@@ -75,6 +76,16 @@ func (rh *reloadHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // same Limiter even if another has been stored since.
 func (h *Reloadable) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
 	return h.cur.Load().admit(w, r, routing{})
+}
+
+// Peek is Limiter.Peek on the current Limiter.
+func (h *Reloadable) Peek(ctx context.Context, rule, key string) (Result, error) {
+	return h.cur.Load().Peek(ctx, rule, key)
+}
+
+// Reset is Limiter.Reset on the current Limiter.
+func (h *Reloadable) Reset(ctx context.Context, rule, key string) error {
+	return h.cur.Load().Reset(ctx, rule, key)
 }
 
 // AdmitRoute is Limiter.AdmitRoute on the current Limiter.

@@ -218,3 +218,27 @@ func TestReloadableRejectsNil(t *testing.T) {
 		}()
 	}
 }
+
+// TestReloadableAddsNoAllocation serves the same Limiter directly and
+// through a Reloadable: the handle must not add an allocation.
+func TestReloadableAddsNoAllocation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops pooled objects at random")
+	}
+	l := ratelimit.NewLimiter(ratelimit.Limit{Rate: 1e9, Period: time.Second}, ratelimit.ByIP())
+	skipped := ratelimit.NewLimiter(ratelimit.PerSecond(1), ratelimit.ByIP(), ratelimit.WithSkip(func(*http.Request) bool { return true }))
+	for name, lim := range map[string]*ratelimit.Limiter{"limited": l, "skipped": skipped} {
+		req := ratelimittest.NewRequest("GET", "/api/items", "10.0.0.1:1234")
+		w := ratelimittest.NewDiscardWriter()
+		allocs := func(h http.Handler) float64 {
+			return testing.AllocsPerRun(500, func() {
+				w.Reset()
+				h.ServeHTTP(w, req)
+			})
+		}
+		bare, reloadable := allocs(lim.Handler(ok)), allocs(ratelimit.NewReloadable(lim).Handler(ok))
+		if reloadable != bare {
+			t.Errorf("%s: %.1f allocs through a Reloadable, %.1f served directly", name, reloadable, bare)
+		}
+	}
+}

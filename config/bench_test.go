@@ -1,12 +1,16 @@
 package config_test
 
 import (
-	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/config"
+	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
 // bigFile is a file of rules rules sharing overrides overrides.
@@ -32,26 +36,102 @@ func bigFile(rules, overrides int) []byte {
 	return []byte(b.String())
 }
 
-// BenchmarkParse compiles a file of 16 rules (a Limiter's most) with 10,000
-// overrides, and a file of 1,000 rules with 10,000 overrides, which is
-// fully checked and compiled and then rejected for its rule count.
-func BenchmarkParse(b *testing.B) {
-	reg := testRegistry(b, nil)
-	for _, c := range []struct{ rules, overrides int }{{16, 10_000}, {1_000, 10_000}} {
-		data := bigFile(c.rules, c.overrides)
-		b.Run(fmt.Sprintf("rules=%d/overrides=%d", c.rules, c.overrides), func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
+// BenchmarkDispatch serves a POST to /api/v5/items, which matches 3 rules
+// of a 1,000-rule file (per-ip, writes, v5), through the file's Set, side
+// by side with a Limiter of those 3 rules alone: the difference is the
+// cost of sending the request to its group. "index" is the lookup alone.
+func BenchmarkDispatch(b *testing.B) {
+	reg := testRegistry(b, ratelimit.SystemClock)
+	const lim = "1000000/s" // nothing is denied
+	build := func(n int) *config.Set {
+		cfg, err := config.Parse("big.yaml", []byte(versionRules(n, lim, lim, lim)), reg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return cfg.Build()
+	}
+	big, small := build(1000), build(6) // small: rules per-ip, writes, v0..v5
+	req := ratelimittest.NewRequest("POST", "/api/v5/items", "10.0.0.1:1", "X-Tenant", "acme")
+	direct := small.Limiter(req)
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{
+		{"limiter-of-3", direct.Handler(okHandler)},
+		{"set-of-1000", big.Handler(okHandler)},
+		{"live-of-1000", config.NewLive(big).Handler(okHandler)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
+			w := ratelimittest.NewDiscardWriter()
 			for b.Loop() {
-				_, err := config.Parse("big.yaml", data, reg)
-				var errs config.Errors
-				switch {
-				case c.rules <= 16 && err != nil:
-					b.Fatal(err)
-				case c.rules > 16 && (!errors.As(err, &errs) || len(errs) != 1):
-					b.Fatalf("want only the rule-count problem, got %v", err)
+				w.Reset()
+				c.h.ServeHTTP(w, req)
+				if w.Status() != 200 {
+					b.Fatal(w.Status())
 				}
 			}
 		})
 	}
+	b.Run("index", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if big.Limiter(req) == nil {
+				b.Fatal("no group")
+			}
+		}
+	})
+}
+
+// BenchmarkLiveOverhead measures what config.Live adds to a request of a
+// 1,000-rule Set: the Set's handler and the Live's are served in
+// alternating short rounds on one goroutine, and the medians over the
+// rounds are reported (see the root package's
+// BenchmarkReloadableOverhead). The request (GET /other) matches no rule,
+// so the request path is the index and the handle alone, where the
+// handle's share is largest. Run with -benchtime 2000000x or more.
+func BenchmarkLiveOverhead(b *testing.B) {
+	var src strings.Builder
+	src.WriteString("rules:\n")
+	for i := range 1000 {
+		fmt.Fprintf(&src, "  - {name: v%d, key: tenant, limit: 5/s, match: {routes: [\"/api/v%d/*\"]}}\n", i, i)
+	}
+	cfg, err := config.Parse("big.yaml", []byte(src.String()), testRegistry(b, nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	set := cfg.Build()
+	bare, live := set.Handler(okHandler), config.NewLive(set).Handler(okHandler)
+	req := ratelimittest.NewRequest("GET", "/other", "10.0.0.1:1")
+	w := ratelimittest.NewDiscardWriter()
+	const per = 5000
+	run := func(h http.Handler) float64 {
+		start := time.Now()
+		for range per {
+			w.Reset()
+			h.ServeHTTP(w, req)
+		}
+		return float64(time.Since(start).Nanoseconds()) / per
+	}
+	var bares, lives, diffs []float64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for r := range max(b.N/(2*per), 5) {
+		var tb, tl float64
+		if r%2 == 0 {
+			tb, tl = run(bare), run(live)
+		} else {
+			tl, tb = run(live), run(bare)
+		}
+		bares, lives, diffs = append(bares, tb), append(lives, tl), append(diffs, tl-tb)
+	}
+	b.ReportMetric(median(bares), "set-ns/op")
+	b.ReportMetric(median(lives), "live-ns/op")
+	b.ReportMetric(median(diffs), "added-ns/op")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

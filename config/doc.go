@@ -19,6 +19,10 @@
 // Parse and Load check a file strictly (unknown fields, duplicate names,
 // bad limits, unknown registry names, contradictory settings) and report
 // every problem at once; a file with any problem compiles to nothing.
+// A file holds any number of rules: Config.Build makes a Set, which sends
+// each request to a Limiter of the rules that can apply to it (by method
+// and route), and Parse rejects a file in which one request could match
+// more than ratelimit.MaxRules. Live swaps Sets atomically.
 // Watch polls the file's content, and reloads on SIGHUP and on
 // Watcher.Reload; a bad file keeps the rules in force and is logged.
 //

@@ -26,7 +26,7 @@ rules:
 		fmt.Println(err)
 		return
 	}
-	live := ratelimit.NewReloadable(cfg.Limiter())
+	live := config.NewLive(cfg.Build())
 	h := live.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	get := func(tenant string) int {
 		w := httptest.NewRecorder()
@@ -45,7 +45,7 @@ rules:
     limit: 3/min
     algorithm: fixed-window
 `), reg)
-	live.Store(cfg.Limiter())
+	live.Store(cfg.Build())
 	fmt.Println(get("acme"), get("acme"))
 
 	// A bad file compiles to nothing and says why.

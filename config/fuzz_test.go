@@ -38,6 +38,6 @@ func FuzzParse(f *testing.F) {
 		if len(cfg.Rules) == 0 {
 			t.Fatal("a Config without rules")
 		}
-		cfg.Limiter() // a Config that compiled builds a Limiter without panicking
+		cfg.Build() // a Config that compiled builds its Limiters without panicking
 	})
 }

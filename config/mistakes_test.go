@@ -54,6 +54,7 @@ var mistakes = []mistake{
 	{"bad method", "  - name: c6\n    key: client_ip\n    limit: 1/s\n    match: {methods: [GET, get]}\n", false, 4, 28, "rules[N].match.methods[1]", "unknown method"},
 	{"bad route", "  - name: c7\n    key: client_ip\n    limit: 1/s\n    match: {routes: [api/*]}\n", false, 4, 22, "rules[N].match.routes[0]", "must start with /"},
 	{"bad route pattern", "  - name: c8\n    key: client_ip\n    limit: 1/s\n    match: {routes: [\"/a/[\"]}\n", false, 4, 22, "rules[N].match.routes[0]", "syntax error"},
+	{"route class matching /", "  - name: c10\n    key: client_ip\n    limit: 1/s\n    match: {routes: [\"/a[^x]b\"]}\n", false, 4, 22, "rules[N].match.routes[0]", "may not hold or match /"},
 	{"unknown predicate", "  - name: c9\n    key: client_ip\n    limit: 1/s\n    match: {when: [is_admin]}\n", false, 4, 20, "rules[N].match.when[0]", `unknown predicate "is_admin"`},
 	{"unknown match field", "  - name: d1\n    key: client_ip\n    limit: 1/s\n    match: {path: /x}\n", false, 4, 13, "rules[N].match", `unknown field "path"`},
 	{"unlimited with limit", "  - name: d2\n    unlimited: true\n    limit: 1/s\n", false, 3, 5, "rules[N].limit", "contradicts unlimited"},

@@ -20,17 +20,15 @@ const (
 type override struct {
 	limit ratelimit.Limit
 	kind  overrideKind
+	line  int // where the key was given, for duplicates
 }
 
-// overrides are a rule's per-key exceptions, looked up in one map access.
+// overrides are a rule's per-key exceptions, in an open-addressing hash
+// table (see table.go): a lookup is one hash and, most often, one probe,
+// whether it hits or misses.
 type overrides struct {
-	m        map[string]override
+	table
 	anyBlock bool
-}
-
-func (o *overrides) lookup(key string) (override, bool) {
-	v, ok := o.m[key]
-	return v, ok
 }
 
 // blockCost is more than any limit's capacity: the middleware denies a
@@ -48,8 +46,7 @@ func (c *compiler) overrides(n *yaml.Node, path string, alg ratelimit.Algorithm)
 		c.fail(n, path, "want a mapping of key: limit or a list of {key, limit}, got %s", kindName(n))
 		return nil
 	}
-	ov := &overrides{m: make(map[string]override, len(n.Content))}
-	where := make(map[string]int, len(n.Content))
+	ov := &overrides{table: newTable(len(n.Content))}
 	for i, e := range n.Content {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		f := c.fields(e, p, "key", "keys", "limit")
@@ -77,18 +74,16 @@ func (c *compiler) overrides(n *yaml.Node, path string, alg ratelimit.Algorithm)
 			c.fail(e, p+".limit", "missing: a limit, 0 to block or unlimited")
 			continue
 		}
-		o, ok := c.overrideLimit(lv.val, p+".limit", alg)
+		o, ok := c.overrideLimit(lv.val, p+".limit", "", alg)
 		if !ok {
 			continue
 		}
 		ov.anyBlock = ov.anyBlock || o.kind == blocked
 		for j, k := range keys {
-			if line, dup := where[k]; dup {
-				c.fail(elem(keyNode, j), p, "key %q already has an override (line %d)", k, line)
-				continue
+			o.line = elem(keyNode, j).Line
+			if prev := ov.insert(k, o); prev != nil {
+				c.fail(elem(keyNode, j), p, "key %q already has an override (line %d)", k, prev.line)
 			}
-			where[k] = elem(keyNode, j).Line
-			ov.m[k] = o
 		}
 	}
 	return ov
@@ -96,36 +91,49 @@ func (c *compiler) overrides(n *yaml.Node, path string, alg ratelimit.Algorithm)
 
 // overrideMap reads the compact form, a mapping of key to limit.
 func (c *compiler) overrideMap(n *yaml.Node, path string, alg ratelimit.Algorithm) *overrides {
-	ov := &overrides{m: make(map[string]override, len(n.Content)/2)}
-	where := make(map[string]int, len(n.Content)/2)
+	ov := &overrides{table: newTable(len(n.Content) / 2)}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		key, ok := c.str(k, path)
 		if !ok {
 			continue
 		}
-		if line, dup := where[key]; dup {
-			c.fail(k, path, "key %q already has an override (line %d)", key, line)
+		o, ok := c.overrideLimit(v, path, key, alg)
+		o.line = k.Line
+		if prev := ov.insert(key, o); prev != nil {
+			c.fail(k, path, "key %q already has an override (line %d)", key, prev.line)
 			continue
 		}
-		where[key] = k.Line
-		if o, ok := c.overrideLimit(v, path+"."+key, alg); ok {
-			ov.anyBlock = ov.anyBlock || o.kind == blocked
-			ov.m[key] = o
-		}
+		ov.anyBlock = ov.anyBlock || (ok && o.kind == blocked)
 	}
 	return ov
 }
 
-func (c *compiler) overrideLimit(n *yaml.Node, path string, alg ratelimit.Algorithm) (override, bool) {
+// overrideLimit reads the limit of an override at path base, or at
+// base.key when key is set. Limits given as text are parsed once per
+// distinct text: a file's thousands of overrides share a few limits.
+func (c *compiler) overrideLimit(n *yaml.Node, base, key string, alg ratelimit.Algorithm) (override, bool) {
+	path := base
+	if key != "" {
+		path = "" // built on a problem only
+	}
+	at := func() string {
+		if path == "" {
+			path = base + "." + key
+		}
+		return path
+	}
 	if n.Kind == yaml.ScalarNode {
+		if o, ok := c.seenLimits[n.Value]; ok && n.Tag == "!!str" && alg == ratelimit.GCRA {
+			return o, true
+		}
 		switch {
 		case n.Value == "unlimited":
 			return override{kind: unlimited}, true
 		case n.Tag == "!!int" && n.Value == "0":
 			return override{kind: blocked}, true
 		case alg == ratelimit.Concurrency:
-			m, ok := c.count(n, path, 0)
+			m, ok := c.count(n, at(), 0)
 			if m == 0 {
 				return override{kind: blocked}, ok
 			}
@@ -133,21 +141,28 @@ func (c *compiler) overrideLimit(n *yaml.Node, path string, alg ratelimit.Algori
 		}
 	}
 	if alg == ratelimit.Concurrency {
-		c.fail(n, path, "a concurrency override is a slot count, 0 or unlimited")
+		c.fail(n, at(), "a concurrency override is a slot count, 0 or unlimited")
 		return override{}, false
 	}
-	l, ok := c.limit(n, path, true)
+	l, ok := c.limit(n, at(), true)
 	if !ok {
 		return override{}, false
 	}
+	o := override{limit: l, kind: ownLimit}
 	if l.Rate == 0 {
-		return override{kind: blocked}, true
+		o = override{kind: blocked}
 	}
-	if alg != ratelimit.GCRA && l.Burst != 0 && l.Burst != l.Rate {
-		c.fail(n, path, "%s counts the rate per window and takes no burst", alg)
+	if o.kind == ownLimit && alg != ratelimit.GCRA && l.Burst != 0 && l.Burst != l.Rate {
+		c.fail(n, at(), "%s counts the rate per window and takes no burst", alg)
 		return override{}, false
 	}
-	return override{limit: l, kind: ownLimit}, true
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && alg == ratelimit.GCRA {
+		if c.seenLimits == nil {
+			c.seenLimits = map[string]override{}
+		}
+		c.seenLimits[n.Value] = o
+	}
+	return o, true
 }
 
 // attach turns match conditions and overrides into the rule's LimitFunc,
@@ -181,7 +196,7 @@ func attach(r *ratelimit.Rule, match func(*http.Request) bool, ov *overrides) {
 		}
 		if ov != nil {
 			if k, err := key(req); err == nil {
-				if o, ok := ov.lookup(k); ok {
+				if o := ov.lookup(k); o != nil {
 					switch o.kind {
 					case unlimited:
 						return base, false
@@ -197,7 +212,7 @@ func attach(r *ratelimit.Rule, match func(*http.Request) bool, ov *overrides) {
 	if ov != nil && ov.anyBlock {
 		r.Cost = func(req *http.Request) int {
 			if k, err := key(req); err == nil {
-				if o, ok := ov.lookup(k); ok && o.kind == blocked {
+				if o := ov.lookup(k); o != nil && o.kind == blocked {
 					return blockCost
 				}
 			}

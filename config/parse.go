@@ -14,19 +14,19 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Config is a compiled rules file: ordinary rules and options, ready for
-// ratelimit.NewRulesLimiter. A Config is immutable.
+// Config is a compiled rules file: ordinary rules and options, and the
+// index that sends each request to the few rules that can apply to it.
+// Build makes it a Set, ready to serve. A Config is immutable.
 type Config struct {
 	// Rules are the file's limited rules, in file order.
 	Rules []ratelimit.Rule
 	// Options are the Registry's options followed by the file's (store,
-	// timeout, unlimited rules as skips).
+	// timeout).
 	Options []ratelimit.Option
-}
 
-// Limiter builds the Limiter of c, with opts after c's own options.
-func (c *Config) Limiter(opts ...ratelimit.Option) *ratelimit.Limiter {
-	return ratelimit.NewRulesLimiter(c.Rules, append(slices.Clip(c.Options), opts...)...)
+	entries []fileEntry // every rule, unlimited ones too, in file order
+	index   *index
+	groups  []groupSpec
 }
 
 // MaxFileSize bounds the rules files Load and Watch read.
@@ -63,8 +63,8 @@ func Parse(name string, data []byte, reg *Registry) (*Config, error) {
 		reg = &Registry{}
 	}
 	w := &walker{file: name}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	doc, err := parseYAML(data)
+	if err != nil {
 		line := 1
 		if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
@@ -100,6 +100,9 @@ type compiler struct {
 	// concPeriod is the slot lifetime of the Concurrency rule whose
 	// overrides are being read.
 	concPeriod time.Duration
+	// seenLimits are the override limits of GCRA rules read so far, by
+	// their text.
+	seenLimits map[string]override
 }
 
 func (c *compiler) file(n *yaml.Node) *Config {
@@ -137,22 +140,74 @@ func (c *compiler) file(n *yaml.Node) *Config {
 		c.fail(v.val, "rules", "want a non-empty list of rules, got %s", kindName(v.val))
 		return cfg
 	}
-	c.names = map[string]*yaml.Node{}
+	c.names = make(map[string]*yaml.Node, len(v.val.Content))
+	var ents []entry
 	for i, rn := range v.val.Content {
-		r, skip := c.rule(rn, fmt.Sprintf("rules[%d]", i))
-		if skip != nil {
-			cfg.Options = append(cfg.Options, ratelimit.WithSkip(skip))
-		} else if r != nil {
-			cfg.Rules = append(cfg.Rules, *r)
+		path := fmt.Sprintf("rules[%d]", i)
+		cr := c.rule(rn, path)
+		fe := fileEntry{rule: -1, skip: cr.skip, node: rn, path: path}
+		if cr.skip == nil && cr.rule == nil {
+			continue
 		}
-	}
-	if len(cfg.Rules) > ratelimit.MaxRules {
-		c.fail(v.key, "rules", "%d limited rules: a Limiter takes at most %d", len(cfg.Rules), ratelimit.MaxRules)
+		if cr.rule != nil {
+			cfg.Rules = append(cfg.Rules, *cr.rule)
+			fe.rule, fe.name, fe.served = len(cfg.Rules)-1, cr.rule.Name, *cr.served
+		}
+		cfg.entries = append(cfg.entries, fe)
+		ents = append(ents, cr.entry)
 	}
 	if len(cfg.Rules) == 0 && len(c.errs) == 0 {
 		c.fail(v.key, "rules", "every rule is unlimited: a file needs at least one limited rule")
 	}
+	if len(c.errs) == 0 {
+		c.index(cfg, ents, v.key)
+	}
 	return cfg
+}
+
+// fileEntry ties an entry of the index to its rule.
+type fileEntry struct {
+	rule   int                      // in Config.Rules; -1 for an unlimited rule
+	served ratelimit.Rule           // the rule as the groups of a Set check it
+	skip   func(*http.Request) bool // an unlimited rule's, in those groups
+	name   string
+	node   *yaml.Node
+	path   string
+}
+
+// index builds cfg's index and reports every rule that would make a group
+// hold more rules than one request may be checked against.
+func (c *compiler) index(cfg *Config, ents []entry, at *yaml.Node) {
+	x, groups, err := buildIndex(ents)
+	if err != nil {
+		c.fail(at, "rules", "%v", err)
+		return
+	}
+	cfg.index, cfg.groups = x, groups
+	reported := map[int32]bool{}
+	var limited []int32
+	for _, g := range groups {
+		limited = limited[:0]
+		for _, e := range g.entries {
+			if cfg.entries[e].rule >= 0 {
+				limited = append(limited, e)
+			}
+		}
+		if len(limited) <= ratelimit.MaxRules || reported[limited[ratelimit.MaxRules]] {
+			continue
+		}
+		fe := cfg.entries[limited[ratelimit.MaxRules]]
+		reported[limited[ratelimit.MaxRules]] = true
+		var names []string
+		for _, e := range limited[:min(len(limited), 20)] {
+			names = append(names, cfg.entries[e].name)
+		}
+		if len(limited) > 20 {
+			names = append(names, "...")
+		}
+		c.fail(fe.node, fe.path, "a request such as %s can match %d rules %v: a request is checked against at most %d; narrow the rules' match",
+			g.example, len(limited), names, ratelimit.MaxRules)
+	}
 }
 
 func (c *compiler) store(n *yaml.Node, path string) ratelimit.Store {

@@ -19,7 +19,7 @@ func TestFullFileCompilesAndEnforces(t *testing.T) {
 	if len(cfg.Rules) != 5 {
 		t.Fatalf("%d rules, want 5 limited rules", len(cfg.Rules))
 	}
-	h := cfg.Limiter().Handler(okHandler)
+	h := cfg.Build().Handler(okHandler)
 	do := func(method, target, tenant string, hdr ...string) int {
 		return ratelimittest.Do(h, ratelimittest.NewRequest(method, target, "10.0.0.1:1", append([]string{"X-Tenant", tenant}, hdr...)...)).Code
 	}
@@ -73,7 +73,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := cfg.Limiter().Handler(okHandler)
+	h := cfg.Build().Handler(okHandler)
 	admitted := func(tenant string) int {
 		n := 0
 		for range 20 {
@@ -140,7 +140,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := cfg.Limiter().Handler(okHandler)
+	h := cfg.Build().Handler(okHandler)
 	for i := range 5 {
 		if c := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/status", "10.0.0.1:1", "X-LB", "1")).Code; c != 200 {
 			t.Fatalf("health check %d from the LB: %d", i, c)

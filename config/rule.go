@@ -18,12 +18,21 @@ var algorithms = map[string]ratelimit.Algorithm{
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,64}$`)
 
-// rule compiles one rule. An unlimited rule returns its match predicate as
-// skip (nil rule); a rule with problems returns nil, nil.
-func (c *compiler) rule(n *yaml.Node, path string) (*ratelimit.Rule, func(*http.Request) bool) {
+// compiledRule is one rule of the file: as a Limiter of its own checks it
+// (rule), as the groups of a Set check it (served: the index has decided
+// part of its match), or, for an unlimited rule, its skip in those groups;
+// and its entry in the index.
+type compiledRule struct {
+	rule, served *ratelimit.Rule
+	skip         func(*http.Request) bool
+	entry        entry
+}
+
+// rule compiles one rule. A rule with problems has neither rule nor skip.
+func (c *compiler) rule(n *yaml.Node, path string) compiledRule {
 	f := c.fields(n, path, ruleFields...)
 	if f == nil {
-		return nil, nil
+		return compiledRule{}
 	}
 	before := len(c.errs)
 	r := &ratelimit.Rule{}
@@ -40,7 +49,7 @@ func (c *compiler) rule(n *yaml.Node, path string) (*ratelimit.Rule, func(*http.
 		}
 		r.Name = name
 	}
-	match := c.match(f, path)
+	match, rest, ent := c.match(f, path)
 	if v, ok := f["unlimited"]; ok {
 		if u, ok := c.boolean(v.val, path+".unlimited"); ok && u {
 			for _, other := range ruleFields {
@@ -49,12 +58,12 @@ func (c *compiler) rule(n *yaml.Node, path string) (*ratelimit.Rule, func(*http.
 				}
 			}
 			if len(c.errs) > before {
-				return nil, nil
+				return compiledRule{}
 			}
-			if match == nil {
-				return nil, func(*http.Request) bool { return true }
+			if rest == nil {
+				rest = func(*http.Request) bool { return true }
 			}
-			return nil, match
+			return compiledRule{skip: rest, entry: ent}
 		}
 	}
 	c.ruleKey(f, n, path, r)
@@ -78,10 +87,12 @@ func (c *compiler) rule(n *yaml.Node, path string) (*ratelimit.Rule, func(*http.
 		}
 	}
 	if len(c.errs) > before {
-		return nil, nil
+		return compiledRule{}
 	}
+	served := *r
 	attach(r, match, ov)
-	return r, nil
+	attach(&served, rest, ov)
+	return compiledRule{rule: r, served: &served, entry: ent}
 }
 
 func (c *compiler) ruleKey(f map[string]field, n *yaml.Node, path string, r *ratelimit.Rule) {

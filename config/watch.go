@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -56,13 +55,16 @@ type WatchOptions struct {
 // keeps the counters of every rule whose name, algorithm and key are
 // unchanged.
 //
+// The embedded Live serves the rules in force (Handler, Admit, Peek,
+// Reset); a Set stored by hand stays in force until the next reload.
+//
 // A Watcher is safe for concurrent use.
 type Watcher struct {
-	path string
-	reg  *Registry
-	opts WatchOptions
-	log  *slog.Logger
-	live *ratelimit.Reloadable
+	path  string
+	reg   *Registry
+	opts  WatchOptions
+	log   *slog.Logger
+	*Live // the rules in force
 
 	mu     sync.Mutex // serialises attempts
 	seen   []byte     // the content of the last attempt
@@ -92,7 +94,7 @@ func Watch(path string, reg *Registry, opts WatchOptions) (*Watcher, error) {
 		return nil, err
 	}
 	w.seen, w.nrules = data, len(cfg.Rules)
-	w.live = ratelimit.NewReloadable(cfg.Limiter(opts.LimiterOptions...))
+	w.Live = NewLive(cfg.Build(opts.LimiterOptions...))
 	ctx, cancel := context.WithCancel(context.Background())
 	w.stop = cancel
 	var sig chan os.Signal
@@ -103,12 +105,6 @@ func Watch(path string, reg *Registry, opts WatchOptions) (*Watcher, error) {
 	go w.loop(ctx, sig)
 	return w, nil
 }
-
-// Reloadable returns the handle holding the rules in force.
-func (w *Watcher) Reloadable() *ratelimit.Reloadable { return w.live }
-
-// Handler is the middleware of the rules in force; see Reloadable.Handler.
-func (w *Watcher) Handler(next http.Handler) http.Handler { return w.live.Handler(next) }
 
 // Reload reads and compiles the file now, and installs it even if its
 // content has not changed. It returns the reason the file was rejected,
@@ -162,7 +158,7 @@ func (w *Watcher) attempt(trigger string, force bool) error {
 		w.failed.Add(1)
 		w.logFailure(trigger, err)
 	} else {
-		w.live.Store(cfg.Limiter(w.opts.LimiterOptions...))
+		w.Store(cfg.Build(w.opts.LimiterOptions...))
 		w.nrules = len(cfg.Rules)
 		w.applied.Add(1)
 		ev.Applied = true

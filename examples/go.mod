@@ -73,3 +73,9 @@ replace github.com/sluicehq/ratelimit/stores/redis => ../stores/redis
 require github.com/sluicehq/ratelimit/client v0.1.0
 
 replace github.com/sluicehq/ratelimit/client => ../client
+
+require github.com/sluicehq/ratelimit/config v0.1.0
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect
+
+replace github.com/sluicehq/ratelimit/config => ../config

@@ -1,0 +1,79 @@
+//go:build unix
+
+package config_test
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit/config"
+)
+
+// cpuTime is the CPU time the process has used: unlike elapsed time, it
+// does not grow while other processes have the machine.
+func cpuTime(t testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestCompileTimeGrowsLinearly compiles a file ten times the size of
+// another (1,000 rules and 10,000 overrides against 100 and 1,000): the
+// CPU time must grow about tenfold (a larger heap costs the collector a
+// little more), not a hundredfold as a quadratic step would make it. It
+// compares the cheapest of alternating runs, and the bound is loose (50x):
+// it catches a complexity regression, it does not time the target.
+func TestCompileTimeGrowsLinearly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles 14 large files")
+	}
+	reg := testRegistry(t, nil)
+	small, big := bigFile(100, 1_000), bigFile(1_000, 10_000)
+	compile := func(data []byte) time.Duration {
+		start := cpuTime(t)
+		cfg, err := config.Parse("big.yaml", data, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Build()
+		return cpuTime(t) - start
+	}
+	cheapSmall, cheapBig := time.Hour, time.Hour
+	for range 7 {
+		cheapSmall = min(cheapSmall, compile(small))
+		cheapBig = min(cheapBig, compile(big))
+	}
+	ratio := float64(cheapBig) / float64(max(cheapSmall, time.Millisecond))
+	t.Logf("CPU time: 100 rules %v, 1,000 rules %v (%.1fx)", cheapSmall, cheapBig, ratio)
+	if ratio > 50 {
+		t.Fatalf("10x the rules took %.0fx the CPU time (%v vs %v)", ratio, cheapBig, cheapSmall)
+	}
+}
+
+// BenchmarkCompile compiles a file of 16 rules with 10,000 overrides, and
+// a file of 1,000 rules with 10,000 overrides, and builds its Set: what a
+// reload costs. Besides elapsed time it reports the process's CPU time per
+// compile, cpu-ms/op, which a busy machine inflates less.
+func BenchmarkCompile(b *testing.B) {
+	reg := testRegistry(b, nil)
+	for _, c := range []struct{ rules, overrides int }{{16, 10_000}, {1_000, 10_000}} {
+		data := bigFile(c.rules, c.overrides)
+		b.Run(fmt.Sprintf("rules=%d/overrides=%d", c.rules, c.overrides), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			start := cpuTime(b)
+			for b.Loop() {
+				cfg, err := config.Parse("big.yaml", data, reg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cfg.Build()
+			}
+			b.ReportMetric(float64(cpuTime(b)-start)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+		})
+	}
+}

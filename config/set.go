@@ -1,0 +1,144 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/sluicehq/ratelimit"
+)
+
+// Set is a compiled rules file ready to serve: one ratelimit.Limiter per
+// distinct group of rules a request can match, and the index that sends
+// each request to its group. A request is checked against the rules that
+// can apply to it (at most ratelimit.MaxRules, which Parse checks), all or
+// nothing, as one Limiter checks its rules; rules whose match conditions
+// rule the request out are not counted. A request that no rule can apply
+// to passes through.
+//
+// The rules of every group share the Registry's stores, so a rule in
+// several groups has one state. A Set is immutable and safe for concurrent
+// use.
+type Set struct {
+	index  *index
+	groups []*ratelimit.Limiter // nil: no limited rule in the group
+	byName map[string]*ratelimit.Limiter
+	rules  int
+}
+
+// Build returns the Set of c, with opts after c's own options in every
+// Limiter.
+func (c *Config) Build(opts ...ratelimit.Option) *Set {
+	s := &Set{
+		index:  c.index,
+		groups: make([]*ratelimit.Limiter, len(c.groups)),
+		byName: make(map[string]*ratelimit.Limiter, len(c.Rules)),
+		rules:  len(c.Rules),
+	}
+	rules := make([]ratelimit.Rule, 0, ratelimit.MaxRules)
+	for gi, g := range c.groups {
+		rules = rules[:0]
+		o := slices.Clip(c.Options)
+		for _, e := range g.entries {
+			if fe := c.entries[e]; fe.rule >= 0 {
+				rules = append(rules, fe.served)
+			} else {
+				o = append(o, ratelimit.WithSkip(fe.skip))
+			}
+		}
+		if len(rules) == 0 {
+			continue // unlimited rules only: nothing limits these requests
+		}
+		l := ratelimit.NewRulesLimiter(rules, append(o, opts...)...)
+		s.groups[gi] = l
+		for _, r := range rules {
+			if s.byName[r.Name] == nil {
+				s.byName[r.Name] = l
+			}
+		}
+	}
+	return s
+}
+
+// Limiter returns the Limiter that decides r, or nil when no rule can
+// apply to r.
+func (s *Set) Limiter(r *http.Request) *ratelimit.Limiter {
+	g := s.index.group(r)
+	if g < 0 {
+		return nil
+	}
+	return s.groups[g]
+}
+
+// Rules returns the number of limited rules in s.
+func (s *Set) Rules() int { return s.rules }
+
+// Handler returns next wrapped by s: each request is decided by the
+// Limiter of its group, as that Limiter's Handler decides it.
+func (s *Set) Handler(next http.Handler) http.Handler {
+	if next == nil {
+		panic("ratelimit: Handler(nil)")
+	}
+	return &setHandler{set: s, next: next, hs: s.handlers(next)}
+}
+
+// handlers returns the handler of each group around next.
+func (s *Set) handlers(next http.Handler) []http.Handler {
+	hs := make([]http.Handler, len(s.groups))
+	for i, l := range s.groups {
+		if l != nil {
+			hs[i] = l.Handler(next)
+		} else {
+			hs[i] = next
+		}
+	}
+	return hs
+}
+
+type setHandler struct {
+	set  *Set
+	next http.Handler
+	hs   []http.Handler
+}
+
+func (h *setHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.set.serve(h.hs, h.next, w, r)
+}
+
+func (s *Set) serve(hs []http.Handler, next http.Handler, w http.ResponseWriter, r *http.Request) {
+	if g := s.index.group(r); g >= 0 {
+		hs[g].ServeHTTP(w, r)
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// Admit is Limiter.Admit on the Limiter of r's group (for framework
+// adapters); a request no rule can apply to is admitted.
+func (s *Set) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
+	if l := s.Limiter(r); l != nil {
+		return l.Admit(w, r)
+	}
+	return func() {}, true
+}
+
+// Peek is Limiter.Peek on the rule named rule, whichever groups hold it.
+// The error wraps ratelimit.ErrUnknownRule for a name s does not have.
+func (s *Set) Peek(ctx context.Context, rule, key string) (ratelimit.Result, error) {
+	l := s.byName[rule]
+	if l == nil {
+		return ratelimit.Result{}, fmt.Errorf("%w %q", ratelimit.ErrUnknownRule, rule)
+	}
+	return l.Peek(ctx, rule, key)
+}
+
+// Reset is Limiter.Reset on the rule named rule: its state is shared by
+// every group that holds it.
+func (s *Set) Reset(ctx context.Context, rule, key string) error {
+	l := s.byName[rule]
+	if l == nil {
+		return fmt.Errorf("%w %q", ratelimit.ErrUnknownRule, rule)
+	}
+	return l.Reset(ctx, rule, key)
+}
