@@ -154,7 +154,7 @@ func TestLiveAddsNoAllocation(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector drops pooled objects at random")
 	}
-	cfg, err := config.Parse("big.yaml", []byte(versionRules(50, "1000000/s", "1000000/s", "1000000/s")), testRegistry(t, ratelimit.SystemClock))
+	cfg, err := config.Parse("big.yaml", []byte(versionRules(50, "1000000/s", "1000000/s", "1000000/s")), testRegistry(t, ratelimit.SystemClock()))
 	if err != nil {
 		t.Fatal(err)
 	}
