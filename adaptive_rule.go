@@ -161,7 +161,7 @@ func (l *Limiter) admitAdaptive(w http.ResponseWriter, r *http.Request) (func(),
 		case err == nil:
 			lim = s.limiter(compactKey(key))
 		case ru.Shadow:
-			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: KeyError, Err: err, Request: r})
+			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
 			continue
 		case ru.onKeyError == RejectKeyError:
 			d.release(false)
@@ -175,11 +175,11 @@ func (l *Limiter) admitAdaptive(w http.ResponseWriter, r *http.Request) (func(),
 		switch {
 		case ok:
 			d.held = append(d.held, adaptiveHeld{ru, t})
-			l.observeResult(r, ru, res, Denied, 0)
+			l.observeResult(r, ru, res, OutcomeDenied, 0)
 		case ru.Shadow:
-			l.observeResult(r, ru, res, ShadowDenied, 0)
+			l.observeResult(r, ru, res, OutcomeShadowDenied, 0)
 		default:
-			l.observeResult(r, ru, res, Denied, 0)
+			l.observeResult(r, ru, res, OutcomeDenied, 0)
 			d.release(false)
 			l.rejectAdaptive(w, r, ru, &res)
 			return noop, false

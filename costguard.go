@@ -17,7 +17,7 @@ import (
 // only reports it.
 func (l *Limiter) costExceeded(w http.ResponseWriter, r *http.Request, ru *rule, req *Request) (func(), bool) {
 	res := Result{Limit: req.Limit}
-	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: CostExceeded, Result: res,
+	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeCostExceeded, Result: res,
 		Err: fmt.Errorf("%w: cost %d exceeds the capacity %d of rule %q", ErrInvalidRequest, req.Cost, req.Limit.Capacity(), ru.Name), Request: r})
 	if ru.Shadow {
 		return noop, true

@@ -364,7 +364,7 @@ func (l *Limiter) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok
 
 func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (done func(), ok bool) {
 	if l.skip(r, rt) {
-		l.observe(Event{Outcome: Skipped, Request: r})
+		l.observe(Event{Outcome: OutcomeSkipped, Request: r})
 		return noop, true
 	}
 	if l.adaptive != nil {
@@ -399,7 +399,7 @@ func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (fu
 	case use == exempt:
 		return noop, true
 	case use == keyFailed && ru.Shadow:
-		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: KeyError, Err: err, Request: r})
+		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
 		return noop, true // a shadow rule never denies
 	case use == keyFailed:
 		return l.keyFailed(w, r, ru, err)
@@ -417,10 +417,10 @@ func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (fu
 		}
 	}
 	if ru.Shadow {
-		l.observeResult(r, ru, res, ShadowDenied, lat)
+		l.observeResult(r, ru, res, OutcomeShadowDenied, lat)
 		return l.releaser(r, ru, store, req, res), true
 	}
-	l.observeResult(r, ru, res, Denied, lat)
+	l.observeResult(r, ru, res, OutcomeDenied, lat)
 	policy := l.policyHeader
 	if policy == "" || req.Limit != ru.Limit { // dynamic, or decided by a fallback's share
 		policy = policyItem(ru.Name, req.Limit, ru.Algorithm)
@@ -513,7 +513,7 @@ func (l *Limiter) storeFailed(w http.ResponseWriter, r *http.Request, ru *rule, 
 		// A LimitFunc or Cost produced something no store can enforce: a
 		// bug in the configuration, never a reason to let traffic through
 		// (nor, for a shadow rule, to stop it).
-		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: err, Latency: lat, Request: r})
+		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeStoreError, Err: err, Latency: lat, Request: r})
 		if ru.Shadow {
 			return Result{}, nil, true, err
 		}
@@ -527,13 +527,13 @@ func (l *Limiter) storeFailed(w http.ResponseWriter, r *http.Request, ru *rule, 
 		local.Cost = min(local.Cost, local.Limit.Capacity())
 		res, ferr := p.fallback.Take(r.Context(), local)
 		if ferr == nil {
-			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: Fallback, Result: res, Err: err, Latency: lat, Request: r})
+			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeFallback, Result: res, Err: err, Latency: lat, Request: r})
 			*req = local
 			return res, p.fallback, true, nil
 		}
 		err = fmt.Errorf("%w (fallback: %w)", err, ferr)
 	}
-	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: err, Latency: lat, Request: r})
+	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeStoreError, Err: err, Latency: lat, Request: r})
 	if p.mode != failClosed || ru.Shadow {
 		return Result{}, nil, true, err
 	}
@@ -603,12 +603,12 @@ func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store 
 	defer cancel()
 	req.Slot = res.Slot
 	if err := store.Return(ctx, req); err != nil {
-		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: fmt.Errorf("%w: releasing a slot: %w", ErrStoreUnavailable, err), Request: r})
+		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeStoreError, Err: fmt.Errorf("%w: releasing a slot: %w", ErrStoreUnavailable, err), Request: r})
 	}
 }
 
 func (l *Limiter) keyFailed(w http.ResponseWriter, r *http.Request, ru *rule, err error) (func(), bool) {
-	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: KeyError, Err: err, Request: r})
+	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
 	h := w.Header()
 	h[hdrContentType] = []string{"application/problem+json"}
 	h[hdrCacheControl] = []string{"no-store"}
@@ -633,7 +633,7 @@ func (l *Limiter) observeResult(r *http.Request, ru *rule, res Result, deniedAs 
 	if len(l.observers) == 0 {
 		return
 	}
-	o := Allowed
+	o := OutcomeAllowed
 	if !res.Allowed {
 		o = deniedAs
 	}

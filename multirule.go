@@ -58,7 +58,7 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 		case use == exempt:
 			continue
 		case use == keyFailed && ru.Shadow:
-			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: KeyError, Err: err, Request: r})
+			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
 			continue // a shadow rule never denies
 		case use == keyFailed:
 			return l.keyFailed(w, r, ru, err)
@@ -129,7 +129,7 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 			res, b.by[i] = fres, by
 		}
 		b.res[i], b.state[i] = res, decided
-		l.observeResult(r, ru, res, ShadowDenied, lat)
+		l.observeResult(r, ru, res, OutcomeShadowDenied, lat)
 	}
 
 	top := -1
@@ -137,7 +137,7 @@ func (l *Limiter) admitMany(w http.ResponseWriter, r *http.Request) (func(), boo
 		if b.state[i] == pending || b.state[i] == openFail {
 			continue
 		}
-		l.observeResult(r, b.rules[i], b.res[i], Denied, b.lat[i])
+		l.observeResult(r, b.rules[i], b.res[i], OutcomeDenied, b.lat[i])
 		if top < 0 || moreRestrictive(&b.res[i], &b.res[top]) {
 			top = i
 		}

@@ -10,14 +10,14 @@ type Outcome uint8
 
 // The outcomes reported to an Observer.
 const (
-	Allowed      Outcome = iota // the rule admitted the request
-	Denied                      // the rule denied it (the response is a 429)
-	ShadowDenied                // a shadow rule would have denied it; it was admitted
-	Skipped                     // carved out or skipped by a predicate; no rule ran
-	KeyError                    // no key could be extracted; the key-error policy applied
-	StoreError                  // the store failed; the rule's FailurePolicy applied
-	Fallback                    // the store failed and the fallback store decided (its Allowed or Denied follows)
-	CostExceeded                // the request costs more than the rule's capacity: never admissible, denied without a store call (a shadow rule only reports it)
+	OutcomeAllowed      Outcome = iota // the rule admitted the request
+	OutcomeDenied                      // the rule denied it (the response is a 429)
+	OutcomeShadowDenied                // a shadow rule would have denied it; it was admitted
+	OutcomeSkipped                     // carved out or skipped by a predicate; no rule ran
+	OutcomeKeyError                    // no key could be extracted; the key-error policy applied
+	OutcomeStoreError                  // the store failed; the rule's FailurePolicy applied
+	OutcomeFallback                    // the store failed and the fallback store decided (its Allowed or Denied follows)
+	OutcomeCostExceeded                // the request costs more than the rule's capacity: never admissible, denied without a store call (a shadow rule only reports it)
 	numOutcomes
 )
 

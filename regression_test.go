@@ -67,7 +67,7 @@ func TestRegressionFallbackConcurrencyLeak(t *testing.T) {
 	fb := memory.New()
 	var releaseErrs atomic.Int32
 	obs := ratelimit.ObserverFunc(func(e ratelimit.Event) {
-		if e.Outcome == ratelimit.StoreError && e.Err != nil && strings.Contains(e.Err.Error(), "releasing") {
+		if e.Outcome == ratelimit.OutcomeStoreError && e.Err != nil && strings.Contains(e.Err.Error(), "releasing") {
 			releaseErrs.Add(1)
 		}
 	})
@@ -213,7 +213,7 @@ func TestRegressionAllowNoStaticRule(t *testing.T) {
 func TestRegressionShadowSlotLeak(t *testing.T) {
 	var shadowDenied atomic.Int32
 	obs := ratelimit.ObserverFunc(func(e ratelimit.Event) {
-		if e.Outcome == ratelimit.ShadowDenied {
+		if e.Outcome == ratelimit.OutcomeShadowDenied {
 			shadowDenied.Add(1)
 		}
 	})

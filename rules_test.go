@@ -307,7 +307,7 @@ func TestShadowAndObserver(t *testing.T) {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
 	for _, e := range rec.events {
-		if e.Outcome != ratelimit.Skipped && e.KeyKind != "ip" {
+		if e.Outcome != ratelimit.OutcomeSkipped && e.KeyKind != "ip" {
 			t.Fatalf("event without its key kind: %+v", e)
 		}
 	}
@@ -344,7 +344,7 @@ func TestFailurePolicies(t *testing.T) {
 				t.Fatalf("events %q, want %q", got, c.events)
 			}
 			for _, e := range rec.events {
-				if e.Outcome != ratelimit.StoreError && e.Outcome != ratelimit.Fallback {
+				if e.Outcome != ratelimit.OutcomeStoreError && e.Outcome != ratelimit.OutcomeFallback {
 					continue
 				}
 				if !errors.Is(e.Err, ratelimit.ErrStoreUnavailable) || !errors.Is(e.Err, errDown) {

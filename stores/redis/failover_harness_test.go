@@ -103,11 +103,11 @@ func newFoRigBudget(t *testing.T, client redis.UniversalClient, policy string, b
 			return
 		}
 		switch e.Outcome {
-		case ratelimit.StoreError:
+		case ratelimit.OutcomeStoreError:
 			tr.storeErr, tr.err = true, e.Err
-		case ratelimit.Fallback:
+		case ratelimit.OutcomeFallback:
 			tr.fallback, tr.err = true, e.Err
-		case ratelimit.Allowed, ratelimit.Denied:
+		case ratelimit.OutcomeAllowed, ratelimit.OutcomeDenied:
 			tr.decided = true
 		}
 	})
