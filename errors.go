@@ -14,4 +14,8 @@ var (
 	// key (no peer address, a missing header, an unauthenticated user). What
 	// happens then is the rule's key-error policy; see OnKeyError.
 	ErrNoKey = errors.New("ratelimit: no key")
+
+	// ErrStoreUnavailable is wrapped by errors reported for a store that failed;
+	// errors.Is(err, ErrStoreUnavailable) tells store failures from bad requests.
+	ErrStoreUnavailable = errors.New("ratelimit: store unavailable")
 )

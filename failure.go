@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 )
@@ -95,7 +94,3 @@ func (p FailurePolicy) String() string {
 	}
 	return "fail-open"
 }
-
-// ErrStoreUnavailable is wrapped by errors reported for a store that failed;
-// errors.Is(err, ErrStoreUnavailable) tells store failures from bad requests.
-var ErrStoreUnavailable = errors.New("ratelimit: store unavailable")

@@ -40,32 +40,6 @@ type Limiter struct {
 	adaptive     []*rule // adaptive rules (adaptive_rule.go), checked first
 }
 
-// rule is a compiled Rule.
-type rule struct {
-	Rule
-	quotedName   string // the name as a Structured Fields string
-	noKeyRule    string // the Rule of the shared bucket for keyless requests
-	policyItem   string // precomputed RateLimit-Policy member of a static rule
-	capacityText string
-	problem      []byte // the 429 body naming this rule alone
-	keyProblem   []byte
-	onKeyError   KeyErrorPolicy
-	keyErrStatus int
-	static       bool // no LimitFunc, Quota or QuotaFunc
-	local        bool // its store answers from process memory
-	storeID      int  // rules with the same store share an ID
-	adaptive     *adaptiveSet
-	fast         *fastRule
-}
-
-// LocalStore is implemented by stores that answer from process memory
-// without I/O. A Limiter checks rules on local stores first, so that a
-// request they deny costs no network round trip.
-type LocalStore interface {
-	Store
-	Local() bool
-}
-
 // New returns middleware that limits requests to limit per key. For example,
 // 100 requests per minute per client IP:
 //
@@ -220,105 +194,6 @@ func rank(r *rule) int {
 	return 1
 }
 
-func compileRule(r Rule, c config, fixedCost int) *rule {
-	if r.Key == nil {
-		panic(fmt.Sprintf("ratelimit: rule %q needs a KeyFunc, such as ByIP()", r.Name))
-	}
-	if r.KeyKind == "" {
-		r.KeyKind = keyKindOf(r.Key)
-	}
-	if r.Name == "" {
-		r.Name = defaultName(r)
-	}
-	if !validPolicyName(r.Name) {
-		panic(fmt.Sprintf("ratelimit: rule name %q: use 1-64 letters, digits or -_.:/", r.Name))
-	}
-	if r.Store == nil {
-		r.Store = c.store
-	}
-	ru := &rule{
-		Rule:         r,
-		quotedName:   strconv.Quote(r.Name),
-		noKeyRule:    r.Name + "#nokey",
-		onKeyError:   c.onKeyError,
-		keyErrStatus: c.keyErrStatus,
-		static:       r.LimitFunc == nil && r.QuotaFunc == nil && r.Quota.IsZero(),
-	}
-	if ls, ok := r.Store.(LocalStore); ok && ls.Local() {
-		ru.local = true
-	}
-	switch {
-	case r.Adaptive != nil:
-		compileAdaptive(ru, c.clock)
-	case !r.Quota.IsZero():
-		if r.Quota.N <= 0 || r.Quota.N > maxCount || r.Quota.Unit > Month {
-			panic(fmt.Sprintf("ratelimit: rule %q: invalid quota %+v", r.Name, r.Quota))
-		}
-		ru.Algorithm = FixedWindow
-	case r.QuotaFunc != nil:
-		ru.Algorithm = FixedWindow
-	case r.LimitFunc == nil:
-		probe := Request{Limit: r.Limit, Algorithm: r.Algorithm, Cost: fixedCost}
-		if err := probe.Validate(); err != nil {
-			panic(fmt.Sprintf("ratelimit: rule %q: %v", r.Name, strings.TrimPrefix(err.Error(), "ratelimit: ")))
-		}
-		ru.policyItem = policyItem(r.Name, r.Limit, r.Algorithm)
-		ru.capacityText = strconv.Itoa(r.Limit.Capacity())
-	}
-	if fixedCost > 1 && r.Cost == nil {
-		ru.Cost = func(*http.Request) int { return fixedCost }
-	}
-	ru.problem = problemBody([]string{r.Name})
-	ru.keyProblem = keyProblemBody(c.keyErrStatus)
-	return ru
-}
-
-// defaultName names a rule given no name (New without WithName, a Rule
-// with an empty Name) after what it limits: key kind, rate, period, and
-// the burst and algorithm when they are not the defaults, such as
-// "ip-100-per-1m", "api_key-10-per-1s-burst-20-sliding-window" or
-// "user-1000-per-day". Limiters nested around one handler therefore report
-// distinct policies unless they limit the same key in the same way.
-func defaultName(r Rule) string {
-	var b strings.Builder
-	b.WriteString(r.KeyKind)
-	switch {
-	case !r.Quota.IsZero():
-		unit := map[CalendarUnit]string{Day: "day", Week: "week", Month: "month"}[r.Quota.Unit]
-		fmt.Fprintf(&b, "-%d-per-%s", r.Quota.N, unit)
-	case r.LimitFunc != nil || r.QuotaFunc != nil:
-		b.WriteString("-dynamic")
-	default:
-		fmt.Fprintf(&b, "-%d-per-%s", r.Limit.Rate, periodName(r.Limit.Period))
-		if r.Limit.Burst != 0 && r.Limit.Burst != r.Limit.Rate {
-			fmt.Fprintf(&b, "-burst-%d", r.Limit.Burst)
-		}
-	}
-	if r.Algorithm != GCRA && r.Quota.IsZero() {
-		b.WriteString("-" + r.Algorithm.String())
-	}
-	name := []byte(b.String())
-	for i, ch := range name { // a KeyKind set by the user may hold anything
-		if !validPolicyName(string(ch)) {
-			name[i] = '_'
-		}
-	}
-	return string(name[:min(len(name), 64)])
-}
-
-// periodName writes d in the largest whole unit: "1s", "1m", "2h", "1d".
-func periodName(d time.Duration) string {
-	for _, u := range []struct {
-		d    time.Duration
-		name string
-	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
-		if d >= u.d && d%u.d == 0 {
-			return strconv.FormatInt(int64(d/u.d), 10) + u.name
-		}
-	}
-	return strconv.FormatInt(int64(d), 10) + "ns"
-}
-
 // Handler returns next wrapped by the limiter.
 func (l *Limiter) Handler(next http.Handler) http.Handler {
 	if next == nil {
@@ -431,59 +306,6 @@ func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (fu
 	}
 	l.deny(w, r, ru.problem, ru.Name, &res, nil)
 	return noop, false
-}
-
-// use tells how a request relates to a rule.
-type use uint8
-
-const (
-	applies      use = iota
-	exempt           // the rule's LimitFunc or QuotaFunc exempted the request
-	keyFailed        // the rule's KeyFunc failed
-	overCapacity     // the request costs more than the rule's limit allows at once
-)
-
-// request builds the store request for r under ru. The key comes first, so
-// that a request without a key meets the key-error policy even under a rule
-// that would exempt it.
-func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
-	req := Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
-	key, err := ru.Key(r)
-	switch {
-	case err != nil && ru.onKeyError == RejectKeyError:
-		return req, keyFailed, err
-	case err != nil:
-		req.Rule = ru.noKeyRule
-	default:
-		req.Key = compactKey(key)
-	}
-	if ru.LimitFunc != nil {
-		limit, ok := ru.LimitFunc(r)
-		if !ok {
-			return req, exempt, nil
-		}
-		req.Limit = limit
-	}
-	quota := ru.Quota
-	if ru.QuotaFunc != nil {
-		q, ok := ru.QuotaFunc(r)
-		if !ok {
-			return req, exempt, nil
-		}
-		quota = q
-	}
-	if !quota.IsZero() {
-		req.Limit, req.Window = quotaWindow(quota, now)
-	}
-	if ru.Cost != nil {
-		// A request costs at least 1; one that costs more than the limit
-		// allows at once can never be admitted (see costExceeded).
-		req.Cost = max(ru.Cost(r), 1)
-		if c := req.Limit.Capacity(); c >= 1 && req.Cost > c {
-			return req, overCapacity, nil
-		}
-	}
-	return req, applies, nil
 }
 
 // take asks the rule's store, within the time budget.

@@ -62,13 +62,3 @@ type ObserverFunc func(e Event)
 
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
-
-// WithObserver sends every decision to o: allowed, denied, shadow-denied,
-// skipped, key errors, store errors, fallbacks and costs above capacity. See the ratelimitprom and
-// ratelimitotel packages for ready-made metrics.
-func WithObserver(o Observer) Option {
-	if o == nil {
-		panic("ratelimit: WithObserver(nil)")
-	}
-	return func(c *config) { c.observers = append(c.observers, o) }
-}

@@ -233,3 +233,13 @@ func WithKeyKind(kind string) Option {
 func WithShadow() Option {
 	return func(c *config) { c.shadow = true; c.ruleOpts = append(c.ruleOpts, "WithShadow") }
 }
+
+// WithObserver sends every decision to o: allowed, denied, shadow-denied,
+// skipped, key errors, store errors, fallbacks and costs above capacity. See the ratelimitprom and
+// ratelimitotel packages for ready-made metrics.
+func WithObserver(o Observer) Option {
+	if o == nil {
+		panic("ratelimit: WithObserver(nil)")
+	}
+	return func(c *config) { c.observers = append(c.observers, o) }
+}
