@@ -62,3 +62,41 @@ type ObserverFunc func(e Event)
 
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// observers are a Limiter's observers.
+type observers []Observer
+
+func (os observers) observe(e Event) {
+	for _, o := range os {
+		o.Observe(e)
+	}
+}
+
+// result reports a decision; deniedAs is the outcome of a denial
+// (OutcomeDenied, or OutcomeShadowDenied for a shadow rule).
+func (os observers) result(r *http.Request, ru *rule, res Result, deniedAs Outcome, lat time.Duration) {
+	if len(os) == 0 {
+		return
+	}
+	o := OutcomeAllowed
+	if !res.Allowed {
+		o = deniedAs
+	}
+	os.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: o, Result: res, Latency: lat, Request: r})
+}
+
+// start and since measure store latency for observers, in real time, and
+// only when someone observes: reading the clock is not free.
+func (os observers) start() time.Time {
+	if len(os) == 0 {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func since(start time.Time) time.Duration {
+	if start.IsZero() {
+		return 0
+	}
+	return max(time.Since(start), 1) // an observed call never reports zero
+}
