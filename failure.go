@@ -7,7 +7,7 @@ import (
 
 // FailurePolicy is what a rule does when its store cannot decide: Redis is
 // down, slow past the time budget, or the circuit breaker is open. The zero
-// value is FailOpen.
+// value is FailOpen().
 //
 //	policy              the request                 guarantees
 //	FailOpen            passes, without fields      availability; no limit during the outage
@@ -31,8 +31,9 @@ const (
 )
 
 // FailOpen lets requests through when the store fails: an outage of the
-// limiter's store never becomes an outage of the API. The default.
-var FailOpen = FailurePolicy{}
+// limiter's store never becomes an outage of the API. The default, and the
+// zero FailurePolicy.
+func FailOpen() FailurePolicy { return FailurePolicy{} }
 
 // FailClosed answers status (http.StatusTooManyRequests or
 // http.StatusServiceUnavailable) with an RFC 9457 body when the store fails.

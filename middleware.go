@@ -61,12 +61,9 @@ func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 	}
 	r := Rule{
 		Name: name, Limit: limit, Key: key, KeyKind: c.keyKind, Algorithm: c.algorithm,
-		Cost: c.costFunc, Shadow: c.shadow, OnStoreError: c.failure,
+		Cost: c.costFunc, OnStoreError: c.failure,
 	}
-	if c.onError != nil && c.failure == FailOpen {
-		r.OnStoreError = FailClosed(http.StatusServiceUnavailable)
-	}
-	return newLimiter([]Rule{r}, c, c.cost)
+	return newLimiter([]Rule{r}, c)
 }
 
 // NewRules returns middleware that applies every rule to each request: a
@@ -82,7 +79,7 @@ func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 //
 // The response fields list every policy and report the most restrictive;
 // the 429 body names every rule that denied. Options that describe a single
-// rule (WithName, WithAlgorithm, WithCost, ...) panic here: set the Rule's
+// rule (WithName, WithAlgorithm, WithCostFunc, ...) panic here: set the Rule's
 // fields instead.
 func NewRules(rules []Rule, opts ...Option) func(http.Handler) http.Handler {
 	return NewRulesLimiter(rules, opts...).Handler
@@ -94,7 +91,7 @@ func NewRulesLimiter(rules []Rule, opts ...Option) *Limiter {
 	if len(c.ruleOpts) > 0 {
 		panic(fmt.Sprintf("ratelimit: NewRules: %s describes a single rule; set the Rule's fields instead", c.ruleOpts[0]))
 	}
-	return newLimiter(rules, c, 1)
+	return newLimiter(rules, c)
 }
 
 // MaxRules is the most rules one Limiter takes.
@@ -114,7 +111,7 @@ func buildConfig(opts []Option) config {
 	return c
 }
 
-func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
+func newLimiter(rules []Rule, c config) *Limiter {
 	if len(rules) == 0 || len(rules) > MaxRules {
 		panic(fmt.Sprintf("ratelimit: a Limiter takes 1 to %d rules, got %d", MaxRules, len(rules)))
 	}
@@ -132,7 +129,7 @@ func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
 	names := map[string]bool{}
 	var stores []Store
 	for i := range rules {
-		ru := compileRule(rules[i], c, fixedCost)
+		ru := compileRule(rules[i], c)
 		ru.storeID, stores = storeID(stores, ru.Store)
 		if names[ru.Name] {
 			panic(fmt.Sprintf("ratelimit: two rules are named %q; names key the state and must differ", ru.Name))
@@ -150,13 +147,17 @@ func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
 		return cmp.Or(cmp.Compare(rank(a), rank(b)))
 	})
 	var items []string
-	allStatic := true
+	allStatic, failsClosed := true, false
 	for _, ru := range l.rules {
 		if !ru.Shadow {
 			l.enforced++
 			items = append(items, ru.policyItem)
 			allStatic = allStatic && ru.static
+			failsClosed = failsClosed || ru.OnStoreError.mode == failClosed
 		}
+	}
+	if c.onError != nil && !failsClosed {
+		panic("ratelimit: WithErrorHandler answers store errors of rules that fail closed, and no rule does: add WithFailurePolicy(FailClosed(503)), or set Rule.OnStoreError")
 	}
 	if allStatic {
 		l.policyHeader = strings.Join(items, ", ")

@@ -99,7 +99,7 @@ type rule struct {
 	fast         *fastRule
 }
 
-func compileRule(r Rule, c config, fixedCost int) *rule {
+func compileRule(r Rule, c config) *rule {
 	if r.Key == nil {
 		panic(fmt.Sprintf("ratelimit: rule %q needs a KeyFunc, such as ByIP()", r.Name))
 	}
@@ -130,22 +130,19 @@ func compileRule(r Rule, c config, fixedCost int) *rule {
 	case r.Adaptive != nil:
 		compileAdaptive(ru, c.clock)
 	case !r.Quota.IsZero():
-		if r.Quota.N <= 0 || r.Quota.N > maxCount || r.Quota.Unit > Month {
+		if r.Quota.n <= 0 || r.Quota.n > maxCount || r.Quota.unit > month {
 			panic(fmt.Sprintf("ratelimit: rule %q: invalid quota %+v", r.Name, r.Quota))
 		}
 		ru.Algorithm = FixedWindow
 	case r.QuotaFunc != nil:
 		ru.Algorithm = FixedWindow
 	case r.LimitFunc == nil:
-		probe := Request{Limit: r.Limit, Algorithm: r.Algorithm, Cost: fixedCost}
+		probe := Request{Limit: r.Limit, Algorithm: r.Algorithm, Cost: 1}
 		if err := probe.Validate(); err != nil {
 			panic(fmt.Sprintf("ratelimit: rule %q: %v", r.Name, strings.TrimPrefix(err.Error(), "ratelimit: ")))
 		}
 		ru.policyItem = policyItem(r.Name, r.Limit, r.Algorithm)
 		ru.capacityText = strconv.Itoa(r.Limit.Capacity())
-	}
-	if fixedCost > 1 && r.Cost == nil {
-		ru.Cost = func(*http.Request) int { return fixedCost }
 	}
 	ru.problem = problemBody([]string{r.Name})
 	ru.keyProblem = keyProblemBody(c.keyErrStatus)
@@ -163,8 +160,8 @@ func defaultName(r Rule) string {
 	b.WriteString(r.KeyKind)
 	switch {
 	case !r.Quota.IsZero():
-		unit := map[CalendarUnit]string{Day: "day", Week: "week", Month: "month"}[r.Quota.Unit]
-		fmt.Fprintf(&b, "-%d-per-%s", r.Quota.N, unit)
+		unit := map[calendarUnit]string{day: "day", week: "week", month: "month"}[r.Quota.unit]
+		fmt.Fprintf(&b, "-%d-per-%s", r.Quota.n, unit)
 	case r.LimitFunc != nil || r.QuotaFunc != nil:
 		b.WriteString("-dynamic")
 	default:

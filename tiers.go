@@ -42,7 +42,7 @@ func Tiers(name string, tenant KeyFunc, resolve func(*http.Request) (tier string
 				panic(fmt.Sprintf("ratelimit: Tiers: plan %q: %v", tier, err))
 			}
 		}
-		if p.Concurrency < 0 || (!p.Quota.IsZero() && p.Quota.N <= 0) {
+		if p.Concurrency < 0 || (!p.Quota.IsZero() && p.Quota.n <= 0) {
 			panic(fmt.Sprintf("ratelimit: Tiers: plan %q: negative concurrency or quota", tier))
 		}
 	}

@@ -312,6 +312,7 @@ func TestStoreErrors(t *testing.T) {
 		var got error
 		r := chi.NewRouter()
 		r.With(ratelimit.New(ratelimit.PerMinute(1), ratelimitchi.ByRoute(), ratelimit.WithStore(ratelimittest.FailingStore{Err: errDown}),
+			ratelimit.WithFailurePolicy(ratelimit.FailClosed(http.StatusServiceUnavailable)),
 			ratelimit.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
 				got = err
 				http.Error(w, "unavailable", http.StatusServiceUnavailable)

@@ -214,6 +214,7 @@ func TestStoreErrors(t *testing.T) {
 		reached := false
 		r := gin.New()
 		r.GET("/x", ratelimitgin.New(ratelimit.PerMinute(1), ratelimit.ByIP(), ratelimit.WithStore(ratelimittest.FailingStore{Err: errDown}),
+			ratelimit.WithFailurePolicy(ratelimit.FailClosed(http.StatusServiceUnavailable)),
 			ratelimit.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
 				got = err
 				http.Error(w, "unavailable", http.StatusServiceUnavailable)

@@ -80,7 +80,7 @@ func newFoRigBudget(t *testing.T, client redis.UniversalClient, policy string, b
 	var p ratelimit.FailurePolicy
 	switch policy {
 	case "fail-open":
-		p = ratelimit.FailOpen
+		p = ratelimit.FailOpen()
 	case "fail-closed-503":
 		p = ratelimit.FailClosed(http.StatusServiceUnavailable)
 	default:
