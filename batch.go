@@ -81,8 +81,12 @@ type batch struct {
 func (l *Limiter) getBatch() *batch { return l.batches.Get().(*batch) }
 
 func (l *Limiter) putBatch(b *batch) {
-	clear(b.rvs[:]) // drop keys, stores and errors
-	clear(b.scratch.reqs[:])
+	n := 0
+	for n < len(b.rvs) && b.rvs[n].ru != nil {
+		n++
+	}
+	clear(b.rvs[:n]) // drop keys, stores and errors
+	clear(b.scratch.reqs[:n])
 	l.batches.Put(b)
 }
 
