@@ -137,9 +137,9 @@ func (d *adaptiveDone) release(sampled bool, status int) {
 }
 
 // acquireAdaptive takes a slot under every adaptive rule. It returns the
-// slots held or, when a rule rejects the request or its key, nil and the
-// verdict (having given back the slots taken).
-func (l *Limiter) acquireAdaptive(r *http.Request) (*adaptiveDone, Verdict) {
+// slots held or, when a rule rejects the request or its key, nil, having
+// set the verdict *v and given back the slots taken.
+func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict) *adaptiveDone {
 	d := &adaptiveDone{l: l, r: r, start: l.clock.Now()}
 	d.held = d.inline[:0]
 	for _, ru := range l.adaptive {
@@ -155,7 +155,8 @@ func (l *Limiter) acquireAdaptive(r *http.Request) (*adaptiveDone, Verdict) {
 		case ru.onKeyError == RejectKeyError:
 			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
 			d.release(false, 0)
-			return nil, Verdict{l: l, r: r, kind: verdictKeyError, top: ru, err: err}
+			*v = Verdict{l: l, r: r, kind: verdictKeyError, top: ru, err: err}
+			return nil
 		default:
 			lim = s.sharedLimiter()
 		}
@@ -171,10 +172,11 @@ func (l *Limiter) acquireAdaptive(r *http.Request) (*adaptiveDone, Verdict) {
 		default:
 			l.observers.result(r, ru, res, OutcomeDenied, 0)
 			d.release(false, 0)
-			return nil, Verdict{l: l, r: r, kind: verdictAdaptive, top: ru, res: res, limit: res.Limit}
+			*v = Verdict{l: l, r: r, kind: verdictAdaptive, top: ru, res: res, limit: res.Limit}
+			return nil
 		}
 	}
-	return d, Verdict{}
+	return d
 }
 
 func adaptiveResult(l *AdaptiveLimiter, ok bool) Result {

@@ -43,7 +43,8 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 		return Result{}, err
 	}
 	d := decision{ctx: ctx, enforced: len(rvs), scratch: &b.scratch}
-	v := l.settle(&d, rvs, nil)
+	var v Verdict
+	l.settle(&d, rvs, nil, &v)
 	switch v.kind {
 	case verdictMisconfigured:
 		return Result{}, v.err
@@ -67,7 +68,7 @@ func (l *Limiter) keyRequests(rvs []ruleVerdict, key string, n int) ([]ruleVerdi
 		}
 		req := Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: n}
 		if n > ru.Limit.Capacity() {
-			return nil, l.costExceeded(nil, ru, &req).err
+			return nil, l.costExceeded(nil, ru, &req)
 		}
 		rvs = add(rvs, ru, req)
 	}

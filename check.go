@@ -16,7 +16,9 @@ import (
 // Framework adapters build on Check, or on CheckRoute when their router
 // has matched a route; with net/http, use Handler.
 func (l *Limiter) Check(r *http.Request) Verdict {
-	return l.check(r, routing{})
+	var v Verdict
+	l.check(r, routing{}, &v)
+	return v
 }
 
 // CheckRoute is Check for a request the router has already matched: route
@@ -27,26 +29,29 @@ func (l *Limiter) Check(r *http.Request) Verdict {
 // read, so escapes, doubled slashes and catch-all routes cannot pass for a
 // carve-out. See docs/carve-outs.md.
 func (l *Limiter) CheckRoute(r *http.Request, route string) Verdict {
-	return l.check(r, routing{route: route, routed: true})
+	var v Verdict
+	l.check(r, routing{route: route, routed: true}, &v)
+	return v
 }
 
-func (l *Limiter) check(r *http.Request, rt routing) Verdict {
+func (l *Limiter) check(r *http.Request, rt routing, v *Verdict) {
 	if l.skip(r, rt) {
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
-		return Verdict{}
+		return
 	}
-	return l.decide(r)
+	l.decide(r, v)
 }
 
-// decide applies the adaptive rules, then the others. A request rejected
-// by an adaptive rule never reaches the stores; one stopped by another
-// rule gives its adaptive slots back unsampled.
-func (l *Limiter) decide(r *http.Request) Verdict {
+// decide sets *v, the zero Verdict, to the verdict on r: it applies the
+// adaptive rules, then the others. A request rejected by an adaptive rule
+// never reaches the stores; one stopped by another rule gives its adaptive
+// slots back unsampled. (Verdicts are filled in place rather than returned:
+// they are large enough for the copies to show on the request path.)
+func (l *Limiter) decide(r *http.Request, v *Verdict) {
 	var ad *adaptiveDone
 	if l.adaptive != nil {
-		var v Verdict
-		if ad, v = l.acquireAdaptive(r); ad == nil {
-			return v
+		if ad = l.acquireAdaptive(r, v); ad == nil {
+			return
 		}
 	}
 	var now time.Time
@@ -56,16 +61,17 @@ func (l *Limiter) decide(r *http.Request) Verdict {
 	if len(l.rules) <= 1 {
 		var one [1]ruleVerdict
 		d := decision{ctx: r.Context(), r: r, now: now}
-		return l.decideRules(&d, one[:0], ad)
+		l.decideRules(&d, one[:0], ad, v)
+		return
 	}
 	b := l.getBatch()
 	defer l.putBatch(b)
 	d := decision{ctx: r.Context(), r: r, now: now, scratch: &b.scratch}
-	return l.decideRules(&d, b.rvs[:0], ad)
+	l.decideRules(&d, b.rvs[:0], ad, v)
 }
 
 // decideRules builds each rule's request for d.r and settles them.
-func (l *Limiter) decideRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone) Verdict {
+func (l *Limiter) decideRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
 	for i, ru := range l.rules {
 		req, use, err := ru.request(d.r, d.now)
 		switch use {
@@ -77,56 +83,57 @@ func (l *Limiter) decideRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone) 
 				continue // a shadow rule never denies
 			}
 			ad.release(false, 0)
-			return Verdict{l: l, r: d.r, kind: verdictKeyError, top: ru, err: err}
+			*v = Verdict{l: l, r: d.r, kind: verdictKeyError, top: ru, err: err}
+			return
 		case overCapacity:
-			v := l.costExceeded(d.r, ru, &req)
+			err := l.costExceeded(d.r, ru, &req)
 			if ru.Shadow {
 				continue
 			}
 			ad.release(false, 0)
-			return v
+			*v = Verdict{l: l, r: d.r, kind: verdictCostExceeded, top: ru, res: Result{Limit: req.Limit}, limit: req.Limit, cost: req.Cost, err: err}
+			return
 		}
 		rvs = add(rvs, ru, req)
 		if i < l.enforced {
 			d.enforced = len(rvs)
 		}
 	}
-	return l.settle(d, rvs, ad)
+	l.settle(d, rvs, ad, v)
 }
 
-// costExceeded is the verdict on a request that costs more than ru's limit
-// allows at once. Such a request can never be admitted, at any time, so it
-// is denied without asking the store (nothing is consumed) and without
-// Retry-After: waiting cannot help.
-func (l *Limiter) costExceeded(r *http.Request, ru *rule, req *Request) Verdict {
+// costExceeded reports, and returns the error of, a request that costs
+// more than ru's limit allows at once. Such a request can never be
+// admitted, at any time, so it is denied without asking the store (nothing
+// is consumed) and without Retry-After: waiting cannot help.
+func (l *Limiter) costExceeded(r *http.Request, ru *rule, req *Request) error {
 	err := fmt.Errorf("%w: cost %d exceeds the capacity %d of rule %q", ErrInvalidRequest, req.Cost, req.Limit.Capacity(), ru.Name)
-	res := Result{Limit: req.Limit}
-	l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeCostExceeded, Result: res, Err: err, Request: r})
-	return Verdict{l: l, r: r, kind: verdictCostExceeded, top: ru, res: res, limit: req.Limit, cost: req.Cost, err: err}
+	l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeCostExceeded, Result: Result{Limit: req.Limit}, Err: err, Request: r})
+	return err
 }
 
 // settle asks the stores about d's requests, enforced rules first, and
-// makes the verdict.
-func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone) Verdict {
+// makes the verdict *v.
+func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
 	stop, denied := l.takeEnforced(d, rvs)
 	if stop >= 0 || denied {
 		l.compensate(d, rvs)
 	}
 	if stop >= 0 {
 		ad.release(false, 0)
-		return l.stopped(d, &rvs[stop])
+		l.stopped(d, &rvs[stop], v)
+		return
 	}
 	l.takeShadow(d, rvs)
-	v := l.conclude(d, rvs, denied)
+	l.conclude(d, rvs, denied, v)
 	if !v.Allowed() {
 		ad.release(false, 0)
 		l.releaseShadow(d, rvs)
-		return v
+		return
 	}
 	if d.r != nil {
 		v.held = l.hold(d, rvs, ad)
 	}
-	return v
 }
 
 // takeEnforced asks the stores about the enforced rules: one call per
@@ -253,18 +260,17 @@ func (l *Limiter) fail(d *decision, rv *ruleVerdict, err error) (stop bool) {
 }
 
 // stopped is the verdict on a request that rule i's store failure stops.
-func (l *Limiter) stopped(d *decision, rv *ruleVerdict) Verdict {
-	v := Verdict{l: l, r: d.r, kind: verdictFailedClosed, top: rv.ru, limit: rv.req.Limit, err: rv.err}
+func (l *Limiter) stopped(d *decision, rv *ruleVerdict, v *Verdict) {
+	*v = Verdict{l: l, r: d.r, kind: verdictFailedClosed, top: rv.ru, limit: rv.req.Limit, err: rv.err}
 	if rv.state == misconfigured {
 		v.kind = verdictMisconfigured
 	}
-	return v
 }
 
 // conclude reports the enforced rules' decisions and makes the verdict on
 // them: the most restrictive rule's result, every policy, and on a denial
 // every rule that denied.
-func (l *Limiter) conclude(d *decision, rvs []ruleVerdict, denied bool) Verdict {
+func (l *Limiter) conclude(d *decision, rvs []ruleVerdict, denied bool, v *Verdict) {
 	top := -1
 	var failed error
 	for i := range rvs[:d.enforced] {
@@ -281,13 +287,14 @@ func (l *Limiter) conclude(d *decision, rvs []ruleVerdict, denied bool) Verdict 
 		}
 	}
 	if top < 0 {
-		return Verdict{l: l, r: d.r, err: failed} // every rule exempted or failed open
+		*v = Verdict{l: l, r: d.r, err: failed} // every rule exempted or failed open
+		return
 	}
 	t := &rvs[top]
-	v := Verdict{l: l, r: d.r, kind: verdictAllowed, top: t.ru, res: t.res, limit: t.req.Limit, now: d.now, policy: l.policy(d, rvs)}
+	*v = Verdict{l: l, r: d.r, kind: verdictAllowed, top: t.ru, res: t.res, limit: t.req.Limit, now: d.now, policy: l.policy(d, rvs)}
 	if !denied {
 		v.err = failed
-		return v
+		return
 	}
 	v.kind = verdictDenied
 	for i := range rvs[:d.enforced] {
@@ -298,7 +305,6 @@ func (l *Limiter) conclude(d *decision, rvs []ruleVerdict, denied bool) Verdict 
 			v.violated = append(v.violated, rv.ru.Name)
 		}
 	}
-	return v
 }
 
 // policy is the RateLimit-Policy value of d: the limiter's precomputed one

@@ -249,8 +249,9 @@ func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (don
 			}
 		}
 	}
-	v := l.decide(r)
-	v.Write(w)
+	var v Verdict
+	l.decide(r, &v)
+	v.write(w)
 	if !v.Allowed() {
 		return noop, false
 	}

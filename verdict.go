@@ -116,7 +116,7 @@ func (v Verdict) SetHeaders(h http.Header) {
 	v.setHeaders(h, false)
 }
 
-func (v Verdict) setHeaders(h http.Header, problem bool) {
+func (v *Verdict) setHeaders(h http.Header, problem bool) {
 	switch v.kind {
 	case verdictAllowed, verdictDenied:
 		f := rateFields{style: v.l.headers, policy: v.policy, name: v.top.quotedName, capacity: v.top.capacityText, limit: v.limit, now: v.now}
@@ -135,6 +135,10 @@ func (v Verdict) setHeaders(h http.Header, problem bool) {
 // rule). The caller must not write a response of its own when the request
 // may not proceed.
 func (v Verdict) Write(w http.ResponseWriter) {
+	v.write(w)
+}
+
+func (v *Verdict) write(w http.ResponseWriter) {
 	if v.held != nil {
 		v.held.w = w
 	}
