@@ -73,28 +73,35 @@ func (l *Limiter) decide(r *http.Request, v *Verdict) {
 // decideRules builds each rule's request for d.r and settles them.
 func (l *Limiter) decideRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
 	for i, ru := range l.rules {
-		req, use, err := ru.request(d.r, d.now)
+		n := len(rvs)
+		rvs = rvs[:n+1]
+		rv := &rvs[n]
+		rv.ru, rv.by, rv.call = ru, ru.Store, -1
+		use, err := ru.request(d.r, d.now, &rv.req)
+		req := &rv.req
 		switch use {
 		case exempt:
+			rvs = rvs[:n]
 			continue
 		case keyFailed:
 			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: d.r})
 			if ru.Shadow {
+				rvs = rvs[:n]
 				continue // a shadow rule never denies
 			}
 			ad.release(false, 0)
 			*v = Verdict{l: l, r: d.r, kind: verdictKeyError, top: ru, err: err}
 			return
 		case overCapacity:
-			err := l.costExceeded(d.r, ru, &req)
+			err := l.costExceeded(d.r, ru, req)
 			if ru.Shadow {
+				rvs = rvs[:n]
 				continue
 			}
 			ad.release(false, 0)
 			*v = Verdict{l: l, r: d.r, kind: verdictCostExceeded, top: ru, res: Result{Limit: req.Limit}, limit: req.Limit, cost: req.Cost, err: err}
 			return
 		}
-		rvs = add(rvs, ru, req)
 		if i < l.enforced {
 			d.enforced = len(rvs)
 		}
@@ -131,7 +138,7 @@ func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Ve
 		l.releaseShadow(d, rvs)
 		return
 	}
-	if d.r != nil {
+	if d.r != nil && (l.slots || ad != nil) {
 		v.held = l.hold(d, rvs, ad)
 	}
 }
@@ -281,17 +288,20 @@ func (l *Limiter) conclude(d *decision, rvs []ruleVerdict, denied bool, v *Verdi
 			}
 			continue
 		}
-		l.observers.result(d.r, rv.ru, rv.res, OutcomeDenied, rv.lat)
+		if len(l.observers) > 0 {
+			l.observers.result(d.r, rv.ru, rv.res, OutcomeDenied, rv.lat)
+		}
 		if top < 0 || moreRestrictive(&rv.res, &rvs[top].res) {
 			top = i
 		}
 	}
 	if top < 0 {
-		*v = Verdict{l: l, r: d.r, err: failed} // every rule exempted or failed open
+		v.l, v.r, v.err = l, d.r, failed // every rule exempted or failed open
 		return
 	}
 	t := &rvs[top]
-	*v = Verdict{l: l, r: d.r, kind: verdictAllowed, top: t.ru, res: t.res, limit: t.req.Limit, now: d.now, policy: l.policy(d, rvs)}
+	v.l, v.r, v.kind, v.top, v.res, v.limit, v.now = l, d.r, verdictAllowed, t.ru, t.res, t.req.Limit, d.now
+	v.policy = l.policy(d, rvs)
 	if !denied {
 		v.err = failed
 		return

@@ -35,6 +35,7 @@ type Limiter struct {
 	needNow      bool // quotas or legacy headers read the clock
 	batches      sync.Pool
 	adaptive     []*rule // adaptive rules (adaptive_rule.go), checked first
+	slots        bool    // some rule is a Concurrency limit: admitted requests may hold slots
 }
 
 // New returns middleware that limits requests to limit per key. For example,
@@ -140,6 +141,7 @@ func newLimiter(rules []Rule, c config) *Limiter {
 			continue
 		}
 		l.needNow = l.needNow || !ru.Quota.IsZero() || ru.QuotaFunc != nil
+		l.slots = l.slots || ru.Algorithm == Concurrency
 		l.rules = append(l.rules, ru)
 	}
 	// Enforced before shadow; among enforced, local stores first (cheap-first).

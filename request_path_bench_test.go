@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
@@ -104,4 +107,73 @@ func benchHandler(b *testing.B, h http.Handler, path string) {
 			}
 		}
 	})
+}
+
+// BenchmarkRequestPathCPU runs the same paths on one goroutine locked to
+// its thread and reports the thread's CPU time per request (cpu-ns/op)
+// beside the wall time: on a machine shared with other work, time spent
+// descheduled inflates ns/op but not cpu-ns/op.
+func BenchmarkRequestPathCPU(b *testing.B) {
+	always := ratelimit.Limit{Rate: 1e9, Period: time.Second}
+	for _, path := range []string{"allow", "deny"} {
+		limit := always
+		if path == "deny" {
+			limit = ratelimit.PerHour(1)
+		}
+		handlers := map[string]func() *ratelimit.Limiter{
+			"fast-path": func() *ratelimit.Limiter { return ratelimit.NewLimiter(limit, ratelimit.ByIP()) },
+			"one-rule": func() *ratelimit.Limiter {
+				return ratelimit.NewLimiter(limit, ratelimit.ByIP(), ratelimit.WithStore(remoteLike{memory.New()}))
+			},
+			"three-rules": func() *ratelimit.Limiter {
+				return ratelimit.NewRulesLimiter([]ratelimit.Rule{
+					{Name: "global", Limit: always, Key: ratelimit.Global()},
+					{Name: "ip", Limit: limit, Key: ratelimit.ByIP()},
+					{Name: "route", Limit: always, Key: ratelimit.Keys(ratelimit.ByIP(), ratelimit.ByRoute())},
+				}, ratelimit.WithStore(remoteLike{memory.New()}))
+			},
+		}
+		for _, name := range []string{"fast-path", "one-rule", "three-rules"} {
+			b.Run(name+"/"+path, func(b *testing.B) {
+				h := handlers[name]().Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+				benchCPU(b, h, path)
+			})
+		}
+	}
+}
+
+func benchCPU(b *testing.B, h http.Handler, path string) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	reqs := make([]*http.Request, len(benchKeys))
+	for i := range reqs {
+		reqs[i] = httptest.NewRequest("GET", "/api/items", nil)
+		reqs[i].RemoteAddr = benchKeys[i] + ":1234"
+		reqs[i].Pattern = "/api/items"
+		h.ServeHTTP(ratelimittest.NewDiscardWriter(), reqs[i])
+	}
+	want := 200
+	if path == "deny" {
+		want = 429
+	}
+	w := ratelimittest.NewDiscardWriter()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := threadCPU()
+	for i := 0; i < b.N; i++ {
+		w.Reset()
+		h.ServeHTTP(w, reqs[i%len(reqs)])
+		if w.Status() != want {
+			b.Fatalf("status %d, want %d", w.Status(), want)
+		}
+	}
+	b.ReportMetric(float64(threadCPU()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// threadCPU is the calling thread's CPU time in nanoseconds.
+func threadCPU() int64 {
+	var ts syscall.Timespec
+	const clockThreadCPUTime = 3 // CLOCK_THREAD_CPUTIME_ID
+	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0)
+	return ts.Nano()
 }

@@ -205,15 +205,15 @@ const (
 	overCapacity     // the request costs more than the rule's limit allows at once
 )
 
-// request builds the store request for r under ru. The key comes first, so
+// request builds in *req the store request for r under ru. The key comes first, so
 // that a request without a key meets the key-error policy even under a rule
 // that would exempt it.
-func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
-	req := Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
+func (ru *rule) request(r *http.Request, now time.Time, req *Request) (use, error) {
+	*req = Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
 	key, err := ru.Key(r)
 	switch {
 	case err != nil && ru.onKeyError == RejectKeyError:
-		return req, keyFailed, err
+		return keyFailed, err
 	case err != nil:
 		req.Rule = ru.noKeyRule
 	default:
@@ -222,7 +222,7 @@ func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
 	if ru.LimitFunc != nil {
 		limit, ok := ru.LimitFunc(r)
 		if !ok {
-			return req, exempt, nil
+			return exempt, nil
 		}
 		req.Limit = limit
 	}
@@ -230,7 +230,7 @@ func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
 	if ru.QuotaFunc != nil {
 		q, ok := ru.QuotaFunc(r)
 		if !ok {
-			return req, exempt, nil
+			return exempt, nil
 		}
 		quota = q
 	}
@@ -242,8 +242,8 @@ func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
 		// allows at once can never be admitted (see costExceeded).
 		req.Cost = max(ru.Cost(r), 1)
 		if c := req.Limit.Capacity(); c >= 1 && req.Cost > c {
-			return req, overCapacity, nil
+			return overCapacity, nil
 		}
 	}
-	return req, applies, nil
+	return applies, nil
 }
