@@ -110,32 +110,21 @@ type adaptiveHeld struct {
 	ticket AdaptiveTicket
 }
 
-// adaptiveDone releases a request's adaptive slots, once.
+// adaptiveDone holds a request's adaptive slots until it is released.
 type adaptiveDone struct {
 	l      *Limiter
-	w      http.ResponseWriter
 	r      *http.Request
-	rest   func() // the other rules' done
 	held   []adaptiveHeld
 	inline [2]adaptiveHeld // held's storage for up to two adaptive rules
 	start  time.Time
-	once   atomic.Bool
-}
-
-func (d *adaptiveDone) done() {
-	if !d.once.CompareAndSwap(false, true) {
-		return
-	}
-	d.rest()
-	d.release(true)
 }
 
 // release frees every slot; sampled tells whether the request ran (its
-// outcome is classified) or was stopped by another rule (ignored).
-func (d *adaptiveDone) release(sampled bool) {
-	status := 0
-	if s, ok := d.w.(interface{ Status() int }); ok {
-		status = s.Status()
+// outcome is classified with status) or was stopped by another rule
+// (ignored). A nil d holds nothing.
+func (d *adaptiveDone) release(sampled bool, status int) {
+	if d == nil {
+		return
 	}
 	now := d.l.clock.Now()
 	for _, h := range d.held {
@@ -147,11 +136,11 @@ func (d *adaptiveDone) release(sampled bool) {
 	}
 }
 
-// admitAdaptive applies the adaptive rules, then the others. A request
-// rejected by an adaptive rule never reaches the stores; one denied by
-// another rule gives its adaptive slots back unsampled.
-func (l *Limiter) admitAdaptive(w http.ResponseWriter, r *http.Request) (func(), bool) {
-	d := &adaptiveDone{l: l, w: w, r: r, rest: noop, start: l.clock.Now()}
+// acquireAdaptive takes a slot under every adaptive rule. It returns the
+// slots held or, when a rule rejects the request or its key, nil, having
+// set the verdict *v and given back the slots taken.
+func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict) *adaptiveDone {
+	d := &adaptiveDone{l: l, r: r, start: l.clock.Now()}
 	d.held = d.inline[:0]
 	for _, ru := range l.adaptive {
 		s := ru.adaptive
@@ -161,11 +150,13 @@ func (l *Limiter) admitAdaptive(w http.ResponseWriter, r *http.Request) (func(),
 		case err == nil:
 			lim = s.limiter(compactKey(key))
 		case ru.Shadow:
-			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: KeyError, Err: err, Request: r})
+			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
 			continue
 		case ru.onKeyError == RejectKeyError:
-			d.release(false)
-			return l.keyFailed(w, r, ru, err)
+			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
+			d.release(false, 0)
+			*v = Verdict{l: l, r: r, kind: verdictKeyError, top: ru, err: err}
+			return nil
 		default:
 			lim = s.sharedLimiter()
 		}
@@ -175,25 +166,17 @@ func (l *Limiter) admitAdaptive(w http.ResponseWriter, r *http.Request) (func(),
 		switch {
 		case ok:
 			d.held = append(d.held, adaptiveHeld{ru, t})
-			l.observeResult(r, ru, res, Denied, 0)
+			l.observers.result(r, ru, res, OutcomeDenied, 0)
 		case ru.Shadow:
-			l.observeResult(r, ru, res, ShadowDenied, 0)
+			l.observers.result(r, ru, res, OutcomeShadowDenied, 0)
 		default:
-			l.observeResult(r, ru, res, Denied, 0)
-			d.release(false)
-			l.rejectAdaptive(w, r, ru, &res)
-			return noop, false
+			l.observers.result(r, ru, res, OutcomeDenied, 0)
+			d.release(false, 0)
+			*v = Verdict{l: l, r: r, kind: verdictAdaptive, top: ru, res: res, limit: res.Limit}
+			return nil
 		}
 	}
-	if len(l.rules) > 0 {
-		rest, ok := l.admitRules(w, r)
-		if !ok {
-			d.release(false)
-			return noop, false
-		}
-		d.rest = rest
-	}
-	return d.done, true
+	return d
 }
 
 func adaptiveResult(l *AdaptiveLimiter, ok bool) Result {
@@ -203,27 +186,6 @@ func adaptiveResult(l *AdaptiveLimiter, ok bool) Result {
 		res.RetryAfter = time.Second
 	}
 	return res
-}
-
-// rejectAdaptive answers a request over an adaptive limit: 503 with
-// Retry-After, the reduced-capacity problem type and, with the IETF
-// fields, the policy in the concurrent-requests unit. With a denied
-// handler, that handler answers instead.
-func (l *Limiter) rejectAdaptive(w http.ResponseWriter, r *http.Request, ru *rule, res *Result) {
-	h := w.Header()
-	if l.headers&HeadersIETF != 0 {
-		h[hdrPolicy] = append(h[hdrPolicy], ru.quotedName+";q="+strconv.Itoa(res.Limit.Rate)+`;qu="concurrent-requests"`)
-		h[hdrRateLimit] = append(h[hdrRateLimit], ru.quotedName+";r=0;t=1")
-	}
-	if l.denied != nil {
-		l.deny(w, r, nil, ru.Name, res, nil)
-		return
-	}
-	h[hdrRetryAfter] = []string{"1"}
-	h[hdrCacheControl] = []string{"no-store"}
-	h[hdrContentType] = []string{"application/problem+json"}
-	w.WriteHeader(http.StatusServiceUnavailable)
-	w.Write(ru.adaptive.problem)
 }
 
 // recordStatus wraps w so that an adaptive rule's classifier sees the

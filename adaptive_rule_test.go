@@ -240,7 +240,7 @@ func TestAdaptiveShadowNeverRejects(t *testing.T) {
 	var shadow int
 	var mu sync.Mutex
 	obs := ratelimit.ObserverFunc(func(e ratelimit.Event) {
-		if e.Outcome == ratelimit.ShadowDenied {
+		if e.Outcome == ratelimit.OutcomeShadowDenied {
 			mu.Lock()
 			shadow++
 			mu.Unlock()

@@ -145,34 +145,3 @@ func checkCarveOut(p string) {
 		panic(fmt.Sprintf("ratelimit: WithCarveOuts(%q): a carve-out is a clean absolute path of letters, digits and -._~/, with no trailing slash", p))
 	}
 }
-
-// CarvesOut reports whether path is one of the limiter's carve-out paths
-// (DefaultCarveOuts or WithCarveOuts). Adapters use it to look up the
-// route of a request only when it could be carved out.
-func (l *Limiter) CarvesOut(path string) bool {
-	return l.carveOuts.has(path)
-}
-
-// AdmitRoute is Admit for a request the router has already matched: route
-// is the pattern of the route it matched for the request's method, as the
-// router spells it ("/healthz", "/users/:id", "/*"), or "" when it matched
-// none (404, 405) or has not routed yet. A GET or HEAD request is carved
-// out when route is exactly a carve-out path; the request's path is not
-// read, so escapes, doubled slashes and catch-all routes cannot pass for a
-// carve-out. The chi, gin and echo adapters call it; see docs/carve-outs.md.
-func (l *Limiter) AdmitRoute(w http.ResponseWriter, r *http.Request, route string) (done func(), ok bool) {
-	return l.admit(w, r, routing{route: route, routed: true})
-}
-
-// skip reports whether r is carved out or skipped by a predicate.
-func (l *Limiter) skip(r *http.Request, rt routing) bool {
-	if l.carveOuts.match(r, rt) {
-		return true
-	}
-	for _, s := range l.skippers {
-		if s(r) {
-			return true
-		}
-	}
-	return false
-}

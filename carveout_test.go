@@ -2,7 +2,6 @@ package ratelimit_test
 
 import (
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -70,7 +69,7 @@ func served(name string) http.Handler {
 }
 
 // carveOutPaths are the default carve-outs and one next to a file server.
-var carveOutPaths = append(slices.Clone(ratelimit.DefaultCarveOuts), "/public/status")
+var carveOutPaths = append(ratelimit.DefaultCarveOuts(), "/public/status")
 
 // exhaustible returns a limiter of 2 requests an hour for all clients
 // together, reporting to p, on a clock that stands still.
@@ -205,4 +204,18 @@ func TestCarveOutPathsAreLiteralCleanPaths(t *testing.T) {
 		}()
 	}
 	ratelimit.WithCarveOuts("/healthz", "/.well-known/live", "/v1/status_check~x")
+}
+
+func TestDefaultCarveOutsCannotBeChangedFromOutside(t *testing.T) {
+	paths := ratelimit.DefaultCarveOuts()
+	paths[0] = "/api"
+	h := ratelimit.New(ratelimit.PerMinute(1), byPeer)(ok)
+	for i := 0; i < 3; i++ {
+		if resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/healthz", "")); resp.Code != 200 {
+			t.Fatalf("/healthz request %d: %d, want a carve-out", i, resp.Code)
+		}
+	}
+	if ratelimit.DefaultCarveOuts()[0] != "/healthz" {
+		t.Fatal("editing the returned slice changed the defaults")
+	}
 }

@@ -1,6 +1,9 @@
 package ratelimit
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrInvalidLimit is wrapped by errors about a Limit that cannot be enforced.
@@ -14,4 +17,19 @@ var (
 	// key (no peer address, a missing header, an unauthenticated user). What
 	// happens then is the rule's key-error policy; see OnKeyError.
 	ErrNoKey = errors.New("ratelimit: no key")
+
+	// ErrStoreUnavailable is wrapped by errors reported for a store that failed;
+	// errors.Is(err, ErrStoreUnavailable) tells store failures from bad requests.
+	ErrStoreUnavailable = errors.New("ratelimit: store unavailable")
 )
+
+// ruleError wraps the error a store returned for rule: with
+// ErrStoreUnavailable, unless the store rejected the request itself
+// (ErrInvalidRequest, ErrInvalidLimit), which no store can answer
+// differently and must not read as a store failure.
+func ruleError(rule string, err error) error {
+	if errors.Is(err, ErrInvalidRequest) || errors.Is(err, ErrInvalidLimit) {
+		return fmt.Errorf("ratelimit: rule %q: %w", rule, err)
+	}
+	return fmt.Errorf("%w: rule %q: %w", ErrStoreUnavailable, rule, err)
+}

@@ -1,14 +1,13 @@
 package ratelimit
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 )
 
 // FailurePolicy is what a rule does when its store cannot decide: Redis is
 // down, slow past the time budget, or the circuit breaker is open. The zero
-// value is FailOpen.
+// value is FailOpen().
 //
 //	policy              the request                 guarantees
 //	FailOpen            passes, without fields      availability; no limit during the outage
@@ -32,8 +31,9 @@ const (
 )
 
 // FailOpen lets requests through when the store fails: an outage of the
-// limiter's store never becomes an outage of the API. The default.
-var FailOpen = FailurePolicy{}
+// limiter's store never becomes an outage of the API. The default, and the
+// zero FailurePolicy.
+func FailOpen() FailurePolicy { return FailurePolicy{} }
 
 // FailClosed answers status (http.StatusTooManyRequests or
 // http.StatusServiceUnavailable) with an RFC 9457 body when the store fails.
@@ -95,7 +95,3 @@ func (p FailurePolicy) String() string {
 	}
 	return "fail-open"
 }
-
-// ErrStoreUnavailable is wrapped by errors reported for a store that failed;
-// errors.Is(err, ErrStoreUnavailable) tells store failures from bad requests.
-var ErrStoreUnavailable = errors.New("ratelimit: store unavailable")

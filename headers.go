@@ -53,10 +53,6 @@ const (
 	hdrContentType  = "Content-Type"
 )
 
-// ProblemType is the RFC 9457 problem type of a denied request, registered
-// by draft-ietf-httpapi-ratelimit-headers.
-const ProblemType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
-
 // seconds rounds d up to whole seconds, never below zero: delay-seconds.
 func seconds(d time.Duration) int64 {
 	if d <= 0 {
@@ -150,11 +146,21 @@ func (fs *fields) format(f func([]byte) []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// writeHeaders sets the rate-limit fields for res (the most restrictive
-// rule's decision) and, when denied, Retry-After, Cache-Control and
-// Content-Type, with one allocation in all.
-func (l *Limiter) writeHeaders(h http.Header, policy string, top *rule, req *Request, res *Result, now time.Time, problem bool) {
-	if l.headers == HeadersNone && res.Allowed {
+// rateFields are the values of one response's rate-limit fields, those of
+// the most restrictive rule.
+type rateFields struct {
+	style    HeaderStyle
+	policy   string    // the RateLimit-Policy value
+	name     string    // the reported rule's name as a Structured Fields string
+	capacity string    // its capacity, preformatted; "" to format limit's
+	limit    Limit     // the limit its request was checked against
+	now      time.Time // for X-RateLimit-Reset
+}
+
+// write sets the rate-limit fields for res and, when denied, Retry-After,
+// Cache-Control and (with problem) Content-Type, with one allocation in all.
+func (f *rateFields) write(h http.Header, res *Result, problem bool) {
+	if f.style == HeadersNone && res.Allowed {
 		return
 	}
 	fs := new(fields)
@@ -177,20 +183,20 @@ func (l *Limiter) writeHeaders(h http.Header, policy string, top *rule, req *Req
 		}
 		set(key, v)
 	}
-	if l.headers&HeadersIETF != 0 {
-		add(hdrPolicy, policy)
-		add(hdrRateLimit, fs.format(func(b []byte) []byte { return appendRateLimit(b, top.quotedName, res) }))
+	if f.style&HeadersIETF != 0 {
+		add(hdrPolicy, f.policy)
+		add(hdrRateLimit, fs.format(func(b []byte) []byte { return appendRateLimit(b, f.name, res) }))
 	}
-	if l.headers&HeadersLegacy != 0 {
-		capText := top.capacityText
+	if f.style&HeadersLegacy != 0 {
+		capText := f.capacity
 		if capText == "" {
-			capText = strconv.Itoa(req.Limit.Capacity())
+			capText = strconv.Itoa(f.limit.Capacity())
 		}
 		set(hdrLimit, capText)
 		set(hdrRemaining, fs.format(func(b []byte) []byte { return strconv.AppendInt(b, int64(max(0, res.Remaining)), 10) }))
-		reset := now.Add(res.ResetAfter)
+		reset := f.now.Add(res.ResetAfter)
 		if !res.Allowed {
-			reset = now.Add(res.RetryAfter)
+			reset = f.now.Add(res.RetryAfter)
 		}
 		unix := (reset.UnixNano() + int64(time.Second) - 1) / int64(time.Second)
 		set(hdrReset, fs.format(func(b []byte) []byte { return strconv.AppendInt(b, unix, 10) }))
@@ -204,19 +210,20 @@ func (l *Limiter) writeHeaders(h http.Header, policy string, top *rule, req *Req
 	}
 }
 
-// problemBody returns the RFC 9457 body of a 429 naming the violated policies.
-func problemBody(violated []string) []byte {
-	var b strings.Builder
-	b.WriteString(`{"type":"` + ProblemType + `","title":"Too Many Requests","status":429,`)
-	b.WriteString(`"detail":"The request exceeds the rate limit; see Retry-After.","violated-policies":[`)
-	for i, name := range violated {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Quote(name))
+// adaptiveFields sets the fields of a rejection by an adaptive limit of
+// limit requests in flight: with the IETF fields, the policy in the
+// concurrent-requests unit; Retry-After, Cache-Control and (with problem)
+// Content-Type.
+func adaptiveFields(h http.Header, style HeaderStyle, quotedName string, limit int, problem bool) {
+	if style&HeadersIETF != 0 {
+		h[hdrPolicy] = append(h[hdrPolicy], quotedName+";q="+strconv.Itoa(limit)+`;qu="concurrent-requests"`)
+		h[hdrRateLimit] = append(h[hdrRateLimit], quotedName+";r=0;t=1")
 	}
-	b.WriteString("]}\n")
-	return []byte(b.String())
+	h[hdrRetryAfter] = []string{"1"}
+	h[hdrCacheControl] = []string{"no-store"}
+	if problem {
+		h[hdrContentType] = []string{"application/problem+json"}
+	}
 }
 
 // validPolicyName reports whether name can be used as a policy name: it is

@@ -2,13 +2,10 @@ package ratelimit
 
 import (
 	"cmp"
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,37 +30,12 @@ type Limiter struct {
 	skippers     []func(*http.Request) bool
 	denied       http.Handler
 	onError      func(http.ResponseWriter, *http.Request, error)
-	observers    []Observer
+	observers    observers
 	timeout      time.Duration
 	needNow      bool // quotas or legacy headers read the clock
 	batches      sync.Pool
 	adaptive     []*rule // adaptive rules (adaptive_rule.go), checked first
-}
-
-// rule is a compiled Rule.
-type rule struct {
-	Rule
-	quotedName   string // the name as a Structured Fields string
-	noKeyRule    string // the Rule of the shared bucket for keyless requests
-	policyItem   string // precomputed RateLimit-Policy member of a static rule
-	capacityText string
-	problem      []byte // the 429 body naming this rule alone
-	keyProblem   []byte
-	onKeyError   KeyErrorPolicy
-	keyErrStatus int
-	static       bool // no LimitFunc, Quota or QuotaFunc
-	local        bool // its store answers from process memory
-	storeID      int  // rules with the same store share an ID
-	adaptive     *adaptiveSet
-	fast         *fastRule
-}
-
-// LocalStore is implemented by stores that answer from process memory
-// without I/O. A Limiter checks rules on local stores first, so that a
-// request they deny costs no network round trip.
-type LocalStore interface {
-	Store
-	Local() bool
+	slots        bool    // some rule is a Concurrency limit: admitted requests may hold slots
 }
 
 // New returns middleware that limits requests to limit per key. For example,
@@ -90,12 +62,9 @@ func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 	}
 	r := Rule{
 		Name: name, Limit: limit, Key: key, KeyKind: c.keyKind, Algorithm: c.algorithm,
-		Cost: c.costFunc, Shadow: c.shadow, OnStoreError: c.failure,
+		Cost: c.costFunc, OnStoreError: c.failure,
 	}
-	if c.onError != nil && c.failure == FailOpen {
-		r.OnStoreError = FailClosed(http.StatusServiceUnavailable)
-	}
-	return newLimiter([]Rule{r}, c, c.cost)
+	return newLimiter([]Rule{r}, c)
 }
 
 // NewRules returns middleware that applies every rule to each request: a
@@ -111,7 +80,7 @@ func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 //
 // The response fields list every policy and report the most restrictive;
 // the 429 body names every rule that denied. Options that describe a single
-// rule (WithName, WithAlgorithm, WithCost, ...) panic here: set the Rule's
+// rule (WithName, WithAlgorithm, WithCostFunc, ...) panic here: set the Rule's
 // fields instead.
 func NewRules(rules []Rule, opts ...Option) func(http.Handler) http.Handler {
 	return NewRulesLimiter(rules, opts...).Handler
@@ -123,7 +92,7 @@ func NewRulesLimiter(rules []Rule, opts ...Option) *Limiter {
 	if len(c.ruleOpts) > 0 {
 		panic(fmt.Sprintf("ratelimit: NewRules: %s describes a single rule; set the Rule's fields instead", c.ruleOpts[0]))
 	}
-	return newLimiter(rules, c, 1)
+	return newLimiter(rules, c)
 }
 
 // MaxRules is the most rules one Limiter takes.
@@ -143,7 +112,7 @@ func buildConfig(opts []Option) config {
 	return c
 }
 
-func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
+func newLimiter(rules []Rule, c config) *Limiter {
 	if len(rules) == 0 || len(rules) > MaxRules {
 		panic(fmt.Sprintf("ratelimit: a Limiter takes 1 to %d rules, got %d", MaxRules, len(rules)))
 	}
@@ -161,7 +130,7 @@ func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
 	names := map[string]bool{}
 	var stores []Store
 	for i := range rules {
-		ru := compileRule(rules[i], c, fixedCost)
+		ru := compileRule(rules[i], c)
 		ru.storeID, stores = storeID(stores, ru.Store)
 		if names[ru.Name] {
 			panic(fmt.Sprintf("ratelimit: two rules are named %q; names key the state and must differ", ru.Name))
@@ -172,6 +141,7 @@ func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
 			continue
 		}
 		l.needNow = l.needNow || !ru.Quota.IsZero() || ru.QuotaFunc != nil
+		l.slots = l.slots || ru.Algorithm == Concurrency
 		l.rules = append(l.rules, ru)
 	}
 	// Enforced before shadow; among enforced, local stores first (cheap-first).
@@ -179,13 +149,17 @@ func newLimiter(rules []Rule, c config, fixedCost int) *Limiter {
 		return cmp.Or(cmp.Compare(rank(a), rank(b)))
 	})
 	var items []string
-	allStatic := true
+	allStatic, failsClosed := true, false
 	for _, ru := range l.rules {
 		if !ru.Shadow {
 			l.enforced++
 			items = append(items, ru.policyItem)
 			allStatic = allStatic && ru.static
+			failsClosed = failsClosed || ru.OnStoreError.mode == failClosed
 		}
+	}
+	if c.onError != nil && !failsClosed {
+		panic("ratelimit: WithErrorHandler answers store errors of rules that fail closed, and no rule does: add WithFailurePolicy(FailClosed(503)), or set Rule.OnStoreError")
 	}
 	if allStatic {
 		l.policyHeader = strings.Join(items, ", ")
@@ -220,105 +194,6 @@ func rank(r *rule) int {
 	return 1
 }
 
-func compileRule(r Rule, c config, fixedCost int) *rule {
-	if r.Key == nil {
-		panic(fmt.Sprintf("ratelimit: rule %q needs a KeyFunc, such as ByIP()", r.Name))
-	}
-	if r.KeyKind == "" {
-		r.KeyKind = keyKindOf(r.Key)
-	}
-	if r.Name == "" {
-		r.Name = defaultName(r)
-	}
-	if !validPolicyName(r.Name) {
-		panic(fmt.Sprintf("ratelimit: rule name %q: use 1-64 letters, digits or -_.:/", r.Name))
-	}
-	if r.Store == nil {
-		r.Store = c.store
-	}
-	ru := &rule{
-		Rule:         r,
-		quotedName:   strconv.Quote(r.Name),
-		noKeyRule:    r.Name + "#nokey",
-		onKeyError:   c.onKeyError,
-		keyErrStatus: c.keyErrStatus,
-		static:       r.LimitFunc == nil && r.QuotaFunc == nil && r.Quota.IsZero(),
-	}
-	if ls, ok := r.Store.(LocalStore); ok && ls.Local() {
-		ru.local = true
-	}
-	switch {
-	case r.Adaptive != nil:
-		compileAdaptive(ru, c.clock)
-	case !r.Quota.IsZero():
-		if r.Quota.N <= 0 || r.Quota.N > maxCount || r.Quota.Unit > Month {
-			panic(fmt.Sprintf("ratelimit: rule %q: invalid quota %+v", r.Name, r.Quota))
-		}
-		ru.Algorithm = FixedWindow
-	case r.QuotaFunc != nil:
-		ru.Algorithm = FixedWindow
-	case r.LimitFunc == nil:
-		probe := Request{Limit: r.Limit, Algorithm: r.Algorithm, Cost: fixedCost}
-		if err := probe.Validate(); err != nil {
-			panic(fmt.Sprintf("ratelimit: rule %q: %v", r.Name, strings.TrimPrefix(err.Error(), "ratelimit: ")))
-		}
-		ru.policyItem = policyItem(r.Name, r.Limit, r.Algorithm)
-		ru.capacityText = strconv.Itoa(r.Limit.Capacity())
-	}
-	if fixedCost > 1 && r.Cost == nil {
-		ru.Cost = func(*http.Request) int { return fixedCost }
-	}
-	ru.problem = problemBody([]string{r.Name})
-	ru.keyProblem = keyProblemBody(c.keyErrStatus)
-	return ru
-}
-
-// defaultName names a rule given no name (New without WithName, a Rule
-// with an empty Name) after what it limits: key kind, rate, period, and
-// the burst and algorithm when they are not the defaults, such as
-// "ip-100-per-1m", "api_key-10-per-1s-burst-20-sliding-window" or
-// "user-1000-per-day". Limiters nested around one handler therefore report
-// distinct policies unless they limit the same key in the same way.
-func defaultName(r Rule) string {
-	var b strings.Builder
-	b.WriteString(r.KeyKind)
-	switch {
-	case !r.Quota.IsZero():
-		unit := map[CalendarUnit]string{Day: "day", Week: "week", Month: "month"}[r.Quota.Unit]
-		fmt.Fprintf(&b, "-%d-per-%s", r.Quota.N, unit)
-	case r.LimitFunc != nil || r.QuotaFunc != nil:
-		b.WriteString("-dynamic")
-	default:
-		fmt.Fprintf(&b, "-%d-per-%s", r.Limit.Rate, periodName(r.Limit.Period))
-		if r.Limit.Burst != 0 && r.Limit.Burst != r.Limit.Rate {
-			fmt.Fprintf(&b, "-burst-%d", r.Limit.Burst)
-		}
-	}
-	if r.Algorithm != GCRA && r.Quota.IsZero() {
-		b.WriteString("-" + r.Algorithm.String())
-	}
-	name := []byte(b.String())
-	for i, ch := range name { // a KeyKind set by the user may hold anything
-		if !validPolicyName(string(ch)) {
-			name[i] = '_'
-		}
-	}
-	return string(name[:min(len(name), 64)])
-}
-
-// periodName writes d in the largest whole unit: "1s", "1m", "2h", "1d".
-func periodName(d time.Duration) string {
-	for _, u := range []struct {
-		d    time.Duration
-		name string
-	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
-		if d >= u.d && d%u.d == 0 {
-			return strconv.FormatInt(int64(d/u.d), 10) + u.name
-		}
-	}
-	return strconv.FormatInt(int64(d), 10) + "ns"
-}
-
 // Handler returns next wrapped by the limiter.
 func (l *Limiter) Handler(next http.Handler) http.Handler {
 	if next == nil {
@@ -350,384 +225,59 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	next.ServeHTTP(w, r)
 }
 
-// Admit applies the limiter to r. It sets the rate-limit fields on w and,
-// when the request may proceed, returns ok and a done function that the
-// caller must call once the request has been served (it releases
-// Concurrency slots; for other rules it does nothing). Otherwise it has
-// written the response (429, the denied handler's, a key error or a
-// fail-closed store error) and the caller must stop. Framework adapters
-// build on Admit, or on AdmitRoute when their router has matched a route;
-// with net/http, use Handler.
+// Admit is Check and Write: it applies the limiter to r, sets the
+// rate-limit fields on w and, when the request may proceed, returns ok and
+// a done function that the caller must call once the request has been
+// served (Verdict.Done). Otherwise it has written the response and the
+// caller must stop.
 func (l *Limiter) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
 	return l.admit(w, r, routing{})
 }
 
-func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (done func(), ok bool) {
-	if l.skip(r, rt) {
-		l.observe(Event{Outcome: Skipped, Request: r})
-		return noop, true
-	}
-	if l.adaptive != nil {
-		return l.admitAdaptive(w, r)
-	}
-	return l.admitRules(w, r)
+// AdmitRoute is CheckRoute and Write, as Admit is Check and Write.
+func (l *Limiter) AdmitRoute(w http.ResponseWriter, r *http.Request, route string) (done func(), ok bool) {
+	return l.admit(w, r, routing{route: route, routed: true})
 }
 
-func (l *Limiter) admitRules(w http.ResponseWriter, r *http.Request) (func(), bool) {
-	if len(l.rules) == 1 {
-		return l.admitOne(w, r, l.rules[0])
+func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (done func(), ok bool) {
+	if l.skip(r, rt) {
+		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
+		return noop, true
 	}
-	return l.admitMany(w, r)
+	if l.adaptive == nil && len(l.rules) == 1 {
+		if f := l.rules[0].fast; f != nil {
+			if ok, handled := f.admit(w, r, l.rules[0]); handled {
+				return noop, ok
+			}
+		}
+	}
+	var v Verdict
+	l.decide(r, &v)
+	v.write(w)
+	if !v.Allowed() {
+		return noop, false
+	}
+	return v.doneFunc(), true
 }
 
 func noop() {}
 
-// admitOne is the path of a single rule: no batch, no allocation beyond the
-// response fields.
-func (l *Limiter) admitOne(w http.ResponseWriter, r *http.Request, ru *rule) (func(), bool) {
-	if ru.fast != nil {
-		if ok, handled := ru.fast.admit(w, r, ru); handled {
-			return noop, ok
+// CarvesOut reports whether path is one of the limiter's carve-out paths
+// (DefaultCarveOuts or WithCarveOuts). Adapters use it to look up the
+// route of a request only when it could be carved out.
+func (l *Limiter) CarvesOut(path string) bool {
+	return l.carveOuts.has(path)
+}
+
+// skip reports whether r is carved out or skipped by a predicate.
+func (l *Limiter) skip(r *http.Request, rt routing) bool {
+	if l.carveOuts.match(r, rt) {
+		return true
+	}
+	for _, s := range l.skippers {
+		if s(r) {
+			return true
 		}
 	}
-	var now time.Time
-	if l.needNow {
-		now = l.clock.Now()
-	}
-	req, use, err := ru.request(r, now)
-	switch {
-	case use == exempt:
-		return noop, true
-	case use == keyFailed && ru.Shadow:
-		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: KeyError, Err: err, Request: r})
-		return noop, true // a shadow rule never denies
-	case use == keyFailed:
-		return l.keyFailed(w, r, ru, err)
-	case use == overCapacity:
-		return l.costExceeded(w, r, ru, &req)
-	}
-	start := l.startTimer()
-	res, err := l.take(r, ru, &req)
-	lat := l.since(start)
-	store := ru.Store // the store that decided: a fallback's if the rule's failed
-	if err != nil {
-		var proceed bool
-		if res, store, proceed, err = l.storeFailed(w, r, ru, &req, err, lat); err != nil {
-			return noop, proceed
-		}
-	}
-	if ru.Shadow {
-		l.observeResult(r, ru, res, ShadowDenied, lat)
-		return l.releaser(r, ru, store, req, res), true
-	}
-	l.observeResult(r, ru, res, Denied, lat)
-	policy := l.policyHeader
-	if policy == "" || req.Limit != ru.Limit { // dynamic, or decided by a fallback's share
-		policy = policyItem(ru.Name, req.Limit, ru.Algorithm)
-	}
-	l.writeHeaders(w.Header(), policy, ru, &req, &res, now, l.denied == nil && !res.Allowed)
-	if res.Allowed {
-		return l.releaser(r, ru, store, req, res), true
-	}
-	l.deny(w, r, ru.problem, ru.Name, &res, nil)
-	return noop, false
-}
-
-// use tells how a request relates to a rule.
-type use uint8
-
-const (
-	applies      use = iota
-	exempt           // the rule's LimitFunc or QuotaFunc exempted the request
-	keyFailed        // the rule's KeyFunc failed
-	overCapacity     // the request costs more than the rule's limit allows at once
-)
-
-// request builds the store request for r under ru. The key comes first, so
-// that a request without a key meets the key-error policy even under a rule
-// that would exempt it.
-func (ru *rule) request(r *http.Request, now time.Time) (Request, use, error) {
-	req := Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
-	key, err := ru.Key(r)
-	switch {
-	case err != nil && ru.onKeyError == RejectKeyError:
-		return req, keyFailed, err
-	case err != nil:
-		req.Rule = ru.noKeyRule
-	default:
-		req.Key = compactKey(key)
-	}
-	if ru.LimitFunc != nil {
-		limit, ok := ru.LimitFunc(r)
-		if !ok {
-			return req, exempt, nil
-		}
-		req.Limit = limit
-	}
-	quota := ru.Quota
-	if ru.QuotaFunc != nil {
-		q, ok := ru.QuotaFunc(r)
-		if !ok {
-			return req, exempt, nil
-		}
-		quota = q
-	}
-	if !quota.IsZero() {
-		req.Limit, req.Window = quotaWindow(quota, now)
-	}
-	if ru.Cost != nil {
-		// A request costs at least 1; one that costs more than the limit
-		// allows at once can never be admitted (see costExceeded).
-		req.Cost = max(ru.Cost(r), 1)
-		if c := req.Limit.Capacity(); c >= 1 && req.Cost > c {
-			return req, overCapacity, nil
-		}
-	}
-	return req, applies, nil
-}
-
-// take asks the rule's store, within the time budget.
-func (l *Limiter) take(r *http.Request, ru *rule, req *Request) (Result, error) {
-	ctx, cancel := l.budget(r.Context())
-	defer cancel()
-	return ru.Store.Take(ctx, *req)
-}
-
-// budget bounds a store call by the limiter's time budget, if it has one.
-func (l *Limiter) budget(ctx context.Context) (context.Context, context.CancelFunc) {
-	if l.timeout <= 0 {
-		return ctx, noop
-	}
-	return context.WithTimeout(ctx, l.timeout)
-}
-
-// storeFailed applies ru's FailurePolicy after err. When the fallback
-// decided, it returns its result and the fallback store with a nil error,
-// and rewrites *req to the request the fallback saw (its share of the
-// limit), so that releases and undos go to the store that took the units.
-// Otherwise it returns a non-nil error and whether the request may proceed
-// (the response is written when it may not). A shadow rule never writes.
-func (l *Limiter) storeFailed(w http.ResponseWriter, r *http.Request, ru *rule, req *Request, err error, lat time.Duration) (Result, Store, bool, error) {
-	err = fmt.Errorf("%w: rule %q: %w", ErrStoreUnavailable, ru.Name, err)
-	if errors.Is(err, ErrInvalidRequest) || errors.Is(err, ErrInvalidLimit) {
-		// A LimitFunc or Cost produced something no store can enforce: a
-		// bug in the configuration, never a reason to let traffic through
-		// (nor, for a shadow rule, to stop it).
-		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: err, Latency: lat, Request: r})
-		if ru.Shadow {
-			return Result{}, nil, true, err
-		}
-		writeProblem(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
-		return Result{}, nil, false, err
-	}
-	p := ru.OnStoreError
-	if p.mode == failFallback {
-		local := *req
-		local.Limit = p.share(req.Limit)
-		local.Cost = min(local.Cost, local.Limit.Capacity())
-		res, ferr := p.fallback.Take(r.Context(), local)
-		if ferr == nil {
-			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: Fallback, Result: res, Err: err, Latency: lat, Request: r})
-			*req = local
-			return res, p.fallback, true, nil
-		}
-		err = fmt.Errorf("%w (fallback: %w)", err, ferr)
-	}
-	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: err, Latency: lat, Request: r})
-	if p.mode != failClosed || ru.Shadow {
-		return Result{}, nil, true, err
-	}
-	l.failClosed(w, r, p.status, err)
-	return Result{}, nil, false, err
-}
-
-func (l *Limiter) failClosed(w http.ResponseWriter, r *http.Request, status int, err error) {
-	if l.onError != nil {
-		l.onError(w, r, err)
-		return
-	}
-	h := w.Header()
-	h[hdrRetryAfter] = []string{"1"}
-	writeProblem(w, status, failClosedType(status), "The rate limiter is unavailable; retry shortly.")
-}
-
-// failClosedType is the problem type of a fail-closed response (FailClosed
-// takes 429 or 503): the one draft-ietf-httpapi-ratelimit-headers registers
-// for its status, quota-exceeded for 429 and temporary-reduced-capacity for
-// 503.
-func failClosedType(status int) string {
-	if status == http.StatusTooManyRequests {
-		return ProblemType
-	}
-	return "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
-}
-
-func writeProblem(w http.ResponseWriter, status int, typ, detail string) {
-	h := w.Header()
-	h[hdrContentType] = []string{"application/problem+json"}
-	h[hdrCacheControl] = []string{"no-store"}
-	w.WriteHeader(status)
-	fmt.Fprintf(w, `{"type":%q,"title":%q,"status":%d,"detail":%q}`+"\n", typ, http.StatusText(status), status, detail)
-}
-
-// deny writes a denial: the denied handler's, or 429 with body.
-func (l *Limiter) deny(w http.ResponseWriter, r *http.Request, body []byte, name string, res *Result, violated []string) {
-	if l.denied != nil {
-		if violated == nil {
-			violated = []string{name}
-		}
-		d := &Decision{Rule: name, Result: *res, Violated: violated}
-		l.denied.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
-		return
-	}
-	w.WriteHeader(http.StatusTooManyRequests)
-	w.Write(body)
-}
-
-// releaser returns what Admit's caller runs when the request is done: the
-// release of the Concurrency slots that were taken, or nothing.
-func (l *Limiter) releaser(r *http.Request, ru *rule, store Store, req Request, res Result) func() {
-	if ru.Algorithm != Concurrency || !res.Allowed {
-		return noop
-	}
-	ctx := context.WithoutCancel(r.Context())
-	return func() { l.release(ctx, r, ru, store, req, res) }
-}
-
-// release gives back to store, the store that took them, the units that
-// req took with result res: for Concurrency, exactly the slots res.Slot
-// names, so that a release arriving after those slots expired frees no
-// other request's.
-func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store Store, req Request, res Result) {
-	ctx, cancel := l.budget(ctx)
-	defer cancel()
-	req.Slot = res.Slot
-	if err := store.Return(ctx, req); err != nil {
-		l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: StoreError, Err: fmt.Errorf("%w: releasing a slot: %w", ErrStoreUnavailable, err), Request: r})
-	}
-}
-
-func (l *Limiter) keyFailed(w http.ResponseWriter, r *http.Request, ru *rule, err error) (func(), bool) {
-	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: KeyError, Err: err, Request: r})
-	h := w.Header()
-	h[hdrContentType] = []string{"application/problem+json"}
-	h[hdrCacheControl] = []string{"no-store"}
-	w.WriteHeader(ru.keyErrStatus)
-	body := ru.keyProblem
-	if b := keyProblemDetail(ru.keyErrStatus, err); b != nil {
-		body = b
-	}
-	w.Write(body)
-	return noop, false
-}
-
-func (l *Limiter) observe(e Event) {
-	for _, o := range l.observers {
-		o.Observe(e)
-	}
-}
-
-// observeResult reports a decision; deniedAs is the outcome of a denial
-// (Denied, or ShadowDenied for a shadow rule).
-func (l *Limiter) observeResult(r *http.Request, ru *rule, res Result, deniedAs Outcome, lat time.Duration) {
-	if len(l.observers) == 0 {
-		return
-	}
-	o := Allowed
-	if !res.Allowed {
-		o = deniedAs
-	}
-	l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: o, Result: res, Latency: lat, Request: r})
-}
-
-// startTimer and since measure store latency for observers, in real time,
-// and only when someone observes: reading the clock is not free.
-func (l *Limiter) startTimer() time.Time {
-	if len(l.observers) == 0 {
-		return time.Time{}
-	}
-	return time.Now()
-}
-
-func (l *Limiter) since(start time.Time) time.Duration {
-	if start.IsZero() {
-		return 0
-	}
-	return max(time.Since(start), 1) // an observed call never reports zero
-}
-
-func keyProblemBody(status int) []byte {
-	return []byte(`{"type":"about:blank","title":` + strconv.Quote(http.StatusText(status)) +
-		`,"status":` + strconv.Itoa(status) + `,"detail":"The request carries no usable rate-limit key."}` + "\n")
-}
-
-// Decision is the limiter's verdict on a request, available to a denied
-// handler through DecisionFrom.
-type Decision struct {
-	Rule     string   // the most restrictive rule that denied
-	Result   Result   // its result
-	Violated []string // every rule that denied, most restrictive first
-}
-
-type decisionKey struct{}
-
-// DecisionFrom returns the decision the limiter attached to r before calling
-// the handler set by WithDeniedHandler.
-func DecisionFrom(r *http.Request) (*Decision, bool) {
-	d, ok := r.Context().Value(decisionKey{}).(*Decision)
-	return d, ok
-}
-
-// Allow reports whether one event for key fits now under every rule of the
-// limiter, and consumes it if so. The error is non-nil when a store could
-// not decide. With several rules, key is used for each (in its own rule's
-// namespace) and the result is the most restrictive.
-func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
-	return l.AllowN(ctx, key, 1)
-}
-
-// AllowN reports whether n events for key fit now, and consumes them if so.
-// n must be between 0 (a query that consumes nothing) and the capacity: n
-// above a rule's capacity could never be admitted, so AllowN returns an
-// error wrapping ErrInvalidRequest and consumes nothing.
-// Rules with a LimitFunc, Quota or QuotaFunc need a request and are skipped.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
-	reqs, rules := l.keyRequests(key, n)
-	if len(reqs) == 0 {
-		return Result{}, fmt.Errorf("%w: every enforced rule of this limiter needs a request (LimitFunc, Quota or QuotaFunc); use the middleware", ErrInvalidRequest)
-	}
-	if len(reqs) == 1 {
-		return rules[0].Store.Take(ctx, reqs[0])
-	}
-	results := make([]Result, len(reqs))
-	if err := takeAll(ctx, rules, reqs, results); err != nil {
-		return Result{}, err
-	}
-	return results[mostRestrictive(results)], nil
-}
-
-// Return gives back n events for key under every rule, for example after a
-// login attempt that turned out to be valid.
-func (l *Limiter) Return(ctx context.Context, key string, n int) error {
-	reqs, rules := l.keyRequests(key, n)
-	if len(reqs) == 0 {
-		return fmt.Errorf("%w: every enforced rule of this limiter needs a request", ErrInvalidRequest)
-	}
-	var errs []error
-	for i := range reqs {
-		errs = append(errs, rules[i].Store.Return(ctx, reqs[i]))
-	}
-	return errors.Join(errs...)
-}
-
-func (l *Limiter) keyRequests(key string, n int) ([]Request, []*rule) {
-	var reqs []Request
-	var rules []*rule
-	for _, ru := range l.rules[:l.enforced] {
-		if ru.static {
-			reqs = append(reqs, Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: n})
-			rules = append(rules, ru)
-		}
-	}
-	return reqs, rules
+	return false
 }

@@ -164,6 +164,7 @@ func TestStoreErrors(t *testing.T) {
 	}
 	var seen error
 	h = ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithStore(failingStore),
+		ratelimit.WithFailurePolicy(ratelimit.FailClosed(http.StatusServiceUnavailable)),
 		ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
 			seen = err
 			http.Error(w, "limiter unavailable", http.StatusServiceUnavailable)
@@ -260,14 +261,15 @@ func TestConstructionPanics(t *testing.T) {
 		"rate above 1e9/s": func() { ratelimit.New(ratelimit.PerSecond(2e9), byPeer) },
 		"nil key":          func() { ratelimit.New(ratelimit.PerSecond(1), nil) },
 		"bad name":         func() { ratelimit.WithName(`a"b`) },
-		"cost above burst": func() { ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithCost(2)) },
-		"zero cost":        func() { ratelimit.WithCost(0) },
 		"burst with window": func() {
 			ratelimit.New(ratelimit.PerSecond(1).WithBurst(5), byPeer, ratelimit.WithAlgorithm(ratelimit.FixedWindow))
 		},
 		"relative carveout": func() { ratelimit.WithCarveOuts("healthz") },
 		"nil store":         func() { ratelimit.WithStore(nil) },
 		"nil next":          func() { ratelimit.New(ratelimit.PerSecond(1), byPeer)(nil) },
+		"error handler without a rule failing closed": func() {
+			ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithErrorHandler(func(http.ResponseWriter, *http.Request, error) {}))
+		},
 	}
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {

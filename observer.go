@@ -10,14 +10,14 @@ type Outcome uint8
 
 // The outcomes reported to an Observer.
 const (
-	Allowed      Outcome = iota // the rule admitted the request
-	Denied                      // the rule denied it (the response is a 429)
-	ShadowDenied                // a shadow rule would have denied it; it was admitted
-	Skipped                     // carved out or skipped by a predicate; no rule ran
-	KeyError                    // no key could be extracted; the key-error policy applied
-	StoreError                  // the store failed; the rule's FailurePolicy applied
-	Fallback                    // the store failed and the fallback store decided (its Allowed or Denied follows)
-	CostExceeded                // the request costs more than the rule's capacity: never admissible, denied without a store call (a shadow rule only reports it)
+	OutcomeAllowed      Outcome = iota // the rule admitted the request
+	OutcomeDenied                      // the rule denied it (the response is a 429)
+	OutcomeShadowDenied                // a shadow rule would have denied it; it was admitted
+	OutcomeSkipped                     // carved out or skipped by a predicate; no rule ran
+	OutcomeKeyError                    // no key could be extracted; the key-error policy applied
+	OutcomeStoreError                  // the store failed; the rule's FailurePolicy applied
+	OutcomeFallback                    // the store failed and the fallback store decided (its Allowed or Denied follows)
+	OutcomeCostExceeded                // the request costs more than the rule's capacity: never admissible, denied without a store call (a shadow rule only reports it)
 	numOutcomes
 )
 
@@ -63,12 +63,40 @@ type ObserverFunc func(e Event)
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
-// WithObserver sends every decision to o: allowed, denied, shadow-denied,
-// skipped, key errors, store errors, fallbacks and costs above capacity. See the ratelimitprom and
-// ratelimitotel packages for ready-made metrics.
-func WithObserver(o Observer) Option {
-	if o == nil {
-		panic("ratelimit: WithObserver(nil)")
+// observers are a Limiter's observers.
+type observers []Observer
+
+func (os observers) observe(e Event) {
+	for _, o := range os {
+		o.Observe(e)
 	}
-	return func(c *config) { c.observers = append(c.observers, o) }
+}
+
+// result reports a decision; deniedAs is the outcome of a denial
+// (OutcomeDenied, or OutcomeShadowDenied for a shadow rule).
+func (os observers) result(r *http.Request, ru *rule, res Result, deniedAs Outcome, lat time.Duration) {
+	if len(os) == 0 {
+		return
+	}
+	o := OutcomeAllowed
+	if !res.Allowed {
+		o = deniedAs
+	}
+	os.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: o, Result: res, Latency: lat, Request: r})
+}
+
+// start and since measure store latency for observers, in real time, and
+// only when someone observes: reading the clock is not free.
+func (os observers) start() time.Time {
+	if len(os) == 0 {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func since(start time.Time) time.Duration {
+	if start.IsZero() {
+		return 0
+	}
+	return max(time.Since(start), 1) // an observed call never reports zero
 }

@@ -14,7 +14,6 @@ type config struct {
 	clock        Clock
 	name         string
 	algorithm    Algorithm
-	cost         int
 	costFunc     func(*http.Request) int
 	headers      HeaderStyle
 	carveOuts    []string
@@ -26,7 +25,6 @@ type config struct {
 	observers    []Observer
 	timeout      time.Duration
 	keyKind      string
-	shadow       bool
 	failure      FailurePolicy
 	ruleOpts     []string // rule-level options used, rejected by NewRules
 }
@@ -34,18 +32,20 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		name:         "default",
-		cost:         1,
 		headers:      HeadersIETF,
-		carveOuts:    DefaultCarveOuts,
+		carveOuts:    DefaultCarveOuts(),
 		keyErrStatus: http.StatusBadRequest,
 	}
 }
 
-// DefaultCarveOuts are the paths that pass unlimited by default: the usual
-// Kubernetes probes and the Prometheus scrape endpoint, for GET requests (and
-// HEAD where the router is known to serve it from the GET route) that the
-// carve-out's own route serves. See WithCarveOuts.
-var DefaultCarveOuts = []string{"/healthz", "/livez", "/readyz", "/metrics"}
+// DefaultCarveOuts returns the paths that pass unlimited by default: the
+// usual Kubernetes probes and the Prometheus scrape endpoint, for GET
+// requests (and HEAD where the router is known to serve it from the GET
+// route) that the carve-out's own route serves. See WithCarveOuts. Each
+// call returns a new slice.
+func DefaultCarveOuts() []string {
+	return []string{"/healthz", "/livez", "/readyz", "/metrics"}
+}
 
 // WithStore sets where limit state is kept. The default is a private
 // in-process memory store bounded to about a million keys; pass a
@@ -86,15 +86,6 @@ func WithAlgorithm(a Algorithm) Option {
 	return func(c *config) { c.algorithm = a; c.ruleOpts = append(c.ruleOpts, "WithAlgorithm") }
 }
 
-// WithCost sets how many units each request consumes; 1 unless set. It must
-// be between 1 and the limit's capacity.
-func WithCost(n int) Option {
-	if n < 1 {
-		panic(fmt.Sprintf("ratelimit: WithCost(%d): cost must be at least 1", n))
-	}
-	return func(c *config) { c.cost = n; c.ruleOpts = append(c.ruleOpts, "WithCost") }
-}
-
 // WithCostFunc sets a per-request cost, for example 5 for a search. A
 // result below 1 counts as 1: a request can never cost nothing. A request
 // that costs more than the limit's capacity can never be admitted: it is
@@ -114,7 +105,7 @@ func WithHeaders(s HeaderStyle) Option {
 	return func(c *config) { c.headers = s }
 }
 
-// WithCarveOuts replaces DefaultCarveOuts: requests for these paths pass
+// WithCarveOuts replaces DefaultCarveOuts(): requests for these paths pass
 // unlimited and without rate-limit fields, when they will certainly be served
 // by the path's own handler; when in doubt, they are limited. Only GET and
 // HEAD requests qualify. Where the router has matched the request (inside a
@@ -161,12 +152,14 @@ func WithDeniedHandler(h http.Handler) Option {
 	return func(c *config) { c.denied = h }
 }
 
-// WithErrorHandler sets what happens when the store fails (Redis down, a
-// deadline passed) for a rule that fails closed: f owns the response instead
-// of the default RFC 9457 body. It also makes a single-rule limiter fail
-// closed, as if WithFailurePolicy(FailClosed(503)) were set. Without either,
-// the request passes without rate-limit fields (fail open): a store outage
-// never becomes an API outage, and never a 429.
+// WithErrorHandler sets the response to a store failure (Redis down, a
+// deadline passed) under a rule that fails closed: f owns the response
+// instead of the default RFC 9457 body; err wraps ErrStoreUnavailable and
+// the store's error. It does not change any rule's FailurePolicy: at least
+// one enforced rule must fail closed (WithFailurePolicy(FailClosed(503))
+// with New, Rule.OnStoreError with NewRules), or the Limiter panics, since f
+// would never run. Rules fail open by default: the request passes without
+// rate-limit fields, and a store outage never becomes an API outage.
 func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	if f == nil {
 		panic("ratelimit: WithErrorHandler(nil)")
@@ -229,7 +222,12 @@ func WithKeyKind(kind string) Option {
 	return func(c *config) { c.keyKind = kind; c.ruleOpts = append(c.ruleOpts, "WithKeyKind") }
 }
 
-// WithShadow makes New's rule report without enforcing: see Rule.Shadow.
-func WithShadow() Option {
-	return func(c *config) { c.shadow = true; c.ruleOpts = append(c.ruleOpts, "WithShadow") }
+// WithObserver sends every decision to o: allowed, denied, shadow-denied,
+// skipped, key errors, store errors, fallbacks and costs above capacity. See the ratelimitprom and
+// ratelimitotel packages for ready-made metrics.
+func WithObserver(o Observer) Option {
+	if o == nil {
+		panic("ratelimit: WithObserver(nil)")
+	}
+	return func(c *config) { c.observers = append(c.observers, o) }
 }

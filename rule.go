@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -72,170 +74,176 @@ type Rule struct {
 	Adaptive *Adaptive
 }
 
-// Quota is a calendar quota: N events per day, week or month, with windows
-// that start at midnight in Location. Windows follow the calendar, so a day
-// with a daylight-saving change is 23 or 25 hours long.
-//
-// Window bounds are computed from the limiter's clock (each instance's own,
-// also with Redis), so keep instance clocks synchronised.
-type Quota struct {
-	N        int
-	Unit     CalendarUnit
-	Location *time.Location // nil means UTC
-}
-
-// CalendarUnit is the length of a Quota's window.
-type CalendarUnit uint8
-
-// The calendar units of a Quota.
-const (
-	Day  CalendarUnit = iota + 1
-	Week              // starting on Monday
-	Month
-)
-
-// Daily returns a quota of n events per calendar day in loc (nil: UTC).
-func Daily(n int, loc *time.Location) Quota { return Quota{N: n, Unit: Day, Location: loc} }
-
-// Weekly returns a quota of n events per calendar week (from Monday) in loc.
-func Weekly(n int, loc *time.Location) Quota { return Quota{N: n, Unit: Week, Location: loc} }
-
-// Monthly returns a quota of n events per calendar month in loc.
-func Monthly(n int, loc *time.Location) Quota { return Quota{N: n, Unit: Month, Location: loc} }
-
-// IsZero reports whether q is unset.
-func (q Quota) IsZero() bool { return q.Unit == 0 }
-
-// quotaWindow returns the store request's limit and window for q at now:
-// the window containing now and the bounds of its neighbours, so that a
-// store on its own clock can pick the window that contains its time.
-func quotaWindow(q Quota, now time.Time) (Limit, Window) {
-	start, end := q.Window(now)
-	prev, _ := q.Window(start.Add(-1))
-	_, next := q.Window(end)
-	return Limit{Rate: q.N, Period: end.Sub(start)},
-		Window{Start: start.UnixNano(), End: end.UnixNano(), PrevStart: prev.UnixNano(), NextEnd: next.UnixNano()}
-}
-
-// Window returns the bounds [start, end) of the window containing t.
-func (q Quota) Window(t time.Time) (start, end time.Time) {
-	loc := q.Location
-	if loc == nil {
-		loc = time.UTC
-	}
-	t = t.In(loc)
-	y, m, d := t.Date()
-	switch q.Unit {
-	case Week:
-		d -= (int(t.Weekday()) + 6) % 7
-		start = time.Date(y, m, d, 0, 0, 0, 0, loc)
-		return start, time.Date(y, m, d+7, 0, 0, 0, 0, loc)
-	case Month:
-		start = time.Date(y, m, 1, 0, 0, 0, 0, loc)
-		return start, time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
-	default:
-		start = time.Date(y, m, d, 0, 0, 0, 0, loc)
-		return start, time.Date(y, m, d+1, 0, 0, 0, 0, loc)
-	}
-}
-
-// Plan is what a tier grants a tenant. Zero fields grant nothing of that kind
-// (no rate limit, no quota, no concurrency cap).
-type Plan struct {
-	Rate        Limit
-	Quota       Quota
-	Concurrency int // requests in flight
-
-	// SlotTimeout is how long a concurrency slot lives if the instance
-	// holding it dies without releasing it (with Redis); a minute when zero.
-	// It must exceed the longest request.
-	SlotTimeout time.Duration
-}
-
-// Tiers returns the rules of a tiered API: each request's tier, from
-// resolve, picks its Plan, and the tenant key counts against that plan's
-// rate, quota and concurrency cap (rules "<name>-rate", "<name>-quota",
-// "<name>-concurrency"). Because the plan is looked up on every request, a
-// tenant whose plan changes gets the new limits on its next request. Quota
-// usage and requests in flight carry over; the rate bucket is kept per tenant
-// and tier, so a new plan starts with a full bucket (GCRA state is time, and
-// a debt under one rate would misread under another). A request whose tier is
-// unknown or not in plans is rejected by the key-error policy, never let
-// through unlimited. resolve runs several times per request (for each rule's
-// key and limit): make it cheap, for example by reading the tenant's plan
-// from the request context where authentication put it.
-func Tiers(name string, tenant KeyFunc, resolve func(*http.Request) (tier string, ok bool), plans map[string]Plan) []Rule {
-	if tenant == nil || resolve == nil || len(plans) == 0 {
-		panic("ratelimit: Tiers needs a tenant key, a resolver and at least one plan")
-	}
-	plans = clonePlans(plans)
-	for tier, p := range plans {
-		if !p.Rate.isZero() {
-			if err := p.Rate.Validate(); err != nil {
-				panic(fmt.Sprintf("ratelimit: Tiers: plan %q: %v", tier, err))
-			}
-		}
-		if p.Concurrency < 0 || (!p.Quota.IsZero() && p.Quota.N <= 0) {
-			panic(fmt.Sprintf("ratelimit: Tiers: plan %q: negative concurrency or quota", tier))
-		}
-	}
-	plan := func(r *http.Request) (Plan, bool) {
-		tier, ok := resolve(r)
-		if !ok {
-			return Plan{}, false
-		}
-		p, ok := plans[tier]
-		return p, ok
-	}
-	// The tier must resolve for the request to be keyed at all: an unknown
-	// tier fails the key, so the key-error policy applies.
-	key := func(r *http.Request) (string, error) {
-		if _, ok := plan(r); !ok {
-			return "", fmt.Errorf("%w: no plan for this request's tier", ErrNoKey)
-		}
-		return tenant(r)
-	}
-	rateKey := func(r *http.Request) (string, error) {
-		tier, ok := resolve(r)
-		if _, known := plans[tier]; !ok || !known {
-			return "", fmt.Errorf("%w: no plan for this request's tier", ErrNoKey)
-		}
-		k, err := tenant(r)
-		return tier + "\x00" + k, err
-	}
-	return []Rule{
-		{Name: name + "-rate", Key: rateKey, KeyKind: "tenant", LimitFunc: func(r *http.Request) (Limit, bool) {
-			p, ok := plan(r)
-			return p.Rate, ok && !p.Rate.isZero()
-		}},
-		{Name: name + "-quota", Key: key, KeyKind: "tenant", Algorithm: FixedWindow, QuotaFunc: func(r *http.Request) (Quota, bool) {
-			p, ok := plan(r)
-			return p.Quota, ok && !p.Quota.IsZero()
-		}},
-		{Name: name + "-concurrency", Key: key, KeyKind: "tenant", Algorithm: Concurrency, LimitFunc: func(r *http.Request) (Limit, bool) {
-			p, ok := plan(r)
-			slot := p.SlotTimeout
-			if slot <= 0 {
-				slot = time.Minute
-			}
-			return Limit{Rate: p.Concurrency, Period: slot}, ok && p.Concurrency > 0
-		}},
-	}
-}
-
-func clonePlans(m map[string]Plan) map[string]Plan {
-	out := make(map[string]Plan, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-func (l Limit) isZero() bool { return l == Limit{} }
-
 // Global returns a KeyFunc that puts every request in one bucket: a cap on
 // the whole service (per instance with a memory store, for the fleet with
 // Redis), usually stacked with per-client rules.
 func Global() KeyFunc {
 	return func(*http.Request) (string, error) { return "global", nil }
+}
+
+// rule is a compiled Rule.
+type rule struct {
+	Rule
+	quotedName   string // the name as a Structured Fields string
+	noKeyRule    string // the Rule of the shared bucket for keyless requests
+	policyItem   string // precomputed RateLimit-Policy member of a static rule
+	capacityText string
+	problem      []byte // the 429 body naming this rule alone
+	keyProblem   []byte
+	onKeyError   KeyErrorPolicy
+	keyErrStatus int
+	static       bool // no LimitFunc, Quota or QuotaFunc
+	local        bool // its store answers from process memory
+	storeID      int  // rules with the same store share an ID
+	adaptive     *adaptiveSet
+	fast         *fastRule
+}
+
+func compileRule(r Rule, c config) *rule {
+	if r.Key == nil {
+		panic(fmt.Sprintf("ratelimit: rule %q needs a KeyFunc, such as ByIP()", r.Name))
+	}
+	if r.KeyKind == "" {
+		r.KeyKind = keyKindOf(r.Key)
+	}
+	if r.Name == "" {
+		r.Name = defaultName(r)
+	}
+	if !validPolicyName(r.Name) {
+		panic(fmt.Sprintf("ratelimit: rule name %q: use 1-64 letters, digits or -_.:/", r.Name))
+	}
+	if r.Store == nil {
+		r.Store = c.store
+	}
+	ru := &rule{
+		Rule:         r,
+		quotedName:   strconv.Quote(r.Name),
+		noKeyRule:    r.Name + "#nokey",
+		onKeyError:   c.onKeyError,
+		keyErrStatus: c.keyErrStatus,
+		static:       r.LimitFunc == nil && r.QuotaFunc == nil && r.Quota.IsZero(),
+	}
+	if ls, ok := r.Store.(LocalStore); ok && ls.Local() {
+		ru.local = true
+	}
+	switch {
+	case r.Adaptive != nil:
+		compileAdaptive(ru, c.clock)
+	case !r.Quota.IsZero():
+		if r.Quota.n <= 0 || r.Quota.n > maxCount || r.Quota.unit > month {
+			panic(fmt.Sprintf("ratelimit: rule %q: invalid quota %+v", r.Name, r.Quota))
+		}
+		ru.Algorithm = FixedWindow
+	case r.QuotaFunc != nil:
+		ru.Algorithm = FixedWindow
+	case r.LimitFunc == nil:
+		probe := Request{Limit: r.Limit, Algorithm: r.Algorithm, Cost: 1}
+		if err := probe.Validate(); err != nil {
+			panic(fmt.Sprintf("ratelimit: rule %q: %v", r.Name, strings.TrimPrefix(err.Error(), "ratelimit: ")))
+		}
+		ru.policyItem = policyItem(r.Name, r.Limit, r.Algorithm)
+		ru.capacityText = strconv.Itoa(r.Limit.Capacity())
+	}
+	ru.problem = problemBody([]string{r.Name})
+	ru.keyProblem = keyProblemBody(c.keyErrStatus)
+	return ru
+}
+
+// defaultName names a rule given no name (New without WithName, a Rule
+// with an empty Name) after what it limits: key kind, rate, period, and
+// the burst and algorithm when they are not the defaults, such as
+// "ip-100-per-1m", "api_key-10-per-1s-burst-20-sliding-window" or
+// "user-1000-per-day". Limiters nested around one handler therefore report
+// distinct policies unless they limit the same key in the same way.
+func defaultName(r Rule) string {
+	var b strings.Builder
+	b.WriteString(r.KeyKind)
+	switch {
+	case !r.Quota.IsZero():
+		unit := map[calendarUnit]string{day: "day", week: "week", month: "month"}[r.Quota.unit]
+		fmt.Fprintf(&b, "-%d-per-%s", r.Quota.n, unit)
+	case r.LimitFunc != nil || r.QuotaFunc != nil:
+		b.WriteString("-dynamic")
+	default:
+		fmt.Fprintf(&b, "-%d-per-%s", r.Limit.Rate, periodName(r.Limit.Period))
+		if r.Limit.Burst != 0 && r.Limit.Burst != r.Limit.Rate {
+			fmt.Fprintf(&b, "-burst-%d", r.Limit.Burst)
+		}
+	}
+	if r.Algorithm != GCRA && r.Quota.IsZero() {
+		b.WriteString("-" + r.Algorithm.String())
+	}
+	name := []byte(b.String())
+	for i, ch := range name { // a KeyKind set by the user may hold anything
+		if !validPolicyName(string(ch)) {
+			name[i] = '_'
+		}
+	}
+	return string(name[:min(len(name), 64)])
+}
+
+// periodName writes d in the largest whole unit: "1s", "1m", "2h", "1d".
+func periodName(d time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
+		if d >= u.d && d%u.d == 0 {
+			return strconv.FormatInt(int64(d/u.d), 10) + u.name
+		}
+	}
+	return strconv.FormatInt(int64(d), 10) + "ns"
+}
+
+// use tells how a request relates to a rule.
+type use uint8
+
+const (
+	applies      use = iota
+	exempt           // the rule's LimitFunc or QuotaFunc exempted the request
+	keyFailed        // the rule's KeyFunc failed
+	overCapacity     // the request costs more than the rule's limit allows at once
+)
+
+// request builds in *req the store request for r under ru. The key comes first, so
+// that a request without a key meets the key-error policy even under a rule
+// that would exempt it.
+func (ru *rule) request(r *http.Request, now time.Time, req *Request) (use, error) {
+	*req = Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
+	key, err := ru.Key(r)
+	switch {
+	case err != nil && ru.onKeyError == RejectKeyError:
+		return keyFailed, err
+	case err != nil:
+		req.Rule = ru.noKeyRule
+	default:
+		req.Key = compactKey(key)
+	}
+	if ru.LimitFunc != nil {
+		limit, ok := ru.LimitFunc(r)
+		if !ok {
+			return exempt, nil
+		}
+		req.Limit = limit
+	}
+	quota := ru.Quota
+	if ru.QuotaFunc != nil {
+		q, ok := ru.QuotaFunc(r)
+		if !ok {
+			return exempt, nil
+		}
+		quota = q
+	}
+	if !quota.IsZero() {
+		req.Limit, req.Window = quotaWindow(quota, now)
+	}
+	if ru.Cost != nil {
+		// A request costs at least 1; one that costs more than the limit
+		// allows at once can never be admitted (see costExceeded).
+		req.Cost = max(ru.Cost(r), 1)
+		if c := req.Limit.Capacity(); c >= 1 && req.Cost > c {
+			return overCapacity, nil
+		}
+	}
+	return applies, nil
 }

@@ -307,7 +307,7 @@ func TestShadowAndObserver(t *testing.T) {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
 	for _, e := range rec.events {
-		if e.Outcome != ratelimit.Skipped && e.KeyKind != "ip" {
+		if e.Outcome != ratelimit.OutcomeSkipped && e.KeyKind != "ip" {
 			t.Fatalf("event without its key kind: %+v", e)
 		}
 	}
@@ -320,7 +320,7 @@ func TestFailurePolicies(t *testing.T) {
 		codes  []int
 		events string
 	}{
-		{"open", ratelimit.FailOpen, []int{200, 200, 200}, "r:store_error r:store_error r:store_error"},
+		{"open", ratelimit.FailOpen(), []int{200, 200, 200}, "r:store_error r:store_error r:store_error"},
 		{"closed-503", ratelimit.FailClosed(503), []int{503, 503, 503}, "r:store_error r:store_error r:store_error"},
 		{"closed-429", ratelimit.FailClosed(429), []int{429, 429, 429}, "r:store_error r:store_error r:store_error"},
 		{"fallback", ratelimit.FallbackTo(memory.New(memory.WithClock(newClock()))), []int{200, 200, 429}, "r:fallback r:allowed r:fallback r:allowed r:fallback r:denied"},
@@ -344,7 +344,7 @@ func TestFailurePolicies(t *testing.T) {
 				t.Fatalf("events %q, want %q", got, c.events)
 			}
 			for _, e := range rec.events {
-				if e.Outcome != ratelimit.StoreError && e.Outcome != ratelimit.Fallback {
+				if e.Outcome != ratelimit.OutcomeStoreError && e.Outcome != ratelimit.OutcomeFallback {
 					continue
 				}
 				if !errors.Is(e.Err, ratelimit.ErrStoreUnavailable) || !errors.Is(e.Err, errDown) {
@@ -440,7 +440,9 @@ func TestObserverLatency(t *testing.T) {
 func TestShadowRuleKeyErrorNeverDenies(t *testing.T) {
 	rec := &recorder{}
 	noKey := func(*http.Request) (string, error) { return "", ratelimit.ErrNoKey }
-	single := ratelimit.New(ratelimit.PerMinute(1), noKey, ratelimit.WithShadow(), ratelimit.WithObserver(rec))(ok)
+	single := ratelimit.NewRules([]ratelimit.Rule{
+		{Limit: ratelimit.PerMinute(1), Key: noKey, Shadow: true},
+	}, ratelimit.WithObserver(rec))(ok)
 	multi := ratelimit.NewRules([]ratelimit.Rule{
 		{Name: "shadow", Limit: ratelimit.PerMinute(1), Key: noKey, Shadow: true},
 		{Name: "ip", Limit: ratelimit.PerMinute(10), Key: byPeer},

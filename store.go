@@ -177,6 +177,14 @@ type Store interface {
 	Return(ctx context.Context, req Request) error
 }
 
+// LocalStore is implemented by stores that answer from process memory
+// without I/O. A Limiter checks rules on local stores first, so that a
+// request they deny costs no network round trip.
+type LocalStore interface {
+	Store
+	Local() bool
+}
+
 // Clock tells the time. Stores and middleware take one so that tests can
 // control time; see ratelimittest.NewClock. SystemClock is the default.
 type Clock interface {

@@ -226,7 +226,7 @@ func (c *compiler) store(n *yaml.Node, path string) ratelimit.Store {
 func (c *compiler) failure(n *yaml.Node, path string) (ratelimit.FailurePolicy, bool) {
 	s, ok := c.str(n, path)
 	if !ok {
-		return ratelimit.FailOpen, false
+		return ratelimit.FailOpen(), false
 	}
 	var word, arg string
 	if _, err := fmt.Sscanf(s+" -", "%s %s", &word, &arg); err != nil {
@@ -234,26 +234,26 @@ func (c *compiler) failure(n *yaml.Node, path string) (ratelimit.FailurePolicy, 
 	}
 	switch {
 	case s == "open":
-		return ratelimit.FailOpen, true
+		return ratelimit.FailOpen(), true
 	case s == "closed":
 		return ratelimit.FailClosed(http.StatusServiceUnavailable), true
 	case word == "closed":
 		code, err := strconv.Atoi(arg)
 		if err != nil || code < 400 || code > 599 {
 			c.fail(n, path, "closed takes an HTTP status from 400 to 599, got %q", arg)
-			return ratelimit.FailOpen, false
+			return ratelimit.FailOpen(), false
 		}
 		return ratelimit.FailClosed(code), true
 	case word == "fallback" && arg != "-":
 		st, ok := c.reg.Stores[arg]
 		if !ok {
 			c.fail(n, path, "fallback to unknown store %q (the registry has %v)", arg, sortedKeys(c.reg.Stores))
-			return ratelimit.FailOpen, false
+			return ratelimit.FailOpen(), false
 		}
 		return ratelimit.FallbackTo(st), true
 	}
 	c.fail(n, path, "unknown failure policy %q: use open, closed, closed <status> or fallback <store>", s)
-	return ratelimit.FailOpen, false
+	return ratelimit.FailOpen(), false
 }
 
 var calendarUnits = map[string]func(int, *time.Location) ratelimit.Quota{

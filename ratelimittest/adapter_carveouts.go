@@ -24,11 +24,11 @@ func (a Adapter) testCarveOuts(t *testing.T) {
 	t.Run("GetRoutes", func(t *testing.T) {
 		var hs handlers
 		routes := []Route{exhaustedRoute(&hs), {"POST", "/metrics", hs.named("POST /metrics")}}
-		for _, path := range ratelimit.DefaultCarveOuts {
+		for _, path := range ratelimit.DefaultCarveOuts() {
 			routes = append(routes, Route{"GET", path, hs.named(path)})
 		}
 		p := new(CarveOutProber)
-		skipped := p.Check(t, a.Router(limiter(p), routes...), ratelimit.DefaultCarveOuts...)
+		skipped := p.Check(t, a.Router(limiter(p), routes...), ratelimit.DefaultCarveOuts()...)
 		if skipped[Probe{"HEAD", "/healthz"}] {
 			t.Error("HEAD /healthz was carved out with no HEAD route")
 		}
@@ -46,7 +46,7 @@ func (a Adapter) testCarveOuts(t *testing.T) {
 		var hs handlers
 		h := a.Router(limiter(new(CarveOutProber)), Route{"GET", "/{id}", hs.named("/{id}")})
 		ExpectLimitedAt(t, h, 3, gets("/work"))
-		for _, path := range ratelimit.DefaultCarveOuts {
+		for _, path := range ratelimit.DefaultCarveOuts() {
 			if resp := send(h, "GET", path); !resp.Limited() {
 				t.Errorf("GET %s served by the route /{id}: %d, want 429 (no carve-out route serves it)", path, resp.Code)
 			}

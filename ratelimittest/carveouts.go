@@ -63,7 +63,7 @@ type CarveOutProber struct {
 
 // Observe counts the requests the limiter skipped.
 func (p *CarveOutProber) Observe(e ratelimit.Event) {
-	if e.Outcome == ratelimit.Skipped {
+	if e.Outcome == ratelimit.OutcomeSkipped {
 		p.skipped.Add(1)
 	}
 }

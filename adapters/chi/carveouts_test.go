@@ -2,7 +2,6 @@ package ratelimitchi_test
 
 import (
 	"net/http"
-	"slices"
 	"testing"
 	"testing/fstest"
 
@@ -14,7 +13,7 @@ import (
 )
 
 // carveOutPaths are the default carve-outs and one next to a file server.
-var carveOutPaths = append(slices.Clone(ratelimit.DefaultCarveOuts), "/public/status")
+var carveOutPaths = append(ratelimit.DefaultCarveOuts(), "/public/status")
 
 func servedBy(name string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

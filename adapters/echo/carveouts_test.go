@@ -3,7 +3,6 @@ package ratelimitecho_test
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -13,7 +12,7 @@ import (
 )
 
 // carveOutPaths are the default carve-outs and one next to a catch-all.
-var carveOutPaths = append(slices.Clone(ratelimit.DefaultCarveOuts), "/public/status")
+var carveOutPaths = append(ratelimit.DefaultCarveOuts(), "/public/status")
 
 func servedBy(name string) echo.HandlerFunc {
 	return func(c echo.Context) error {

@@ -6,8 +6,9 @@
 // New takes the same limits, key functions, stores and options as
 // ratelimit.New and returns an echo.MiddlewareFunc; NewWithConfig adds echo's
 // conventions: a Skipper, and handlers that return errors for echo's
-// HTTPErrorHandler. Both run the core limiter (ratelimit.Limiter.AdmitRoute):
-// nothing about limiting, headers or bodies is reimplemented here.
+// HTTPErrorHandler. Both run the core limiter (ratelimit.Limiter.AdmitRoute,
+// or CheckRoute when a handler renders the outcome the echo way): nothing
+// about limiting, headers or bodies is reimplemented here.
 //
 // # Global, per-group and per-route limits
 //
@@ -81,10 +82,9 @@
 package ratelimitecho
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
-	"slices"
-	"sync"
 
 	"github.com/labstack/echo/v5"
 	"github.com/labstack/echo/v5/middleware"
@@ -183,42 +183,31 @@ func NewWithConfig(cfg Config) echo.MiddlewareFunc {
 		}
 	}
 
-	// The core's denied and error handlers are net/http handlers: they reach
-	// the *echo.Context, and hand back their error, through the
-	// ResponseWriter given to Admit.
-	opts := slices.Clip(cfg.Options)
-	if cfg.DenyHandler != nil {
-		deny := cfg.DenyHandler
-		opts = append(opts, ratelimit.WithDeniedHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			hw := hookFrom(w)
-			d, _ := ratelimit.DecisionFrom(r)
-			hw.outcome, hw.err = denied, deny(hw.c, d)
-		})))
-	}
-	if cfg.ErrorHandler != nil {
-		onError := cfg.ErrorHandler
-		opts = append(opts, ratelimit.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
-			hw := hookFrom(w)
-			hw.outcome, hw.err = storeFailed, onError(hw.c, err)
-		}))
-	}
-	l := ratelimit.NewLimiter(cfg.Limit, cfg.Key, opts...)
+	l := ratelimit.NewLimiter(cfg.Limit, cfg.Key, cfg.Options...)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c *echo.Context) error {
 			if skipper(c) {
 				return next(c)
 			}
-			r := setPattern(c)
-			hw := hookPool.Get().(*hookWriter)
-			hw.ResponseWriter, hw.c = c.Response(), c
-			done, ok := l.AdmitRoute(hw, r, route(c, l))
-			outcome, err := hw.outcome, hw.err
-			*hw = hookWriter{}
-			hookPool.Put(hw)
-			if !ok && (outcome != storeFailed || err != nil) {
-				return err // nil when Admit wrote the response itself
+			v := l.CheckRoute(setPattern(c), route(c, l))
+			switch {
+			case cfg.DenyHandler != nil && v.Denied():
+				v.SetHeaders(c.Response().Header())
+				return cfg.DenyHandler(c, &ratelimit.Decision{Rule: v.Rule(), Result: v.Result(), Violated: v.Violated()})
+			case cfg.ErrorHandler != nil && errors.Is(v.Err(), ratelimit.ErrStoreUnavailable):
+				if err := cfg.ErrorHandler(c, v.Err()); err != nil {
+					v.Done()
+					return err
+				}
+				if !v.Allowed() { // failed closed, but the handler lets it through
+					return next(c)
+				}
 			}
-			defer done()
+			v.Write(c.Response())
+			if !v.Allowed() {
+				return nil // Write answered
+			}
+			defer v.Done() // releases Concurrency slots; otherwise a no-op
 			return next(c)
 		}
 	}
@@ -250,43 +239,6 @@ func route(c *echo.Context, l *ratelimit.Limiter) string {
 	}
 	return p
 }
-
-type outcome uint8
-
-const (
-	decided     outcome = iota // allowed, or answered by the core
-	denied                     // DenyHandler ran
-	storeFailed                // ErrorHandler ran
-)
-
-// hookWriter is the ResponseWriter given to Admit when a DenyHandler or an
-// ErrorHandler is set: it carries the *echo.Context to them and their error
-// back. Pooled, so that it costs no allocation.
-type hookWriter struct {
-	http.ResponseWriter
-	c       *echo.Context
-	outcome outcome
-	err     error
-}
-
-// Unwrap returns the echo response, for http.ResponseController.
-func (w *hookWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// hookFrom finds the hookWriter given to Admit in w.
-func hookFrom(w http.ResponseWriter) *hookWriter {
-	for {
-		switch x := w.(type) {
-		case *hookWriter:
-			return x
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = x.Unwrap()
-		default:
-			panic("ratelimitecho: a denied or error handler ran outside the middleware")
-		}
-	}
-}
-
-var hookPool = sync.Pool{New: func() any { return new(hookWriter) }}
 
 // errNoRoute is returned by ByRoute when there is no echo route.
 var errNoRoute = fmt.Errorf("%w: ratelimitecho: no echo route matched (c.Path() is empty: e.Pre middleware runs before routing), or the limiter was not installed with this package", ratelimit.ErrNoKey)

@@ -3,7 +3,6 @@ package ratelimitgin_test
 import (
 	"encoding/json"
 	"net/http"
-	"slices"
 	"sync"
 	"testing"
 
@@ -16,7 +15,7 @@ import (
 // carveOutPaths are the default carve-outs and one next to a parameter
 // route (gin refuses a catch-all beside a static segment); NoRoute is the
 // catch-all.
-var carveOutPaths = append(slices.Clone(ratelimit.DefaultCarveOuts), "/public/status")
+var carveOutPaths = append(ratelimit.DefaultCarveOuts(), "/public/status")
 
 func servedBy(name string) gin.HandlerFunc {
 	return func(c *gin.Context) {

@@ -2,7 +2,7 @@
 //
 // New takes the same limits, key functions, stores and options as
 // ratelimit.New and returns a gin.HandlerFunc. It runs the core limiter
-// (ratelimit.Limiter.AdmitRoute): an allowed request gets the rate-limit fields
+// (ratelimit.Limiter.AdmitRoute, or CheckRoute with a DenyHandler): an allowed request gets the rate-limit fields
 // and goes on down the chain; a denied one gets the core's 429 (the same
 // fields, Retry-After, Cache-Control and RFC 9457 problem+json body) and the
 // chain is aborted with c.Abort. Nothing about limiting is reimplemented here.
@@ -81,8 +81,6 @@ package ratelimitgin
 import (
 	"fmt"
 	"net/http"
-	"slices"
-	"sync"
 
 	"github.com/gin-gonic/gin"
 	"github.com/sluicehq/ratelimit"
@@ -107,7 +105,7 @@ func Middleware(l *ratelimit.Limiter) gin.HandlerFunc {
 		panic("ratelimitgin: Middleware(nil)")
 	}
 	return func(c *gin.Context) {
-		done, ok := admit(c, l, c.Writer)
+		done, ok := admit(c, l)
 		if !ok {
 			return
 		}
@@ -149,72 +147,47 @@ func NewWithConfig(cfg Config) gin.HandlerFunc {
 		return New(cfg.Limit, cfg.Key, cfg.Options...)
 	}
 	deny := cfg.DenyHandler
-	// The core's denied handler is a net/http handler: it reaches the
-	// gin.Context through the ResponseWriter given to the limiter.
-	opts := append(slices.Clip(cfg.Options), ratelimit.WithDeniedHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, _ := ratelimit.DecisionFrom(r)
-		deny(hookFrom(w).c, d)
-	})))
-	l := ratelimit.NewLimiter(cfg.Limit, cfg.Key, opts...)
+	l := ratelimit.NewLimiter(cfg.Limit, cfg.Key, cfg.Options...)
 	return func(c *gin.Context) {
-		hw := hookPool.Get().(*hookWriter)
-		hw.ResponseWriter, hw.c = c.Writer, c
-		done, ok := admit(c, l, hw)
-		*hw = hookWriter{}
-		hookPool.Put(hw)
-		if !ok {
+		v := l.CheckRoute(pattern(c), c.FullPath())
+		if v.Denied() {
+			v.SetHeaders(c.Writer.Header())
+			deny(c, &ratelimit.Decision{Rule: v.Rule(), Result: v.Result(), Violated: v.Violated()})
+			c.Abort()
 			return
 		}
-		defer done()
+		v.Write(c.Writer)
+		if !v.Allowed() {
+			c.Abort()
+			return
+		}
+		defer v.Done() // gin's writer reports the status to adaptive rules
 		c.Next()
 	}
 }
 
-// admit applies l to c, writing any response through w. When the request
-// may not proceed, the limiter has written the response (429, key error,
-// deny handler or fail-closed store error) and the chain is aborted.
-func admit(c *gin.Context, l *ratelimit.Limiter, w http.ResponseWriter) (done func(), ok bool) {
-	r := c.Request
-	// Make gin's matched route visible to key functions, as ServeMux does
-	// for its own patterns. No allocation: FullPath is stored on the route.
-	fp := c.FullPath()
-	if r.Pattern != fp {
-		r.Pattern = fp
-	}
-	// gin matched fp for this method (its trees are per method; NoRoute
-	// and NoMethod have none): carve-outs are decided from it.
-	done, ok = l.AdmitRoute(w, r, fp)
+// admit applies l to c. When the request may not proceed, the limiter has
+// written the response (429, key error or fail-closed store error) and the
+// chain is aborted.
+func admit(c *gin.Context, l *ratelimit.Limiter) (done func(), ok bool) {
+	// gin matched FullPath for this method (its trees are per method;
+	// NoRoute and NoMethod have none): carve-outs are decided from it.
+	done, ok = l.AdmitRoute(c.Writer, pattern(c), c.FullPath())
 	if !ok {
 		c.Abort()
 	}
 	return done, ok
 }
 
-// hookWriter is the ResponseWriter given to the limiter when a DenyHandler
-// is set: it carries the gin.Context to it. Pooled, so that it costs no
-// allocation.
-type hookWriter struct {
-	http.ResponseWriter
-	c *gin.Context
-}
-
-// Unwrap returns gin's writer, for http.ResponseController.
-func (w *hookWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-var hookPool = sync.Pool{New: func() any { return new(hookWriter) }}
-
-// hookFrom finds the hookWriter given to the limiter in w.
-func hookFrom(w http.ResponseWriter) *hookWriter {
-	for {
-		switch x := w.(type) {
-		case *hookWriter:
-			return x
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = x.Unwrap()
-		default:
-			panic("ratelimitgin: a DenyHandler ran outside the middleware NewWithConfig returned")
-		}
+// pattern makes gin's matched route visible to key functions, as ServeMux
+// does for its own patterns, and returns the request. No allocation:
+// FullPath is stored on the route.
+func pattern(c *gin.Context) *http.Request {
+	r := c.Request
+	if fp := c.FullPath(); r.Pattern != fp {
+		r.Pattern = fp
 	}
+	return r
 }
 
 // errNoRoute is returned by ByRoute when there is no gin route.

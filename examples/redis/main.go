@@ -86,7 +86,7 @@ func instance(n int, addr, redisAddr string) *http.Server {
 	limit := ratelimit.New(ratelimit.PerMinute(5), ratelimit.ByIP(),
 		ratelimit.WithStore(store),
 		ratelimit.WithName("shared"),
-		ratelimit.WithFailurePolicy(ratelimit.FailOpen),
+		ratelimit.WithFailurePolicy(ratelimit.FailOpen()),
 	)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {

@@ -54,7 +54,7 @@ const (
 
 // numOutcomes counts the outcomes ratelimit defines. Outcomes a newer core
 // may add are recorded too, without precomputed attributes.
-const numOutcomes = int(ratelimit.Fallback) + 1
+const numOutcomes = int(ratelimit.OutcomeFallback) + 1
 
 // Option configures an Observer.
 type Option func(*config)
@@ -170,7 +170,7 @@ func (o *Observer) Observe(e ratelimit.Event) {
 	}
 	// A Fallback event shares its store call with the decision that
 	// follows it: time the call once.
-	if e.Latency > 0 && e.Outcome != ratelimit.Fallback {
+	if e.Latency > 0 && e.Outcome != ratelimit.OutcomeFallback {
 		o.duration.Record(ctx, e.Latency.Seconds(), s.record...)
 	}
 }

@@ -142,12 +142,12 @@ func TestCardinalityCap(t *testing.T) {
 	for i := range 10 {
 		rule := fmt.Sprintf("tenant-%d", i)
 		for range i + 1 {
-			obs.Observe(ratelimit.Event{Rule: rule, KeyKind: "tenant", Outcome: ratelimit.Allowed, Latency: time.Millisecond})
+			obs.Observe(ratelimit.Event{Rule: rule, KeyKind: "tenant", Outcome: ratelimit.OutcomeAllowed, Latency: time.Millisecond})
 		}
-		obs.Observe(ratelimit.Event{Rule: rule, KeyKind: "tenant", Outcome: ratelimit.Denied})
+		obs.Observe(ratelimit.Event{Rule: rule, KeyKind: "tenant", Outcome: ratelimit.OutcomeDenied})
 	}
-	obs.Observe(ratelimit.Event{Rule: "tenant-0", KeyKind: "tenant", Outcome: ratelimit.Denied})
-	obs.Observe(ratelimit.Event{Rule: "tenant-0", KeyKind: "ip", Outcome: ratelimit.Allowed}) // a new pair
+	obs.Observe(ratelimit.Event{Rule: "tenant-0", KeyKind: "tenant", Outcome: ratelimit.OutcomeDenied})
+	obs.Observe(ratelimit.Event{Rule: "tenant-0", KeyKind: "ip", Outcome: ratelimit.OutcomeAllowed}) // a new pair
 
 	m := collect(t, reader)
 	equal(t, "decisions", decisions(t, m), map[string]int64{
@@ -175,7 +175,7 @@ func TestCardinalityCapConcurrent(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range names {
-				obs.Observe(ratelimit.Event{Rule: fmt.Sprintf("r%d", (i*7+w)%names), KeyKind: "k", Outcome: ratelimit.Allowed})
+				obs.Observe(ratelimit.Event{Rule: fmt.Sprintf("r%d", (i*7+w)%names), KeyKind: "k", Outcome: ratelimit.OutcomeAllowed})
 			}
 		})
 	}
@@ -193,7 +193,7 @@ func TestCardinalityCapConcurrent(t *testing.T) {
 
 func TestOutcomes(t *testing.T) {
 	obs, reader := newObserver(t)
-	for o := ratelimit.Allowed; o <= ratelimit.Fallback; o++ {
+	for o := ratelimit.OutcomeAllowed; o <= ratelimit.OutcomeFallback; o++ {
 		obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "user", Outcome: o})
 	}
 	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "user", Outcome: ratelimit.Outcome(200)})
@@ -206,11 +206,11 @@ func TestOutcomes(t *testing.T) {
 
 func TestLatency(t *testing.T) {
 	obs, reader := newObserver(t, ratelimitotel.WithBuckets(0.001, 0.01))
-	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.Allowed, Latency: 2 * time.Millisecond})
-	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.Denied, Latency: 20 * time.Millisecond})
-	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.Allowed})                        // no store call
-	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.Fallback, Latency: time.Second}) // timed by the decision that follows
-	obs.Observe(ratelimit.Event{Rule: "q", KeyKind: "ip", Outcome: ratelimit.Allowed})
+	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.OutcomeAllowed, Latency: 2 * time.Millisecond})
+	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.OutcomeDenied, Latency: 20 * time.Millisecond})
+	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.OutcomeAllowed})                        // no store call
+	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.OutcomeFallback, Latency: time.Second}) // timed by the decision that follows
+	obs.Observe(ratelimit.Event{Rule: "q", KeyKind: "ip", Outcome: ratelimit.OutcomeAllowed})
 
 	h := collect(t, reader)[ratelimitotel.StoreDurationName].Data.(metricdata.Histogram[float64])
 	if len(h.DataPoints) != 1 {
@@ -279,13 +279,13 @@ func TestNewErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs.Observe(ratelimit.Event{Rule: "r", Outcome: ratelimit.Allowed, Latency: time.Millisecond})
+	obs.Observe(ratelimit.Event{Rule: "r", Outcome: ratelimit.OutcomeAllowed, Latency: time.Millisecond})
 }
 
 func TestObserveAllocs(t *testing.T) {
 	obs, _ := newObserver(t)
 	req := ratelimittest.NewRequest("GET", "/", "")
-	e := ratelimit.Event{Rule: "per-ip", KeyKind: "ip", Outcome: ratelimit.Allowed, Latency: time.Millisecond, Request: req}
+	e := ratelimit.Event{Rule: "per-ip", KeyKind: "ip", Outcome: ratelimit.OutcomeAllowed, Latency: time.Millisecond, Request: req}
 	obs.Observe(e)
 	if n := testing.AllocsPerRun(1000, func() { obs.Observe(e) }); n != 0 {
 		t.Errorf("Observe allocates %v times, want 0", n)
@@ -299,8 +299,8 @@ func BenchmarkObserve(b *testing.B) {
 	var events []ratelimit.Event
 	for _, r := range rules {
 		events = append(events,
-			ratelimit.Event{Rule: r, KeyKind: "ip", Outcome: ratelimit.Allowed, Latency: 40 * time.Microsecond, Request: req},
-			ratelimit.Event{Rule: r, KeyKind: "ip", Outcome: ratelimit.Denied, Latency: 40 * time.Microsecond, Request: req})
+			ratelimit.Event{Rule: r, KeyKind: "ip", Outcome: ratelimit.OutcomeAllowed, Latency: 40 * time.Microsecond, Request: req},
+			ratelimit.Event{Rule: r, KeyKind: "ip", Outcome: ratelimit.OutcomeDenied, Latency: 40 * time.Microsecond, Request: req})
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

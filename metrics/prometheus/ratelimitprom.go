@@ -47,7 +47,7 @@ var DefaultBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, 
 
 // numOutcomes counts the outcomes ratelimit defines. Outcomes a newer core
 // may add are counted too, without a cached child.
-const numOutcomes = int(ratelimit.Fallback) + 1
+const numOutcomes = int(ratelimit.OutcomeFallback) + 1
 
 // Option configures an Observer.
 type Option func(*config)
@@ -140,7 +140,7 @@ func (o *Observer) Observe(e ratelimit.Event) {
 	s.counter(e.Outcome).Inc()
 	// A Fallback event shares its store call with the decision that
 	// follows it: time the call once.
-	if e.Latency > 0 && e.Outcome != ratelimit.Fallback {
+	if e.Latency > 0 && e.Outcome != ratelimit.OutcomeFallback {
 		s.histogram().Observe(e.Latency.Seconds())
 	}
 }

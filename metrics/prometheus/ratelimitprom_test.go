@@ -164,7 +164,7 @@ func gather(t *testing.T, c prometheus.Collector) map[string]*dto.MetricFamily {
 
 func TestOutcomes(t *testing.T) {
 	obs := ratelimitprom.New()
-	for o := ratelimit.Allowed; o <= ratelimit.Fallback; o++ {
+	for o := ratelimit.OutcomeAllowed; o <= ratelimit.OutcomeFallback; o++ {
 		obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "user", Outcome: o})
 	}
 	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "user", Outcome: ratelimit.Outcome(200)})
@@ -198,14 +198,14 @@ func TestCardinalityCap(t *testing.T) {
 	for i := range 10 {
 		rule := fmt.Sprintf("tenant-%d", i)
 		for range i + 1 {
-			obs.Observe(ratelimit.Event{Rule: rule, KeyKind: "tenant", Outcome: ratelimit.Allowed, Latency: time.Millisecond})
+			obs.Observe(ratelimit.Event{Rule: rule, KeyKind: "tenant", Outcome: ratelimit.OutcomeAllowed, Latency: time.Millisecond})
 		}
-		obs.Observe(ratelimit.Event{Rule: rule, KeyKind: "tenant", Outcome: ratelimit.Denied})
+		obs.Observe(ratelimit.Event{Rule: rule, KeyKind: "tenant", Outcome: ratelimit.OutcomeDenied})
 	}
 	// An admitted rule keeps its series after the cap is reached.
-	obs.Observe(ratelimit.Event{Rule: "tenant-0", KeyKind: "tenant", Outcome: ratelimit.Denied})
+	obs.Observe(ratelimit.Event{Rule: "tenant-0", KeyKind: "tenant", Outcome: ratelimit.OutcomeDenied})
 	// A known rule under a new key kind is a new pair.
-	obs.Observe(ratelimit.Event{Rule: "tenant-0", KeyKind: "ip", Outcome: ratelimit.Allowed})
+	obs.Observe(ratelimit.Event{Rule: "tenant-0", KeyKind: "ip", Outcome: ratelimit.OutcomeAllowed})
 
 	mf := gather(t, obs)
 	equal(t, "decisions", series(mf["ratelimit_decisions_total"]), map[string]float64{
@@ -234,7 +234,7 @@ func TestCardinalityCapConcurrent(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range names {
-				obs.Observe(ratelimit.Event{Rule: fmt.Sprintf("r%d", (i*7+w)%names), KeyKind: "k", Outcome: ratelimit.Allowed})
+				obs.Observe(ratelimit.Event{Rule: fmt.Sprintf("r%d", (i*7+w)%names), KeyKind: "k", Outcome: ratelimit.OutcomeAllowed})
 			}
 		})
 	}
@@ -254,12 +254,12 @@ func TestCardinalityCapConcurrent(t *testing.T) {
 
 func TestLatency(t *testing.T) {
 	obs := ratelimitprom.New(ratelimitprom.WithBuckets(0.001, 0.01))
-	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.Allowed, Latency: 2 * time.Millisecond})
-	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.Denied, Latency: 20 * time.Millisecond})
-	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.Allowed}) // no store call
+	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.OutcomeAllowed, Latency: 2 * time.Millisecond})
+	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.OutcomeDenied, Latency: 20 * time.Millisecond})
+	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.OutcomeAllowed}) // no store call
 	// The fallback's decision follows with the same latency: timed once.
-	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.Fallback, Latency: time.Second})
-	obs.Observe(ratelimit.Event{Rule: "q", KeyKind: "ip", Outcome: ratelimit.Allowed}) // never timed
+	obs.Observe(ratelimit.Event{Rule: "r", KeyKind: "ip", Outcome: ratelimit.OutcomeFallback, Latency: time.Second})
+	obs.Observe(ratelimit.Event{Rule: "q", KeyKind: "ip", Outcome: ratelimit.OutcomeAllowed}) // never timed
 
 	mf := gather(t, obs)
 	hs := mf["ratelimit_store_duration_seconds"].GetMetric()
@@ -340,14 +340,14 @@ func TestRegisterTwice(t *testing.T) {
 
 func TestObserveAllocs(t *testing.T) {
 	obs := ratelimitprom.New()
-	e := ratelimit.Event{Rule: "per-ip", KeyKind: "ip", Outcome: ratelimit.Allowed, Latency: time.Millisecond}
+	e := ratelimit.Event{Rule: "per-ip", KeyKind: "ip", Outcome: ratelimit.OutcomeAllowed, Latency: time.Millisecond}
 	obs.Observe(e)
 	if n := testing.AllocsPerRun(1000, func() { obs.Observe(e) }); n != 0 {
 		t.Errorf("Observe allocates %v times, want 0", n)
 	}
 	full := ratelimitprom.New(ratelimitprom.WithMaxRules(1))
 	full.Observe(e)
-	over := ratelimit.Event{Rule: "tenant-1234", KeyKind: "tenant", Outcome: ratelimit.Denied}
+	over := ratelimit.Event{Rule: "tenant-1234", KeyKind: "tenant", Outcome: ratelimit.OutcomeDenied}
 	full.Observe(over)
 	if n := testing.AllocsPerRun(1000, func() { full.Observe(over) }); n != 0 {
 		t.Errorf("Observe of a folded rule allocates %v times, want 0", n)
@@ -360,8 +360,8 @@ func BenchmarkObserve(b *testing.B) {
 	events := make([]ratelimit.Event, 0, len(rules)*2)
 	for _, r := range rules {
 		events = append(events,
-			ratelimit.Event{Rule: r, KeyKind: "ip", Outcome: ratelimit.Allowed, Latency: 40 * time.Microsecond},
-			ratelimit.Event{Rule: r, KeyKind: "ip", Outcome: ratelimit.Denied, Latency: 40 * time.Microsecond})
+			ratelimit.Event{Rule: r, KeyKind: "ip", Outcome: ratelimit.OutcomeAllowed, Latency: 40 * time.Microsecond},
+			ratelimit.Event{Rule: r, KeyKind: "ip", Outcome: ratelimit.OutcomeDenied, Latency: 40 * time.Microsecond})
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -376,7 +376,7 @@ func BenchmarkObserve(b *testing.B) {
 func BenchmarkObserveFolded(b *testing.B) {
 	obs := ratelimitprom.New(ratelimitprom.WithMaxRules(1))
 	obs.Observe(ratelimit.Event{Rule: "first", KeyKind: "tenant"})
-	e := ratelimit.Event{Rule: "tenant-42", KeyKind: "tenant", Outcome: ratelimit.Allowed}
+	e := ratelimit.Event{Rule: "tenant-42", KeyKind: "tenant", Outcome: ratelimit.OutcomeAllowed}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

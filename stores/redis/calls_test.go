@@ -171,7 +171,7 @@ func TestPackageExampleSetupWhileRedisHangs(t *testing.T) {
 	defer client.Close()
 	store := breaker.New(New(client), breaker.Config{})
 	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
-		ratelimit.WithStore(store), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+		ratelimit.WithStore(store), ratelimit.WithFailurePolicy(ratelimit.FailOpen()))
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 
 	var slowest time.Duration

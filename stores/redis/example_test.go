@@ -19,7 +19,7 @@ func Example() {
 	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	store := breaker.New(redisstore.New(client), breaker.Config{})
 	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
-		ratelimit.WithStore(store), ratelimit.WithFailurePolicy(ratelimit.FailOpen))
+		ratelimit.WithStore(store), ratelimit.WithFailurePolicy(ratelimit.FailOpen()))
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("hello\n")) })

@@ -86,7 +86,7 @@ func newFoRigBudget(t *testing.T, client redis.UniversalClient, policy string, b
 	var p ratelimit.FailurePolicy
 	switch policy {
 	case "fail-open":
-		p = ratelimit.FailOpen
+		p = ratelimit.FailOpen()
 	case "fail-closed-503":
 		p = ratelimit.FailClosed(http.StatusServiceUnavailable)
 	default:
@@ -109,11 +109,11 @@ func newFoRigBudget(t *testing.T, client redis.UniversalClient, policy string, b
 			return
 		}
 		switch e.Outcome {
-		case ratelimit.StoreError:
+		case ratelimit.OutcomeStoreError:
 			tr.storeErr, tr.err = true, e.Err
-		case ratelimit.Fallback:
+		case ratelimit.OutcomeFallback:
 			tr.fallback, tr.err = true, e.Err
-		case ratelimit.Allowed, ratelimit.Denied:
+		case ratelimit.OutcomeAllowed, ratelimit.OutcomeDenied:
 			tr.decided = true
 		}
 	})

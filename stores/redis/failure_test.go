@@ -58,7 +58,7 @@ type policyCase struct {
 }
 
 var faultPolicies = []policyCase{
-	{"fail-open", func() ratelimit.FailurePolicy { return ratelimit.FailOpen }},
+	{"fail-open", func() ratelimit.FailurePolicy { return ratelimit.FailOpen() }},
 	{"fail-closed-503", func() ratelimit.FailurePolicy { return ratelimit.FailClosed(http.StatusServiceUnavailable) }},
 	{"fail-closed-429", func() ratelimit.FailurePolicy { return ratelimit.FailClosed(http.StatusTooManyRequests) }},
 	{"fallback", func() ratelimit.FailurePolicy { return ratelimit.FallbackTo(memory.New()) }},

@@ -1,0 +1,104 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Allow reports whether one event for key fits now under every rule of the
+// limiter, and consumes it if so; see AllowN.
+func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN reports whether n events for key fit now under every enforced
+// rule, and consumes them if so. It takes the middleware's decision path:
+// key is used for each rule (in its own rule's namespace), one store call
+// per store within the time budget (WithTimeout), units taken by one rule
+// are given back when another denies, each rule's FailurePolicy applies
+// and observers see every decision (with a nil Event.Request). Rules with
+// a LimitFunc, Quota or QuotaFunc need a request and are skipped, as are
+// shadow and adaptive rules.
+//
+// The Result is the most restrictive rule's. The error contract, with one
+// rule as with several:
+//
+//   - nil: every rule was decided by its store or a fallback.
+//   - wrapping ErrStoreUnavailable (and the store's error, such as
+//     context.DeadlineExceeded when the budget ran out or ErrCircuitOpen):
+//     a store failed and no fallback decided. The Result then carries the
+//     failure policy's answer: Allowed under FailOpen (unless another rule
+//     denied), not Allowed under FailClosed.
+//   - wrapping ErrInvalidRequest, never ErrStoreUnavailable: n is negative
+//     or above a rule's capacity (such a request could never be admitted),
+//     no enforced rule can decide without a request, or a store rejected
+//     the request. Nothing is consumed and the Result is not Allowed.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
+	b := l.getBatch()
+	defer l.putBatch(b)
+	rvs, err := l.keyRequests(b.rvs[:0], key, n)
+	if err != nil {
+		return Result{}, err
+	}
+	d := decision{ctx: ctx, enforced: len(rvs), scratch: &b.scratch}
+	var v Verdict
+	l.settle(&d, rvs, nil, &v)
+	switch v.kind {
+	case verdictMisconfigured:
+		return Result{}, v.err
+	case verdictFailedClosed:
+		return Result{Limit: v.limit, RetryAfter: time.Second}, v.err
+	case verdictPass:
+		return Result{Allowed: true}, v.err // every rule failed open
+	}
+	return v.res, v.err
+}
+
+// keyRequests adds to rvs the request of n events for key under every
+// enforced static rule.
+func (l *Limiter) keyRequests(rvs []ruleVerdict, key string, n int) ([]ruleVerdict, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("%w: AllowN of %d events", ErrInvalidRequest, n)
+	}
+	for _, ru := range l.rules[:l.enforced] {
+		if !ru.static {
+			continue
+		}
+		req := Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: n}
+		if n > ru.Limit.Capacity() {
+			return nil, l.costExceeded(nil, ru, &req)
+		}
+		rvs = add(rvs, ru, req)
+	}
+	if len(rvs) == 0 {
+		return nil, fmt.Errorf("%w: every enforced rule of this limiter needs a request (LimitFunc, Quota or QuotaFunc); use the middleware", ErrInvalidRequest)
+	}
+	return rvs, nil
+}
+
+// Return gives back n events for key under every enforced static rule, for
+// example after a login attempt that turned out to be valid. Each call is
+// bounded by the time budget; the error joins the stores' errors, each
+// wrapping ErrStoreUnavailable (or ErrInvalidRequest when n is invalid).
+func (l *Limiter) Return(ctx context.Context, key string, n int) error {
+	var errs []error
+	found := false
+	for _, ru := range l.rules[:l.enforced] {
+		if !ru.static {
+			continue
+		}
+		found = true
+		req := Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: n}
+		bctx, cancel := l.budget(ctx)
+		if err := ru.Store.Return(bctx, req); err != nil {
+			errs = append(errs, ruleError(ru.Name, err))
+		}
+		cancel()
+	}
+	if !found {
+		return fmt.Errorf("%w: every enforced rule of this limiter needs a request", ErrInvalidRequest)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,230 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// ruleVerdict is one rule's part of a decision: its store request and what
+// became of it. Both request paths (one rule, several rules) and Allow are
+// built on it.
+type ruleVerdict struct {
+	ru  *rule
+	req Request
+	res Result
+	// by is the store that decided (a fallback's if the rule's failed), and
+	// call the index of the store call that decided it: the requests of one
+	// call were all-or-nothing; -1 before the call, or for a fallback.
+	by    Store
+	call  int
+	state ruleState
+	lat   time.Duration // store latency, when observed
+	err   error         // why no store decided (failedOpen, failedClosed, misconfigured)
+}
+
+// ruleState is what became of one rule's request.
+type ruleState uint8
+
+const (
+	pending       ruleState = iota // not sent (a cheaper rule already denied)
+	decided                        // res holds the store's (or the fallback's) decision
+	consumed                       // decided and allowed, then given back by compensation
+	failedOpen                     // the store failed and the rule lets the request pass
+	failedClosed                   // the store failed and the rule stops the request
+	misconfigured                  // the store rejected the request as invalid
+)
+
+// answered reports whether a store's decision stands for the rule.
+func (rv *ruleVerdict) answered() bool { return rv.state == decided || rv.state == consumed }
+
+// holds reports whether the rule holds Concurrency slots until the request ends.
+func (rv *ruleVerdict) holds() bool {
+	return rv.state == decided && rv.res.Allowed && rv.ru.Algorithm == Concurrency && rv.req.Cost > 0
+}
+
+// decision is the state of one decision in progress, beside its rules'
+// verdicts (passed apart, so that an array of one on the caller's stack
+// stays there; a pooled batch holds them with several rules).
+type decision struct {
+	ctx      context.Context
+	r        *http.Request // nil for Allow and AllowN
+	enforced int           // how many of the rules' verdicts are enforced (they come first)
+	now      time.Time
+	scratch  *groupScratch // for store calls of several requests; nil with one rule
+}
+
+// add appends ru's request to rvs within its capacity, unlike append, so
+// that a caller's array of one stays on its stack.
+func add(rvs []ruleVerdict, ru *rule, req Request) []ruleVerdict {
+	n := len(rvs)
+	rvs = rvs[:n+1]
+	rvs[n] = ruleVerdict{ru: ru, req: req, by: ru.Store, call: -1}
+	return rvs
+}
+
+// groupScratch holds the contiguous slices one TakeAll call needs.
+type groupScratch struct {
+	reqs [MaxRules]Request
+	res  [MaxRules]Result
+}
+
+// batch holds a decision's rules when there are several. Batches are
+// pooled: the multi-rule path allocates only what it must keep.
+type batch struct {
+	rvs     [MaxRules]ruleVerdict
+	scratch groupScratch
+}
+
+func (l *Limiter) getBatch() *batch { return l.batches.Get().(*batch) }
+
+func (l *Limiter) putBatch(b *batch) {
+	n := 0
+	for n < len(b.rvs) && b.rvs[n].ru != nil {
+		n++
+	}
+	clear(b.rvs[:n]) // drop keys, stores and errors
+	clear(b.scratch.reqs[:n])
+	l.batches.Put(b)
+}
+
+// budget bounds a store call by the limiter's time budget, if it has one.
+func (l *Limiter) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.timeout <= 0 {
+		return ctx, noop
+	}
+	return context.WithTimeout(ctx, l.timeout)
+}
+
+// compensate gives back what enforced rules consumed before the request
+// was denied (by another store's rule) or stopped, so that a denial
+// consumes nothing. Requests decided in the same store call as a denial
+// were never consumed: TakeAll is all-or-nothing.
+func (l *Limiter) compensate(d *decision, rvs []ruleVerdict) {
+	for i := range rvs[:d.enforced] {
+		rv := &rvs[i]
+		if rv.state != decided || !rv.res.Allowed || rv.req.Cost == 0 || callDenied(rvs[:d.enforced], rv.call) {
+			continue
+		}
+		l.release(context.WithoutCancel(d.ctx), d.r, rv.ru, rv.by, rv.req, rv.res.Slot)
+		rv.state = consumed
+	}
+}
+
+// callDenied reports whether store call call denied one of its requests.
+func callDenied(rvs []ruleVerdict, call int) bool {
+	if call < 0 {
+		return false
+	}
+	for i := range rvs {
+		rv := &rvs[i]
+		if rv.call == call && rv.state == decided && !rv.res.Allowed {
+			return true
+		}
+	}
+	return false
+}
+
+// release gives back to store, the store that took them, the units req
+// took: for Concurrency exactly the slots slot names, so that a release
+// arriving after those slots expired frees no other request's.
+func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store Store, req Request, slot uint64) {
+	ctx, cancel := l.budget(ctx)
+	defer cancel()
+	req.Slot = slot
+	if err := store.Return(ctx, req); err != nil {
+		l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeStoreError,
+			Err: fmt.Errorf("%w: rule %q: releasing: %w", ErrStoreUnavailable, ru.Name, err), Request: r})
+	}
+}
+
+// releaseShadow gives back the Concurrency slots shadow rules took for a
+// request that was stopped: no handler runs.
+func (l *Limiter) releaseShadow(d *decision, rvs []ruleVerdict) {
+	for i := d.enforced; i < len(rvs); i++ {
+		if rv := &rvs[i]; rv.holds() {
+			l.release(context.WithoutCancel(d.ctx), d.r, rv.ru, rv.by, rv.req, rv.res.Slot)
+		}
+	}
+}
+
+// held is what an admitted request holds until it has been served: the
+// Concurrency slots it took and its adaptive slots. It exists only when
+// there is something to give back.
+type held struct {
+	l        *Limiter
+	ctx      context.Context
+	r        *http.Request
+	slots    []heldSlot
+	adaptive *adaptiveDone
+	w        http.ResponseWriter // given to Verdict.Write: asked for the status
+	once     atomic.Bool
+}
+
+type heldSlot struct {
+	ru    *rule
+	store Store
+	req   Request
+	slot  uint64
+}
+
+// hold returns what the admitted request of d holds, or nil.
+func (l *Limiter) hold(d *decision, rvs []ruleVerdict, ad *adaptiveDone) *held {
+	var h *held
+	for i := range rvs {
+		if rv := &rvs[i]; rv.holds() {
+			if h == nil {
+				h = &held{l: l, ctx: context.WithoutCancel(d.ctx), r: d.r}
+			}
+			h.slots = append(h.slots, heldSlot{rv.ru, rv.by, rv.req, rv.res.Slot})
+		}
+	}
+	if ad != nil {
+		if h == nil {
+			h = &held{l: l, ctx: context.WithoutCancel(d.ctx), r: d.r}
+		}
+		h.adaptive = ad
+	}
+	return h
+}
+
+// done releases everything, once; status is the response's (0 if unknown),
+// for adaptive rules' classifiers.
+func (h *held) done(status int) {
+	if !h.once.CompareAndSwap(false, true) {
+		return
+	}
+	for _, s := range h.slots {
+		h.l.release(h.ctx, h.r, s.ru, s.store, s.req, s.slot)
+	}
+	if h.adaptive != nil {
+		h.adaptive.release(true, status)
+	}
+}
+
+// doneRecorded is done with the status recorded by the ResponseWriter given
+// to Write, when it records one.
+func (h *held) doneRecorded() {
+	status := 0
+	if s, ok := h.w.(interface{ Status() int }); ok {
+		status = s.Status()
+	}
+	h.done(status)
+}
+
+// moreRestrictive reports whether a should be reported over b: a denial
+// over an admission, the longer wait among denials, the fewer remaining
+// units (then the later reset) among admissions.
+func moreRestrictive(a, b *Result) bool {
+	switch {
+	case a.Allowed != b.Allowed:
+		return !a.Allowed
+	case !a.Allowed:
+		return a.RetryAfter > b.RetryAfter
+	case a.Remaining != b.Remaining:
+		return a.Remaining < b.Remaining
+	}
+	return a.ResetAfter > b.ResetAfter
+}

@@ -1,0 +1,343 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Check decides on r under every rule of the limiter and returns the
+// verdict without writing anything: units are consumed as by the
+// middleware, but the response is the caller's. Call Write to answer (the
+// rate-limit fields, and the 429, 503 or 4xx response when the request may
+// not proceed) and, when Allowed, Done once the request has been served.
+// Framework adapters build on Check, or on CheckRoute when their router
+// has matched a route; with net/http, use Handler.
+func (l *Limiter) Check(r *http.Request) Verdict {
+	var v Verdict
+	l.check(r, routing{}, &v)
+	return v
+}
+
+// CheckRoute is Check for a request the router has already matched: route
+// is the pattern of the route it matched for the request's method, as the
+// router spells it ("/healthz", "/users/:id", "/*"), or "" when it matched
+// none (404, 405) or has not routed yet. A GET or HEAD request is carved
+// out when route is exactly a carve-out path; the request's path is not
+// read, so escapes, doubled slashes and catch-all routes cannot pass for a
+// carve-out. See docs/carve-outs.md.
+func (l *Limiter) CheckRoute(r *http.Request, route string) Verdict {
+	var v Verdict
+	l.check(r, routing{route: route, routed: true}, &v)
+	return v
+}
+
+func (l *Limiter) check(r *http.Request, rt routing, v *Verdict) {
+	if l.skip(r, rt) {
+		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
+		return
+	}
+	l.decide(r, v)
+}
+
+// decide sets *v, the zero Verdict, to the verdict on r: it applies the
+// adaptive rules, then the others. A request rejected by an adaptive rule
+// never reaches the stores; one stopped by another rule gives its adaptive
+// slots back unsampled. (Verdicts are filled in place rather than returned:
+// they are large enough for the copies to show on the request path.)
+func (l *Limiter) decide(r *http.Request, v *Verdict) {
+	var ad *adaptiveDone
+	if l.adaptive != nil {
+		if ad = l.acquireAdaptive(r, v); ad == nil {
+			return
+		}
+	}
+	var now time.Time
+	if l.needNow {
+		now = l.clock.Now()
+	}
+	if len(l.rules) <= 1 {
+		var one [1]ruleVerdict
+		d := decision{ctx: r.Context(), r: r, now: now}
+		l.decideRules(&d, one[:0], ad, v)
+		return
+	}
+	b := l.getBatch()
+	defer l.putBatch(b)
+	d := decision{ctx: r.Context(), r: r, now: now, scratch: &b.scratch}
+	l.decideRules(&d, b.rvs[:0], ad, v)
+}
+
+// decideRules builds each rule's request for d.r and settles them.
+func (l *Limiter) decideRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
+	for i, ru := range l.rules {
+		n := len(rvs)
+		rvs = rvs[:n+1]
+		rv := &rvs[n]
+		rv.ru, rv.by, rv.call = ru, ru.Store, -1
+		use, err := ru.request(d.r, d.now, &rv.req)
+		req := &rv.req
+		switch use {
+		case exempt:
+			rvs = rvs[:n]
+			continue
+		case keyFailed:
+			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: d.r})
+			if ru.Shadow {
+				rvs = rvs[:n]
+				continue // a shadow rule never denies
+			}
+			ad.release(false, 0)
+			*v = Verdict{l: l, r: d.r, kind: verdictKeyError, top: ru, err: err}
+			return
+		case overCapacity:
+			err := l.costExceeded(d.r, ru, req)
+			if ru.Shadow {
+				rvs = rvs[:n]
+				continue
+			}
+			ad.release(false, 0)
+			*v = Verdict{l: l, r: d.r, kind: verdictCostExceeded, top: ru, res: Result{Limit: req.Limit}, limit: req.Limit, cost: req.Cost, err: err}
+			return
+		}
+		if i < l.enforced {
+			d.enforced = len(rvs)
+		}
+	}
+	l.settle(d, rvs, ad, v)
+}
+
+// costExceeded reports, and returns the error of, a request that costs
+// more than ru's limit allows at once. Such a request can never be
+// admitted, at any time, so it is denied without asking the store (nothing
+// is consumed) and without Retry-After: waiting cannot help.
+func (l *Limiter) costExceeded(r *http.Request, ru *rule, req *Request) error {
+	err := fmt.Errorf("%w: cost %d exceeds the capacity %d of rule %q", ErrInvalidRequest, req.Cost, req.Limit.Capacity(), ru.Name)
+	l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeCostExceeded, Result: Result{Limit: req.Limit}, Err: err, Request: r})
+	return err
+}
+
+// settle asks the stores about d's requests, enforced rules first, and
+// makes the verdict *v.
+func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
+	stop, denied := l.takeEnforced(d, rvs)
+	if stop >= 0 || denied {
+		l.compensate(d, rvs)
+	}
+	if stop >= 0 {
+		ad.release(false, 0)
+		l.stopped(d, &rvs[stop], v)
+		return
+	}
+	l.takeShadow(d, rvs)
+	l.conclude(d, rvs, denied, v)
+	if !v.Allowed() {
+		ad.release(false, 0)
+		l.releaseShadow(d, rvs)
+		return
+	}
+	if d.r != nil && (l.slots || ad != nil) {
+		v.held = l.hold(d, rvs, ad)
+	}
+}
+
+// takeEnforced asks the stores about the enforced rules: one call per
+// store, cheapest stores first, stopping at the first denial so that
+// costlier stores are not asked. stop is the index of a rule whose store
+// failure stops the request, or -1.
+func (l *Limiter) takeEnforced(d *decision, rvs []ruleVerdict) (stop int, denied bool) {
+	stop = -1
+	for g := 0; g < d.enforced && !denied && stop < 0; g++ {
+		if rvs[g].state != pending {
+			continue
+		}
+		err := l.takeGroup(d, rvs, g)
+		for i := g; i < d.enforced; i++ {
+			rv := &rvs[i]
+			if rv.call != g {
+				continue
+			}
+			if err == nil {
+				rv.state = decided
+			} else if rv.call = -1; l.fail(d, rv, err) && stop < 0 {
+				stop = i
+			}
+			denied = denied || rv.state == decided && !rv.res.Allowed
+		}
+	}
+	return stop, denied
+}
+
+// takeGroup asks the store of enforced rule g about every pending enforced
+// request on the same store, in one all-or-nothing call, marking them with
+// call g and setting their results and latency.
+func (l *Limiter) takeGroup(d *decision, rvs []ruleVerdict, g int) error {
+	rvs = rvs[:d.enforced]
+	k := 0
+	for i := g; i < len(rvs); i++ {
+		if rvs[i].state == pending && rvs[i].ru.storeID == rvs[g].ru.storeID {
+			rvs[i].call = g
+			k++
+		}
+	}
+	ctx, cancel := l.budget(d.ctx)
+	defer cancel()
+	start := l.observers.start()
+	var err error
+	if k == 1 {
+		rvs[g].res, err = rvs[g].ru.Store.Take(ctx, rvs[g].req)
+		rvs[g].lat = since(start)
+		return err
+	}
+	sc, j := d.scratch, 0
+	for i := g; i < len(rvs); i++ {
+		if rvs[i].call == g {
+			sc.reqs[j] = rvs[i].req
+			j++
+		}
+	}
+	err = rvs[g].ru.Store.TakeAll(ctx, sc.reqs[:k], sc.res[:k])
+	lat := since(start)
+	j = 0
+	for i := g; i < len(rvs); i++ {
+		if rvs[i].call == g {
+			rvs[i].res, rvs[i].lat = sc.res[j], lat
+			j++
+		}
+	}
+	return err
+}
+
+// takeShadow counts the request under the shadow rules, which never deny.
+func (l *Limiter) takeShadow(d *decision, rvs []ruleVerdict) {
+	for i := d.enforced; i < len(rvs); i++ {
+		rv := &rvs[i]
+		ctx, cancel := l.budget(d.ctx)
+		start := l.observers.start()
+		res, err := rv.ru.Store.Take(ctx, rv.req)
+		cancel()
+		rv.lat = since(start)
+		if err != nil {
+			l.fail(d, rv, err)
+		} else {
+			rv.res, rv.state = res, decided
+		}
+		if rv.state == decided {
+			l.observers.result(d.r, rv.ru, rv.res, OutcomeShadowDenied, rv.lat)
+		}
+	}
+}
+
+// fail applies rv's FailurePolicy after its store returned err, and
+// reports whether the request must stop. A fallback that decides leaves rv
+// decided, with the request it saw (its share of the limit) so that
+// releases go to the store that took the units.
+func (l *Limiter) fail(d *decision, rv *ruleVerdict, err error) (stop bool) {
+	ru := rv.ru
+	rv.err = ruleError(ru.Name, err)
+	if !errors.Is(rv.err, ErrStoreUnavailable) {
+		// A LimitFunc or Cost produced something no store can enforce: a
+		// bug in the configuration, never a reason to let traffic through
+		// (nor, for a shadow rule, to stop it).
+		rv.state = misconfigured
+		l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeStoreError, Err: rv.err, Latency: rv.lat, Request: d.r})
+		return !ru.Shadow
+	}
+	p := ru.OnStoreError
+	if p.mode == failFallback {
+		local := rv.req
+		local.Limit = p.share(rv.req.Limit)
+		local.Cost = min(local.Cost, local.Limit.Capacity())
+		res, ferr := p.fallback.Take(d.ctx, local)
+		if ferr == nil {
+			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeFallback, Result: res, Err: rv.err, Latency: rv.lat, Request: d.r})
+			rv.req, rv.res, rv.by, rv.state, rv.err = local, res, p.fallback, decided, nil
+			return false
+		}
+		rv.err = fmt.Errorf("%w (fallback: %w)", rv.err, ferr)
+	}
+	l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeStoreError, Err: rv.err, Latency: rv.lat, Request: d.r})
+	rv.state = failedOpen
+	if p.mode == failClosed && !ru.Shadow {
+		rv.state = failedClosed
+	}
+	return rv.state == failedClosed
+}
+
+// stopped is the verdict on a request that rule i's store failure stops.
+func (l *Limiter) stopped(d *decision, rv *ruleVerdict, v *Verdict) {
+	*v = Verdict{l: l, r: d.r, kind: verdictFailedClosed, top: rv.ru, limit: rv.req.Limit, err: rv.err}
+	if rv.state == misconfigured {
+		v.kind = verdictMisconfigured
+	}
+}
+
+// conclude reports the enforced rules' decisions and makes the verdict on
+// them: the most restrictive rule's result, every policy, and on a denial
+// every rule that denied.
+func (l *Limiter) conclude(d *decision, rvs []ruleVerdict, denied bool, v *Verdict) {
+	top := -1
+	var failed error
+	for i := range rvs[:d.enforced] {
+		rv := &rvs[i]
+		if !rv.answered() {
+			if failed == nil && rv.state == failedOpen {
+				failed = rv.err
+			}
+			continue
+		}
+		if len(l.observers) > 0 {
+			l.observers.result(d.r, rv.ru, rv.res, OutcomeDenied, rv.lat)
+		}
+		if top < 0 || moreRestrictive(&rv.res, &rvs[top].res) {
+			top = i
+		}
+	}
+	if top < 0 {
+		v.l, v.r, v.err = l, d.r, failed // every rule exempted or failed open
+		return
+	}
+	t := &rvs[top]
+	v.l, v.r, v.kind, v.top, v.res, v.limit, v.now = l, d.r, verdictAllowed, t.ru, t.res, t.req.Limit, d.now
+	v.policy = l.policy(d, rvs)
+	if !denied {
+		v.err = failed
+		return
+	}
+	v.kind = verdictDenied
+	for i := range rvs[:d.enforced] {
+		if rv := &rvs[i]; i != top && rv.state == decided && !rv.res.Allowed {
+			if v.violated == nil {
+				v.violated = []string{t.ru.Name}
+			}
+			v.violated = append(v.violated, rv.ru.Name)
+		}
+	}
+}
+
+// policy is the RateLimit-Policy value of d: the limiter's precomputed one
+// when every enforced rule is static and decided under its own limit,
+// otherwise one item per enforced rule under the limit it was checked
+// against (dynamic, or a fallback's share).
+func (l *Limiter) policy(d *decision, rvs []ruleVerdict) string {
+	p := l.policyHeader
+	for i := range rvs[:d.enforced] {
+		if rvs[i].req.Limit != rvs[i].ru.Limit {
+			p = ""
+		}
+	}
+	if p != "" {
+		return p
+	}
+	if d.enforced == 1 {
+		return policyItem(rvs[0].ru.Name, rvs[0].req.Limit, rvs[0].ru.Algorithm)
+	}
+	items := make([]string, d.enforced)
+	for i := range items {
+		rv := &rvs[i]
+		items[i] = policyItem(rv.ru.Name, rv.req.Limit, rv.ru.Algorithm)
+	}
+	return strings.Join(items, ", ")
+}

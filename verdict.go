@@ -1,0 +1,212 @@
+package ratelimit
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Verdict is a Limiter's decision on one request, from Check or
+// CheckRoute: whether it may proceed, the result of the most restrictive
+// rule, and how to answer it. Write answers; Done, for an admitted
+// request, gives back what it holds once it has been served.
+//
+// The zero Verdict admits a request without rate-limit fields (a carve-out
+// or a skipped request). A Verdict is a value; Write and Done may be called
+// from another goroutine than Check, but Done must be called at most once
+// per admitted request (later calls do nothing).
+type Verdict struct {
+	l        *Limiter
+	r        *http.Request
+	kind     verdictKind
+	top      *rule  // the rule reported
+	res      Result // its result
+	limit    Limit  // the limit its request was checked against
+	cost     int    // for verdictCostExceeded
+	policy   string // the RateLimit-Policy value
+	now      time.Time
+	violated []string // on a denial by several rules: all of them, most restrictive first
+	err      error
+	held     *held
+}
+
+type verdictKind uint8
+
+const (
+	verdictPass          verdictKind = iota // no rule decided: no fields
+	verdictAllowed                          // admitted, with fields
+	verdictDenied                           // a rate limit denied it: 429 or the denied handler
+	verdictAdaptive                         // an adaptive limit rejected it: 503 or the denied handler
+	verdictCostExceeded                     // it costs more than a rule's capacity: 429 or the denied handler
+	verdictKeyError                         // the key-error policy rejected it
+	verdictFailedClosed                     // a store failed and its rule fails closed
+	verdictMisconfigured                    // a rule produced a request no store can enforce: 500
+)
+
+// Allowed reports whether the request may proceed.
+func (v Verdict) Allowed() bool { return v.kind <= verdictAllowed }
+
+// Denied reports whether a limit turned the request away: a rate limit, a
+// cost above a rule's capacity or an adaptive limit. It is false when the
+// request may proceed and when it was stopped for another reason (its key
+// could not be extracted, a store failed under FailClosed, a rule is
+// misconfigured): Write then answers with the core's response.
+func (v Verdict) Denied() bool {
+	return v.kind == verdictDenied || v.kind == verdictAdaptive || v.kind == verdictCostExceeded
+}
+
+// Status is the status Write answers with when the request may not proceed
+// (429, 503, the key-error status, or 500 for a misconfigured rule), or 0
+// when it may. With a denied handler (WithDeniedHandler) or an error
+// handler (WithErrorHandler), that handler picks the status Write sends.
+func (v Verdict) Status() int {
+	switch v.kind {
+	case verdictDenied, verdictCostExceeded:
+		return http.StatusTooManyRequests
+	case verdictAdaptive:
+		return http.StatusServiceUnavailable
+	case verdictKeyError:
+		return v.top.keyErrStatus
+	case verdictFailedClosed:
+		return v.top.OnStoreError.status
+	case verdictMisconfigured:
+		return http.StatusInternalServerError
+	}
+	return 0
+}
+
+// Result is the result of the most restrictive rule that decided (the
+// zero Result when none did).
+func (v Verdict) Result() Result { return v.res }
+
+// Rule is the name of the rule reported: the most restrictive one, or the
+// one that stopped the request. "" when no rule decided.
+func (v Verdict) Rule() string {
+	if v.top == nil {
+		return ""
+	}
+	return v.top.Name
+}
+
+// Violated lists the rules that denied the request, most restrictive first,
+// or nil when it was not Denied.
+func (v Verdict) Violated() []string {
+	switch {
+	case !v.Denied():
+		return nil
+	case v.violated != nil:
+		return v.violated
+	}
+	return []string{v.top.Name}
+}
+
+// Err is why no store decided for some rule: an error wrapping
+// ErrStoreUnavailable when a store failed (the request proceeds under
+// FailOpen, stops under FailClosed), one wrapping ErrInvalidRequest when the
+// request costs more than a rule's capacity or a rule is misconfigured (it
+// never wraps ErrStoreUnavailable then), or the KeyFunc's error on a key
+// error. Nil when every rule that applied was decided by its store or a
+// fallback.
+func (v Verdict) Err() error { return v.err }
+
+// SetHeaders sets the verdict's rate-limit fields on h and, when the
+// request was Denied, Retry-After and Cache-Control, without writing a
+// status or a body: for adapters that render a denial in their own format.
+func (v Verdict) SetHeaders(h http.Header) {
+	v.setHeaders(h, false)
+}
+
+func (v *Verdict) setHeaders(h http.Header, problem bool) {
+	switch v.kind {
+	case verdictAllowed, verdictDenied:
+		f := rateFields{style: v.l.headers, policy: v.policy, name: v.top.quotedName, capacity: v.top.capacityText, limit: v.limit, now: v.now}
+		f.write(h, &v.res, problem)
+	case verdictAdaptive:
+		adaptiveFields(h, v.l.headers, v.top.quotedName, v.res.Limit.Rate, problem)
+	case verdictCostExceeded:
+		h[hdrCacheControl] = []string{"no-store"}
+	}
+}
+
+// Write answers the request: the rate-limit fields when it may proceed;
+// otherwise the whole response (429 with an RFC 9457 body naming the
+// violated policies, the denied handler's, 503 for an adaptive limit, the
+// key-error response, a fail-closed store error, or 500 for a misconfigured
+// rule). The caller must not write a response of its own when the request
+// may not proceed.
+func (v Verdict) Write(w http.ResponseWriter) {
+	v.write(w)
+}
+
+func (v *Verdict) write(w http.ResponseWriter) {
+	if v.held != nil {
+		v.held.w = w
+	}
+	if v.kind == verdictPass {
+		return
+	}
+	l := v.l
+	if v.Denied() && l.denied != nil {
+		v.setHeaders(w.Header(), false)
+		d := &Decision{Rule: v.top.Name, Result: v.res, Violated: v.Violated()}
+		l.denied.ServeHTTP(w, v.r.WithContext(context.WithValue(v.r.Context(), decisionKey{}, d)))
+		return
+	}
+	switch v.kind {
+	case verdictAllowed:
+		v.setHeaders(w.Header(), false)
+	case verdictDenied:
+		v.setHeaders(w.Header(), true)
+		body := v.top.problem
+		if v.violated != nil {
+			body = problemBody(v.violated)
+		}
+		w.WriteHeader(http.StatusTooManyRequests)
+		w.Write(body)
+	case verdictAdaptive:
+		v.setHeaders(w.Header(), true)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write(v.top.adaptive.problem)
+	case verdictCostExceeded:
+		writeBody(w, http.StatusTooManyRequests, costProblemBody(v.top.Name, v.cost, v.limit.Capacity()))
+	case verdictKeyError:
+		writeKeyProblem(w, v.top, v.err)
+	case verdictFailedClosed:
+		if l.onError != nil {
+			l.onError(w, v.r, v.err)
+			return
+		}
+		w.Header()[hdrRetryAfter] = []string{"1"}
+		status := v.Status()
+		writeProblem(w, status, failClosedType(status), "The rate limiter is unavailable; retry shortly.")
+	case verdictMisconfigured:
+		writeProblem(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
+	}
+}
+
+// Done gives back what an admitted request holds, once it has been served:
+// its Concurrency slots, and its adaptive slots with the response's status
+// for the adaptive rules' classifier, read from the ResponseWriter given to
+// Write when it reports one (a Status() int method, as the middleware's
+// and gin's writers have). Use DoneStatus to give the status explicitly.
+// Done does nothing for a request that holds nothing or was not admitted.
+func (v Verdict) Done() {
+	if v.held != nil {
+		v.held.doneRecorded()
+	}
+}
+
+// DoneStatus is Done with the response's status given by the caller.
+func (v Verdict) DoneStatus(status int) {
+	if v.held != nil {
+		v.held.done(status)
+	}
+}
+
+// doneFunc returns Done as the function Admit hands out.
+func (v Verdict) doneFunc() func() {
+	if v.held == nil {
+		return noop
+	}
+	return v.held.doneRecorded
+}
