@@ -3,6 +3,7 @@ package memstore
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -198,16 +199,17 @@ func TestAbandonedSlabIsDead(t *testing.T) {
 // dropping keys marks their slots dead and rebuilds its slab in place, so
 // the slab never grows past its last size and still finds every live key.
 func TestGCRADeadSlotsAreReclaimed(t *testing.T) {
-	s := New(Config{MaxKeys: 1024, Shards: 1})
+	s := New(Config{MaxKeys: 256, Shards: 1})
 	sh := &s.gcra[0]
 	hour := Limit{Rate: 1, Period: int64(time.Hour), Capacity: 1}
-	for i := range 50_000 {
-		r := Request{Key: fmt.Sprint("k", i), Alg: GCRA, Limit: hour, Cost: 1}
+	const keys = 10_000
+	for i := range keys {
+		r := Request{Key: "k" + strconv.Itoa(i), Alg: GCRA, Limit: hour, Cost: 1}
 		if !s.Take(&r, int64(i)).Allowed {
 			t.Fatalf("new key k%d denied", i)
 		}
 		if i%5 == 0 {
-			s.Delete(&Request{Key: fmt.Sprint("k", i-1), Alg: GCRA})
+			s.Delete(&Request{Key: "k" + strconv.Itoa(i-1), Alg: GCRA})
 		}
 		if n := len(sh.slab.Load().keys); n > gcraSlots(s.perCap) {
 			t.Fatalf("slab of %d slots, last size %d", n, gcraSlots(s.perCap))
@@ -217,8 +219,8 @@ func TestGCRADeadSlotsAreReclaimed(t *testing.T) {
 		}
 	}
 	// The newest key was never evicted (the soonest-expiring are).
-	r := Request{Key: "k49999", Alg: GCRA, Limit: hour}
-	if s.Take(&r, 50_000).Allowed {
+	r := Request{Key: "k" + strconv.Itoa(keys-1), Alg: GCRA, Limit: hour}
+	if s.Take(&r, keys).Allowed {
 		t.Fatal("the newest key lost its state")
 	}
 	used := 0
