@@ -8,7 +8,7 @@ func (s *Store) Delete(r *Request) {
 	case GCRA:
 		sh := &s.gcra[i]
 		sh.mu.Lock()
-		sh.t.remove(h)
+		sh.drop(h)
 		sh.mu.Unlock()
 	case Concurrency:
 		sh := &s.conc[i]

@@ -23,28 +23,24 @@ type Request struct {
 }
 
 // Store is a sharded table from a 64-bit hash of (rule, key, algorithm) to the
-// key's state. GCRA keys keep one int64 each; fixed and sliding windows keep
-// a 16-byte window; Concurrency keys keep a queue of slot deadlines. Each
-// shard is bounded; see Config.MaxKeys.
+// key's state. GCRA keys keep one int64 each, the theoretical arrival time,
+// which is also when the key's bucket is full again and its state can be
+// dropped, and which a check updates without a lock (see gshard); fixed and
+// sliding windows keep a 16-byte window; Concurrency keys keep a queue of
+// slot deadlines. Each shard is bounded; see Config.MaxKeys.
 //
 // A Store is safe for concurrent use. Its zero value is not usable; call New.
 type Store struct {
 	seed    maphash.Seed
 	shift   uint // 64 - log2(number of shards)
 	perCap  int  // keys per shard per table
-	gcra    []shard[tat]
+	gcra    []gshard
 	windows []shard[window]
 	conc    []shard[*slots]
 }
 
-// tat is the GCRA state: the theoretical arrival time, which is also when
-// the key's bucket is full again and its state can be dropped.
-type tat int64
-
-func (t tat) expiry() int64 { return int64(t) }
-
 type state interface {
-	tat | window | *slots
+	window | *slots
 	expiry() int64
 }
 
@@ -106,12 +102,11 @@ func New(cfg Config) *Store {
 		seed:    maphash.MakeSeed(),
 		shift:   uint(64 - bitsN),
 		perCap:  max(1, (cfg.MaxKeys+n-1)/n),
-		gcra:    make([]shard[tat], n),
+		gcra:    make([]gshard, n),
 		windows: make([]shard[window], n),
 		conc:    make([]shard[*slots], n),
 	}
 	for i := range s.gcra {
-		s.gcra[i].t = newTable[tat](s.perCap)
 		s.gcra[i].floor = math.MaxInt64
 		s.windows[i].t = newTable[window](s.perCap)
 		s.windows[i].floor = math.MaxInt64
@@ -128,7 +123,7 @@ func New(cfg Config) *Store {
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.gcra {
-		n += lockedLen(&s.gcra[i])
+		n += s.gcra[i].len()
 		n += lockedLen(&s.windows[i])
 		n += lockedLen(&s.conc[i])
 	}
@@ -171,11 +166,7 @@ func (s *Store) Take(r *Request, now int64) Result {
 func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 	i := s.index(h)
 	if r.Alg == GCRA {
-		sh := &s.gcra[i]
-		sh.mu.Lock()
-		d := decideGCRA(sh, s.perCap, h, r, now)
-		sh.mu.Unlock()
-		return d.result(now, r.Limit)
+		return s.gcra[i].take(s.perCap, h, r, now).result(now, r.Limit)
 	}
 	if r.Alg == Concurrency {
 		sh := &s.conc[i]
@@ -207,20 +198,6 @@ func applySlots(sh *shard[*slots], capacity int, h uint64, r *Request, now int64
 		put(sh, capacity, h, q, ok, now)
 	}
 	return res
-}
-
-func applyGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) Result {
-	return decideGCRA(sh, capacity, h, r, now).result(now, r.Limit)
-}
-
-// decideGCRA is the part of a GCRA check that needs the shard lock.
-func decideGCRA(sh *shard[tat], capacity int, h uint64, r *Request, now int64) gcraDecision {
-	slot, old := sh.t.lookup(h)
-	next, d := gcraDecide(int64(old), now, r.Limit, r.Cost)
-	if d.allowed && r.Cost > 0 {
-		store(sh, capacity, h, slot, tat(next), now)
-	}
-	return d
 }
 
 func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int64) Result {
@@ -264,9 +241,7 @@ func (s *Store) Return(r *Request, now int64) {
 	if r.Alg == GCRA {
 		sh := &s.gcra[i]
 		sh.mu.Lock()
-		if old, ok := sh.t.get(h); ok {
-			set(sh, h, tat(gcraReturn(int64(old), now, r.Limit, r.Cost)))
-		}
+		sh.update(h, func(old int64) int64 { return gcraReturn(old, now, r.Limit, r.Cost) })
 		sh.mu.Unlock()
 		return
 	}

@@ -60,13 +60,13 @@ func TestTableMatchesMap(t *testing.T) {
 func TestScanDropsEveryExpiredEntry(t *testing.T) {
 	for seed := uint64(0); seed < 50; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 3))
-		sh := &shard[tat]{t: newTable[tat](200), floor: 0}
+		sh := &shard[window]{t: newTable[window](200), floor: 0}
 		live := map[uint64]bool{}
 		for i := 0; i < 150; i++ {
 			k := uint64(1+rng.IntN(40))<<32 | uint64(rng.IntN(1<<20)) // crowded homes
-			exp := tat(rng.IntN(100))
+			exp := window{Expires: int64(rng.IntN(100))}
 			sh.t.set(k, exp)
-			live[k] = exp > 50
+			live[k] = exp.Expires > 50
 		}
 		scan(sh, 50)
 		for k, want := range live {

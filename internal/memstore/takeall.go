@@ -11,13 +11,22 @@ var ErrTooManyRequests = errors.New("too many requests in one call")
 // MaxBatch is the most requests one TakeAll accepts.
 const MaxBatch = 64
 
-// undo remembers a key's state before TakeAll changed it.
+// undo remembers a window key's state before TakeAll changed it.
 type undo struct {
 	h       uint64
-	table   int
 	existed bool
-	tat     tat
 	win     window
+}
+
+// held is a GCRA key that TakeAll holds (see gshard.hold): no lock-free
+// check changes it until TakeAll stores its final state. A key named twice
+// is held once, and each request sees the state the previous one left.
+type held struct {
+	h         uint64
+	sh        *gshard
+	slot      int   // -1 for a key without a state
+	orig, cur int64 // the state when held, and as the requests leave it
+	stored    bool  // cur is to be stored
 }
 
 // The tables, numbered for TakeAll's lock order.
@@ -37,13 +46,11 @@ func tableOf(a Alg) int {
 	return windowTable
 }
 
-// apply decides r in its table; the caller holds the shard's lock.
-func (s *Store) apply(t int, h uint64, r *Request, now int64) Result {
+// apply decides r in the window or Concurrency table; the caller holds the
+// shard's lock.
+func (s *Store) apply(h uint64, r *Request, now int64) Result {
 	i := s.index(h)
-	switch t {
-	case gcraTable:
-		return applyGCRA(&s.gcra[i], s.perCap, h, r, now)
-	case concTable:
+	if r.Alg == Concurrency {
 		return applySlots(&s.conc[i], s.perCap, h, r, now)
 	}
 	return applyWindow(&s.windows[i], s.perCap, h, r, now)
@@ -51,8 +58,9 @@ func (s *Store) apply(t int, h uint64, r *Request, now int64) Result {
 
 // TakeAll checks every request at now and consumes them only if all are
 // allowed. It locks every shard involved, in index order so that concurrent
-// calls cannot deadlock, applies the requests one by one (so a key named
-// twice sees its own earlier update) and rolls back if any is denied.
+// calls cannot deadlock, holds the GCRA keys against lock-free checks,
+// applies the requests one by one (so a key named twice sees its own
+// earlier update) and rolls back if any is denied.
 func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 	if len(reqs) > MaxBatch {
 		return ErrTooManyRequests
@@ -75,31 +83,98 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 		}
 	}()
 
+	var hs [MaxBatch]held
+	var which [MaxBatch]*held // the held key of each GCRA request
+	g := s.hold(reqs, hashes[:len(reqs)], hs[:0], which[:])
 	var log [MaxBatch]undo
 	denied := false
 	for i := range reqs {
 		r := &reqs[i]
-		h := hashes[i]
-		u := &log[i]
-		u.h, u.table = h, tableOf(r.Alg)
-		switch u.table {
-		case gcraTable:
-			u.tat, u.existed = s.gcra[s.index(h)].t.get(h)
-		case windowTable:
-			u.win, u.existed = s.windows[s.index(h)].t.get(h)
-		default:
-			_, u.existed = s.conc[s.index(h)].t.get(h)
+		if k := which[i]; k != nil {
+			next, d := gcraDecide(k.cur, now, r.Limit, r.Cost)
+			if d.allowed && r.Cost > 0 {
+				k.cur, k.stored = next, true
+			}
+			results[i] = d.result(now, r.Limit)
+		} else {
+			log[i] = s.remember(r, hashes[i])
+			results[i] = s.apply(hashes[i], r, now)
 		}
-		results[i] = s.apply(u.table, h, r, now)
 		denied = denied || !results[i].Allowed
 	}
 	if !denied {
+		s.commit(g, now)
 		return nil
 	}
-	// Roll back in reverse so a key named twice ends at its first state,
-	// then report every request as it stands with nothing consumed.
+	s.rollback(reqs, g, which[:len(reqs)], log[:len(reqs)], results, now)
+	return nil
+}
+
+// hold holds the GCRA keys of reqs, appending them to hs, and points
+// which[i] at request i's.
+func (s *Store) hold(reqs []Request, hashes []uint64, hs []held, which []*held) []held {
+	for i := range reqs {
+		if reqs[i].Alg != GCRA {
+			continue
+		}
+		h := hashes[i]
+		k := -1
+		for j := range hs {
+			if hs[j].h == h {
+				k = j
+			}
+		}
+		if k < 0 {
+			sh := &s.gcra[s.index(h)]
+			slot, v, _ := sh.hold(h)
+			hs = append(hs, held{h: h, sh: sh, slot: slot, orig: v, cur: v})
+			k = len(hs) - 1
+		}
+		which[i] = &hs[k]
+	}
+	return hs
+}
+
+// remember returns what rollback needs to undo r in the window table.
+func (s *Store) remember(r *Request, h uint64) undo {
+	u := undo{h: h}
+	if r.Alg == Concurrency {
+		_, u.existed = s.conc[s.index(h)].t.get(h)
+	} else {
+		u.win, u.existed = s.windows[s.index(h)].t.get(h)
+	}
+	return u
+}
+
+// commit stores the held keys' final states: the held slots first, which
+// ends the holds, then the new keys, whose insertion may rebuild a slab.
+func (s *Store) commit(hs []held, now int64) {
+	for i := range hs {
+		if k := &hs[i]; k.slot >= 0 {
+			k.sh.release(k.slot, k.cur)
+		}
+	}
+	for i := range hs {
+		if k := &hs[i]; k.slot < 0 && k.stored {
+			k.sh.insert(s.perCap, k.h, k.cur, now)
+		}
+	}
+}
+
+// rollback undoes a denied TakeAll: the held keys get their states back,
+// the other requests are undone in reverse so that a key named twice ends
+// at its first state; then every allowed request is reported as it stands
+// with nothing consumed.
+func (s *Store) rollback(reqs []Request, hs []held, which []*held, log []undo, results []Result, now int64) {
+	for i := range hs {
+		if k := &hs[i]; k.slot >= 0 {
+			k.sh.release(k.slot, k.orig)
+		}
+	}
 	for i := len(reqs) - 1; i >= 0; i-- {
-		s.rollback(&log[i], &results[i])
+		if reqs[i].Alg != GCRA {
+			s.undo(&reqs[i], &log[i], &results[i])
+		}
 	}
 	for i := range reqs {
 		if !results[i].Allowed {
@@ -107,31 +182,32 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 		}
 		peek := reqs[i]
 		peek.Cost = 0
-		results[i] = s.apply(log[i].table, hashes[i], &peek, now)
+		if k := which[i]; k != nil {
+			_, d := gcraDecide(k.orig, now, peek.Limit, 0)
+			results[i] = d.result(now, peek.Limit)
+		} else {
+			results[i] = s.apply(log[i].h, &peek, now)
+		}
 		results[i].Allowed = true
 	}
-	return nil
 }
 
-// rollback undoes one request of a denied TakeAll.
-func (s *Store) rollback(u *undo, res *Result) {
+// undo undoes one window or Concurrency request of a denied TakeAll.
+func (s *Store) undo(r *Request, u *undo, res *Result) {
 	i := s.index(u.h)
-	switch u.table {
-	case gcraTable:
-		restore(&s.gcra[i], u.h, u.tat, u.existed)
-	case windowTable:
+	if r.Alg != Concurrency {
 		restore(&s.windows[i], u.h, u.win, u.existed)
-	default:
-		sh := &s.conc[i]
-		q, ok := sh.t.get(u.h)
-		if !ok || res.Slot == 0 {
-			return
-		}
-		q.undo(res.Slot)
-		res.Slot = 0
-		if !u.existed {
-			sh.t.remove(u.h)
-		}
+		return
+	}
+	sh := &s.conc[i]
+	q, ok := sh.t.get(u.h)
+	if !ok || res.Slot == 0 {
+		return
+	}
+	q.undo(res.Slot)
+	res.Slot = 0
+	if !u.existed {
+		sh.t.remove(u.h)
 	}
 }
 

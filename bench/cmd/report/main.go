@@ -297,10 +297,13 @@ func (r *report) runLoad(srv *bench.RedisServer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
 		}
-		if res.Errors > 0 || res.Non200 > 0 {
+		if res.Errors > 0 {
 			return fmt.Errorf("%s: %d errors, %d non-200 responses", v.name, res.Errors, res.Non200)
 		}
-		log.Printf("  %s: %.0f req/s, p50 %v, p99 %v", v.name, res.RPS(), res.P50, res.P99)
+		// A non-200 is the limiter's own answer (the Redis row fails closed
+		// with 503 past its 50 ms budget, which a loaded machine can reach):
+		// it is counted in the row, and the other rows carry on.
+		log.Printf("  %s: %.0f req/s, p50 %v, p99 %v, %d non-200", v.name, res.RPS(), res.P50, res.P99, res.Non200)
 		r.load = append(r.load, res)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,17 +171,23 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// write writes the per-cpu tables: median ns/op with the min-max spread,
-// allocations, failed runs, and the speed-up over the fastest other
-// library, with the load of each round.
+// write writes the per-cpu tables to path, under a title of their own.
 func (br *benchRounds) write(path string, m machine) error {
 	var b bytes.Buffer
-	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	p("# Middleware round trip, interleaved rounds\n\nWritten by `go run ./bench/cmd/report`. %s, %d cores, %s, %s.\n\n", m.cpu, m.cores, m.goVersion, m.date)
-	p("Load average (1, 5, 15 min) at the start of each round: %s. On a shared machine, compare figures of one run only.\n\n", strings.Join(br.loads, "; "))
+	fmt.Fprintf(&b, "# Middleware round trip, interleaved rounds\n\nWritten by `go run ./bench/cmd/report`. %s, %d cores, %s, %s.\n\n", m.cpu, m.cores, m.goVersion, m.date)
+	br.tables(&b, "##")
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// tables writes, for each -cpu, the median ns/op with the min-max spread
+// and allocs/op of every library and case, the speed-up over the fastest
+// other library, then the load of each round and the failed runs.
+func (br *benchRounds) tables(b *bytes.Buffer, heading string) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("Load average (1, 5, 15 min) at the start of each round: %s. On a shared machine, compare figures of one run only: the rounds interleave the libraries, so load from elsewhere falls on each of them in turn.\n\n", strings.Join(br.loads, "; "))
 	libs := libNames()
 	for _, cpu := range br.cpus {
-		p("## -cpu %d\n\nMedian ns/op [min-max] over the rounds, allocs/op; a failed run is left out and counted.\n\n| library |", cpu)
+		p("%s -cpu %d\n\nMedian ns/op [min-max] over the rounds, allocs/op; a failed run is left out and counted.\n\n| library |", heading, cpu)
 		for _, c := range bench.Cases {
 			p(" %s |", caseTitle(c))
 		}
@@ -192,30 +199,41 @@ func (br *benchRounds) write(path string, m machine) error {
 			}
 			p("\n")
 		}
-		p("\n| speed-up of sluicehq over the fastest other library |")
+		p("| **speed-up of sluicehq over the fastest other library** |")
 		for _, c := range bench.Cases {
-			best, bestNs := br.fastest(c, cpu)
-			ours := median(br.stats[roundKey("sluicehq", c, cpu)].nsOrNil())
-			if best == "" || ours == 0 {
+			if s, best, ok := br.speedup(c, cpu); ok {
+				p(" **%.2fx** (%s) |", s, best)
+			} else {
 				p(" – |")
-				continue
 			}
-			p(" %.2fx (%s) |", bestNs/ours, best)
 		}
 		p("\n\n")
 	}
+	var failed []string
 	for _, lib := range libs {
 		for _, c := range bench.Cases {
 			for _, cpu := range br.cpus {
 				if st := br.stats[roundKey(lib, c, cpu)]; st != nil {
 					for _, f := range st.failed {
-						p("- %s %s -cpu %d, %s\n", lib, caseTitle(c), cpu, f)
+						failed = append(failed, fmt.Sprintf("- %s %s -cpu %d, %s\n", lib, caseTitle(c), cpu, f))
 					}
 				}
 			}
 		}
 	}
-	return os.WriteFile(path, b.Bytes(), 0o644)
+	if len(failed) > 0 {
+		p("Failed runs (left out of the medians; the other figures stand):\n\n%s\n", strings.Join(failed, ""))
+	}
+}
+
+// speedup is the fastest other library's median ns/op over ours at cpu.
+func (br *benchRounds) speedup(c bench.Case, cpu int) (float64, string, bool) {
+	best, bestNs := br.fastest(c, cpu)
+	ours := median(br.stats[roundKey("sluicehq", c, cpu)].nsOrNil())
+	if best == "" || ours == 0 {
+		return 0, "", false
+	}
+	return bestNs / ours, best, true
 }
 
 func (st *roundStats) nsOrNil() []float64 {
@@ -253,4 +271,59 @@ func (br *benchRounds) fastest(c bench.Case, cpu int) (string, float64) {
 		}
 	}
 	return best, bestNs
+}
+
+// targets are the memory path's targets, at every -cpu: at least 3x the
+// fastest other library in every case (2.5x for one hot key allowed at
+// more than one CPU, where every check updates one key), no allocation on
+// the deny path and at most one on the allow path, and deny never slower
+// than allow.
+func (br *benchRounds) targets() []target {
+	var ts []target
+	for _, cpu := range br.cpus {
+		var worst []string
+		met := true
+		maxAllow, maxDeny := 0.0, 0.0
+		for _, c := range bench.Cases {
+			want := 3.0
+			if cpu > 1 && !c.Deny && c.Keys == 1 {
+				want = 2.5
+			}
+			s, _, ok := br.speedup(c, cpu)
+			if !ok || s < want {
+				met = false
+				worst = append(worst, fmt.Sprintf("%s %.2fx < %.1fx", caseTitle(c), s, want))
+			}
+			a := median(br.stats[roundKey("sluicehq", c, cpu)].allocsOrNil())
+			if c.Deny {
+				maxDeny = math.Max(maxDeny, a)
+			} else {
+				maxAllow = math.Max(maxAllow, a)
+			}
+		}
+		m := "every case"
+		if !met {
+			m = strings.Join(worst, "; ")
+		}
+		ts = append(ts, target{fmt.Sprintf("memory, -cpu %d: at least 3x faster than the fastest other library in every case (2.5x for one hot key allowed on more than one CPU)", cpu), m, met})
+		ts = append(ts, target{fmt.Sprintf("memory, -cpu %d: no allocation on deny, at most 1 on allow (headers on)", cpu),
+			fmt.Sprintf("deny %.0f, allow %.0f allocs/op", maxDeny, maxAllow), maxDeny == 0 && maxAllow <= 1})
+		ok := true
+		var parts []string
+		for _, keys := range []int{1, 10_000} {
+			a := median(br.stats[roundKey("sluicehq", bench.Case{Keys: keys}, cpu)].nsOrNil())
+			d := median(br.stats[roundKey("sluicehq", bench.Case{Deny: true, Keys: keys}, cpu)].nsOrNil())
+			parts = append(parts, fmt.Sprintf("%s keys: deny %.0f vs allow %.0f ns/op", commas(keys), d, a))
+			ok = ok && d <= a
+		}
+		ts = append(ts, target{fmt.Sprintf("memory, -cpu %d: deny path never slower than allow path", cpu), strings.Join(parts, "; "), ok})
+	}
+	return ts
+}
+
+func (st *roundStats) allocsOrNil() []float64 {
+	if st == nil {
+		return nil
+	}
+	return st.allocs
 }

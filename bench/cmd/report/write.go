@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/bench"
 )
 
@@ -214,6 +214,12 @@ func (r *report) markdown(img string) string {
 	if r.bench != nil {
 		p("### 1. Full middleware round trip, in-process memory\n\n")
 		p("`ServeHTTP` of each library's net/http middleware around a handler that writes 200, rate-limit headers on, `b.RunParallel` on %d cores, keyed by the client IP of `RemoteAddr`. Allow path: a limit of 10^9 per hour that never denies (not 10^9 per second: go-limiter refills only interval/N tokens per elapsed interval, 1 token at 10^9/s, and would deny after its first second); deny path: 1 per hour, exhausted for every key before the timer starts. Median of %d runs of `-benchtime %s`, interleaved (each run goes through every library) (raw output: bench.txt, benchstat format). Command: `%s`.\n\n", m.cores, *count, *benchtime, r.benchCmd)
+		if r.rounds != nil {
+			var rb bytes.Buffer
+			r.rounds.tables(&rb, "####")
+			p("%s", rb.String())
+			p("The tables below are the runs at -cpu %d (the machine's cores).\n\n", m.cores)
+		}
 		p("![ns/op by library](%sns_per_op.svg)\n\n", img)
 		for _, t := range []struct {
 			title string
@@ -302,11 +308,12 @@ func (r *report) markdown(img string) string {
 
 	if len(r.load) > 0 {
 		p("### 5. Load test on loopback\n\nA real `net/http` server on 127.0.0.1 serving a handler that writes 200, %d keep-alive connections from a Go client in the same process (one worker each), 1 s warm-up then %v. All requests come from 127.0.0.1: one hot key, limit 10^9 per hour (never denies). Added latency is the difference from *no limiter* at the same percentile.\n\n", *conns, *loadTime)
-		p("| server | requests | req/s | p50 | p90 | p99 | p99.9 | added p50 | added p99 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("| server | requests | non-200 | req/s | p50 | p90 | p99 | p99.9 | added p50 | added p99 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		base := r.load[0]
 		for _, l := range r.load {
-			p("| %s | %d | %.0f | %s | %s | %s | %s | %s | %s |\n", l.Name, l.Requests, l.RPS(), fmtDur(l.P50), fmtDur(l.P90), fmtDur(l.P99), fmtDur(l.P999), signed(l.P50-base.P50), signed(l.P99-base.P99))
+			p("| %s | %d | %d | %.0f | %s | %s | %s | %s | %s | %s |\n", l.Name, l.Requests, l.Non200, l.RPS(), fmtDur(l.P50), fmtDur(l.P90), fmtDur(l.P99), fmtDur(l.P999), signed(l.P50-base.P50), signed(l.P99-base.P99))
 		}
+		p("\nA non-200 is the limiter's own answer: the Redis row fails closed (503) when a check takes longer than its 50 ms budget.\n")
 		p("\n")
 	}
 
@@ -366,106 +373,4 @@ func (r *report) fastestPeer(c bench.Case) (string, float64) {
 		}
 	}
 	return best, bestNs
-}
-
-type target struct {
-	name, measured string
-	met            bool
-}
-
-func (r *report) targets() []target {
-	var ts []target
-	if r.bench != nil {
-		worst, worstCase := math.Inf(1), ""
-		maxAllocs := 0.0
-		for _, c := range bench.Cases {
-			_, bestNs := r.fastestPeer(c)
-			ns, _, a, _ := r.med("sluicehq", c)
-			if s := bestNs / ns; s < worst {
-				worst, worstCase = s, caseTitle(c)
-			}
-			maxAllocs = math.Max(maxAllocs, a)
-		}
-		ts = append(ts, target{"memory: at least 3x faster than the fastest other library, every case", fmt.Sprintf("smallest speed-up %.2fx (%s)", worst, worstCase), worst >= 3})
-		ts = append(ts, target{"memory: at most 3 allocs/op with headers on", fmt.Sprintf("at most %.0f allocs/op", maxAllocs), maxAllocs <= 3})
-		ok := true
-		var parts []string
-		for _, keys := range []int{1, 10_000} {
-			a, _, _, _ := r.med("sluicehq", bench.Case{Deny: false, Keys: keys})
-			d, _, _, _ := r.med("sluicehq", bench.Case{Deny: true, Keys: keys})
-			parts = append(parts, fmt.Sprintf("%s keys: deny %.0f vs allow %.0f ns/op", commas(keys), d, a))
-			ok = ok && d <= a
-		}
-		ts = append(ts, target{"memory: deny path never slower than allow path", strings.Join(parts, "; "), ok})
-	}
-	for _, pk := range r.perKey {
-		if pk.Library == "sluicehq" {
-			ts = append(ts, target{"memory per tracked key at most 32 B", fmt.Sprintf("%.1f B at %s keys", pk.Bytes, commas(pk.Keys)), pk.Bytes <= 32})
-		}
-	}
-	if len(r.redis) > 0 {
-		maxRT, maxCoalesced := 0.0, 0.0
-		var ratios []string
-		minRatio := math.Inf(1)
-		for _, res := range r.redis {
-			switch res.Library {
-			case "sluicehq-plain":
-				maxRT = math.Max(maxRT, res.RoundTripsPerCheck())
-			case "sluicehq":
-				maxRT = math.Max(maxRT, res.RoundTripsPerCheck())
-				maxCoalesced = math.Max(maxCoalesced, res.RoundTripsPerCheck())
-				for _, o := range r.redis {
-					if o.Library == "redis_rate" && o.Case == res.Case {
-						ratio := res.ChecksPerSec() / o.ChecksPerSec()
-						minRatio = math.Min(minRatio, ratio)
-						ratios = append(ratios, fmt.Sprintf("%s %.2fx", caseTitle(res.Case), ratio))
-					}
-				}
-			}
-		}
-		ts = append(ts, target{"Redis: at most 1 round trip per check (default and without coalescing)", fmt.Sprintf("at most %.2f", maxRT), maxRT <= 1.0001})
-		ts = append(ts, target{"Redis, with coalescing (default), 64 concurrent: at most 0.25 round trips per check", fmt.Sprintf("at most %.2f", maxCoalesced), maxCoalesced <= 0.25})
-		ts = append(ts, target{"Redis: at least 2x the throughput of redis_rate (default store)", strings.Join(ratios, "; "), minRatio >= 2})
-		for _, res := range r.redis {
-			if res.Library == "sluicehq" && res.Case == (bench.Case{Deny: true, Keys: 1}) {
-				ts = append(ts, target{"Redis: a denied hot key costs no round trip while known denied", fmt.Sprintf("%.4f round trips per denied check", res.RoundTripsPerCheck()), res.RoundTripsPerCheck() < 0.01})
-			}
-		}
-	}
-	if len(r.accuracy) > 0 {
-		ok := true
-		var bad []string
-		for _, run := range r.accuracy {
-			if run.Algorithm == ratelimit.SlidingWindow {
-				continue
-			}
-			for _, c := range bench.Checks(run) {
-				if !c.OK {
-					ok = false
-					bad = append(bad, fmt.Sprintf("%v %s %s: %d > %d", run.Algorithm, run.Pattern, c.What, c.Max, c.Bound))
-				}
-			}
-		}
-		m := "every bound held (GCRA, fixed window)"
-		if !ok {
-			m = strings.Join(bad, "; ")
-		}
-		ts = append(ts, target{"accuracy: 4 instances on one Redis never exceed the limit (exact modes)", m, ok})
-		var sw []string
-		swOK := true
-		for _, run := range r.accuracy {
-			if run.Algorithm == ratelimit.SlidingWindow {
-				for _, c := range bench.Checks(run) {
-					sw = append(sw, fmt.Sprintf("%s: %d (rate %d)", run.Pattern, c.Max, c.Bound))
-					swOK = swOK && c.OK
-				}
-			}
-		}
-		ts = append(ts, target{"accuracy: sliding window at most rate per trailing period", strings.Join(sw, "; "), swOK})
-	}
-	if len(r.load) == 3 {
-		added := r.load[2].P99 - r.load[0].P99
-		ts = append(ts, target{"added p99 latency under load, Redis on loopback, under 1 ms", signed(added), added < time.Millisecond})
-	}
-	return ts
 }
