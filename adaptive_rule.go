@@ -18,6 +18,9 @@ type adaptiveSet struct {
 	cfg      Adaptive
 	name     string
 	clock    Clock
+	system   bool                       // clock is SystemClock: read the monotonic clock alone
+	epoch    time.Time                  // the time every controller of the rule counts from
+	denial   atomic.Pointer[denyFields] // the fields of a rejection at the last limit rejected
 	keys     atomic.Pointer[map[string]*AdaptiveLimiter]
 	mu       sync.Mutex // serialises additions
 	overflow *AdaptiveLimiter
@@ -28,8 +31,9 @@ type adaptiveSet struct {
 // compileAdaptive prepares ru, whose Adaptive is set, for admitAdaptive.
 func compileAdaptive(ru *rule, clock Clock) {
 	cfg := ru.Adaptive.normalized(ru.Name)
-	s := &adaptiveSet{cfg: cfg, name: ru.Name, clock: clock}
-	s.overflow = newAdaptiveLimiter(cfg, ru.Name, OverflowKey, clock.Now())
+	_, system := clock.(systemClock)
+	s := &adaptiveSet{cfg: cfg, name: ru.Name, clock: clock, system: system, epoch: clock.Now()}
+	s.overflow = newAdaptiveLimiter(cfg, ru.Name, OverflowKey, s.epoch, s.epoch)
 	s.keys.Store(&map[string]*AdaptiveLimiter{})
 	s.problem = []byte(`{"type":"` + reducedCapacityType + `","title":"Service Unavailable","status":503,` +
 		`"detail":"The server is at its concurrency limit; retry shortly.","violated-policies":[` + strconv.Quote(ru.Name) + "]}\n")
@@ -52,7 +56,7 @@ func (s *adaptiveSet) limiter(key string) *AdaptiveLimiter {
 	if len(m) >= s.cfg.MaxKeys {
 		return s.sharedLimiter()
 	}
-	l := newAdaptiveLimiter(s.cfg, s.name, key, s.clock.Now())
+	l := newAdaptiveLimiter(s.cfg, s.name, key, s.epoch, s.clock.Now())
 	next := make(map[string]*AdaptiveLimiter, len(m)+1)
 	for k, v := range m {
 		next[k] = v
@@ -104,13 +108,23 @@ func (l *Limiter) Adaptive(rule string) []AdaptiveState {
 	return nil
 }
 
+// now reads the rule's clock, in ns since its epoch: the monotonic clock
+// alone for SystemClock.
+func (s *adaptiveSet) now() int64 {
+	if s.system {
+		return int64(time.Since(s.epoch))
+	}
+	return int64(s.clock.Now().Sub(s.epoch))
+}
+
 // adaptiveHeld is one adaptive slot a request holds.
 type adaptiveHeld struct {
 	ru     *rule
 	ticket AdaptiveTicket
 }
 
-// adaptiveDone releases a request's adaptive slots, once.
+// adaptiveDone releases a request's adaptive slots, once. Under Handler it
+// lives in the request's statusWriter: one allocation for both.
 type adaptiveDone struct {
 	l      *Limiter
 	w      http.ResponseWriter
@@ -118,7 +132,6 @@ type adaptiveDone struct {
 	rest   func() // the other rules' done
 	held   []adaptiveHeld
 	inline [2]adaptiveHeld // held's storage for up to two adaptive rules
-	start  time.Time
 	once   atomic.Bool
 }
 
@@ -132,27 +145,41 @@ func (d *adaptiveDone) done() {
 
 // release frees every slot; sampled tells whether the request ran (its
 // outcome is classified) or was stopped by another rule (ignored).
-func (d *adaptiveDone) release(sampled bool) {
+func (d *adaptiveDone) release(sampled bool) { releaseHeld(d.held, d.w, d.r, sampled) }
+
+func releaseHeld(held []adaptiveHeld, w http.ResponseWriter, r *http.Request, sampled bool) {
 	status := 0
-	if s, ok := d.w.(interface{ Status() int }); ok {
+	if s, ok := w.(interface{ Status() int }); ok {
 		status = s.Status()
 	}
-	now := d.l.clock.Now()
-	for _, h := range d.held {
+	for _, h := range held {
+		s := h.ru.adaptive
+		now := s.now()
 		v := SampleIgnore
 		if sampled {
-			v = h.ru.adaptive.cfg.Classify(d.r, status, now.Sub(d.start))
+			v = s.cfg.Classify(r, status, h.ticket.elapsed(now))
 		}
-		h.ticket.ReleaseAt(now, v)
+		h.ticket.release(now, v)
 	}
+}
+
+// adaptiveCall returns the state of a request's adaptive slots: the one in
+// w when w is the request's statusWriter, else a new one.
+func adaptiveCall(w http.ResponseWriter) *adaptiveDone {
+	if sw, ok := w.(*statusWriter); ok && sw.call.l == nil {
+		return &sw.call
+	}
+	return new(adaptiveDone)
 }
 
 // admitAdaptive applies the adaptive rules, then the others. A request
 // rejected by an adaptive rule never reaches the stores; one denied by
-// another rule gives its adaptive slots back unsampled.
+// another rule gives its adaptive slots back unsampled. The state of an
+// admitted request is kept in its statusWriter when it has one (Handler),
+// else in a new adaptiveDone; a rejection allocates neither.
 func (l *Limiter) admitAdaptive(w http.ResponseWriter, r *http.Request) (func(), bool) {
-	d := &adaptiveDone{l: l, w: w, r: r, rest: noop, start: l.clock.Now()}
-	d.held = d.inline[:0]
+	var inline [2]adaptiveHeld
+	held := inline[:0]
 	for _, ru := range l.adaptive {
 		s := ru.adaptive
 		key, err := ru.Key(r)
@@ -164,35 +191,41 @@ func (l *Limiter) admitAdaptive(w http.ResponseWriter, r *http.Request) (func(),
 			l.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: KeyError, Err: err, Request: r})
 			continue
 		case ru.onKeyError == RejectKeyError:
-			d.release(false)
+			releaseHeld(held, w, r, false)
 			return l.keyFailed(w, r, ru, err)
 		default:
 			lim = s.sharedLimiter()
 		}
 		critical := s.cfg.Critical == nil || s.cfg.Critical(r)
-		t, ok := lim.AcquireAt(d.start, critical)
-		res := adaptiveResult(lim, ok)
+		t := s.now()
+		tk, ok := lim.acquire(t, ticketTimed|lim.sampleAt(t), critical)
 		switch {
 		case ok:
-			d.held = append(d.held, adaptiveHeld{ru, t})
-			l.observeResult(r, ru, res, Denied, 0)
+			held = append(held, adaptiveHeld{ru, tk})
+			if len(l.observers) > 0 {
+				l.observeResult(r, ru, adaptiveResult(lim, true), Denied, 0)
+			}
 		case ru.Shadow:
-			l.observeResult(r, ru, res, ShadowDenied, 0)
+			l.observeResult(r, ru, adaptiveResult(lim, false), ShadowDenied, 0)
 		default:
+			res := adaptiveResult(lim, false)
 			l.observeResult(r, ru, res, Denied, 0)
-			d.release(false)
-			l.rejectAdaptive(w, r, ru, &res)
+			releaseHeld(held, w, r, false)
+			l.rejectAdaptive(w, r, ru, res)
 			return noop, false
 		}
 	}
+	rest := noop
 	if len(l.rules) > 0 {
-		rest, ok := l.admitRules(w, r)
-		if !ok {
-			d.release(false)
+		var ok bool
+		if rest, ok = l.admitRules(w, r); !ok {
+			releaseHeld(held, w, r, false)
 			return noop, false
 		}
-		d.rest = rest
 	}
+	d := adaptiveCall(w)
+	d.l, d.w, d.r, d.rest = l, w, r, rest
+	d.held = append(d.inline[:0], held...)
 	return d.done, true
 }
 
@@ -208,22 +241,54 @@ func adaptiveResult(l *AdaptiveLimiter, ok bool) Result {
 // rejectAdaptive answers a request over an adaptive limit: 503 with
 // Retry-After, the reduced-capacity problem type and, with the IETF
 // fields, the policy in the concurrent-requests unit. With a denied
-// handler, that handler answers instead.
-func (l *Limiter) rejectAdaptive(w http.ResponseWriter, r *http.Request, ru *rule, res *Result) {
+// handler, that handler answers instead. The field values are shared by
+// the rejections at one limit (see denyFields): no allocation.
+func (l *Limiter) rejectAdaptive(w http.ResponseWriter, r *http.Request, ru *rule, res Result) {
+	f := ru.adaptive.fields(ru, res.Limit.Rate)
 	h := w.Header()
 	if l.headers&HeadersIETF != 0 {
-		h[hdrPolicy] = append(h[hdrPolicy], ru.quotedName+";q="+strconv.Itoa(res.Limit.Rate)+`;qu="concurrent-requests"`)
-		h[hdrRateLimit] = append(h[hdrRateLimit], ru.quotedName+";r=0;t=1")
+		addShared(h, hdrPolicy, f.vals[0:1:1])
+		addShared(h, hdrRateLimit, f.vals[1:2:2])
 	}
 	if l.denied != nil {
-		l.deny(w, r, nil, ru.Name, res, nil)
+		l.deny(w, r, nil, ru.Name, &res, nil)
 		return
 	}
-	h[hdrRetryAfter] = []string{"1"}
-	h[hdrCacheControl] = []string{"no-store"}
-	h[hdrContentType] = []string{"application/problem+json"}
+	h[hdrRetryAfter] = f.vals[2:3:3]
+	h[hdrCacheControl] = f.vals[3:4:4]
+	h[hdrContentType] = f.vals[4:5:5]
 	w.WriteHeader(http.StatusServiceUnavailable)
 	w.Write(ru.adaptive.problem)
+}
+
+// addShared adds the shared value v (length and capacity 1) to the field
+// k: it becomes the field when the field is empty, else it is appended
+// (which copies).
+func addShared(h http.Header, k string, v []string) {
+	if old := h[k]; len(old) > 0 {
+		h[k] = append(old, v[0])
+		return
+	}
+	h[k] = v
+}
+
+// fields returns the shared field values of a rejection at the limit:
+// RateLimit-Policy, RateLimit, Retry-After, Cache-Control, Content-Type.
+func (s *adaptiveSet) fields(ru *rule, limit int) *denyFields {
+	if d := s.denial.Load(); d != nil && d.t == int64(limit) && d.vals == d.intact {
+		return d
+	}
+	d := &denyFields{t: int64(limit)}
+	d.intact = [5]string{
+		ru.quotedName + ";q=" + strconv.Itoa(limit) + `;qu="concurrent-requests"`,
+		ru.quotedName + ";r=0;t=1",
+		"1",
+		"no-store",
+		"application/problem+json",
+	}
+	d.vals = d.intact
+	s.denial.Store(d)
+	return d
 }
 
 // recordStatus wraps w so that an adaptive rule's classifier sees the
@@ -243,6 +308,7 @@ func (l *Limiter) recordStatus(w http.ResponseWriter) http.ResponseWriter {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	call   adaptiveDone // the request's adaptive slots (adaptiveCall)
 }
 
 func (s *statusWriter) WriteHeader(code int) {

@@ -304,3 +304,52 @@ func TestAdaptiveSeveralRules(t *testing.T) {
 		t.Fatalf("in flight under a and b: %d, %d; want 2 (the rejected request's slots given back)", inA, inB)
 	}
 }
+
+// TestAdaptiveObserverSeesLimit: observers get an Allowed event per
+// admitted request and a Denied event per rejection, with the limit as
+// Result.Limit.Rate and the free slots as Remaining.
+func TestAdaptiveObserverSeesLimit(t *testing.T) {
+	var mu sync.Mutex
+	var events []ratelimit.Event
+	obs := ratelimit.ObserverFunc(func(e ratelimit.Event) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	})
+	g := newGate(200)
+	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(2)}}, ratelimit.WithObserver(obs))
+	h := lim.Handler(g)
+	get := func() *http.Request { return ratelimittest.NewRequest("GET", "/", "") }
+	wait := hold(t, h, g, 2, get)
+	res := ratelimittest.Do(h, get())
+	close(g.release)
+	wait()
+	mu.Lock()
+	defer mu.Unlock()
+	var allowed, denied []ratelimit.Event
+	for _, e := range events {
+		switch {
+		case e.Rule != "inflight":
+		case e.Outcome == ratelimit.Allowed:
+			allowed = append(allowed, e)
+		case e.Outcome == ratelimit.Denied:
+			denied = append(denied, e)
+		}
+	}
+	if res.Code != 503 || len(allowed) != 2 || len(denied) != 1 {
+		t.Fatalf("status %d; %d Allowed and %d Denied events, want 2 and 1", res.Code, len(allowed), len(denied))
+	}
+	remaining := map[int]bool{}
+	for _, e := range allowed {
+		remaining[e.Result.Remaining] = true
+		if e.Result.Limit.Rate != 2 || !e.Result.Allowed {
+			t.Errorf("Allowed event %+v", e.Result)
+		}
+	}
+	if !remaining[0] || !remaining[1] {
+		t.Errorf("Remaining of the admissions %v, want 1 and 0", remaining)
+	}
+	if d := denied[0].Result; d.Allowed || d.Limit.Rate != 2 || d.Remaining != 0 || d.RetryAfter != time.Second {
+		t.Errorf("Denied event %+v", d)
+	}
+}
