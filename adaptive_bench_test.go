@@ -17,6 +17,7 @@ import (
 // requests they sample (all of them below about 5,000 a Window, one in up
 // to 64 above); "adaptive-given-time" is given the times (AcquireAt,
 // ReleaseAt), as a caller that reads the clock for its own purposes;
+// "adaptive-all-timed" times every request, as at low rates;
 // "clock-only" is two monotonic clock readings alone, the cost of timing
 // a request on this machine's clock source.
 //
@@ -51,6 +52,21 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 					b.Fatal("rejected")
 				}
 				t.ReleaseAt(now.Add(500*time.Nanosecond), ratelimit.SampleSuccess)
+			}
+		})
+	})
+	b.Run("adaptive-all-timed", func(b *testing.B) {
+		// MinSamples so high that sampling never thins out: every request
+		// reads the clock twice, as below about 5,000 requests a Window.
+		l := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Min: limit, Max: limit, Initial: limit, MinSamples: 1 << 24})
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				t, ok := l.Acquire(true)
+				if !ok {
+					b.Fatal("rejected")
+				}
+				t.Release(ratelimit.SampleSuccess)
 			}
 		})
 	})

@@ -42,6 +42,7 @@ type AdaptiveLimiter struct {
 	// Written by drops, rejections, sampled requests and the controller.
 	drops     atomic.Int64
 	rejected  atomic.Int64
+	successes atomic.Int64 // sampled successes of the window (the histogram's total)
 	busy      atomic.Bool
 	minRTT    atomic.Int64
 	sample    atomic.Int64
@@ -223,6 +224,7 @@ func (t AdaptiveTicket) release(now int64, v Sample) {
 		l.drops.Add(1)
 	case v == SampleSuccess && t.flags&ticketSampled != 0 && rtt >= 0:
 		l.hist[rttBucket(rtt)].Add(1)
+		l.successes.Add(1)
 	}
 	l.maybeClose(now)
 }
@@ -236,7 +238,7 @@ func (l *AdaptiveLimiter) maybeClose(t int64) {
 	if age < l.window {
 		return
 	}
-	if age < 10*l.window && l.drops.Load()+l.sampled() < l.minCount {
+	if age < 10*l.window && l.drops.Load()+l.successes.Load() < l.minCount {
 		return
 	}
 	if !l.busy.CompareAndSwap(false, true) {
@@ -253,6 +255,7 @@ func (l *AdaptiveLimiter) maybeClose(t int64) {
 // next window at t. The caller holds busy.
 func (l *AdaptiveLimiter) closeWindow(t int64) {
 	d, rej := l.drops.Swap(0), l.rejected.Swap(0)
+	l.successes.Store(0)
 	peak := l.peak.Swap(l.inflight.Load())
 	lat, n := l.takeLatency()
 	n <<= l.shift.Load() // the successes, estimated from the sampled ones

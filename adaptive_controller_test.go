@@ -168,6 +168,13 @@ func TestAdaptiveRequestPathDoesNotAllocate(t *testing.T) {
 	if l.State().Windows < 100 {
 		t.Fatalf("only %d windows closed", l.State().Windows)
 	}
+	live := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{})
+	if allocs := testing.AllocsPerRun(1000, func() {
+		tk, _ := live.Acquire(true)
+		tk.Release(ratelimit.SampleSuccess)
+	}); allocs != 0 {
+		t.Fatalf("%v allocations per Acquire+Release", allocs)
+	}
 }
 
 // TestAdaptiveOnWindowReportsState: the hook sees every closed window with

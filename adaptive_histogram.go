@@ -38,17 +38,6 @@ func rttValue(i int) int64 {
 	return lo + int64(1)<<(e-rttSubBits)/2
 }
 
-// sampled counts the successes of the window so far. Counting them in the
-// histogram alone spares the request path a contended counter; the sum
-// runs only once a window is old enough to close.
-func (l *AdaptiveLimiter) sampled() int64 {
-	var n int64
-	for i := range l.hist {
-		n += int64(l.hist[i].Load())
-	}
-	return n
-}
-
 // takeLatency empties the histogram and returns its typical latency, the
 // mean of its fastest 90% (a median is blind to a queue that delays fewer
 // than half of the requests; a plain mean is swayed by a few stragglers
