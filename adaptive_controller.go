@@ -15,11 +15,13 @@ import (
 //
 // The request path (Acquire and Release) is lock-free and allocation-free:
 // an atomic in-flight counter compared with an atomically published limit.
-// Latency is sampled: every request while the traffic is light, and at
-// high rates (over about 5,000 outcomes a Window) a random share of them
-// that still fills a window with hundreds of samples; only the sampled
-// requests read the clock (one monotonic reading each at Acquire and
-// Release) and count in the latency histogram. Drops are always counted.
+// Latency is sampled: every request while the traffic is light, and once
+// a window held more than twice max(256, 16×MinSamples) outcomes (512 by
+// default: 5,120 requests a second with the default Window) one in 2^k of
+// them, k ≤ 6, so that a window still holds about 256 samples; only the
+// sampled requests read the clock (one monotonic reading each at Acquire
+// and Release) and count in the latency histogram. Drops are always
+// counted.
 // The timed request that closes a sample window runs the controller,
 // under a flag that other requests skip.
 //

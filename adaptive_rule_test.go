@@ -48,6 +48,20 @@ func hold(t *testing.T, h http.Handler, g *gate, n int, newReq func() *http.Requ
 	return wg.Wait
 }
 
+// overTheLimit holds n requests inside lim's handler, sends one more and
+// returns its answer, then lets the n finish.
+func overTheLimit(t *testing.T, lim *ratelimit.Limiter, n int) *ratelimittest.Response {
+	t.Helper()
+	g := newGate(200)
+	h := lim.Handler(g)
+	get := func() *http.Request { return ratelimittest.NewRequest("GET", "/api", "") }
+	wait := hold(t, h, g, n, get)
+	res := ratelimittest.Do(h, get())
+	close(g.release)
+	wait()
+	return res
+}
+
 func fixedAdaptive(n int) *ratelimit.Adaptive {
 	return &ratelimit.Adaptive{Min: n, Max: n, Initial: n}
 }
@@ -56,14 +70,8 @@ func fixedAdaptive(n int) *ratelimit.Adaptive {
 // Retry-After, the reduced-capacity problem type and a RateLimit-Policy in
 // the concurrent-requests unit; never 429.
 func TestAdaptiveRejectionIs503(t *testing.T) {
-	g := newGate(200)
 	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(2)}})
-	h := lim.Handler(g)
-	get := func() *http.Request { return ratelimittest.NewRequest("GET", "/api", "") }
-	wait := hold(t, h, g, 2, get)
-	res := ratelimittest.Do(h, get())
-	close(g.release)
-	wait()
+	res := overTheLimit(t, lim, 2)
 	if res.Code != http.StatusServiceUnavailable {
 		t.Fatalf("status %d, want 503", res.Code)
 	}
@@ -316,14 +324,8 @@ func TestAdaptiveObserverSeesLimit(t *testing.T) {
 		events = append(events, e)
 		mu.Unlock()
 	})
-	g := newGate(200)
 	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(2)}}, ratelimit.WithObserver(obs))
-	h := lim.Handler(g)
-	get := func() *http.Request { return ratelimittest.NewRequest("GET", "/", "") }
-	wait := hold(t, h, g, 2, get)
-	res := ratelimittest.Do(h, get())
-	close(g.release)
-	wait()
+	res := overTheLimit(t, lim, 2)
 	mu.Lock()
 	defer mu.Unlock()
 	var allowed, denied []ratelimit.Event

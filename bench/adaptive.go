@@ -118,13 +118,7 @@ func (s simGCL) Acquire(time.Time, bool) (func(time.Time, bool), bool) {
 	if !ok {
 		return nil, false
 	}
-	return func(_ time.Time, drop bool) {
-		if drop {
-			ln.OnDropped()
-		} else {
-			ln.OnSuccess()
-		}
-	}, true
+	return simRelease(ln.OnSuccess, ln.OnDropped), true
 }
 
 func (s simGCL) Limit() int { return s.l.EstimatedLimit() }
@@ -161,13 +155,19 @@ func (s simFailsafe) Acquire(time.Time, bool) (func(time.Time, bool), bool) {
 	if !ok {
 		return nil, false
 	}
-	return func(_ time.Time, drop bool) {
-		if drop {
-			p.Drop()
+	return simRelease(p.Record, p.Drop), true
+}
+
+// simRelease is the release of a permit whose limiter measures its own
+// time: success or drop.
+func simRelease(success, drop func()) func(time.Time, bool) {
+	return func(_ time.Time, dropped bool) {
+		if dropped {
+			drop()
 		} else {
-			p.Record()
+			success()
 		}
-	}, true
+	}
 }
 
 func (s simFailsafe) Limit() int { return s.l.Limit() }

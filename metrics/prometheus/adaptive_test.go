@@ -1,6 +1,7 @@
 package ratelimitprom_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -54,23 +55,11 @@ func TestAdaptiveCollectorExportsRTTs(t *testing.T) {
 	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{}}}, ratelimit.WithClock(clock))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(ratelimitprom.AdaptiveCollector(lim, "inflight"))
-	for range 3 {
-		var held []func()
-		for range 20 {
-			done, ok := lim.Admit(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", ""))
-			if !ok {
-				t.Fatal("rejected")
-			}
-			held = append(held, done)
-		}
-		clock.Advance(5 * time.Millisecond)
-		for _, done := range held {
-			done()
-		}
-		clock.Advance(100 * time.Millisecond)
+	// Sequential requests of 5 ms: a window closes every 100 ms.
+	h := lim.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { clock.Advance(5 * time.Millisecond) }))
+	for range 61 {
+		ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
 	}
-	done, _ := lim.Admit(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", ""))
-	done() // closes the last window
 	st := lim.Adaptive("inflight")[0]
 	if st.MinRTT < 4*time.Millisecond || st.MinRTT > 6*time.Millisecond || st.SampleRTT == 0 {
 		t.Fatalf("state %+v: want a minimum RTT of about 5ms", st)
