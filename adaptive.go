@@ -124,7 +124,8 @@ type AdaptiveState struct {
 	InFlight  int           // requests in flight now
 	MinRTT    time.Duration // the minimum RTT in use; 0 until learned
 	SampleRTT time.Duration // the last window's latency (mean of its fastest 90%); 0 until a window closed
-	// The last window's counts: sampled successes, drops and rejections.
+	// The last window's counts: successes (estimated from the sampled
+	// ones when the rate is high enough to sample), drops and rejections.
 	Successes, Drops, Rejected int
 	Windows                    int64 // sample windows closed so far
 }

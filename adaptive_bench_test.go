@@ -11,15 +11,34 @@ import (
 )
 
 // BenchmarkAdaptiveAcquireRelease compares one acquire+release of an
-// AdaptiveLimiter (sampling the latency, closing windows) with a
-// buffered-channel semaphore, side by side, in parallel. Neither limit
-// binds: this is the cost of admitting a request. "adaptive" reads the
-// clock twice (Acquire, Release); "adaptive-given-time" is given the times
-// (AcquireAt, ReleaseAt), as a caller that already reads the clock for its
-// own purposes; "clock-only" is the two clock reads alone, whose cost
-// depends on the machine's clock source.
+// AdaptiveLimiter with a buffered-channel semaphore, side by side, in
+// parallel. Neither limit binds: this is the cost of admitting a request.
+// "adaptive" is Acquire and Release, which read the clock only for the
+// requests they sample (all of them below about 5,000 a Window, one in up
+// to 64 above); "adaptive-given-time" is given the times (AcquireAt,
+// ReleaseAt), as a caller that reads the clock for its own purposes;
+// "adaptive-all-timed" times every request, as at low rates;
+// "clock-only" is two monotonic clock readings alone, the cost of timing
+// a request on this machine's clock source.
+//
+// go test -count=1 interleaves the variants; compare them within one run,
+// and take the median of several (scripts in docs/adaptive.md).
 func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 	const limit = 1 << 20
+	b.Run("adaptive", func(b *testing.B) {
+		l := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Min: limit, Max: limit, Initial: limit})
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				t, ok := l.Acquire(true)
+				if !ok {
+					b.Fatal("rejected")
+				}
+				t.Release(ratelimit.SampleSuccess)
+			}
+		})
+	})
+	b.Run("chan-semaphore", benchChanSemaphore)
 	b.Run("adaptive-given-time", func(b *testing.B) {
 		l := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Min: limit, Max: limit, Initial: limit})
 		start := time.Now()
@@ -36,19 +55,10 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 			}
 		})
 	})
-	b.Run("clock-only", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			var sink time.Duration
-			for pb.Next() {
-				t := time.Now()
-				sink += time.Since(t)
-			}
-			_ = sink
-		})
-	})
-	b.Run("adaptive", func(b *testing.B) {
-		l := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Min: limit, Max: limit, Initial: limit})
+	b.Run("adaptive-all-timed", func(b *testing.B) {
+		// MinSamples so high that sampling never thins out: every request
+		// reads the clock twice, as below about 5,000 requests a Window.
+		l := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Min: limit, Max: limit, Initial: limit, MinSamples: 1 << 24})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -60,21 +70,44 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 			}
 		})
 	})
-	b.Run("chan-semaphore", func(b *testing.B) {
-		sem := make(chan struct{}, limit)
+	b.Run("clock-only", func(b *testing.B) {
+		epoch := time.Now()
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
+			var sink time.Duration
 			for pb.Next() {
-				select {
-				case sem <- struct{}{}:
-				default:
-					b.Fatal("rejected")
-				}
-				<-sem
+				t := time.Since(epoch)
+				sink += time.Since(epoch) - t
 			}
+			_ = sink
 		})
 	})
 }
+
+func benchChanSemaphore(b *testing.B) {
+	sem := make(chan struct{}, 1<<20)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			select {
+			case sem <- struct{}{}:
+			default:
+				b.Fatal("rejected")
+			}
+			<-sem
+		}
+	})
+}
+
+// plainWriter is a ResponseWriter without a Status method, like net/http's.
+type plainWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *plainWriter) Header() http.Header         { return w.h }
+func (w *plainWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *plainWriter) WriteHeader(code int)        { w.code = code }
 
 // BenchmarkAdaptiveMiddleware is a request through the middleware with one
 // adaptive rule (admitted, or rejected with a 503), beside the same
@@ -107,6 +140,22 @@ func BenchmarkAdaptiveMiddleware(b *testing.B) {
 			})
 		})
 	}
+	b.Run("adaptive/allow-plain-writer", func(b *testing.B) {
+		h := ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{Min: big, Max: big, Initial: big}}})(next)
+		req := httptest.NewRequest("GET", "/api/items", nil)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			w := &plainWriter{h: http.Header{}}
+			for pb.Next() {
+				w.code = 0
+				h.ServeHTTP(w, req)
+				if w.code != 200 {
+					b.Errorf("status %d", w.code)
+					return
+				}
+			}
+		})
+	})
 	b.Run("adaptive/reject", func(b *testing.B) {
 		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{Min: 1, Max: 1, Initial: 1}}})
 		held, _ := l.Admit(ratelimittest.NewDiscardWriter(), httptest.NewRequest("GET", "/", nil))

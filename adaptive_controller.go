@@ -3,7 +3,7 @@ package ratelimit
 import (
 	"math"
 	"math/bits"
-	"slices"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 )
@@ -13,28 +13,37 @@ import (
 // interceptor, a queue consumer). See Adaptive for the algorithm.
 //
 // The request path (Acquire and Release) is lock-free and allocation-free:
-// an atomic in-flight counter compared with an atomically published limit,
-// and a latency histogram of atomic counters. The request that closes a
-// sample window runs the controller, under a flag that other requests skip.
+// an atomic in-flight counter compared with an atomically published limit.
+// Latency is sampled: every request while the traffic is light, and once
+// a window held more than twice max(256, 16×MinSamples) outcomes (512 by
+// default: 5,120 requests a second with the default Window) one in 2^k of
+// them, k ≤ 6, so that a window still holds about 256 samples; only the
+// sampled requests read the clock (one monotonic reading each at Acquire
+// and Release) and count in the latency histogram. Drops are always
+// counted.
+// The timed request that closes a sample window runs the controller,
+// under a flag that other requests skip.
 //
 // An AdaptiveLimiter is safe for concurrent use. Create one with
 // NewAdaptiveLimiter; the zero value is not usable.
 type AdaptiveLimiter struct {
 	// Written by every request.
 	inflight atomic.Int64
-	_        [56]byte
+	peak     atomic.Int64 // the highest in-flight count of this window
+	_        [48]byte
 	// Read by every request, written about once a window.
 	limit    atomic.Int64
-	low      atomic.Int64 // the limit for non-critical requests
-	peak     atomic.Int64 // the highest in-flight count of this window
-	winStart atomic.Int64 // ns since epoch
+	low      atomic.Int64  // the limit for non-critical requests
+	winStart atomic.Int64  // ns since epoch
+	shift    atomic.Uint32 // one request in 2^shift is sampled
 	// The first probeCount requests admitted are sampled apart: started
 	// before any queue built, they give the first minimum RTT.
 	probes atomic.Int64 // admissions still to mark as probes
-	_      [24]byte
-	// Written by drops, rejections and the controller.
+	_      [20]byte
+	// Written by drops, rejections, sampled requests and the controller.
 	drops     atomic.Int64
 	rejected  atomic.Int64
+	successes atomic.Int64 // sampled successes of the window (the histogram's total)
 	busy      atomic.Bool
 	minRTT    atomic.Int64
 	sample    atomic.Int64
@@ -48,10 +57,11 @@ type AdaptiveLimiter struct {
 	cfg      Adaptive
 	rule     string
 	key      string
-	epoch    time.Time
-	window   int64 // ns
-	horizon  int64 // ns
+	epoch    time.Time // with a monotonic reading, unless given by NewAdaptiveLimiterAt
+	window   int64     // ns
+	horizon  int64     // ns
 	minCount int64
+	target   int64   // sampled outcomes wanted per window before sampling thins out
 	land     float64 // a decrease lands this much above the queue-free point
 
 	// Controller state, touched only by the holder of busy.
@@ -66,20 +76,26 @@ type AdaptiveLimiter struct {
 // NewAdaptiveLimiter returns a limiter configured by a; it panics on a bad
 // configuration, like a Rule does.
 func NewAdaptiveLimiter(a Adaptive) *AdaptiveLimiter {
-	return newAdaptiveLimiter(a.normalized("adaptive"), "", "", time.Now())
+	now := time.Now()
+	return newAdaptiveLimiter(a.normalized("adaptive"), "", "", now, now)
 }
 
 // newAdaptiveLimiter builds a limiter from a normalized configuration;
-// epoch is the time its windows count from.
-func newAdaptiveLimiter(a Adaptive, rule, key string, epoch time.Time) *AdaptiveLimiter {
+// epoch is the time its clock counts from, now the start of its first
+// window.
+func newAdaptiveLimiter(a Adaptive, rule, key string, epoch, now time.Time) *AdaptiveLimiter {
 	l := &AdaptiveLimiter{
 		cfg: a, rule: rule, key: key, epoch: epoch,
 		window:   int64(a.Window),
 		horizon:  int64(a.MinRTTHorizon),
 		minCount: int64(a.MinSamples),
+		target:   max(256, 16*int64(a.MinSamples)),
 		lim:      float64(a.Initial),
 		land:     1 + (a.Tolerance-1)/4,
 	}
+	t := int64(now.Sub(epoch))
+	l.winStart.Store(t)
+	l.baseAt = t
 	l.probes.Store(probeCount)
 	l.publish()
 	return l
@@ -87,28 +103,63 @@ func newAdaptiveLimiter(a Adaptive, rule, key string, epoch time.Time) *Adaptive
 
 // NewAdaptiveLimiterAt is NewAdaptiveLimiter for a limiter that will only
 // be given times (AcquireAt, ReleaseAt) from epoch on: a simulation's
-// clock.
+// clock. Its sampling is a function of the times given, so that a
+// simulation is deterministic.
 func NewAdaptiveLimiterAt(a Adaptive, epoch time.Time) *AdaptiveLimiter {
-	return newAdaptiveLimiter(a.normalized("adaptive"), "", "", epoch)
+	return newAdaptiveLimiter(a.normalized("adaptive"), "", "", epoch, epoch)
 }
+
+// Limit returns the current limit for critical requests: cheap enough to
+// call on every request (FairConfig.SeatsFunc, for example).
+func (l *AdaptiveLimiter) Limit() int { return int(l.limit.Load()) }
 
 // AdaptiveTicket is an admitted request's slot. Release it exactly once;
 // the zero AdaptiveTicket's methods do nothing.
 type AdaptiveTicket struct {
 	l     *AdaptiveLimiter
-	start time.Time
-	probe bool
+	start int64 // ns since the limiter's epoch, when timed
+	flags uint8
 }
+
+// The flags of an AdaptiveTicket.
+const (
+	ticketTimed   = 1 << iota // start is set
+	ticketSampled             // its latency goes in the histogram (implies timed)
+	ticketProbe               // one of the first requests (implies sampled)
+)
 
 // Acquire admits one request if the number in flight is below the limit
 // (below LowPriorityShare of it when critical is false).
 func (l *AdaptiveLimiter) Acquire(critical bool) (AdaptiveTicket, bool) {
-	return l.AcquireAt(time.Now(), critical)
+	if s := l.shift.Load(); s != 0 && rand.Uint64()>>(64-s) != 0 {
+		return l.acquire(0, 0, critical) // not sampled: no clock reading
+	}
+	return l.acquire(l.now(), ticketTimed|ticketSampled, critical)
 }
 
 // AcquireAt is Acquire at the time now, for simulations and tests; times
 // need not be monotonic (a window never closes on a time before its start).
 func (l *AdaptiveLimiter) AcquireAt(now time.Time, critical bool) (AdaptiveTicket, bool) {
+	t := int64(now.Sub(l.epoch))
+	return l.acquire(t, ticketTimed|l.sampleAt(t), critical)
+}
+
+// now reads the limiter's clock: one monotonic reading.
+func (l *AdaptiveLimiter) now() int64 { return int64(time.Since(l.epoch)) }
+
+// sampleAt decides from the time t and the load whether a timed request
+// is sampled: deterministic for a simulation, about one in 2^shift.
+func (l *AdaptiveLimiter) sampleAt(t int64) uint8 {
+	s := l.shift.Load()
+	if s == 0 || (uint64(t)^uint64(l.inflight.Load())<<40)*0x9e3779b97f4a7c15>>(64-s) == 0 {
+		return ticketSampled
+	}
+	return 0
+}
+
+// acquire admits a request at t (ns since epoch, when flags has
+// ticketTimed) or rejects it.
+func (l *AdaptiveLimiter) acquire(t int64, flags uint8, critical bool) (AdaptiveTicket, bool) {
 	limit := l.limit.Load()
 	if !critical {
 		limit = l.low.Load()
@@ -120,49 +171,75 @@ func (l *AdaptiveLimiter) AcquireAt(now time.Time, critical bool) (AdaptiveTicke
 		if l.peak.Load() < limit {
 			l.peak.Store(limit) // demand reached the limit
 		}
-		l.maybeClose(now)
+		if flags&ticketTimed != 0 {
+			l.maybeClose(t)
+		}
 		return AdaptiveTicket{}, false
 	}
 	for p := l.peak.Load(); n > p && !l.peak.CompareAndSwap(p, n); p = l.peak.Load() {
 	}
-	probe := l.probes.Load() > 0 && l.probes.Add(-1) >= 0
-	return AdaptiveTicket{l: l, start: now, probe: probe}, true
+	if flags&ticketSampled != 0 && l.probes.Load() > 0 && l.probes.Add(-1) >= 0 {
+		flags |= ticketProbe
+	}
+	return AdaptiveTicket{l: l, start: t, flags: flags}, true
 }
 
-// Release frees the slot and reports the request's verdict.
-func (t AdaptiveTicket) Release(v Sample) { t.ReleaseAt(time.Now(), v) }
+// Release frees the slot and reports the request's outcome.
+func (t AdaptiveTicket) Release(v Sample) {
+	switch {
+	case t.l == nil:
+	case t.flags&ticketTimed == 0 && v != SampleDrop:
+		t.l.inflight.Add(-1) // not sampled: nothing to record
+	default:
+		t.release(t.l.now(), v)
+	}
+}
 
 // ReleaseAt is Release at the time now. A success that ends before it
 // started (a clock stepped back) is ignored rather than sampled.
 func (t AdaptiveTicket) ReleaseAt(now time.Time, v Sample) {
-	l := t.l
-	if l == nil {
-		return
+	if t.l != nil {
+		t.release(int64(now.Sub(t.l.epoch)), v)
 	}
+}
+
+// Elapsed is how long the request has been admitted at now (ns since
+// epoch), or -1 if it was not timed.
+func (t AdaptiveTicket) elapsed(now int64) time.Duration {
+	if t.flags&ticketTimed == 0 {
+		return -1
+	}
+	return time.Duration(now - t.start)
+}
+
+// release frees the slot at now (ns since epoch) and records the outcome.
+func (t AdaptiveTicket) release(now int64, v Sample) {
+	l := t.l
 	l.inflight.Add(-1)
-	rtt := now.Sub(t.start)
-	if t.probe {
+	rtt := time.Duration(now - t.start)
+	if t.flags&ticketProbe != 0 {
 		l.recordProbe(rtt, v)
 	}
 	switch {
 	case v == SampleDrop:
 		l.drops.Add(1)
-	case v == SampleSuccess && rtt >= 0:
+	case v == SampleSuccess && t.flags&ticketSampled != 0 && rtt >= 0:
 		l.hist[rttBucket(rtt)].Add(1)
+		l.successes.Add(1)
 	}
 	l.maybeClose(now)
 }
 
-// maybeClose runs the controller if the sample window is complete: at
-// least Window long with MinSamples outcomes, or 10 Windows long.
-func (l *AdaptiveLimiter) maybeClose(now time.Time) {
-	t := int64(now.Sub(l.epoch))
+// maybeClose runs the controller if the sample window is complete at t
+// (ns since epoch): at least Window long with MinSamples outcomes, or 10
+// Windows long.
+func (l *AdaptiveLimiter) maybeClose(t int64) {
 	start := l.winStart.Load()
 	age := t - start
 	if age < l.window {
 		return
 	}
-	if age < 10*l.window && l.drops.Load()+l.sampled() < l.minCount {
+	if age < 10*l.window && l.drops.Load()+l.successes.Load() < l.minCount {
 		return
 	}
 	if !l.busy.CompareAndSwap(false, true) {
@@ -179,12 +256,15 @@ func (l *AdaptiveLimiter) maybeClose(now time.Time) {
 // next window at t. The caller holds busy.
 func (l *AdaptiveLimiter) closeWindow(t int64) {
 	d, rej := l.drops.Swap(0), l.rejected.Swap(0)
+	l.successes.Store(0)
 	peak := l.peak.Swap(l.inflight.Load())
 	lat, n := l.takeLatency()
+	n <<= l.shift.Load() // the successes, estimated from the sampled ones
 	l.winStart.Store(t)
 	l.windows.Add(1)
 	l.adjust(t, n, d, peak, rej, lat)
 	l.publish()
+	l.setShift(n + d)
 	st := l.State()
 	st.Successes, st.Drops, st.Rejected = int(n), int(d), int(rej)
 	l.last.Store(&st)
@@ -227,62 +307,26 @@ func (l *AdaptiveLimiter) adjust(t, n, d, peak, rej, lat int64) {
 	l.lim = min(max(lim, float64(l.cfg.Min)), float64(l.cfg.Max))
 }
 
+// maxSampleShift bounds the sampling: at least one request in 64 is timed.
+const maxSampleShift = 6
+
+// setShift sets the sampling for the next window from the outcomes of
+// this one: all of them when there were fewer than twice the target, else
+// about one in 2^shift so that the target is still reached.
+func (l *AdaptiveLimiter) setShift(outcomes int64) {
+	s := 0
+	if q := outcomes / l.target; q >= 2 {
+		s = min(bits.Len64(uint64(q))-1, maxSampleShift)
+	}
+	l.shift.Store(uint32(s))
+}
+
 // cutFailed reports whether the previous window cut the limit for latency,
 // the cut took effect for the whole of this window (whose peak includes
 // the requests in flight when it began) with a quarter fewer requests in
 // flight, and latency stayed as high.
 func (l *AdaptiveLimiter) cutFailed(peak int64, ratio float64) bool {
 	return l.lastCut > 0 && float64(peak) <= 0.75*l.lastPeak && ratio >= 0.9*l.lastCut
-}
-
-// learn folds a window's latency into the minimum RTT, kept as the lowest
-// window latency of the current and the previous half-horizon, and
-// returns it.
-func (l *AdaptiveLimiter) learn(t, lat int64) int64 {
-	if t-l.baseAt >= l.horizon/2 {
-		l.base[1], l.base[0], l.baseAt = l.base[0], 0, t
-	}
-	if pb := l.probeBase.Swap(0); pb != 0 && (l.base[0] == 0 || pb < l.base[0]) {
-		l.base[0] = pb
-	}
-	if l.base[0] == 0 || lat < l.base[0] {
-		l.base[0] = lat
-	}
-	base := l.base[0]
-	if l.base[1] != 0 {
-		base = min(base, l.base[1])
-	}
-	l.minRTT.Store(base)
-	return base
-}
-
-// probeCount is how many of the first requests give the first minimum RTT.
-const probeCount = 8
-
-// recordProbe records a probe's latency; the last one computes their
-// median, the first minimum RTT.
-func (l *AdaptiveLimiter) recordProbe(rtt time.Duration, v Sample) {
-	if v != SampleSuccess || rtt < 0 {
-		rtt = -1
-	}
-	i := l.probeSlot.Add(1) - 1
-	if i >= probeCount {
-		return // a ticket released twice
-	}
-	l.probeRTT[i].Store(int64(rtt))
-	if l.probeDone.Add(1) != probeCount {
-		return
-	}
-	var rtts []int64
-	for i := range l.probeRTT {
-		if v := l.probeRTT[i].Load(); v >= 0 {
-			rtts = append(rtts, v)
-		}
-	}
-	if len(rtts) > 0 {
-		slices.Sort(rtts)
-		l.probeBase.Store(max(1, rtts[len(rtts)/2]))
-	}
 }
 
 // publish stores the limits the request path compares with.
@@ -305,77 +349,4 @@ func (l *AdaptiveLimiter) State() AdaptiveState {
 	st.MinRTT = time.Duration(l.minRTT.Load())
 	st.SampleRTT = time.Duration(l.sample.Load())
 	return st
-}
-
-// The latency histogram: bucket 0 holds everything under 1024ns, then 16
-// buckets per power of two (4.4% wide) up to 2^43ns (about 2.4 hours).
-const (
-	rttSubBits    = 4
-	rttMinExp     = 10
-	rttMaxExp     = 43
-	numRTTBuckets = 1 + (rttMaxExp-rttMinExp)<<rttSubBits
-)
-
-func rttBucket(d time.Duration) int {
-	v := uint64(d)
-	if v < 1<<rttMinExp {
-		return 0
-	}
-	e := bits.Len64(v) - 1
-	if e >= rttMaxExp {
-		return numRTTBuckets - 1
-	}
-	sub := int(v>>(e-rttSubBits)) & (1<<rttSubBits - 1)
-	return 1 + (e-rttMinExp)<<rttSubBits + sub
-}
-
-// rttValue is the middle of bucket i.
-func rttValue(i int) int64 {
-	if i == 0 {
-		return 1 << (rttMinExp - 1)
-	}
-	e := (i-1)>>rttSubBits + rttMinExp
-	sub := int64((i - 1) & (1<<rttSubBits - 1))
-	lo := (1<<rttSubBits + sub) << (e - rttSubBits)
-	return lo + int64(1)<<(e-rttSubBits)/2
-}
-
-// sampled counts the successes of the window so far. Counting them in the
-// histogram alone spares the request path a contended counter; the sum
-// runs only once a window is old enough to close.
-func (l *AdaptiveLimiter) sampled() int64 {
-	var n int64
-	for i := range l.hist {
-		n += int64(l.hist[i].Load())
-	}
-	return n
-}
-
-// takeLatency empties the histogram and returns its typical latency, the
-// mean of its fastest 90% (a median is blind to a queue that delays fewer
-// than half of the requests; a plain mean is swayed by a few stragglers
-// unrelated to load), and its count. 0, 0 when empty.
-func (l *AdaptiveLimiter) takeLatency() (lat, n int64) {
-	var counts [numRTTBuckets]uint32
-	var total uint64
-	for i := range l.hist {
-		if l.hist[i].Load() != 0 {
-			counts[i] = l.hist[i].Swap(0)
-			total += uint64(counts[i])
-		}
-	}
-	if total == 0 {
-		return 0, 0
-	}
-	keep := max(1, total*9/10)
-	var seen uint64
-	var sum float64
-	for i, c := range counts {
-		n := min(uint64(c), keep-seen)
-		sum += float64(n) * float64(rttValue(i))
-		if seen += n; seen == keep {
-			break
-		}
-	}
-	return max(1, int64(sum/float64(keep))), int64(total)
 }

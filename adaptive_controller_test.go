@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/ratelimit"
@@ -167,6 +168,13 @@ func TestAdaptiveRequestPathDoesNotAllocate(t *testing.T) {
 	if l.State().Windows < 100 {
 		t.Fatalf("only %d windows closed", l.State().Windows)
 	}
+	live := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{})
+	if allocs := testing.AllocsPerRun(1000, func() {
+		tk, _ := live.Acquire(true)
+		tk.Release(ratelimit.SampleSuccess)
+	}); allocs != 0 {
+		t.Fatalf("%v allocations per Acquire+Release", allocs)
+	}
 }
 
 // TestAdaptiveOnWindowReportsState: the hook sees every closed window with
@@ -230,4 +238,95 @@ func TestAdaptiveTicketReleasedTwiceDoesNotPanic(t *testing.T) {
 	if st := l.State(); st.InFlight != 0 || st.Limit < 1 {
 		t.Fatalf("state %+v", st)
 	}
+}
+
+// TestAdaptiveSamplesAtHighRates: with tens of thousands of outcomes a
+// window, latency is sampled (one in 2^shift) yet the window's latency,
+// the estimated successes and the reaction to a queue are those of the
+// whole traffic, and drops are counted in full.
+func TestAdaptiveSamplesAtHighRates(t *testing.T) {
+	const perWindow = 20000
+	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{Initial: 25000, Max: 50000}, ratelimittest.Epoch)
+	now := ratelimittest.Epoch
+	for range 5 {
+		now = fillWindow(t, l, now, perWindow, 5*time.Millisecond, ratelimit.SampleSuccess).Add(100 * time.Millisecond)
+	}
+	fillWindow(t, l, now, 1, 0, ratelimit.SampleIgnore)
+	st := l.State()
+	shift := ratelimit.AdaptiveSampleShift(l)
+	if shift < 3 {
+		t.Fatalf("sampling shift %d after windows of %d outcomes, want >= 3 (one in 8 or fewer timed)", shift, perWindow)
+	}
+	if st.Successes < perWindow*3/4 || st.Successes > perWindow*5/4 {
+		t.Errorf("estimated successes %d, want about %d", st.Successes, perWindow)
+	}
+	if st.SampleRTT < 4500*time.Microsecond || st.SampleRTT > 5500*time.Microsecond || st.MinRTT > 5500*time.Microsecond {
+		t.Errorf("SampleRTT %v, MinRTT %v, want about 5ms", st.SampleRTT, st.MinRTT)
+	}
+	before := st.Limit
+	now = fillWindow(t, l, now.Add(time.Second), perWindow, 15*time.Millisecond, ratelimit.SampleSuccess)
+	fillWindow(t, l, now.Add(time.Second), 1, 0, ratelimit.SampleIgnore)
+	if got := l.State().Limit; got >= before {
+		t.Errorf("a window three times slower than the minimum RTT moved the limit %d -> %d", before, got)
+	}
+	before = l.State().Limit
+	now = fillWindow(t, l, now.Add(2*time.Second), perWindow, time.Millisecond, ratelimit.SampleDrop)
+	fillWindow(t, l, now.Add(time.Second), 1, 0, ratelimit.SampleIgnore)
+	if st := l.State(); st.Limit >= before || st.Drops != min(perWindow, before) {
+		t.Errorf("a sampled window of only drops: limit %d -> %d, %d drops counted (want %d)", before, st.Limit, st.Drops, min(perWindow, before))
+	}
+}
+
+// TestAdaptiveUnsampledRequestsSkipTheClock: once a window held enough
+// outcomes, Acquire times about one request in 2^shift (the others never
+// read the clock), and a drop is counted whether it was timed or not. In
+// virtual time (testing/synctest): Acquire reads the clock.
+func TestAdaptiveUnsampledRequestsSkipTheClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Min: 1 << 20, Max: 1 << 20, Initial: 1 << 20})
+		var held []ratelimit.AdaptiveTicket
+		for range 4000 {
+			tk, _ := l.Acquire(true)
+			held = append(held, tk)
+		}
+		time.Sleep(5 * time.Millisecond)
+		for _, tk := range held {
+			tk.Release(ratelimit.SampleSuccess)
+		}
+		time.Sleep(100 * time.Millisecond)
+		tk, _ := l.Acquire(true)
+		tk.Release(ratelimit.SampleSuccess) // closes the window of 4000
+		shift := ratelimit.AdaptiveSampleShift(l)
+		if shift < 2 {
+			t.Fatalf("shift %d after a window of 4000 outcomes, want >= 2", shift)
+		}
+		const n = 1 << 14
+		timed, drops := 0, 0
+		for range n {
+			tk, _ := l.Acquire(true)
+			if ratelimit.AdaptiveTicketTimed(tk) {
+				timed++
+				tk.Release(ratelimit.SampleIgnore)
+				continue
+			}
+			if drops < 20 {
+				drops++
+				tk.Release(ratelimit.SampleDrop)
+				continue
+			}
+			tk.Release(ratelimit.SampleSuccess)
+		}
+		if want := n >> shift; timed < want/2 || timed > want*2 {
+			t.Errorf("%d of %d requests timed at shift %d, want about %d", timed, n, shift, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+		for closed := false; !closed; { // a timed release closes the window
+			tk, _ := l.Acquire(true)
+			closed = ratelimit.AdaptiveTicketTimed(tk)
+			tk.Release(ratelimit.SampleIgnore)
+		}
+		if l.State().Drops != drops {
+			t.Errorf("%d drops counted, want the %d untimed drops", l.State().Drops, drops)
+		}
+	})
 }

@@ -18,6 +18,9 @@ type adaptiveSet struct {
 	cfg      Adaptive
 	name     string
 	clock    Clock
+	system   bool                       // clock is SystemClock: read the monotonic clock alone
+	epoch    time.Time                  // the time every controller of the rule counts from
+	denial   atomic.Pointer[denyFields] // the fields of a rejection at the last limit rejected
 	keys     atomic.Pointer[map[string]*AdaptiveLimiter]
 	mu       sync.Mutex // serialises additions
 	overflow *AdaptiveLimiter
@@ -28,8 +31,9 @@ type adaptiveSet struct {
 // compileAdaptive prepares ru, whose Adaptive is set, for admitAdaptive.
 func compileAdaptive(ru *rule, clock Clock) {
 	cfg := ru.Adaptive.normalized(ru.Name)
-	s := &adaptiveSet{cfg: cfg, name: ru.Name, clock: clock}
-	s.overflow = newAdaptiveLimiter(cfg, ru.Name, OverflowKey, clock.Now())
+	_, system := clock.(systemClock)
+	s := &adaptiveSet{cfg: cfg, name: ru.Name, clock: clock, system: system, epoch: clock.Now()}
+	s.overflow = newAdaptiveLimiter(cfg, ru.Name, OverflowKey, s.epoch, s.epoch)
 	s.keys.Store(&map[string]*AdaptiveLimiter{})
 	s.problem = []byte(`{"type":"` + reducedCapacityType + `","title":"Service Unavailable","status":503,` +
 		`"detail":"The server is at its concurrency limit; retry shortly.","violated-policies":[` + strconv.Quote(ru.Name) + "]}\n")
@@ -52,7 +56,7 @@ func (s *adaptiveSet) limiter(key string) *AdaptiveLimiter {
 	if len(m) >= s.cfg.MaxKeys {
 		return s.sharedLimiter()
 	}
-	l := newAdaptiveLimiter(s.cfg, s.name, key, s.clock.Now())
+	l := newAdaptiveLimiter(s.cfg, s.name, key, s.epoch, s.clock.Now())
 	next := make(map[string]*AdaptiveLimiter, len(m)+1)
 	for k, v := range m {
 		next[k] = v
@@ -104,6 +108,15 @@ func (l *Limiter) Adaptive(rule string) []AdaptiveState {
 	return nil
 }
 
+// now reads the rule's clock, in ns since its epoch: the monotonic clock
+// alone for SystemClock.
+func (s *adaptiveSet) now() int64 {
+	if s.system {
+		return int64(time.Since(s.epoch))
+	}
+	return int64(s.clock.Now().Sub(s.epoch))
+}
+
 // adaptiveHeld is one adaptive slot a request holds.
 type adaptiveHeld struct {
 	ru     *rule
@@ -112,11 +125,9 @@ type adaptiveHeld struct {
 
 // adaptiveDone holds a request's adaptive slots until it is released.
 type adaptiveDone struct {
-	l      *Limiter
 	r      *http.Request
 	held   []adaptiveHeld
 	inline [2]adaptiveHeld // held's storage for up to two adaptive rules
-	start  time.Time
 }
 
 // release frees every slot; sampled tells whether the request ran (its
@@ -126,22 +137,29 @@ func (d *adaptiveDone) release(sampled bool, status int) {
 	if d == nil {
 		return
 	}
-	now := d.l.clock.Now()
-	for _, h := range d.held {
+	releaseHeld(d.held, d.r, sampled, status)
+}
+
+func releaseHeld(held []adaptiveHeld, r *http.Request, sampled bool, status int) {
+	for _, h := range held {
+		s := h.ru.adaptive
+		now := s.now()
 		v := SampleIgnore
 		if sampled {
-			v = h.ru.adaptive.cfg.Classify(d.r, status, now.Sub(d.start))
+			v = s.cfg.Classify(r, status, h.ticket.elapsed(now))
 		}
-		h.ticket.ReleaseAt(now, v)
+		h.ticket.release(now, v)
 	}
 }
 
 // acquireAdaptive takes a slot under every adaptive rule. It returns the
 // slots held or, when a rule rejects the request or its key, nil, having
-// set the verdict *v and given back the slots taken.
+// set the verdict *v and given back the slots taken. A rejection does not
+// allocate: the slots are gathered on the stack and moved to the heap only
+// once every adaptive rule has admitted the request.
 func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict) *adaptiveDone {
-	d := &adaptiveDone{l: l, r: r, start: l.clock.Now()}
-	d.held = d.inline[:0]
+	var inline [2]adaptiveHeld
+	held := inline[:0]
 	for _, ru := range l.adaptive {
 		s := ru.adaptive
 		key, err := ru.Key(r)
@@ -154,28 +172,33 @@ func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict) *adaptiveDone {
 			continue
 		case ru.onKeyError == RejectKeyError:
 			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
-			d.release(false, 0)
+			releaseHeld(held, r, false, 0)
 			*v = Verdict{l: l, r: r, kind: verdictKeyError, top: ru, err: err}
 			return nil
 		default:
 			lim = s.sharedLimiter()
 		}
 		critical := s.cfg.Critical == nil || s.cfg.Critical(r)
-		t, ok := lim.AcquireAt(d.start, critical)
-		res := adaptiveResult(lim, ok)
+		t := s.now()
+		tk, ok := lim.acquire(t, ticketTimed|lim.sampleAt(t), critical)
 		switch {
 		case ok:
-			d.held = append(d.held, adaptiveHeld{ru, t})
-			l.observers.result(r, ru, res, OutcomeDenied, 0)
+			held = append(held, adaptiveHeld{ru, tk})
+			if len(l.observers) > 0 {
+				l.observers.result(r, ru, adaptiveResult(lim, true), OutcomeDenied, 0)
+			}
 		case ru.Shadow:
-			l.observers.result(r, ru, res, OutcomeShadowDenied, 0)
+			l.observers.result(r, ru, adaptiveResult(lim, false), OutcomeShadowDenied, 0)
 		default:
+			res := adaptiveResult(lim, false)
 			l.observers.result(r, ru, res, OutcomeDenied, 0)
-			d.release(false, 0)
+			releaseHeld(held, r, false, 0)
 			*v = Verdict{l: l, r: r, kind: verdictAdaptive, top: ru, res: res, limit: res.Limit}
 			return nil
 		}
 	}
+	d := &adaptiveDone{r: r}
+	d.held = append(d.inline[:0], held...)
 	return d
 }
 

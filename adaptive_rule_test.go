@@ -48,6 +48,20 @@ func hold(t *testing.T, h http.Handler, g *gate, n int, newReq func() *http.Requ
 	return wg.Wait
 }
 
+// overTheLimit holds n requests inside lim's handler, sends one more and
+// returns its answer, then lets the n finish.
+func overTheLimit(t *testing.T, lim *ratelimit.Limiter, n int) *ratelimittest.Response {
+	t.Helper()
+	g := newGate(200)
+	h := lim.Handler(g)
+	get := func() *http.Request { return ratelimittest.NewRequest("GET", "/api", "") }
+	wait := hold(t, h, g, n, get)
+	res := ratelimittest.Do(h, get())
+	close(g.release)
+	wait()
+	return res
+}
+
 func fixedAdaptive(n int) *ratelimit.Adaptive {
 	return &ratelimit.Adaptive{Min: n, Max: n, Initial: n}
 }
@@ -56,14 +70,8 @@ func fixedAdaptive(n int) *ratelimit.Adaptive {
 // Retry-After, the reduced-capacity problem type and a RateLimit-Policy in
 // the concurrent-requests unit; never 429.
 func TestAdaptiveRejectionIs503(t *testing.T) {
-	g := newGate(200)
 	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(2)}})
-	h := lim.Handler(g)
-	get := func() *http.Request { return ratelimittest.NewRequest("GET", "/api", "") }
-	wait := hold(t, h, g, 2, get)
-	res := ratelimittest.Do(h, get())
-	close(g.release)
-	wait()
+	res := overTheLimit(t, lim, 2)
 	if res.Code != http.StatusServiceUnavailable {
 		t.Fatalf("status %d, want 503", res.Code)
 	}
@@ -302,5 +310,84 @@ func TestAdaptiveSeveralRules(t *testing.T) {
 	}
 	if inA != 2 || inB != 2 {
 		t.Fatalf("in flight under a and b: %d, %d; want 2 (the rejected request's slots given back)", inA, inB)
+	}
+}
+
+// TestAdaptiveObserverSeesLimit: observers get an Allowed event per
+// admitted request and a Denied event per rejection, with the limit as
+// Result.Limit.Rate and the free slots as Remaining.
+func TestAdaptiveObserverSeesLimit(t *testing.T) {
+	var mu sync.Mutex
+	var events []ratelimit.Event
+	obs := ratelimit.ObserverFunc(func(e ratelimit.Event) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	})
+	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(2)}}, ratelimit.WithObserver(obs))
+	res := overTheLimit(t, lim, 2)
+	mu.Lock()
+	defer mu.Unlock()
+	var allowed, denied []ratelimit.Event
+	for _, e := range events {
+		switch {
+		case e.Rule != "inflight":
+		case e.Outcome == ratelimit.OutcomeAllowed:
+			allowed = append(allowed, e)
+		case e.Outcome == ratelimit.OutcomeDenied:
+			denied = append(denied, e)
+		}
+	}
+	if res.Code != 503 || len(allowed) != 2 || len(denied) != 1 {
+		t.Fatalf("status %d; %d Allowed and %d Denied events, want 2 and 1", res.Code, len(allowed), len(denied))
+	}
+	remaining := map[int]bool{}
+	for _, e := range allowed {
+		remaining[e.Result.Remaining] = true
+		if e.Result.Limit.Rate != 2 || !e.Result.Allowed {
+			t.Errorf("Allowed event %+v", e.Result)
+		}
+	}
+	if !remaining[0] || !remaining[1] {
+		t.Errorf("Remaining of the admissions %v, want 1 and 0", remaining)
+	}
+	if d := denied[0].Result; d.Allowed || d.Limit.Rate != 2 || d.Remaining != 0 || d.RetryAfter != time.Second {
+		t.Errorf("Denied event %+v", d)
+	}
+}
+
+// TestAdaptiveMiddlewareAllocations: through Handler, a rejection
+// allocates nothing and an admitted request at most twice (its state with
+// the status recorder, and the done function), whatever the writer.
+func TestAdaptiveMiddlewareAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	full := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1)}})
+	held, _ := full.Admit(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", ""))
+	defer held()
+	open := ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1 << 20)}})(next)
+	req := ratelimittest.NewRequest("GET", "/", "")
+	w := ratelimittest.NewDiscardWriter()
+	plain := &plainWriter{h: http.Header{}}
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+		w    http.ResponseWriter
+		max  float64
+	}{
+		{"rejected", full.Handler(next), w, 0},
+		{"admitted", open, w, 2},
+		{"admitted, writer without Status", open, plain, 2},
+	} {
+		allocs := testing.AllocsPerRun(200, func() {
+			w.Reset()
+			clear(plain.h)
+			c.h.ServeHTTP(c.w, req)
+		})
+		if allocs > c.max {
+			t.Errorf("%s: %v allocations, want at most %v", c.name, allocs, c.max)
+		}
 	}
 }

@@ -48,17 +48,17 @@ func baseSim(seed uint64) ratelimittest.Simulation {
 	}
 }
 
-// simSeeds are the seeds of the simulations. A simulation runs in one
-// goroutine on explicit times: the race detector has nothing to find in it
-// and multiplies its cost (the package's tests passed the 10-minute test
-// timeout under -race on a loaded 2-core machine), so under -race the
-// simulations run the first seed only.
-var simSeeds = func() []uint64 {
+var simSeeds = []uint64{1, 2, 3, 4, 5}
+
+// seeds returns the first n seeds, or only the first one under the race
+// detector: the simulation runs on one goroutine, so the race detector
+// adds nothing to it but time, and the other seeds run without it.
+func seeds(n int) []uint64 {
 	if raceEnabled {
-		return []uint64{1}
+		return simSeeds[:1]
 	}
-	return []uint64{1, 2, 3, 4, 5}
-}()
+	return simSeeds[:n]
+}
 
 // TestAdaptiveStartTenTimesTooHigh: from a limit of 10C the limit is within
 // [C, 2C] within 5 s, and from then on the median latency is at most 2.5x
@@ -66,7 +66,7 @@ var simSeeds = func() []uint64 {
 // limit never leaves [0.9C, 2C]: the sawtooth's lowest point is C, give or
 // take the noise of the latency estimate).
 func TestAdaptiveStartTenTimesTooHigh(t *testing.T) {
-	for _, seed := range simSeeds {
+	for _, seed := range seeds(len(simSeeds)) {
 		sim := baseSim(seed)
 		res := sim.Run(newSimAdaptive(ratelimit.Adaptive{Initial: 10 * simWorkers}))
 		entered := time.Duration(-1)
@@ -102,7 +102,7 @@ func TestAdaptiveStartTenTimesTooHigh(t *testing.T) {
 // at most twice the new capacity within 2 s.
 func TestAdaptiveCapacityHalves(t *testing.T) {
 	const at = 10 * time.Second
-	for _, seed := range simSeeds {
+	for _, seed := range seeds(len(simSeeds)) {
 		sim := baseSim(seed)
 		sim.Workers = func(t time.Duration) int {
 			if t >= at {
@@ -111,7 +111,7 @@ func TestAdaptiveCapacityHalves(t *testing.T) {
 			return simWorkers
 		}
 		res := sim.Run(newSimAdaptive(ratelimit.Adaptive{}))
-		st := res.Between(at+2*time.Second, sim.Duration, simService)
+		st := res.Between(at+2*time.Second-res.Step, sim.Duration, simService) // from the step ending 2 s after
 		t.Logf("seed %d: from 2s after the halving: limit %d..%d (new C %d), goodput %.1f%%", seed, st.MinLimit, st.MaxLimit, simWorkers/2, 100*st.GoodputShare)
 		if st.MaxLimit > simWorkers {
 			t.Errorf("seed %d: limit up to %d more than 2 s after capacity halved to %d", seed, st.MaxLimit, simWorkers/2)
@@ -125,7 +125,7 @@ func TestAdaptiveCapacityHalves(t *testing.T) {
 // TestAdaptiveSteadyOverloadIsStable: under 60 s of steady overload the
 // limit's max-min stays within 50% of its mean.
 func TestAdaptiveSteadyOverloadIsStable(t *testing.T) {
-	for _, seed := range simSeeds[:min(3, len(simSeeds))] {
+	for _, seed := range seeds(3) {
 		sim := baseSim(seed)
 		sim.Duration = 65 * time.Second
 		res := sim.Run(newSimAdaptive(ratelimit.Adaptive{}))
@@ -190,4 +190,70 @@ func TestAdaptiveRelearnsASlowerService(t *testing.T) {
 	if late.GoodputShare < 0.9 {
 		t.Errorf("goodput %.1f%% of the new capacity", 100*late.GoodputShare)
 	}
+}
+
+// TestAdaptiveConvergesWhileSampling: at 20,000 requests a second (100
+// workers, 1,000 clients) only a sample of the requests is timed, and a
+// start ten times too high still converges into [C, 2C] within 5 s with
+// the median latency and goodput of the targets.
+func TestAdaptiveConvergesWhileSampling(t *testing.T) {
+	const workers = 100
+	sim := baseSim(1)
+	sim.Workers, sim.Clients = constant(workers), constant(10*workers)
+	sim.Duration = 7 * time.Second
+	l := newSimAdaptive(ratelimit.Adaptive{Initial: 10 * workers, Max: 20 * workers})
+	res := sim.Run(l)
+	if s := ratelimit.AdaptiveSampleShift(l.l); s < 2 {
+		t.Fatalf("sampling shift %d at %d requests a window: the test exercised no sampling", s, workers*20)
+	}
+	at5 := res.Between(5*time.Second-res.Step, 5*time.Second, simService)
+	st := res.Between(5*time.Second, sim.Duration, simService)
+	t.Logf("limit %d at 5 s; then %d..%d, p50 %v, goodput %.1f%%", at5.MaxLimit, st.MinLimit, st.MaxLimit, st.P50, 100*st.GoodputShare)
+	if at5.MaxLimit < workers || at5.MaxLimit > 2*workers || st.MinLimit < workers*9/10 || st.MaxLimit > 2*workers {
+		t.Errorf("limit %d at 5 s and %d..%d after, want within [%d, %d]", at5.MaxLimit, st.MinLimit, st.MaxLimit, workers, 2*workers)
+	}
+	if st.P50 > simService*5/2 || st.GoodputShare < 0.95 {
+		t.Errorf("p50 %v, goodput %.1f%% of capacity", st.P50, 100*st.GoodputShare)
+	}
+}
+
+// TestAdaptiveShedsLowPriorityFirst: under steady overload from 190
+// non-critical clients, 10 critical ones (half the capacity) are rarely
+// rejected: the non-critical ones take the rejections, and the limit
+// still converges.
+func TestAdaptiveShedsLowPriorityFirst(t *testing.T) {
+	sim := baseSim(1)
+	sim.Critical = func(client int) bool { return client < simWorkers/2 }
+	var crit, low struct{ attempts, rejected int }
+	lim := newSimAdaptive(ratelimit.Adaptive{})
+	res := sim.Run(priorityCounter{lim, &crit.attempts, &crit.rejected, &low.attempts, &low.rejected})
+	st := res.Between(5*time.Second, sim.Duration, simService)
+	critRate := float64(crit.rejected) / float64(crit.attempts)
+	lowRate := float64(low.rejected) / float64(low.attempts)
+	t.Logf("rejected: critical %.1f%% of %d, non-critical %.1f%% of %d; limit %d..%d", 100*critRate, crit.attempts, 100*lowRate, low.attempts, st.MinLimit, st.MaxLimit)
+	if !(lowRate > 0.5) || critRate > 0.1 {
+		t.Errorf("critical requests rejected at %.1f%%, non-critical at %.1f%%: want the non-critical ones shed first", 100*critRate, 100*lowRate)
+	}
+	if st.MinLimit < simWorkers*9/10 || st.MaxLimit > 2*simWorkers {
+		t.Errorf("limit %d..%d with priorities, want within [%d, %d]", st.MinLimit, st.MaxLimit, simWorkers*9/10, 2*simWorkers)
+	}
+}
+
+// priorityCounter counts the attempts and rejections of each priority.
+type priorityCounter struct {
+	simAdaptive
+	critAttempts, critRejected, lowAttempts, lowRejected *int
+}
+
+func (p priorityCounter) Acquire(now time.Time, critical bool) (func(time.Time, bool), bool) {
+	release, ok := p.simAdaptive.Acquire(now, critical)
+	attempts, rejected := p.lowAttempts, p.lowRejected
+	if critical {
+		attempts, rejected = p.critAttempts, p.critRejected
+	}
+	*attempts++
+	if !ok {
+		*rejected++
+	}
+	return release, ok
 }

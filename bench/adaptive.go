@@ -1,11 +1,17 @@
 package bench
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
+	"github.com/platinummonkey/go-concurrency-limits/core"
+	gcllimit "github.com/platinummonkey/go-concurrency-limits/limit"
+	gcllimiter "github.com/platinummonkey/go-concurrency-limits/limiter"
+	gclstrategy "github.com/platinummonkey/go-concurrency-limits/strategy"
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
@@ -70,8 +76,11 @@ type AdaptiveContender struct {
 	New  func(initial int) ratelimittest.SimLimiter
 }
 
-// AdaptiveContenders are the limiters compared: this module's and
-// failsafe-go's adaptivelimiter with its defaults and the same bounds.
+// AdaptiveContenders are the limiters compared, each with its defaults
+// and the same bounds (1 to 1000) and initial limit: this module's,
+// failsafe-go's adaptivelimiter, and the Vegas and Gradient2 limits of
+// platinummonkey/go-concurrency-limits (a Go port of Netflix's
+// concurrency-limits) behind its DefaultLimiter and SimpleStrategy.
 var AdaptiveContenders = []AdaptiveContender{
 	{"sluicehq", func(initial int) ratelimittest.SimLimiter {
 		return simOurs{ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Initial: initial, Max: 1000})}
@@ -79,21 +88,57 @@ var AdaptiveContenders = []AdaptiveContender{
 	{"failsafe-go", func(initial int) ratelimittest.SimLimiter {
 		return simFailsafe{adaptivelimiter.NewBuilder[any]().WithLimits(1, 1000, uint(initial)).Build()}
 	}},
+	{"gcl-vegas", func(initial int) ratelimittest.SimLimiter {
+		return newSimGCL(gcllimit.NewDefaultVegasLimitWithLimit("vegas", initial, gcllimit.NoopLimitLogger{}, core.EmptyMetricRegistryInstance), initial)
+	}},
+	{"gcl-gradient2", func(initial int) ratelimittest.SimLimiter {
+		l, err := gcllimit.NewGradient2Limit("gradient2", initial, 1000, 1, nil, 0.2, 600, gcllimit.NoopLimitLogger{}, core.EmptyMetricRegistryInstance)
+		if err != nil {
+			panic(err)
+		}
+		return newSimGCL(l, initial)
+	}},
 }
 
-type simOurs struct{ l *ratelimit.AdaptiveLimiter }
+// simGCL drives a go-concurrency-limits DefaultLimiter with the library's
+// default windows (1 s, at least 100 samples), which reads time.Now: run
+// it with Simulation.Sleep inside a testing/synctest bubble.
+type simGCL struct{ l *gcllimiter.DefaultLimiter }
 
-func (s simOurs) Acquire(now time.Time, critical bool) (func(time.Time, bool), bool) {
-	t, ok := s.l.AcquireAt(now, critical)
+func newSimGCL(lim core.Limit, initial int) simGCL {
+	l, err := gcllimiter.NewDefaultLimiter(lim, 1e9, 1e9, 1e5, 100, gclstrategy.NewSimpleStrategy(initial), gcllimit.NoopLimitLogger{}, core.EmptyMetricRegistryInstance)
+	if err != nil {
+		panic(err)
+	}
+	return simGCL{l}
+}
+
+func (s simGCL) Acquire(time.Time, bool) (func(time.Time, bool), bool) {
+	ln, ok := s.l.Acquire(context.Background())
 	if !ok {
 		return nil, false
 	}
-	return func(now time.Time, drop bool) {
+	return simRelease(ln.OnSuccess, ln.OnDropped), true
+}
+
+func (s simGCL) Limit() int { return s.l.EstimatedLimit() }
+
+// simOurs drives this module's limiter through Acquire and Release, which
+// read the clock like the others: run it with Simulation.Sleep inside a
+// testing/synctest bubble.
+type simOurs struct{ l *ratelimit.AdaptiveLimiter }
+
+func (s simOurs) Acquire(_ time.Time, critical bool) (func(time.Time, bool), bool) {
+	t, ok := s.l.Acquire(critical)
+	if !ok {
+		return nil, false
+	}
+	return func(_ time.Time, drop bool) {
 		v := ratelimit.SampleSuccess
 		if drop {
 			v = ratelimit.SampleDrop
 		}
-		t.ReleaseAt(now, v)
+		t.Release(v)
 	}, true
 }
 
@@ -110,13 +155,19 @@ func (s simFailsafe) Acquire(time.Time, bool) (func(time.Time, bool), bool) {
 	if !ok {
 		return nil, false
 	}
-	return func(_ time.Time, drop bool) {
-		if drop {
-			p.Drop()
+	return simRelease(p.Record, p.Drop), true
+}
+
+// simRelease is the release of a permit whose limiter measures its own
+// time: success or drop.
+func simRelease(success, drop func()) func(time.Time, bool) {
+	return func(_ time.Time, dropped bool) {
+		if dropped {
+			drop()
 		} else {
-			p.Record()
+			success()
 		}
-	}, true
+	}
 }
 
 func (s simFailsafe) Limit() int { return s.l.Limit() }
@@ -124,18 +175,35 @@ func (s simFailsafe) Limit() int { return s.l.Limit() }
 // AdaptiveFigures are the measured figures of one limiter on one scenario.
 type AdaptiveFigures struct {
 	Scenario, Limiter string
-	Entered           time.Duration // first time the limit was within [C, 2C]; -1 never
-	LimitAt5s         int
-	After             ratelimittest.SimStats // from Entered (start-high), 12 s (halving), 13 s (slowdown), 5 s (steady), 0 (light)
-	Spread            float64                // (max-min)/mean of the limit over After
+	// Entered is the first time the limit was within [C, 2C] from the
+	// scenario's change on (start-high: the start; halving, slowdown: 10 s),
+	// -1 if never; Converged is that delay from the change.
+	Entered, Converged time.Duration
+	LimitAt5s          int
+	After              ratelimittest.SimStats // from Entered (start-high), 12 s (halving), 13 s (slowdown), 5 s (steady), 0 (light)
+	Spread             float64                // (max-min)/mean of the limit over After
+	LimitError         float64                // mean |limit - C| / C over After; -1 for light, where the limit is not bound
+}
+
+// change is when the scenario's capacity changes (its start for
+// start-high), or -1 when the limit has nothing to converge to.
+func (sc AdaptiveScenario) change() time.Duration {
+	switch sc.Name {
+	case "halving", "slowdown":
+		return 10 * time.Second
+	case "light":
+		return -1
+	}
+	return 0
 }
 
 // Figures measures res for the scenario.
 func (sc AdaptiveScenario) Figures(limiter string, res ratelimittest.SimResult) AdaptiveFigures {
-	f := AdaptiveFigures{Scenario: sc.Name, Limiter: limiter, Entered: -1}
+	f := AdaptiveFigures{Scenario: sc.Name, Limiter: limiter, Entered: -1, Converged: -1, LimitError: -1}
+	change := sc.change()
 	for _, p := range res.Points {
-		if p.Limit >= p.Workers && p.Limit <= 2*p.Workers {
-			f.Entered = p.T
+		if change >= 0 && p.T > change && p.Limit >= p.Workers && p.Limit <= 2*p.Workers {
+			f.Entered, f.Converged = p.T, p.T-change
 			break
 		}
 	}
@@ -152,21 +220,38 @@ func (sc AdaptiveScenario) Figures(limiter string, res ratelimittest.SimResult) 
 	if f.After.MeanLimit > 0 {
 		f.Spread = float64(f.After.MaxLimit-f.After.MinLimit) / f.After.MeanLimit
 	}
+	if change >= 0 {
+		var sum float64
+		n := 0
+		for _, p := range res.Points {
+			if p.T > from && p.T <= sc.Sim.Duration {
+				sum += math.Abs(float64(p.Limit-p.Workers)) / float64(p.Workers)
+				n++
+			}
+		}
+		f.LimitError = sum / float64(max(n, 1))
+	}
 	return f
 }
 
 // AdaptiveTable renders the figures as a Markdown table.
 func AdaptiveTable(figs []AdaptiveFigures) string {
 	var b strings.Builder
-	b.WriteString("| scenario | limiter | in [C, 2C] at | limit at 5 s | limit after (min..max) | p50 after | goodput after | rejected | spread |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| scenario | limiter | in [C, 2C] after | limit at 5 s | limit after (min..max) | limit error | p50 | p99 | goodput | rejected | spread |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range figs {
-		entered := "never"
-		if f.Entered >= 0 {
-			entered = f.Entered.String()
+		converged, limitErr := "never", "-"
+		if f.Converged >= 0 {
+			converged = f.Converged.String()
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d..%d | %v | %.1f%% | %.3f%% | %.0f%% |\n", f.Scenario, f.Limiter, entered, f.LimitAt5s,
-			f.After.MinLimit, f.After.MaxLimit, f.After.P50.Round(10*time.Microsecond), 100*f.After.GoodputShare, 100*f.After.RejectionRate, 100*f.Spread)
+		if f.LimitError < 0 {
+			converged = "-"
+		} else {
+			limitErr = fmt.Sprintf("%.0f%%", 100*f.LimitError)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d..%d | %s | %v | %v | %.1f%% | %.3f%% | %.0f%% |\n", f.Scenario, f.Limiter, converged, f.LimitAt5s,
+			f.After.MinLimit, f.After.MaxLimit, limitErr, f.After.P50.Round(100*time.Microsecond), f.After.P99.Round(100*time.Microsecond),
+			100*f.After.GoodputShare, 100*f.After.RejectionRate, 100*f.Spread)
 	}
 	return b.String()
 }

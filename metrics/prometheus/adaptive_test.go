@@ -1,8 +1,10 @@
 package ratelimitprom_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -43,5 +45,34 @@ ratelimit_adaptive_limit{rule="inflight"} 14
 	}
 	if n, err := testutil.GatherAndCount(reg); err != nil || n != 4 {
 		t.Fatalf("%d series (%v), want 4: one rule, four gauges", n, err)
+	}
+}
+
+// TestAdaptiveCollectorExportsRTTs: once windows have closed, the minimum
+// RTT and the sample RTT are those of the limiter's state, in seconds.
+func TestAdaptiveCollectorExportsRTTs(t *testing.T) {
+	clock := ratelimittest.NewClock(time.Time{})
+	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{}}}, ratelimit.WithClock(clock))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(ratelimitprom.AdaptiveCollector(lim, "inflight"))
+	// Sequential requests of 5 ms: a window closes every 100 ms.
+	h := lim.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { clock.Advance(5 * time.Millisecond) }))
+	for range 61 {
+		ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
+	}
+	st := lim.Adaptive("inflight")[0]
+	if st.MinRTT < 4*time.Millisecond || st.MinRTT > 6*time.Millisecond || st.SampleRTT == 0 {
+		t.Fatalf("state %+v: want a minimum RTT of about 5ms", st)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
+	}
+	if got["ratelimit_adaptive_min_rtt_seconds"] != st.MinRTT.Seconds() || got["ratelimit_adaptive_sample_rtt_seconds"] != st.SampleRTT.Seconds() {
+		t.Fatalf("exported %v; state MinRTT %v, SampleRTT %v", got, st.MinRTT, st.SampleRTT)
 	}
 }
