@@ -157,6 +157,13 @@ func TestFastParseGivesTheParsersTree(t *testing.T) {
 		{"a: [1,\n 2]\n", false},
 		{"a: - b\n", false},
 		{"\x87", false},
+		// The parser takes "key:" as a key only within 1,024 characters.
+		{strings.Repeat("k", 1100) + ": 1\n", false},
+		{"a:\n  " + strings.Repeat("k", 1100) + ": x\n", false},
+		{"a: {" + strings.Repeat("k", 1100) + ": x}\n", false},
+		// and rejects nesting deeper than 10,000.
+		{strings.Repeat("- ", 10001) + "a\n", false},
+		{strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + "\n", false},
 	} {
 		ok, diff := compareParse(c.src, fastParse)
 		if ok != c.fast || diff != "" {

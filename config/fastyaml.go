@@ -49,6 +49,14 @@ type fline struct {
 	text    string
 }
 
+// maxFastLine is the longest line fastParse reads. The YAML parser takes a
+// "key:" as a key only when the colon is within 1,024 characters of the
+// key's start, and rejects nesting deeper than 10,000; lines of at most
+// maxFastLine characters hold neither such a key nor, since each level of
+// nesting takes a column, such nesting, which also bounds fastParse's
+// recursion.
+const maxFastLine = 1000
+
 func (p *fastParser) split(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; (c < ' ' && c != '\n') || c >= 0x7f {
@@ -61,6 +69,9 @@ func (p *fastParser) split(s string) bool {
 			line, s = s[:i], s[i+1:]
 		} else {
 			s = ""
+		}
+		if len(line) > maxFastLine {
+			return false // a key may be too long to be one; deep nesting
 		}
 		text := strings.TrimLeft(line, " ")
 		ind := len(line) - len(text)

@@ -32,6 +32,7 @@ func (c *compiler) match(f map[string]field, path string) (full, rest func(*http
 	var conds, undecided []func(*http.Request) bool
 	if v, ok := m["methods"]; ok {
 		list := c.strs(v.val, path+".methods")
+		c.nonEmpty(v.val, path+".methods", "method")
 		for i, s := range list {
 			j := slices.Index(methods, s)
 			if j < 0 {
@@ -44,6 +45,7 @@ func (c *compiler) match(f map[string]field, path string) (full, rest func(*http
 	}
 	if v, ok := m["routes"]; ok {
 		list := c.strs(v.val, path+".routes")
+		c.nonEmpty(v.val, path+".routes", "path")
 		for i, p := range list {
 			if err := checkRoute(p); err != nil {
 				c.fail(elem(v.val, i), fmt.Sprintf("%s.routes[%d]", path, i), "%v", err)
@@ -95,6 +97,15 @@ func (c *compiler) match(f map[string]field, path string) (full, rest func(*http
 		}
 	}
 	return every(conds), every(undecided), e
+}
+
+// nonEmpty reports an empty list of methods or routes: it would match no
+// request, while the index, which takes no methods for every method, would
+// apply the rule to every method (an unlimited rule would exempt them all).
+func (c *compiler) nonEmpty(n *yaml.Node, path, what string) {
+	if n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
+		c.fail(n, path, "an empty list matches no request: omit it to match every %s", what)
+	}
 }
 
 // every returns the predicate that all of conds hold, nil for none.

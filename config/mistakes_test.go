@@ -55,6 +55,8 @@ var mistakes = []mistake{
 	{"bad route", "  - name: c7\n    key: client_ip\n    limit: 1/s\n    match: {routes: [api/*]}\n", false, 4, 22, "rules[N].match.routes[0]", "must start with /"},
 	{"bad route pattern", "  - name: c8\n    key: client_ip\n    limit: 1/s\n    match: {routes: [\"/a/[\"]}\n", false, 4, 22, "rules[N].match.routes[0]", "syntax error"},
 	{"route class matching /", "  - name: c10\n    key: client_ip\n    limit: 1/s\n    match: {routes: [\"/a[^x]b\"]}\n", false, 4, 22, "rules[N].match.routes[0]", "may not hold or match /"},
+	{"empty methods list", "  - name: c11\n    unlimited: true\n    match: {methods: [], routes: [\"/api/*\"]}\n", false, 3, 22, "rules[N].match.methods", "empty list matches no request"},
+	{"empty routes list", "  - name: c12\n    key: client_ip\n    limit: 1/s\n    match: {routes: []}\n", false, 4, 21, "rules[N].match.routes", "empty list matches no request"},
 	{"unknown predicate", "  - name: c9\n    key: client_ip\n    limit: 1/s\n    match: {when: [is_admin]}\n", false, 4, 20, "rules[N].match.when[0]", `unknown predicate "is_admin"`},
 	{"unknown match field", "  - name: d1\n    key: client_ip\n    limit: 1/s\n    match: {path: /x}\n", false, 4, 13, "rules[N].match", `unknown field "path"`},
 	{"unlimited with limit", "  - name: d2\n    unlimited: true\n    limit: 1/s\n", false, 3, 5, "rules[N].limit", "contradicts unlimited"},

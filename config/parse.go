@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -154,6 +155,7 @@ func (c *compiler) file(n *yaml.Node) *Config {
 			fe.rule, fe.name, fe.served = len(cfg.Rules)-1, cr.rule.Name, *cr.served
 		}
 		cfg.entries = append(cfg.entries, fe)
+		cr.entry.limited = cr.rule != nil
 		ents = append(ents, cr.entry)
 	}
 	if len(cfg.Rules) == 0 && len(c.errs) == 0 {
@@ -176,10 +178,11 @@ type fileEntry struct {
 }
 
 // index builds cfg's index and reports every rule that would make a group
-// hold more rules than one request may be checked against.
+// hold more rules than one request may be checked against (among the
+// first maxOverGroups such groups: the index stops there).
 func (c *compiler) index(cfg *Config, ents []entry, at *yaml.Node) {
 	x, groups, err := buildIndex(ents)
-	if err != nil {
+	if err != nil && !errors.Is(err, errOverBound) {
 		c.fail(at, "rules", "%v", err)
 		return
 	}

@@ -154,3 +154,18 @@ rules:
 		t.Fatalf("codes %v, want [200 429 429]", codes)
 	}
 }
+
+// A hostile file nested millions of levels deep (8 MB, under MaxFileSize)
+// is a syntax error: the parse neither recurses without bound (a stack
+// overflow kills the process, recover cannot catch it) nor succeeds.
+func TestParseRejectsDeepNestingWithoutCrashing(t *testing.T) {
+	for name, src := range map[string]string{
+		"flow":  "rules: " + strings.Repeat("[", 4<<20) + strings.Repeat("]", 4<<20) + "\n",
+		"block": "rules:\n" + strings.Repeat("- ", 4<<20) + "a\n",
+	} {
+		_, err := config.Parse("deep.yaml", []byte(src), testRegistry(t, nil))
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "depth") {
+			t.Errorf("%s: %v, want a syntax error about depth", name, err)
+		}
+	}
+}
