@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
 // BenchmarkAdaptiveAcquireRelease compares one acquire+release of an
-// AdaptiveLimiter with a buffered-channel semaphore, side by side, in
+// adaptive.Limiter with a buffered-channel semaphore, side by side, in
 // parallel. Neither limit binds: this is the cost of admitting a request.
 // "adaptive" is Acquire and Release, which read the clock only for the
 // requests they sample (all of them below about 5,000 a Window, one in up
@@ -26,7 +27,7 @@ import (
 func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 	const limit = 1 << 20
 	b.Run("adaptive", func(b *testing.B) {
-		l := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Min: limit, Max: limit, Initial: limit})
+		l := adaptive.New(adaptive.Config{Min: limit, Max: limit, Initial: limit})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -34,13 +35,13 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 				if !ok {
 					b.Fatal("rejected")
 				}
-				t.Release(ratelimit.SampleSuccess)
+				t.Release(adaptive.SampleSuccess)
 			}
 		})
 	})
 	b.Run("chan-semaphore", benchChanSemaphore)
 	b.Run("adaptive-given-time", func(b *testing.B) {
-		l := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Min: limit, Max: limit, Initial: limit})
+		l := adaptive.New(adaptive.Config{Min: limit, Max: limit, Initial: limit})
 		start := time.Now()
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
@@ -51,14 +52,14 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 				if !ok {
 					b.Fatal("rejected")
 				}
-				t.ReleaseAt(now.Add(500*time.Nanosecond), ratelimit.SampleSuccess)
+				t.ReleaseAt(now.Add(500*time.Nanosecond), adaptive.SampleSuccess)
 			}
 		})
 	})
 	b.Run("adaptive-all-timed", func(b *testing.B) {
 		// MinSamples so high that sampling never thins out: every request
 		// reads the clock twice, as below about 5,000 requests a Window.
-		l := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Min: limit, Max: limit, Initial: limit, MinSamples: 1 << 24})
+		l := adaptive.New(adaptive.Config{Min: limit, Max: limit, Initial: limit, MinSamples: 1 << 24})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -66,7 +67,7 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 				if !ok {
 					b.Fatal("rejected")
 				}
-				t.Release(ratelimit.SampleSuccess)
+				t.Release(adaptive.SampleSuccess)
 			}
 		})
 	})
@@ -120,7 +121,7 @@ func BenchmarkAdaptiveMiddleware(b *testing.B) {
 		rule ratelimit.Rule
 		want int
 	}{
-		{"adaptive/allow", ratelimit.Rule{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{Min: big, Max: big, Initial: big}}, 200},
+		{"adaptive/allow", ratelimit.Rule{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: big, Max: big, Initial: big}}, 200},
 		{"concurrency/allow", ratelimit.Rule{Name: "inflight", Key: ratelimit.Global(), Algorithm: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: big, Period: time.Minute}}, 200},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
@@ -141,7 +142,7 @@ func BenchmarkAdaptiveMiddleware(b *testing.B) {
 		})
 	}
 	b.Run("adaptive/allow-plain-writer", func(b *testing.B) {
-		h := ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{Min: big, Max: big, Initial: big}}})(next)
+		h := ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: big, Max: big, Initial: big}}})(next)
 		req := httptest.NewRequest("GET", "/api/items", nil)
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
@@ -157,7 +158,7 @@ func BenchmarkAdaptiveMiddleware(b *testing.B) {
 		})
 	})
 	b.Run("adaptive/reject", func(b *testing.B) {
-		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{Min: 1, Max: 1, Initial: 1}}})
+		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: 1, Max: 1, Initial: 1}}})
 		held, _ := l.Admit(ratelimittest.NewDiscardWriter(), httptest.NewRequest("GET", "/", nil))
 		defer held()
 		h := l.Handler(next)

@@ -9,32 +9,34 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/ratelimit/adaptive"
 )
 
 // adaptiveSet is a compiled adaptive rule: a controller per key, up to
 // MaxKeys, then one shared by the rest. Lookups read an immutable map
 // through an atomic pointer: no lock and no allocation on the request path.
 type adaptiveSet struct {
-	cfg      Adaptive
+	cfg      adaptive.Config
 	name     string
 	clock    Clock
 	system   bool                       // clock is SystemClock: read the monotonic clock alone
 	epoch    time.Time                  // the time every controller of the rule counts from
 	denial   atomic.Pointer[denyFields] // the fields of a rejection at the last limit rejected
-	keys     atomic.Pointer[map[string]*AdaptiveLimiter]
+	keys     atomic.Pointer[map[string]*adaptive.Limiter]
 	mu       sync.Mutex // serialises additions
-	overflow *AdaptiveLimiter
+	overflow *adaptive.Limiter
 	shared   atomic.Bool // overflow was handed out
 	problem  []byte      // the 503 body
 }
 
 // compileAdaptive prepares ru, whose Adaptive is set, for admitAdaptive.
 func compileAdaptive(ru *rule, clock Clock) {
-	cfg := ru.Adaptive.normalized(ru.Name)
+	cfg := ru.Adaptive.Normalize(ru.Name)
 	_, system := clock.(systemClock)
 	s := &adaptiveSet{cfg: cfg, name: ru.Name, clock: clock, system: system, epoch: clock.Now()}
-	s.overflow = newAdaptiveLimiter(cfg, ru.Name, OverflowKey, s.epoch, s.epoch)
-	s.keys.Store(&map[string]*AdaptiveLimiter{})
+	s.overflow = adaptive.NewRule(cfg, ru.Name, adaptive.OverflowKey, s.epoch, s.epoch)
+	s.keys.Store(&map[string]*adaptive.Limiter{})
 	s.problem = []byte(`{"type":"` + reducedCapacityType + `","title":"Service Unavailable","status":503,` +
 		`"detail":"The server is at its concurrency limit; retry shortly.","violated-policies":[` + strconv.Quote(ru.Name) + "]}\n")
 	ru.adaptive = s
@@ -43,7 +45,7 @@ func compileAdaptive(ru *rule, clock Clock) {
 const reducedCapacityType = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 
 // limiter returns the controller of key.
-func (s *adaptiveSet) limiter(key string) *AdaptiveLimiter {
+func (s *adaptiveSet) limiter(key string) *adaptive.Limiter {
 	if l, ok := (*s.keys.Load())[key]; ok {
 		return l
 	}
@@ -56,8 +58,8 @@ func (s *adaptiveSet) limiter(key string) *AdaptiveLimiter {
 	if len(m) >= s.cfg.MaxKeys {
 		return s.sharedLimiter()
 	}
-	l := newAdaptiveLimiter(s.cfg, s.name, key, s.epoch, s.clock.Now())
-	next := make(map[string]*AdaptiveLimiter, len(m)+1)
+	l := adaptive.NewRule(s.cfg, s.name, key, s.epoch, s.clock.Now())
+	next := make(map[string]*adaptive.Limiter, len(m)+1)
 	for k, v := range m {
 		next[k] = v
 	}
@@ -68,7 +70,7 @@ func (s *adaptiveSet) limiter(key string) *AdaptiveLimiter {
 
 // sharedLimiter returns the controller shared by keyless requests and keys
 // beyond MaxKeys.
-func (s *adaptiveSet) sharedLimiter() *AdaptiveLimiter {
+func (s *adaptiveSet) sharedLimiter() *adaptive.Limiter {
 	if !s.shared.Load() {
 		s.shared.Store(true)
 	}
@@ -76,16 +78,16 @@ func (s *adaptiveSet) sharedLimiter() *AdaptiveLimiter {
 }
 
 // states returns the state of every key, sorted by key.
-func (s *adaptiveSet) states() []AdaptiveState {
+func (s *adaptiveSet) states() []adaptive.State {
 	m := *s.keys.Load()
-	out := make([]AdaptiveState, 0, len(m)+1)
+	out := make([]adaptive.State, 0, len(m)+1)
 	for _, l := range m {
 		out = append(out, l.State())
 	}
 	if s.shared.Load() {
 		out = append(out, s.overflow.State())
 	}
-	slices.SortFunc(out, func(a, b AdaptiveState) int {
+	slices.SortFunc(out, func(a, b adaptive.State) int {
 		switch {
 		case a.Key < b.Key:
 			return -1
@@ -99,7 +101,7 @@ func (s *adaptiveSet) states() []AdaptiveState {
 
 // Adaptive returns the state of the adaptive rule named rule, one entry
 // per key (one for a Global key), or nil if the limiter has no such rule.
-func (l *Limiter) Adaptive(rule string) []AdaptiveState {
+func (l *Limiter) Adaptive(rule string) []adaptive.State {
 	for _, ru := range l.adaptive {
 		if ru.Name == rule {
 			return ru.adaptive.states()
@@ -108,19 +110,19 @@ func (l *Limiter) Adaptive(rule string) []AdaptiveState {
 	return nil
 }
 
-// now reads the rule's clock, in ns since its epoch: the monotonic clock
-// alone for SystemClock.
-func (s *adaptiveSet) now() int64 {
+// now reads the rule's clock: the monotonic clock alone for SystemClock
+// (a time that carries only the epoch's wall reading moved by it).
+func (s *adaptiveSet) now() time.Time {
 	if s.system {
-		return int64(time.Since(s.epoch))
+		return s.epoch.Add(time.Since(s.epoch))
 	}
-	return int64(s.clock.Now().Sub(s.epoch))
+	return s.clock.Now()
 }
 
 // adaptiveHeld is one adaptive slot a request holds.
 type adaptiveHeld struct {
 	ru     *rule
-	ticket AdaptiveTicket
+	ticket adaptive.Ticket
 }
 
 // adaptiveDone holds a request's adaptive slots until it is released.
@@ -144,11 +146,11 @@ func releaseHeld(held []adaptiveHeld, r *http.Request, sampled bool, status int)
 	for _, h := range held {
 		s := h.ru.adaptive
 		now := s.now()
-		v := SampleIgnore
+		v := adaptive.SampleIgnore
 		if sampled {
-			v = s.cfg.Classify(r, status, h.ticket.elapsed(now))
+			v = s.cfg.Classify(r, status, h.ticket.ElapsedAt(now))
 		}
-		h.ticket.release(now, v)
+		h.ticket.ReleaseAt(now, v)
 	}
 }
 
@@ -163,7 +165,7 @@ func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict) *adaptiveDone {
 	for _, ru := range l.adaptive {
 		s := ru.adaptive
 		key, err := ru.Key(r)
-		var lim *AdaptiveLimiter
+		var lim *adaptive.Limiter
 		switch {
 		case err == nil:
 			lim = s.limiter(compactKey(key))
@@ -179,8 +181,7 @@ func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict) *adaptiveDone {
 			lim = s.sharedLimiter()
 		}
 		critical := s.cfg.Critical == nil || s.cfg.Critical(r)
-		t := s.now()
-		tk, ok := lim.acquire(t, ticketTimed|lim.sampleAt(t), critical)
+		tk, ok := lim.AcquireAt(s.now(), critical)
 		switch {
 		case ok:
 			held = append(held, adaptiveHeld{ru, tk})
@@ -202,9 +203,9 @@ func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict) *adaptiveDone {
 	return d
 }
 
-func adaptiveResult(l *AdaptiveLimiter, ok bool) Result {
-	limit := int(l.limit.Load())
-	res := Result{Allowed: ok, Limit: Limit{Rate: limit, Period: time.Second}, Remaining: max(0, limit-int(l.inflight.Load()))}
+func adaptiveResult(l *adaptive.Limiter, ok bool) Result {
+	limit := l.Limit()
+	res := Result{Allowed: ok, Limit: Limit{Rate: limit, Period: time.Second}, Remaining: max(0, limit-l.InFlight())}
 	if !ok {
 		res.RetryAfter = time.Second
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
@@ -62,8 +63,8 @@ func overTheLimit(t *testing.T, lim *ratelimit.Limiter, n int) *ratelimittest.Re
 	return res
 }
 
-func fixedAdaptive(n int) *ratelimit.Adaptive {
-	return &ratelimit.Adaptive{Min: n, Max: n, Initial: n}
+func fixedAdaptive(n int) *adaptive.Config {
+	return &adaptive.Config{Min: n, Max: n, Initial: n}
 }
 
 // TestAdaptiveRejectionIs503 : over the limit, the answer is 503 with
@@ -124,7 +125,7 @@ func TestAdaptiveUpstream503sLowerTheLimit(t *testing.T) {
 	for _, status := range []int{200, 503, 504} {
 		clock := ratelimittest.NewClock(time.Time{})
 		lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(),
-			Adaptive: &ratelimit.Adaptive{Initial: 40, MinSamples: 5}}}, ratelimit.WithClock(clock))
+			Adaptive: &adaptive.Config{Initial: 40, MinSamples: 5}}}, ratelimit.WithClock(clock))
 		for range 3 { // windows of 10 concurrent requests
 			var dones []func()
 			for range 10 {
@@ -175,7 +176,7 @@ func TestAdaptiveCriticalRequestsRejectedLast(t *testing.T) {
 // at most MaxKeys controllers plus the shared one.
 func TestAdaptiveKeysAreBounded(t *testing.T) {
 	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "per-client", Key: ratelimit.ByHeader("X-Client"),
-		Adaptive: &ratelimit.Adaptive{MaxKeys: 8}}})
+		Adaptive: &adaptive.Config{MaxKeys: 8}}})
 	h := lim.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for i := range 1000 {
 		if res := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "", "X-Client", fmt.Sprint(i, strings.Repeat("x", i)))); res.Code != 200 {
@@ -183,7 +184,7 @@ func TestAdaptiveKeysAreBounded(t *testing.T) {
 		}
 	}
 	st := lim.Adaptive("per-client")
-	if len(st) != 9 || st[0].Key != ratelimit.OverflowKey {
+	if len(st) != 9 || st[0].Key != adaptive.OverflowKey {
 		t.Fatalf("%d states (want 8 keys and the overflow), first key %q", len(st), st[0].Key)
 	}
 	if lim.Adaptive("nope") != nil {
@@ -228,7 +229,7 @@ func TestAdaptiveDoneTwiceReleasesOnce(t *testing.T) {
 // TestAdaptiveKeyErrorPolicy: a request without a key is rejected by
 // default, and shares the overflow controller with SharedBucketOnKeyError.
 func TestAdaptiveKeyErrorPolicy(t *testing.T) {
-	rules := []ratelimit.Rule{{Name: "inflight", Key: ratelimit.ByHeader("X-Client"), Adaptive: &ratelimit.Adaptive{}}}
+	rules := []ratelimit.Rule{{Name: "inflight", Key: ratelimit.ByHeader("X-Client"), Adaptive: &adaptive.Config{}}}
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	if res := ratelimittest.Do(ratelimit.NewRules(rules)(next), ratelimittest.NewRequest("GET", "/", "")); res.Code != 400 {
 		t.Fatalf("keyless request: %d, want 400", res.Code)
@@ -237,7 +238,7 @@ func TestAdaptiveKeyErrorPolicy(t *testing.T) {
 	if res := ratelimittest.Do(lim.Handler(next), ratelimittest.NewRequest("GET", "/", "")); res.Code != 200 {
 		t.Fatalf("keyless request with a shared bucket: %d, want 200", res.Code)
 	}
-	if st := lim.Adaptive("inflight"); len(st) != 1 || st[0].Key != ratelimit.OverflowKey {
+	if st := lim.Adaptive("inflight"); len(st) != 1 || st[0].Key != adaptive.OverflowKey {
 		t.Fatalf("states %+v", st)
 	}
 }
@@ -276,14 +277,14 @@ func TestAdaptiveDefaultClassify(t *testing.T) {
 	for _, c := range []struct {
 		r      *http.Request
 		status int
-		want   ratelimit.Sample
+		want   adaptive.Sample
 	}{
-		{r, 200, ratelimit.SampleSuccess}, {r, 0, ratelimit.SampleSuccess}, {r, 404, ratelimit.SampleSuccess},
-		{r, 503, ratelimit.SampleDrop}, {r, 502, ratelimit.SampleDrop}, {r, 504, ratelimit.SampleDrop},
-		{r, 500, ratelimit.SampleIgnore}, {r, 429, ratelimit.SampleIgnore},
-		{r.WithContext(expired), 200, ratelimit.SampleDrop}, {r.WithContext(gone), 200, ratelimit.SampleIgnore},
+		{r, 200, adaptive.SampleSuccess}, {r, 0, adaptive.SampleSuccess}, {r, 404, adaptive.SampleSuccess},
+		{r, 503, adaptive.SampleDrop}, {r, 502, adaptive.SampleDrop}, {r, 504, adaptive.SampleDrop},
+		{r, 500, adaptive.SampleIgnore}, {r, 429, adaptive.SampleIgnore},
+		{r.WithContext(expired), 200, adaptive.SampleDrop}, {r.WithContext(gone), 200, adaptive.SampleIgnore},
 	} {
-		if got := ratelimit.DefaultClassify(c.r, c.status, time.Millisecond); got != c.want {
+		if got := adaptive.DefaultClassify(c.r, c.status, time.Millisecond); got != c.want {
 			t.Errorf("status %d, context error %v: %v, want %v", c.status, c.r.Context().Err(), got, c.want)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/ratelimit/adaptive"
 )
 
 // Rule is one limit of a Limiter: what to count, by which key, and what to
@@ -69,9 +71,9 @@ type Rule struct {
 	Store Store
 
 	// Adaptive, if set, makes the rule an adaptive concurrency limit, kept
-	// per instance in memory: see Adaptive. Limit, LimitFunc, Quota,
+	// per instance in memory: see package adaptive. Limit, LimitFunc, Quota,
 	// QuotaFunc, Algorithm, Cost, OnStoreError and Store are then ignored.
-	Adaptive *Adaptive
+	Adaptive *adaptive.Config
 }
 
 // Global returns a KeyFunc that puts every request in one bucket: a cap on

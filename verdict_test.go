@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
@@ -168,11 +169,11 @@ func TestVerdictDoneReleasesConcurrencySlot(t *testing.T) {
 
 func TestVerdictDoneStatusReachesAdaptiveRule(t *testing.T) {
 	var seen atomic.Int64
-	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{
 		Min: 1, Max: 1, Initial: 1,
-		Classify: func(_ *http.Request, status int, _ time.Duration) ratelimit.Sample {
+		Classify: func(_ *http.Request, status int, _ time.Duration) adaptive.Sample {
 			seen.Store(int64(status))
-			return ratelimit.SampleIgnore
+			return adaptive.SampleIgnore
 		},
 	}}})
 	r := ratelimittest.NewRequest("GET", "/", "")

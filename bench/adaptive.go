@@ -13,7 +13,7 @@ import (
 	gcllimiter "github.com/platinummonkey/go-concurrency-limits/limiter"
 	gclstrategy "github.com/platinummonkey/go-concurrency-limits/strategy"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
@@ -83,7 +83,7 @@ type AdaptiveContender struct {
 // concurrency-limits) behind its DefaultLimiter and SimpleStrategy.
 var AdaptiveContenders = []AdaptiveContender{
 	{"sluicehq", func(initial int) ratelimittest.SimLimiter {
-		return simOurs{ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Initial: initial, Max: 1000})}
+		return simOurs{adaptive.New(adaptive.Config{Initial: initial, Max: 1000})}
 	}},
 	{"failsafe-go", func(initial int) ratelimittest.SimLimiter {
 		return simFailsafe{adaptivelimiter.NewBuilder[any]().WithLimits(1, 1000, uint(initial)).Build()}
@@ -126,7 +126,7 @@ func (s simGCL) Limit() int { return s.l.EstimatedLimit() }
 // simOurs drives this module's limiter through Acquire and Release, which
 // read the clock like the others: run it with Simulation.Sleep inside a
 // testing/synctest bubble.
-type simOurs struct{ l *ratelimit.AdaptiveLimiter }
+type simOurs struct{ l *adaptive.Limiter }
 
 func (s simOurs) Acquire(_ time.Time, critical bool) (func(time.Time, bool), bool) {
 	t, ok := s.l.Acquire(critical)
@@ -134,9 +134,9 @@ func (s simOurs) Acquire(_ time.Time, critical bool) (func(time.Time, bool), boo
 		return nil, false
 	}
 	return func(_ time.Time, drop bool) {
-		v := ratelimit.SampleSuccess
+		v := adaptive.SampleSuccess
 		if drop {
-			v = ratelimit.SampleDrop
+			v = adaptive.SampleDrop
 		}
 		t.Release(v)
 	}, true

@@ -13,7 +13,7 @@ import (
 	"github.com/platinummonkey/go-concurrency-limits/core"
 	gcllimit "github.com/platinummonkey/go-concurrency-limits/limit"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
@@ -112,7 +112,7 @@ func writeResult(t *testing.T, name, content string) {
 func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 	const limit = 1 << 20
 	b.Run("sluicehq", func(b *testing.B) {
-		l := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Min: limit, Max: limit, Initial: limit})
+		l := adaptive.New(adaptive.Config{Min: limit, Max: limit, Initial: limit})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -120,7 +120,7 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 				if !ok {
 					b.Fatal("rejected")
 				}
-				t.Release(ratelimit.SampleSuccess)
+				t.Release(adaptive.SampleSuccess)
 			}
 		})
 	})

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	ratelimitotel "github.com/sluicehq/ratelimit/metrics/otel"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
@@ -18,7 +19,7 @@ import (
 // and unknown rules report nothing.
 func TestObserveAdaptiveReportsState(t *testing.T) {
 	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{
-		{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{Min: 9, Max: 9, Initial: 9}},
+		{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: 9, Max: 9, Initial: 9}},
 	})
 	reader := sdkmetric.NewManualReader()
 	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
@@ -64,7 +65,7 @@ func TestObserveAdaptiveReportsState(t *testing.T) {
 // RTT and the sample RTT are those of the limiter's state, in seconds.
 func TestObserveAdaptiveReportsRTTs(t *testing.T) {
 	clock := ratelimittest.NewClock(time.Time{})
-	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{}}}, ratelimit.WithClock(clock))
+	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{}}}, ratelimit.WithClock(clock))
 	reader := sdkmetric.NewManualReader()
 	reg, err := ratelimitotel.ObserveAdaptive(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test"), lim, "inflight")
 	if err != nil {

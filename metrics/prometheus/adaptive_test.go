@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	ratelimitprom "github.com/sluicehq/ratelimit/metrics/prometheus"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
@@ -17,7 +18,7 @@ import (
 // state, summed over keys, and unknown rules export nothing.
 func TestAdaptiveCollectorExportsState(t *testing.T) {
 	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{
-		{Name: "inflight", Key: ratelimit.ByHeader("X-Route"), Adaptive: &ratelimit.Adaptive{Min: 7, Max: 7, Initial: 7}},
+		{Name: "inflight", Key: ratelimit.ByHeader("X-Route"), Adaptive: &adaptive.Config{Min: 7, Max: 7, Initial: 7}},
 	})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(ratelimitprom.AdaptiveCollector(lim, "inflight", "no-such-rule"))
@@ -52,7 +53,7 @@ ratelimit_adaptive_limit{rule="inflight"} 14
 // RTT and the sample RTT are those of the limiter's state, in seconds.
 func TestAdaptiveCollectorExportsRTTs(t *testing.T) {
 	clock := ratelimittest.NewClock(time.Time{})
-	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{}}}, ratelimit.WithClock(clock))
+	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{}}}, ratelimit.WithClock(clock))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(ratelimitprom.AdaptiveCollector(lim, "inflight"))
 	// Sequential requests of 5 ms: a window closes every 100 ms.

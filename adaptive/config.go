@@ -1,4 +1,4 @@
-package ratelimit
+package adaptive
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 	"time"
 )
 
-// Adaptive makes a Rule an adaptive concurrency limit: a cap on requests in
+// Config configures an adaptive concurrency limit: a cap on requests in
 // flight that nobody has to guess, because it follows the latency of the
-// requests it admits. Set it on a Rule, keyed like any rule (usually Global
-// or per route):
+// requests it admits. Set it as a ratelimit.Rule's Adaptive, keyed like any
+// rule (usually Global or per route), or give it to New for a standalone
+// Limiter:
 //
-//	ratelimit.Rule{Name: "inflight", Key: ratelimit.Global(), Adaptive: &ratelimit.Adaptive{Max: 500}}
+//	ratelimit.Rule{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Max: 500}}
 //
 // Once per sample window (Window, and at least MinSamples outcomes) a
 // controller compares the window's latency (the mean of its fastest 90%)
@@ -39,8 +40,8 @@ import (
 //
 // The zero value is usable: Min 1, Max 1000, Initial 20, Window 100ms,
 // MinSamples 10, Tolerance 1.25, MinRTTHorizon 10s, DefaultClassify, every
-// request critical. An Adaptive must not be modified once its rule is built.
-type Adaptive struct {
+// request critical. A Config must not be modified once its rule is built.
+type Config struct {
 	// Min, Max and Initial bound and seed the limit (requests in flight).
 	Min, Max, Initial int
 
@@ -75,13 +76,13 @@ type Adaptive struct {
 	// OnWindow, if set, is called after every sample window with the new
 	// state, on the goroutine of the request that closed the window: keep
 	// it fast. For metrics: export Limit, InFlight, MinRTT and SampleRTT.
-	OnWindow func(AdaptiveState)
+	OnWindow func(State)
 }
 
 // Sample is what a finished request tells an adaptive limit.
 type Sample uint8
 
-// The classes of Adaptive.Classify.
+// The classes of Config.Classify.
 const (
 	// SampleSuccess samples the request's latency.
 	SampleSuccess Sample = iota
@@ -93,7 +94,7 @@ const (
 	SampleIgnore
 )
 
-// DefaultClassify is the classifier used when Adaptive.Classify is nil:
+// DefaultClassify is the classifier used when Config.Classify is nil:
 // a request whose context hit its deadline, or that answered 502, 503 or
 // 504, is a drop; one whose client went away (context canceled) or that
 // answered 429 or another 5xx is ignored; the rest, including status 0
@@ -116,9 +117,9 @@ func DefaultClassify(r *http.Request, status int, elapsed time.Duration) Sample 
 	return SampleSuccess
 }
 
-// AdaptiveState is a snapshot of one adaptive limit.
-type AdaptiveState struct {
-	Rule      string        // the rule's name ("" for a standalone AdaptiveLimiter)
+// State is a snapshot of one adaptive limit.
+type State struct {
+	Rule      string        // the rule's name ("" for a standalone Limiter)
 	Key       string        // the key; OverflowKey for keys beyond MaxKeys
 	Limit     int           // requests in flight allowed now (critical ones)
 	InFlight  int           // requests in flight now
@@ -134,9 +135,13 @@ type AdaptiveState struct {
 // adaptive rule beyond its MaxKeys.
 const OverflowKey = "\x00overflow"
 
+// Normalize returns c with its defaults filled in. It panics, naming rule,
+// on a configuration that cannot work, as a ratelimit.Rule does when built.
+func (c Config) Normalize(rule string) Config { return c.normalized(rule) }
+
 // normalized fills a's defaults and panics on a configuration that cannot
 // work.
-func (a Adaptive) normalized(name string) Adaptive {
+func (a Config) normalized(name string) Config {
 	if a.Max == 0 {
 		a.Max = 1000
 	}
@@ -168,7 +173,7 @@ func (a Adaptive) normalized(name string) Adaptive {
 		a.Classify = DefaultClassify
 	}
 	switch {
-	case a.Min < 1 || a.Max < a.Min || a.Max > maxCount:
+	case a.Min < 1 || a.Max < a.Min || a.Max > maxLimit:
 		panic(fmt.Sprintf("ratelimit: rule %q: adaptive bounds [%d, %d] must satisfy 1 <= Min <= Max", name, a.Min, a.Max))
 	case a.Initial < a.Min || a.Initial > a.Max:
 		panic(fmt.Sprintf("ratelimit: rule %q: adaptive Initial %d is outside [%d, %d]", name, a.Initial, a.Min, a.Max))
@@ -183,3 +188,6 @@ func (a Adaptive) normalized(name string) Adaptive {
 	}
 	return a
 }
+
+// maxLimit bounds Max, as ratelimit bounds a count: it fits in 32 bits.
+const maxLimit = 1<<31 - 1

@@ -1,4 +1,4 @@
-package ratelimit
+package adaptive
 
 import (
 	"math"
@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// AdaptiveLimiter is one adaptive concurrency limit, the controller behind
+// Limiter is one adaptive concurrency limit, the controller behind
 // a Rule with Adaptive set, for callers outside net/http (a gRPC
-// interceptor, a queue consumer). See Adaptive for the algorithm.
+// interceptor, a queue consumer). See Config for the algorithm.
 //
 // The request path (Acquire and Release) is lock-free and allocation-free:
 // an atomic in-flight counter compared with an atomically published limit.
@@ -24,9 +24,9 @@ import (
 // The timed request that closes a sample window runs the controller,
 // under a flag that other requests skip.
 //
-// An AdaptiveLimiter is safe for concurrent use. Create one with
-// NewAdaptiveLimiter; the zero value is not usable.
-type AdaptiveLimiter struct {
+// A Limiter is safe for concurrent use. Create one with
+// New; the zero value is not usable.
+type Limiter struct {
 	// Written by every request.
 	inflight atomic.Int64
 	peak     atomic.Int64 // the highest in-flight count of this window
@@ -47,17 +47,17 @@ type AdaptiveLimiter struct {
 	busy      atomic.Bool
 	minRTT    atomic.Int64
 	sample    atomic.Int64
-	last      atomic.Pointer[AdaptiveState]
+	last      atomic.Pointer[State]
 	probeSlot atomic.Int64
 	probeDone atomic.Int64
 	probeRTT  [probeCount]atomic.Int64 // -1: not a success
 	probeBase atomic.Int64
 	hist      [numRTTBuckets]atomic.Uint32
 
-	cfg      Adaptive
+	cfg      Config
 	rule     string
 	key      string
-	epoch    time.Time // with a monotonic reading, unless given by NewAdaptiveLimiterAt
+	epoch    time.Time // with a monotonic reading, unless given by NewAt
 	window   int64     // ns
 	horizon  int64     // ns
 	minCount int64
@@ -73,18 +73,27 @@ type AdaptiveLimiter struct {
 	windows  atomic.Int64
 }
 
-// NewAdaptiveLimiter returns a limiter configured by a; it panics on a bad
+// New returns a limiter configured by a; it panics on a bad
 // configuration, like a Rule does.
-func NewAdaptiveLimiter(a Adaptive) *AdaptiveLimiter {
+func New(a Config) *Limiter {
 	now := time.Now()
-	return newAdaptiveLimiter(a.normalized("adaptive"), "", "", now, now)
+	return newLimiter(a.normalized("adaptive"), "", "", now, now)
 }
 
-// newAdaptiveLimiter builds a limiter from a normalized configuration;
+// NewRule returns the limiter of one key of a rule, for middleware that
+// keeps a limiter per key as ratelimit.Rule does: c is normalized (see
+// Normalize, which panics naming rule), rule and key are reported in its
+// State, its clock counts from epoch (shared by the rule's limiters, so
+// that their times compare) and its first window starts at now.
+func NewRule(c Config, rule, key string, epoch, now time.Time) *Limiter {
+	return newLimiter(c.normalized(rule), rule, key, epoch, now)
+}
+
+// newLimiter builds a limiter from a normalized configuration;
 // epoch is the time its clock counts from, now the start of its first
 // window.
-func newAdaptiveLimiter(a Adaptive, rule, key string, epoch, now time.Time) *AdaptiveLimiter {
-	l := &AdaptiveLimiter{
+func newLimiter(a Config, rule, key string, epoch, now time.Time) *Limiter {
+	l := &Limiter{
 		cfg: a, rule: rule, key: key, epoch: epoch,
 		window:   int64(a.Window),
 		horizon:  int64(a.MinRTTHorizon),
@@ -101,27 +110,30 @@ func newAdaptiveLimiter(a Adaptive, rule, key string, epoch, now time.Time) *Ada
 	return l
 }
 
-// NewAdaptiveLimiterAt is NewAdaptiveLimiter for a limiter that will only
+// NewAt is New for a limiter that will only
 // be given times (AcquireAt, ReleaseAt) from epoch on: a simulation's
 // clock. Its sampling is a function of the times given, so that a
 // simulation is deterministic.
-func NewAdaptiveLimiterAt(a Adaptive, epoch time.Time) *AdaptiveLimiter {
-	return newAdaptiveLimiter(a.normalized("adaptive"), "", "", epoch, epoch)
+func NewAt(a Config, epoch time.Time) *Limiter {
+	return newLimiter(a.normalized("adaptive"), "", "", epoch, epoch)
 }
 
 // Limit returns the current limit for critical requests: cheap enough to
-// call on every request (FairConfig.SeatsFunc, for example).
-func (l *AdaptiveLimiter) Limit() int { return int(l.limit.Load()) }
+// call on every request (fair.Config.SeatsFunc, for example).
+func (l *Limiter) Limit() int { return int(l.limit.Load()) }
 
-// AdaptiveTicket is an admitted request's slot. Release it exactly once;
-// the zero AdaptiveTicket's methods do nothing.
-type AdaptiveTicket struct {
-	l     *AdaptiveLimiter
+// InFlight returns the number of requests admitted and not yet released.
+func (l *Limiter) InFlight() int { return int(l.inflight.Load()) }
+
+// Ticket is an admitted request's slot. Release it exactly once;
+// the zero Ticket's methods do nothing.
+type Ticket struct {
+	l     *Limiter
 	start int64 // ns since the limiter's epoch, when timed
 	flags uint8
 }
 
-// The flags of an AdaptiveTicket.
+// The flags of an Ticket.
 const (
 	ticketTimed   = 1 << iota // start is set
 	ticketSampled             // its latency goes in the histogram (implies timed)
@@ -130,7 +142,7 @@ const (
 
 // Acquire admits one request if the number in flight is below the limit
 // (below LowPriorityShare of it when critical is false).
-func (l *AdaptiveLimiter) Acquire(critical bool) (AdaptiveTicket, bool) {
+func (l *Limiter) Acquire(critical bool) (Ticket, bool) {
 	if s := l.shift.Load(); s != 0 && rand.Uint64()>>(64-s) != 0 {
 		return l.acquire(0, 0, critical) // not sampled: no clock reading
 	}
@@ -139,17 +151,17 @@ func (l *AdaptiveLimiter) Acquire(critical bool) (AdaptiveTicket, bool) {
 
 // AcquireAt is Acquire at the time now, for simulations and tests; times
 // need not be monotonic (a window never closes on a time before its start).
-func (l *AdaptiveLimiter) AcquireAt(now time.Time, critical bool) (AdaptiveTicket, bool) {
+func (l *Limiter) AcquireAt(now time.Time, critical bool) (Ticket, bool) {
 	t := int64(now.Sub(l.epoch))
 	return l.acquire(t, ticketTimed|l.sampleAt(t), critical)
 }
 
 // now reads the limiter's clock: one monotonic reading.
-func (l *AdaptiveLimiter) now() int64 { return int64(time.Since(l.epoch)) }
+func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
 
 // sampleAt decides from the time t and the load whether a timed request
 // is sampled: deterministic for a simulation, about one in 2^shift.
-func (l *AdaptiveLimiter) sampleAt(t int64) uint8 {
+func (l *Limiter) sampleAt(t int64) uint8 {
 	s := l.shift.Load()
 	if s == 0 || (uint64(t)^uint64(l.inflight.Load())<<40)*0x9e3779b97f4a7c15>>(64-s) == 0 {
 		return ticketSampled
@@ -159,7 +171,7 @@ func (l *AdaptiveLimiter) sampleAt(t int64) uint8 {
 
 // acquire admits a request at t (ns since epoch, when flags has
 // ticketTimed) or rejects it.
-func (l *AdaptiveLimiter) acquire(t int64, flags uint8, critical bool) (AdaptiveTicket, bool) {
+func (l *Limiter) acquire(t int64, flags uint8, critical bool) (Ticket, bool) {
 	limit := l.limit.Load()
 	if !critical {
 		limit = l.low.Load()
@@ -174,18 +186,18 @@ func (l *AdaptiveLimiter) acquire(t int64, flags uint8, critical bool) (Adaptive
 		if flags&ticketTimed != 0 {
 			l.maybeClose(t)
 		}
-		return AdaptiveTicket{}, false
+		return Ticket{}, false
 	}
 	for p := l.peak.Load(); n > p && !l.peak.CompareAndSwap(p, n); p = l.peak.Load() {
 	}
 	if flags&ticketSampled != 0 && l.probes.Load() > 0 && l.probes.Add(-1) >= 0 {
 		flags |= ticketProbe
 	}
-	return AdaptiveTicket{l: l, start: t, flags: flags}, true
+	return Ticket{l: l, start: t, flags: flags}, true
 }
 
 // Release frees the slot and reports the request's outcome.
-func (t AdaptiveTicket) Release(v Sample) {
+func (t Ticket) Release(v Sample) {
 	switch {
 	case t.l == nil:
 	case t.flags&ticketTimed == 0 && v != SampleDrop:
@@ -197,23 +209,23 @@ func (t AdaptiveTicket) Release(v Sample) {
 
 // ReleaseAt is Release at the time now. A success that ends before it
 // started (a clock stepped back) is ignored rather than sampled.
-func (t AdaptiveTicket) ReleaseAt(now time.Time, v Sample) {
+func (t Ticket) ReleaseAt(now time.Time, v Sample) {
 	if t.l != nil {
 		t.release(int64(now.Sub(t.l.epoch)), v)
 	}
 }
 
-// Elapsed is how long the request has been admitted at now (ns since
-// epoch), or -1 if it was not timed.
-func (t AdaptiveTicket) elapsed(now int64) time.Duration {
-	if t.flags&ticketTimed == 0 {
+// ElapsedAt is how long the request has been admitted at now, or -1 if it
+// was acquired without reading the clock (Acquire at a sampled-out moment).
+func (t Ticket) ElapsedAt(now time.Time) time.Duration {
+	if t.l == nil || t.flags&ticketTimed == 0 {
 		return -1
 	}
-	return time.Duration(now - t.start)
+	return time.Duration(int64(now.Sub(t.l.epoch)) - t.start)
 }
 
 // release frees the slot at now (ns since epoch) and records the outcome.
-func (t AdaptiveTicket) release(now int64, v Sample) {
+func (t Ticket) release(now int64, v Sample) {
 	l := t.l
 	l.inflight.Add(-1)
 	rtt := time.Duration(now - t.start)
@@ -233,7 +245,7 @@ func (t AdaptiveTicket) release(now int64, v Sample) {
 // maybeClose runs the controller if the sample window is complete at t
 // (ns since epoch): at least Window long with MinSamples outcomes, or 10
 // Windows long.
-func (l *AdaptiveLimiter) maybeClose(t int64) {
+func (l *Limiter) maybeClose(t int64) {
 	start := l.winStart.Load()
 	age := t - start
 	if age < l.window {
@@ -254,7 +266,7 @@ func (l *AdaptiveLimiter) maybeClose(t int64) {
 
 // closeWindow takes the window's samples, adjusts the limit and starts the
 // next window at t. The caller holds busy.
-func (l *AdaptiveLimiter) closeWindow(t int64) {
+func (l *Limiter) closeWindow(t int64) {
 	d, rej := l.drops.Swap(0), l.rejected.Swap(0)
 	l.successes.Store(0)
 	peak := l.peak.Swap(l.inflight.Load())
@@ -273,8 +285,8 @@ func (l *AdaptiveLimiter) closeWindow(t int64) {
 	}
 }
 
-// adjust is the control law; see Adaptive.
-func (l *AdaptiveLimiter) adjust(t, n, d, peak, rej, lat int64) {
+// adjust is the control law; see Config.
+func (l *Limiter) adjust(t, n, d, peak, rej, lat int64) {
 	lim := l.lim
 	inUse := min(lim, float64(max(peak, 1)))
 	cut := 0.0 // the latency ratio that made this window cut the limit
@@ -313,7 +325,7 @@ const maxSampleShift = 6
 // setShift sets the sampling for the next window from the outcomes of
 // this one: all of them when there were fewer than twice the target, else
 // about one in 2^shift so that the target is still reached.
-func (l *AdaptiveLimiter) setShift(outcomes int64) {
+func (l *Limiter) setShift(outcomes int64) {
 	s := 0
 	if q := outcomes / l.target; q >= 2 {
 		s = min(bits.Len64(uint64(q))-1, maxSampleShift)
@@ -325,12 +337,12 @@ func (l *AdaptiveLimiter) setShift(outcomes int64) {
 // the cut took effect for the whole of this window (whose peak includes
 // the requests in flight when it began) with a quarter fewer requests in
 // flight, and latency stayed as high.
-func (l *AdaptiveLimiter) cutFailed(peak int64, ratio float64) bool {
+func (l *Limiter) cutFailed(peak int64, ratio float64) bool {
 	return l.lastCut > 0 && float64(peak) <= 0.75*l.lastPeak && ratio >= 0.9*l.lastCut
 }
 
 // publish stores the limits the request path compares with.
-func (l *AdaptiveLimiter) publish() {
+func (l *Limiter) publish() {
 	lim := int64(math.Floor(l.lim))
 	l.limit.Store(lim)
 	l.low.Store(max(1, int64(math.Floor(l.lim*l.cfg.LowPriorityShare))))
@@ -338,8 +350,8 @@ func (l *AdaptiveLimiter) publish() {
 
 // State returns a snapshot of the limit; the window counts are the last
 // closed window's.
-func (l *AdaptiveLimiter) State() AdaptiveState {
-	st := AdaptiveState{Rule: l.rule, Key: l.key}
+func (l *Limiter) State() State {
+	st := State{Rule: l.rule, Key: l.key}
 	if last := l.last.Load(); last != nil {
 		st.Successes, st.Drops, st.Rejected = last.Successes, last.Drops, last.Rejected
 	}

@@ -1,4 +1,4 @@
-package ratelimit
+package adaptive
 
 import (
 	"slices"
@@ -8,7 +8,7 @@ import (
 // learn folds a window's latency into the minimum RTT, kept as the lowest
 // window latency of the current and the previous half-horizon, and
 // returns it.
-func (l *AdaptiveLimiter) learn(t, lat int64) int64 {
+func (l *Limiter) learn(t, lat int64) int64 {
 	if t-l.baseAt >= l.horizon/2 {
 		l.base[1], l.base[0], l.baseAt = l.base[0], 0, t
 	}
@@ -31,7 +31,7 @@ const probeCount = 8
 
 // recordProbe records a probe's latency; the last one computes their
 // median, the first minimum RTT.
-func (l *AdaptiveLimiter) recordProbe(rtt time.Duration, v Sample) {
+func (l *Limiter) recordProbe(rtt time.Duration, v Sample) {
 	if v != SampleSuccess || rtt < 0 {
 		rtt = -1
 	}

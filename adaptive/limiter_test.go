@@ -1,4 +1,4 @@
-package ratelimit_test
+package adaptive_test
 
 import (
 	"math"
@@ -10,15 +10,15 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
 // fillWindow admits n requests at t, releases them all at t+rtt with v, and
 // returns t+rtt.
-func fillWindow(tb testing.TB, l *ratelimit.AdaptiveLimiter, t time.Time, n int, rtt time.Duration, v ratelimit.Sample) time.Time {
+func fillWindow(tb testing.TB, l *adaptive.Limiter, t time.Time, n int, rtt time.Duration, v adaptive.Sample) time.Time {
 	tb.Helper()
-	var held []ratelimit.AdaptiveTicket
+	var held []adaptive.Ticket
 	for range n {
 		tk, ok := l.AcquireAt(t, true)
 		if ok {
@@ -40,17 +40,17 @@ func TestAdaptiveWindowOfTimeoutsLowersLimit(t *testing.T) {
 	for _, initial := range []int{2, 7, 20, 100, 1000} {
 		for _, inflight := range []int{1, initial / 2, initial} {
 			for _, rtt := range []time.Duration{time.Microsecond, 5 * time.Millisecond, 30 * time.Second} {
-				l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{Initial: initial, Max: 1000}, ratelimittest.Epoch)
+				l := adaptive.NewAt(adaptive.Config{Initial: initial, Max: 1000}, ratelimittest.Epoch)
 				now := ratelimittest.Epoch
 				// Learn a minimum RTT and close a few healthy windows.
 				for range 5 {
-					now = fillWindow(t, l, now, max(inflight, 10), 5*time.Millisecond, ratelimit.SampleSuccess)
+					now = fillWindow(t, l, now, max(inflight, 10), 5*time.Millisecond, adaptive.SampleSuccess)
 					now = now.Add(100 * time.Millisecond)
 				}
 				before := l.State()
-				now = fillWindow(t, l, now, max(inflight, 10), rtt, ratelimit.SampleDrop)
+				now = fillWindow(t, l, now, max(inflight, 10), rtt, adaptive.SampleDrop)
 				now = now.Add(time.Second)
-				fillWindow(t, l, now, 1, 0, ratelimit.SampleIgnore) // a release closes the window
+				fillWindow(t, l, now, 1, 0, adaptive.SampleIgnore) // a release closes the window
 				after := l.State()
 				if before.Limit > 1 && after.Limit >= before.Limit {
 					t.Errorf("initial %d, %d in flight, timeouts of %v: a window of only drops moved the limit %d -> %d",
@@ -69,9 +69,9 @@ func TestAdaptiveWindowOfTimeoutsLowersLimit(t *testing.T) {
 // the in-flight count below zero, and never panic.
 func TestAdaptiveBoundsHoldUnderHostileInput(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
-	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{Min: 3, Max: 40, Initial: 10, MinSamples: 2, Window: time.Millisecond}, ratelimittest.Epoch)
+	l := adaptive.NewAt(adaptive.Config{Min: 3, Max: 40, Initial: 10, MinSamples: 2, Window: time.Millisecond}, ratelimittest.Epoch)
 	now := ratelimittest.Epoch
-	var held []ratelimit.AdaptiveTicket
+	var held []adaptive.Ticket
 	for i := range 200_000 {
 		now = now.Add(time.Duration(rng.Int64N(int64(2*time.Millisecond))) - time.Millisecond/2) // sometimes backwards
 		if rng.IntN(2) == 0 {
@@ -80,7 +80,7 @@ func TestAdaptiveBoundsHoldUnderHostileInput(t *testing.T) {
 			}
 		} else if len(held) > 0 {
 			j := rng.IntN(len(held))
-			held[j].ReleaseAt(now.Add(time.Duration(rng.Int64N(int64(time.Second)))-time.Second/4), ratelimit.Sample(rng.IntN(3)))
+			held[j].ReleaseAt(now.Add(time.Duration(rng.Int64N(int64(time.Second)))-time.Second/4), adaptive.Sample(rng.IntN(3)))
 			held = append(held[:j], held[j+1:]...)
 		}
 		st := l.State()
@@ -96,7 +96,7 @@ func TestAdaptiveBoundsHoldUnderHostileInput(t *testing.T) {
 // TestAdaptiveLowPriorityRejectedFirst: at the limit, non-critical requests
 // may fill only LowPriorityShare of it, critical ones all of it.
 func TestAdaptiveLowPriorityRejectedFirst(t *testing.T) {
-	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{Min: 8, Max: 8, Initial: 8, LowPriorityShare: 0.5}, ratelimittest.Epoch)
+	l := adaptive.NewAt(adaptive.Config{Min: 8, Max: 8, Initial: 8, LowPriorityShare: 0.5}, ratelimittest.Epoch)
 	now := ratelimittest.Epoch
 	low := 0
 	for {
@@ -123,7 +123,7 @@ func TestAdaptiveLowPriorityRejectedFirst(t *testing.T) {
 // TestAdaptiveNeverAdmitsMoreThanTheLimit: concurrent acquirers never hold
 // more slots than a fixed limit.
 func TestAdaptiveNeverAdmitsMoreThanTheLimit(t *testing.T) {
-	l := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Min: 5, Max: 5, Initial: 5})
+	l := adaptive.New(adaptive.Config{Min: 5, Max: 5, Initial: 5})
 	var holding, worst atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
@@ -139,7 +139,7 @@ func TestAdaptiveNeverAdmitsMoreThanTheLimit(t *testing.T) {
 				for w := worst.Load(); n > w && !worst.CompareAndSwap(w, n); w = worst.Load() {
 				}
 				holding.Add(-1)
-				tk.Release(ratelimit.SampleSuccess)
+				tk.Release(adaptive.SampleSuccess)
 			}
 		}()
 	}
@@ -155,12 +155,12 @@ func TestAdaptiveNeverAdmitsMoreThanTheLimit(t *testing.T) {
 // TestAdaptiveRequestPathDoesNotAllocate: acquire and release allocate
 // nothing, window closes included.
 func TestAdaptiveRequestPathDoesNotAllocate(t *testing.T) {
-	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{Window: time.Millisecond, MinSamples: 1}, ratelimittest.Epoch)
+	l := adaptive.NewAt(adaptive.Config{Window: time.Millisecond, MinSamples: 1}, ratelimittest.Epoch)
 	now := ratelimittest.Epoch
 	allocs := testing.AllocsPerRun(1000, func() {
 		now = now.Add(300 * time.Microsecond)
 		tk, _ := l.AcquireAt(now, true)
-		tk.ReleaseAt(now.Add(200*time.Microsecond), ratelimit.SampleSuccess)
+		tk.ReleaseAt(now.Add(200*time.Microsecond), adaptive.SampleSuccess)
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per acquire+release", allocs)
@@ -168,10 +168,10 @@ func TestAdaptiveRequestPathDoesNotAllocate(t *testing.T) {
 	if l.State().Windows < 100 {
 		t.Fatalf("only %d windows closed", l.State().Windows)
 	}
-	live := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{})
+	live := adaptive.New(adaptive.Config{})
 	if allocs := testing.AllocsPerRun(1000, func() {
 		tk, _ := live.Acquire(true)
-		tk.Release(ratelimit.SampleSuccess)
+		tk.Release(adaptive.SampleSuccess)
 	}); allocs != 0 {
 		t.Fatalf("%v allocations per Acquire+Release", allocs)
 	}
@@ -180,13 +180,13 @@ func TestAdaptiveRequestPathDoesNotAllocate(t *testing.T) {
 // TestAdaptiveOnWindowReportsState: the hook sees every closed window with
 // the limit, the minimum RTT and the sample RTT.
 func TestAdaptiveOnWindowReportsState(t *testing.T) {
-	var got []ratelimit.AdaptiveState
-	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{OnWindow: func(s ratelimit.AdaptiveState) { got = append(got, s) }}, ratelimittest.Epoch)
+	var got []adaptive.State
+	l := adaptive.NewAt(adaptive.Config{OnWindow: func(s adaptive.State) { got = append(got, s) }}, ratelimittest.Epoch)
 	now := ratelimittest.Epoch
 	for range 3 {
-		now = fillWindow(t, l, now, 20, 5*time.Millisecond, ratelimit.SampleSuccess).Add(100 * time.Millisecond)
+		now = fillWindow(t, l, now, 20, 5*time.Millisecond, adaptive.SampleSuccess).Add(100 * time.Millisecond)
 	}
-	fillWindow(t, l, now, 1, 0, ratelimit.SampleIgnore)
+	fillWindow(t, l, now, 1, 0, adaptive.SampleIgnore)
 	if len(got) != 3 {
 		t.Fatalf("OnWindow called %d times, want 3", len(got))
 	}
@@ -202,7 +202,7 @@ func TestAdaptiveOnWindowReportsState(t *testing.T) {
 // TestAdaptiveConfigPanics: a configuration that cannot work panics with
 // a "ratelimit:" message.
 func TestAdaptiveConfigPanics(t *testing.T) {
-	for name, a := range map[string]ratelimit.Adaptive{
+	for name, a := range map[string]adaptive.Config{
 		"min above max":   {Min: 10, Max: 5},
 		"negative min":    {Min: -1},
 		"initial outside": {Min: 5, Max: 10, Initial: 50},
@@ -219,7 +219,7 @@ func TestAdaptiveConfigPanics(t *testing.T) {
 					t.Errorf("%s: panic %q, want a ratelimit: message", name, msg)
 				}
 			}()
-			ratelimit.NewAdaptiveLimiter(a)
+			adaptive.New(a)
 		}()
 	}
 }
@@ -227,14 +227,14 @@ func TestAdaptiveConfigPanics(t *testing.T) {
 // TestAdaptiveTicketReleasedTwiceDoesNotPanic: misuse (a ticket released
 // twice, the first requests' included) corrupts nothing beyond the count.
 func TestAdaptiveTicketReleasedTwiceDoesNotPanic(t *testing.T) {
-	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{}, ratelimittest.Epoch)
+	l := adaptive.NewAt(adaptive.Config{}, ratelimittest.Epoch)
 	for range 20 {
 		tk, _ := l.AcquireAt(ratelimittest.Epoch, true)
-		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), ratelimit.SampleSuccess)
-		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), ratelimit.SampleSuccess)
+		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), adaptive.SampleSuccess)
+		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), adaptive.SampleSuccess)
 	}
-	var zero ratelimit.AdaptiveTicket
-	zero.Release(ratelimit.SampleDrop)
+	var zero adaptive.Ticket
+	zero.Release(adaptive.SampleDrop)
 	if st := l.State(); st.InFlight != 0 || st.Limit < 1 {
 		t.Fatalf("state %+v", st)
 	}
@@ -246,14 +246,14 @@ func TestAdaptiveTicketReleasedTwiceDoesNotPanic(t *testing.T) {
 // whole traffic, and drops are counted in full.
 func TestAdaptiveSamplesAtHighRates(t *testing.T) {
 	const perWindow = 20000
-	l := ratelimit.NewAdaptiveLimiterAt(ratelimit.Adaptive{Initial: 25000, Max: 50000}, ratelimittest.Epoch)
+	l := adaptive.NewAt(adaptive.Config{Initial: 25000, Max: 50000}, ratelimittest.Epoch)
 	now := ratelimittest.Epoch
 	for range 5 {
-		now = fillWindow(t, l, now, perWindow, 5*time.Millisecond, ratelimit.SampleSuccess).Add(100 * time.Millisecond)
+		now = fillWindow(t, l, now, perWindow, 5*time.Millisecond, adaptive.SampleSuccess).Add(100 * time.Millisecond)
 	}
-	fillWindow(t, l, now, 1, 0, ratelimit.SampleIgnore)
+	fillWindow(t, l, now, 1, 0, adaptive.SampleIgnore)
 	st := l.State()
-	shift := ratelimit.AdaptiveSampleShift(l)
+	shift := adaptive.SampleShift(l)
 	if shift < 3 {
 		t.Fatalf("sampling shift %d after windows of %d outcomes, want >= 3 (one in 8 or fewer timed)", shift, perWindow)
 	}
@@ -264,14 +264,14 @@ func TestAdaptiveSamplesAtHighRates(t *testing.T) {
 		t.Errorf("SampleRTT %v, MinRTT %v, want about 5ms", st.SampleRTT, st.MinRTT)
 	}
 	before := st.Limit
-	now = fillWindow(t, l, now.Add(time.Second), perWindow, 15*time.Millisecond, ratelimit.SampleSuccess)
-	fillWindow(t, l, now.Add(time.Second), 1, 0, ratelimit.SampleIgnore)
+	now = fillWindow(t, l, now.Add(time.Second), perWindow, 15*time.Millisecond, adaptive.SampleSuccess)
+	fillWindow(t, l, now.Add(time.Second), 1, 0, adaptive.SampleIgnore)
 	if got := l.State().Limit; got >= before {
 		t.Errorf("a window three times slower than the minimum RTT moved the limit %d -> %d", before, got)
 	}
 	before = l.State().Limit
-	now = fillWindow(t, l, now.Add(2*time.Second), perWindow, time.Millisecond, ratelimit.SampleDrop)
-	fillWindow(t, l, now.Add(time.Second), 1, 0, ratelimit.SampleIgnore)
+	now = fillWindow(t, l, now.Add(2*time.Second), perWindow, time.Millisecond, adaptive.SampleDrop)
+	fillWindow(t, l, now.Add(time.Second), 1, 0, adaptive.SampleIgnore)
 	if st := l.State(); st.Limit >= before || st.Drops != min(perWindow, before) {
 		t.Errorf("a sampled window of only drops: limit %d -> %d, %d drops counted (want %d)", before, st.Limit, st.Drops, min(perWindow, before))
 	}
@@ -283,20 +283,20 @@ func TestAdaptiveSamplesAtHighRates(t *testing.T) {
 // virtual time (testing/synctest): Acquire reads the clock.
 func TestAdaptiveUnsampledRequestsSkipTheClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := ratelimit.NewAdaptiveLimiter(ratelimit.Adaptive{Min: 1 << 20, Max: 1 << 20, Initial: 1 << 20})
-		var held []ratelimit.AdaptiveTicket
+		l := adaptive.New(adaptive.Config{Min: 1 << 20, Max: 1 << 20, Initial: 1 << 20})
+		var held []adaptive.Ticket
 		for range 4000 {
 			tk, _ := l.Acquire(true)
 			held = append(held, tk)
 		}
 		time.Sleep(5 * time.Millisecond)
 		for _, tk := range held {
-			tk.Release(ratelimit.SampleSuccess)
+			tk.Release(adaptive.SampleSuccess)
 		}
 		time.Sleep(100 * time.Millisecond)
 		tk, _ := l.Acquire(true)
-		tk.Release(ratelimit.SampleSuccess) // closes the window of 4000
-		shift := ratelimit.AdaptiveSampleShift(l)
+		tk.Release(adaptive.SampleSuccess) // closes the window of 4000
+		shift := adaptive.SampleShift(l)
 		if shift < 2 {
 			t.Fatalf("shift %d after a window of 4000 outcomes, want >= 2", shift)
 		}
@@ -304,17 +304,17 @@ func TestAdaptiveUnsampledRequestsSkipTheClock(t *testing.T) {
 		timed, drops := 0, 0
 		for range n {
 			tk, _ := l.Acquire(true)
-			if ratelimit.AdaptiveTicketTimed(tk) {
+			if adaptive.TicketTimed(tk) {
 				timed++
-				tk.Release(ratelimit.SampleIgnore)
+				tk.Release(adaptive.SampleIgnore)
 				continue
 			}
 			if drops < 20 {
 				drops++
-				tk.Release(ratelimit.SampleDrop)
+				tk.Release(adaptive.SampleDrop)
 				continue
 			}
-			tk.Release(ratelimit.SampleSuccess)
+			tk.Release(adaptive.SampleSuccess)
 		}
 		if want := n >> shift; timed < want/2 || timed > want*2 {
 			t.Errorf("%d of %d requests timed at shift %d, want about %d", timed, n, shift, want)
@@ -322,8 +322,8 @@ func TestAdaptiveUnsampledRequestsSkipTheClock(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		for closed := false; !closed; { // a timed release closes the window
 			tk, _ := l.Acquire(true)
-			closed = ratelimit.AdaptiveTicketTimed(tk)
-			tk.Release(ratelimit.SampleIgnore)
+			closed = adaptive.TicketTimed(tk)
+			tk.Release(adaptive.SampleIgnore)
 		}
 		if l.State().Drops != drops {
 			t.Errorf("%d drops counted, want the %d untimed drops", l.State().Drops, drops)

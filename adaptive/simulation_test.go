@@ -1,15 +1,15 @@
-package ratelimit_test
+package adaptive_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
-// simAdaptive drives an AdaptiveLimiter in a simulation, on its times.
-type simAdaptive struct{ l *ratelimit.AdaptiveLimiter }
+// simAdaptive drives an Limiter in a simulation, on its times.
+type simAdaptive struct{ l *adaptive.Limiter }
 
 func (s simAdaptive) Acquire(now time.Time, critical bool) (func(time.Time, bool), bool) {
 	t, ok := s.l.AcquireAt(now, critical)
@@ -17,9 +17,9 @@ func (s simAdaptive) Acquire(now time.Time, critical bool) (func(time.Time, bool
 		return nil, false
 	}
 	return func(now time.Time, drop bool) {
-		v := ratelimit.SampleSuccess
+		v := adaptive.SampleSuccess
 		if drop {
-			v = ratelimit.SampleDrop
+			v = adaptive.SampleDrop
 		}
 		t.ReleaseAt(now, v)
 	}, true
@@ -27,8 +27,8 @@ func (s simAdaptive) Acquire(now time.Time, critical bool) (func(time.Time, bool
 
 func (s simAdaptive) Limit() int { return s.l.State().Limit }
 
-func newSimAdaptive(a ratelimit.Adaptive) simAdaptive {
-	return simAdaptive{ratelimit.NewAdaptiveLimiterAt(a, ratelimittest.Epoch)}
+func newSimAdaptive(a adaptive.Config) simAdaptive {
+	return simAdaptive{adaptive.NewAt(a, ratelimittest.Epoch)}
 }
 
 const (
@@ -68,7 +68,7 @@ func seeds(n int) []uint64 {
 func TestAdaptiveStartTenTimesTooHigh(t *testing.T) {
 	for _, seed := range seeds(len(simSeeds)) {
 		sim := baseSim(seed)
-		res := sim.Run(newSimAdaptive(ratelimit.Adaptive{Initial: 10 * simWorkers}))
+		res := sim.Run(newSimAdaptive(adaptive.Config{Initial: 10 * simWorkers}))
 		entered := time.Duration(-1)
 		for _, p := range res.Points {
 			if p.Limit >= simWorkers && p.Limit <= 2*simWorkers {
@@ -110,7 +110,7 @@ func TestAdaptiveCapacityHalves(t *testing.T) {
 			}
 			return simWorkers
 		}
-		res := sim.Run(newSimAdaptive(ratelimit.Adaptive{}))
+		res := sim.Run(newSimAdaptive(adaptive.Config{}))
 		st := res.Between(at+2*time.Second-res.Step, sim.Duration, simService) // from the step ending 2 s after
 		t.Logf("seed %d: from 2s after the halving: limit %d..%d (new C %d), goodput %.1f%%", seed, st.MinLimit, st.MaxLimit, simWorkers/2, 100*st.GoodputShare)
 		if st.MaxLimit > simWorkers {
@@ -128,7 +128,7 @@ func TestAdaptiveSteadyOverloadIsStable(t *testing.T) {
 	for _, seed := range seeds(3) {
 		sim := baseSim(seed)
 		sim.Duration = 65 * time.Second
-		res := sim.Run(newSimAdaptive(ratelimit.Adaptive{}))
+		res := sim.Run(newSimAdaptive(adaptive.Config{}))
 		st := res.Between(5*time.Second, sim.Duration, simService)
 		spread := float64(st.MaxLimit-st.MinLimit) / st.MeanLimit
 		t.Logf("seed %d: limit %d..%d, mean %.1f: spread %.0f%%; p50 %v goodput %.1f%%", seed, st.MinLimit, st.MaxLimit, st.MeanLimit, 100*spread, st.P50, 100*st.GoodputShare)
@@ -156,7 +156,7 @@ func TestAdaptiveLightLoadIsNotRejected(t *testing.T) {
 			return simWorkers / 2
 		}
 		sim.Duration = tc.overload + 60*time.Second
-		res := sim.Run(newSimAdaptive(ratelimit.Adaptive{Initial: tc.initial}))
+		res := sim.Run(newSimAdaptive(adaptive.Config{Initial: tc.initial}))
 		st := res.Between(tc.overload+res.Step, sim.Duration, simService)
 		t.Logf("%s: rejected %d of %d (%.3f%%), limit %d..%d", tc.name, st.Rejected, st.Attempts, 100*st.RejectionRate, st.MinLimit, st.MaxLimit)
 		if st.RejectionRate > 0.001 {
@@ -179,7 +179,7 @@ func TestAdaptiveRelearnsASlowerService(t *testing.T) {
 		}
 		return 1
 	}
-	res := sim.Run(newSimAdaptive(ratelimit.Adaptive{}))
+	res := sim.Run(newSimAdaptive(adaptive.Config{}))
 	low := res.Between(at, at+5*time.Second, simService)
 	late := res.Between(at+3*time.Second, sim.Duration, 2*simService)
 	t.Logf("after the slowdown: limit %d..%d; from 3 s later: limit %d..%d, p50 %v, goodput %.1f%% of the new capacity",
@@ -201,9 +201,9 @@ func TestAdaptiveConvergesWhileSampling(t *testing.T) {
 	sim := baseSim(1)
 	sim.Workers, sim.Clients = constant(workers), constant(10*workers)
 	sim.Duration = 7 * time.Second
-	l := newSimAdaptive(ratelimit.Adaptive{Initial: 10 * workers, Max: 20 * workers})
+	l := newSimAdaptive(adaptive.Config{Initial: 10 * workers, Max: 20 * workers})
 	res := sim.Run(l)
-	if s := ratelimit.AdaptiveSampleShift(l.l); s < 2 {
+	if s := adaptive.SampleShift(l.l); s < 2 {
 		t.Fatalf("sampling shift %d at %d requests a window: the test exercised no sampling", s, workers*20)
 	}
 	at5 := res.Between(5*time.Second-res.Step, 5*time.Second, simService)
@@ -225,7 +225,7 @@ func TestAdaptiveShedsLowPriorityFirst(t *testing.T) {
 	sim := baseSim(1)
 	sim.Critical = func(client int) bool { return client < simWorkers/2 }
 	var crit, low struct{ attempts, rejected int }
-	lim := newSimAdaptive(ratelimit.Adaptive{})
+	lim := newSimAdaptive(adaptive.Config{})
 	res := sim.Run(priorityCounter{lim, &crit.attempts, &crit.rejected, &low.attempts, &low.rejected})
 	st := res.Between(5*time.Second, sim.Duration, simService)
 	critRate := float64(crit.rejected) / float64(crit.attempts)

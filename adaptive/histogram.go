@@ -1,4 +1,4 @@
-package ratelimit
+package adaptive
 
 import (
 	"math/bits"
@@ -42,7 +42,7 @@ func rttValue(i int) int64 {
 // mean of its fastest 90% (a median is blind to a queue that delays fewer
 // than half of the requests; a plain mean is swayed by a few stragglers
 // unrelated to load), and its count. 0, 0 when empty.
-func (l *AdaptiveLimiter) takeLatency() (lat, n int64) {
+func (l *Limiter) takeLatency() (lat, n int64) {
 	var counts [numRTTBuckets]uint32
 	var total uint64
 	for i := range l.hist {
