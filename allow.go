@@ -27,7 +27,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 //
 //   - nil: every rule was decided by its store or a fallback.
 //   - wrapping ErrStoreUnavailable (and the store's error, such as
-//     context.DeadlineExceeded when the budget ran out or ErrCircuitOpen):
+//     context.DeadlineExceeded when the budget ran out, or breaker.ErrOpen):
 //     a store failed and no fallback decided. The Result then carries the
 //     failure policy's answer: Allowed under FailOpen (unless another rule
 //     denied), not Allowed under FailClosed.
