@@ -221,7 +221,7 @@ type indexBuilder struct {
 	groupID map[string]int32
 	stateID map[string]int32
 	key     []byte
-	over    int // groups with more than ratelimit.MaxRules limited entries
+	over    int // groups with more than ratelimit.MaxRules limited, or unlimited, entries
 }
 
 // insert adds route p of entry e to the trie.
@@ -310,7 +310,7 @@ func (b *indexBuilder) group(set []int32, example string) int32 {
 			limited++
 		}
 	}
-	if limited > ratelimit.MaxRules {
+	if limited > ratelimit.MaxRules || len(set)-limited > ratelimit.MaxRules {
 		b.over++
 	}
 	b.groups = append(b.groups, groupSpec{entries: slices.Clone(set), example: example})

@@ -146,7 +146,7 @@ func (c *compiler) file(n *yaml.Node) *Config {
 	for i, rn := range v.val.Content {
 		path := fmt.Sprintf("rules[%d]", i)
 		cr := c.rule(rn, path)
-		fe := fileEntry{rule: -1, skip: cr.skip, node: rn, path: path}
+		fe := fileEntry{rule: -1, skip: cr.skip, name: cr.name, node: rn, path: path}
 		if cr.skip == nil && cr.rule == nil {
 			continue
 		}
@@ -179,7 +179,9 @@ type fileEntry struct {
 
 // index builds cfg's index and reports every rule that would make a group
 // hold more rules than one request may be checked against (among the
-// first maxOverGroups such groups: the index stops there).
+// first maxOverGroups such groups: the index stops there). The bound
+// applies to the limited rules (one all-or-nothing check) and, apart, to
+// the unlimited ones (each an exemption the request is tested against).
 func (c *compiler) index(cfg *Config, ents []entry, at *yaml.Node) {
 	x, groups, err := buildIndex(ents)
 	if err != nil && !errors.Is(err, errOverBound) {
@@ -188,29 +190,38 @@ func (c *compiler) index(cfg *Config, ents []entry, at *yaml.Node) {
 	}
 	cfg.index, cfg.groups = x, groups
 	reported := map[int32]bool{}
-	var limited []int32
+	var limited, unlimited []int32
 	for _, g := range groups {
-		limited = limited[:0]
+		limited, unlimited = limited[:0], unlimited[:0]
 		for _, e := range g.entries {
 			if cfg.entries[e].rule >= 0 {
 				limited = append(limited, e)
+			} else {
+				unlimited = append(unlimited, e)
 			}
 		}
-		if len(limited) <= ratelimit.MaxRules || reported[limited[ratelimit.MaxRules]] {
-			continue
-		}
-		fe := cfg.entries[limited[ratelimit.MaxRules]]
-		reported[limited[ratelimit.MaxRules]] = true
-		var names []string
-		for _, e := range limited[:min(len(limited), 20)] {
-			names = append(names, cfg.entries[e].name)
-		}
-		if len(limited) > 20 {
-			names = append(names, "...")
-		}
-		c.fail(fe.node, fe.path, "a request such as %s can match %d rules %v: a request is checked against at most %d; narrow the rules' match",
-			g.example, len(limited), names, ratelimit.MaxRules)
+		c.overBound(cfg, g, limited, "rules", reported)
+		c.overBound(cfg, g, unlimited, "unlimited rules", reported)
 	}
+}
+
+// overBound reports the rule that takes the entries of group g, of one
+// kind, past ratelimit.MaxRules, once per rule.
+func (c *compiler) overBound(cfg *Config, g groupSpec, ents []int32, kind string, reported map[int32]bool) {
+	if len(ents) <= ratelimit.MaxRules || reported[ents[ratelimit.MaxRules]] {
+		return
+	}
+	fe := cfg.entries[ents[ratelimit.MaxRules]]
+	reported[ents[ratelimit.MaxRules]] = true
+	var names []string
+	for _, e := range ents[:min(len(ents), 20)] {
+		names = append(names, cfg.entries[e].name)
+	}
+	if len(ents) > 20 {
+		names = append(names, "...")
+	}
+	c.fail(fe.node, fe.path, "a request such as %s can match %d %s %v: a request is checked against at most %d; narrow the rules' match",
+		g.example, len(ents), kind, names, ratelimit.MaxRules)
 }
 
 func (c *compiler) store(n *yaml.Node, path string) ratelimit.Store {

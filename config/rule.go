@@ -25,6 +25,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,64}$`)
 type compiledRule struct {
 	rule, served *ratelimit.Rule
 	skip         func(*http.Request) bool
+	name         string // an unlimited rule's (a limited one's is rule.Name)
 	entry        entry
 }
 
@@ -63,7 +64,7 @@ func (c *compiler) rule(n *yaml.Node, path string) compiledRule {
 			if rest == nil {
 				rest = func(*http.Request) bool { return true }
 			}
-			return compiledRule{skip: rest, entry: ent}
+			return compiledRule{skip: rest, name: r.Name, entry: ent}
 		}
 	}
 	c.ruleKey(f, n, path, r)

@@ -115,6 +115,38 @@ func TestRequestsThatCouldMatchTooManyRulesAreRejected(t *testing.T) {
 	}
 }
 
+// TestRequestsThatCouldMatchTooManyExemptionsAreRejected: unlimited rules
+// are exemptions every request they can match is tested against, so they
+// are bounded per request like limited rules (apart from them): without the
+// bound, a file of thousands of unlimited rules on every path compiled and
+// then ran every predicate on every request.
+func TestRequestsThatCouldMatchTooManyExemptionsAreRejected(t *testing.T) {
+	skip := func(i int) string {
+		return fmt.Sprintf("  - name: s%d\n    unlimited: true\n    match: {when: [from_lb]}\n", i)
+	}
+	var ok, bad strings.Builder
+	ok.WriteString("rules:\n  - {name: per-ip, key: client_ip, limit: 5/s}\n")
+	bad.WriteString("rules:\n  - {name: per-ip, key: client_ip, limit: 5/s}\n")
+	for i := range ratelimit.MaxRules {
+		ok.WriteString(skip(i))
+		bad.WriteString(skip(i))
+	}
+	bad.WriteString(skip(ratelimit.MaxRules))
+	if _, err := config.Parse("ok.yaml", []byte(ok.String()), testRegistry(t, nil)); err != nil {
+		t.Fatalf("%d unlimited rules on every request: %v", ratelimit.MaxRules, err)
+	}
+	_, err := config.Parse("bad.yaml", []byte(bad.String()), testRegistry(t, nil))
+	var errs config.Errors
+	if !errors.As(err, &errs) || len(errs) != 1 {
+		t.Fatalf("want one problem, got %v", err)
+	}
+	line := 3 + 3*ratelimit.MaxRules
+	want := fmt.Sprintf("bad.yaml:%d:5: rules[%d]: a request such as GET * can match %d unlimited rules", line, ratelimit.MaxRules+1, ratelimit.MaxRules+1)
+	if !strings.HasPrefix(errs[0].String(), want) {
+		t.Fatalf("got  %s\nwant %s...", errs[0], want)
+	}
+}
+
 // TestRulesCheckWhatTheIndexDoesNotDecide: the index counts a glob segment
 // as any segment and does not look at headers or predicates, so a rule of a
 // group still checks those itself.
