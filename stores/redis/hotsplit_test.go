@@ -272,3 +272,30 @@ func splitByTakes(t *testing.T, req ratelimit.Request, takes int) ([]*Store, *ra
 	}
 	return stores, clock
 }
+
+// TestHotSplitReturnLeavesTheMarkerAlone: a Return of a split key from a
+// Store that has not followed the split (its unit was taken before the
+// promotion) reaches the main key, which holds the marker; it must not
+// turn the marker into an unreadable GCRA state that denies the key for
+// the state's lifetime (a marker's "tat" lies ~170 years ahead).
+func TestHotSplitReturnLeavesTheMarkerAlone(t *testing.T) {
+	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.97", Limit: ratelimit.PerSecond(300), Cost: 1}
+	stores, clock := splitByTakes(t, hot, 40)
+	ctx := context.Background()
+	if err := stores[1].Return(ctx, hot); err != nil {
+		t.Fatal(err)
+	}
+	n, left, err := stores[1].readMarker(ctx, stores[1].now(), stateKey(stores[1].prefix, &hot))
+	if err != nil || n != 3 || left <= 0 {
+		t.Errorf("after a Return: marker of %d parts with %v left, %v; want 3 parts, still live", n, left, err)
+	}
+	pttl, err := stores[1].client.PTTL(ctx, stateKey(stores[1].prefix, &hot)).Result()
+	if err != nil || pttl > time.Hour {
+		t.Errorf("after a Return the main key lives %v (%v): want the marker's own life", pttl, err)
+	}
+	clock.Advance(100 * time.Millisecond) // the parts refill 30 units
+	res, err := stores[1].Take(ctx, hot)
+	if err != nil || !res.Allowed {
+		t.Errorf("a check on the Store that returned: %+v, %v; want allowed from the parts", res, err)
+	}
+}
