@@ -299,3 +299,23 @@ func TestHotSplitReturnLeavesTheMarkerAlone(t *testing.T) {
 		t.Errorf("a check on the Store that returned: %+v, %v; want allowed from the parts", res, err)
 	}
 }
+
+// TestHotSplitTakeAllPeek: a TakeAll with a cost-0 check of a split key is
+// answered from the parts, never with the marker's wait of a century.
+func TestHotSplitTakeAllPeek(t *testing.T) {
+	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.95", Limit: ratelimit.PerSecond(300), Cost: 1}
+	other := ratelimit.Request{Rule: "login", Key: "u2", Limit: ratelimit.PerSecond(5), Cost: 1}
+	stores, clock := splitByTakes(t, hot, 40)
+	clock.Advance(100 * time.Millisecond) // the parts refill 30 units
+	peek := hot
+	peek.Cost = 0
+	results := make([]ratelimit.Result, 2)
+	for i, s := range stores {
+		if err := s.TakeAll(context.Background(), []ratelimit.Request{peek, other}, results); err != nil {
+			t.Fatal(err)
+		}
+		if isMarker(&results[0]) || !results[0].Allowed || !results[1].Allowed {
+			t.Errorf("TakeAll %d with a peek of a split key: %+v; want both allowed, not the marker", i, results)
+		}
+	}
+}
