@@ -319,3 +319,19 @@ func TestHotSplitTakeAllPeek(t *testing.T) {
 		}
 	}
 }
+
+// TestHotSplitWithLeaseFollowsTheSplit: a split-mode Store that also
+// leases every GCRA key (WithLease) follows another Store's split instead
+// of answering with the marker's wait of a century.
+func TestHotSplitWithLeaseFollowsTheSplit(t *testing.T) {
+	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.94", Limit: ratelimit.PerSecond(300), Cost: 1}
+	stores, clock := splitByTakes(t, hot, 40)
+	leasing := New(clusterClient(t), WithPrefix(stores[0].prefix), WithClock(clock), WithTimeout(time.Second),
+		WithoutDeniedCache(), WithLease(0.01, 100*time.Millisecond),
+		WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 40, Window: time.Second, Shards: 3}))
+	clock.Advance(100 * time.Millisecond) // the parts refill 30 units
+	res, err := leasing.Take(context.Background(), hot)
+	if err != nil || !res.Allowed || isMarker(&res) {
+		t.Errorf("a check of a split key on a leasing Store: %+v, %v; want allowed from the parts", res, err)
+	}
+}
