@@ -335,3 +335,62 @@ func TestHotSplitWithLeaseFollowsTheSplit(t *testing.T) {
 		t.Errorf("a check of a split key on a leasing Store: %+v, %v; want allowed from the parts", res, err)
 	}
 }
+
+// TestHotSplitSkewedClocksKeepTheBound runs the hot, cool and hot phases
+// of TestHotSplitNeverAdmitsMoreThanOneKey on four Stores whose clocks
+// differ by up to 90 ms (less than their 1 s budget): in no span do they
+// admit more than one exact GCRA key would, plus what the skew itself lets
+// a single GCRA key admit (90 ms of rate).
+func TestHotSplitSkewedClocksKeepTheBound(t *testing.T) {
+	base := time.Unix(1_900_000_000, 0)
+	skews := []time.Duration{0, 30 * time.Millisecond, -30 * time.Millisecond, 60 * time.Millisecond}
+	ev := &hotEvents{}
+	prefix := uniquePrefix(t)
+	clocks := make([]*ratelimittest.Clock, len(skews))
+	stores := make([]*Store, len(skews))
+	for i, d := range skews {
+		clocks[i] = ratelimittest.NewClock(base.Add(d))
+		stores[i] = New(clusterClient(t), WithPrefix(prefix), WithClock(clocks[i]), WithTimeout(time.Second), WithoutDeniedCache(),
+			WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 40, Window: 100 * time.Millisecond, Shards: 3, OnChange: ev.add}))
+	}
+	limit := ratelimit.PerSecond(300)
+	req := ratelimit.Request{Rule: "api", Key: "198.51.100.93", Limit: limit, Cost: 1}
+	r := rand.New(rand.NewPCG(7, 8))
+	var admitted []int64
+	elapsed := int64(0)
+	phase := func(d time.Duration, every, per int) {
+		for step := range int(d / time.Millisecond) {
+			if step%every == 0 {
+				for range per {
+					res, err := stores[r.IntN(len(stores))].Take(context.Background(), req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Allowed {
+						admitted = append(admitted, elapsed)
+					}
+				}
+			}
+			for _, c := range clocks {
+				c.Advance(time.Millisecond)
+			}
+			elapsed += 1000
+		}
+	}
+	phase(3*time.Second, 1, 2)
+	phase(3*time.Second, 2, 1)
+	phase(2*time.Second, 1, 2)
+	if ev.count(true, false) < 2 || ev.count(false, false) < 1 {
+		t.Fatalf("want promotions in both hot phases and a demotion: %d, %d", ev.count(true, false), ev.count(false, false))
+	}
+	slices.Sort(admitted)
+	p := limit.Period.Microseconds()
+	skew := int64(90_000)
+	for _, w := range []int64{1, 1000, 10_000, 100_000, p / 2, p, 2 * p, 5 * p} {
+		bound := limit.Capacity() + int((w+skew)*int64(limit.Rate)/p)
+		if got := maxInWindow(admitted, w); got > bound {
+			t.Errorf("%d admitted within %v with skewed clocks, bound %d", got, time.Duration(w)*time.Microsecond, bound)
+		}
+	}
+	t.Logf("%d admitted; %d promotions, %d adoptions, %d demotions", len(admitted), ev.count(true, false), ev.count(true, true), ev.count(false, false))
+}
