@@ -394,3 +394,26 @@ func TestHotSplitSkewedClocksKeepTheBound(t *testing.T) {
 	}
 	t.Logf("%d admitted; %d promotions, %d adoptions, %d demotions", len(admitted), ev.count(true, false), ev.count(true, true), ev.count(false, false))
 }
+
+// TestHotSplitSetUpMarkerLivesRefillPlusTwoBudgets: a promotion that stops
+// after its first step leaves the set-up marker, which denies the key; the
+// key must come back when the marker expires (its refill time plus two
+// budgets), not a refill time and a budget later still.
+func TestHotSplitSetUpMarkerLivesRefillPlusTwoBudgets(t *testing.T) {
+	s := New(clusterClient(t), WithPrefix(uniquePrefix(t)), WithTimeout(time.Second),
+		WithHotKeys(HotKeys{Mode: HotSplit, Shards: 3}))
+	req := ratelimit.Request{Rule: "api", Key: "198.51.100.92", Limit: ratelimit.PerSecond(300), Cost: 1}
+	sp := newSplitKey(s.prefix, &req, 3)
+	ctx := context.Background()
+	if _, err := s.runMarker(ctx, "p", instant{}, sp); err != nil {
+		t.Fatal(err)
+	}
+	want := time.Duration(sp.tau)*time.Microsecond + 2*time.Second // the refill time plus two budgets
+	pttl, err := s.client.PTTL(ctx, sp.main).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pttl > want+10*time.Millisecond {
+		t.Errorf("after a set-up marker the key is denied for %v: want at most %v", pttl, want)
+	}
+}
