@@ -173,6 +173,15 @@ func (s *Store) splitTake(ctx context.Context, now instant, req *ratelimit.Reque
 			deny = worse(deny, time.Duration(until-t)*time.Microsecond, 0)
 			continue
 		}
+		// A call is sent only before the time to stop using the parts,
+		// measured now: the refresh and a first part may have taken
+		// most of a budget each since t.
+		if s.hotNow(t, now) >= sp.until.Load() {
+			if tried == 0 {
+				return ratelimit.Result{}, false, nil // the main key decides
+			}
+			break
+		}
 		tried++
 		sub := *req
 		sub.Limit = sp.limits[i]

@@ -417,3 +417,56 @@ func TestHotSplitSetUpMarkerLivesRefillPlusTwoBudgets(t *testing.T) {
 		t.Errorf("after a set-up marker the key is denied for %v: want at most %v", pttl, want)
 	}
 }
+
+// TestHotSplitSendsNoPartCallPastItsMarkerTime: on server time a Store may
+// send a part's call only before the time it may use the parts (a budget
+// before the marker's expiry): a check that learned it was early enough
+// but whose first part answered slowly (and denied) must not go on to a
+// second part after that time, where a demotion elsewhere may already
+// have let the main key refill.
+func TestHotSplitSendsNoPartCallPastItsMarkerTime(t *testing.T) {
+	proxy := startProxy(t, sharedServer.Addr)
+	ev := &hotEvents{}
+	s := New(faultClient(proxy.Addr()), WithPrefix(uniquePrefix(t)), WithTimeout(5*time.Second), WithoutDeniedCache(),
+		WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 5, Window: time.Hour, Shards: 3, OnChange: ev.add}))
+	req := ratelimit.Request{Rule: "api", Key: "198.51.100.91", Limit: ratelimit.PerSecond(300), Cost: 1}
+	ctx := context.Background()
+	for range 5 {
+		if _, err := s.Take(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := s.hot.lookup(cacheKey{req.Rule, req.Key, req.Algorithm})
+	if e == nil || e.split.Load() == nil {
+		t.Fatalf("the key was not split: %+v", ev.events)
+	}
+	sp := e.split.Load()
+	// The first part tried is empty for a long while, the second full.
+	now, err := s.client.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.Set(ctx, sp.keys[0], now.Add(time.Minute).UnixMicro(), time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.Del(ctx, sp.keys[1]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sp.next.Store(uint32(sp.n - 1)) // the next check starts at part 0
+	for i := range sp.denied {
+		sp.denied[i].Store(0) // and knows of no empty part
+	}
+	const delay = time.Second
+	tc, _ := s.cacheTime(instant{})
+	sp.until.Store(tc + (delay / 2).Microseconds()) // the parts may be used for 500 ms more
+	sp.refreshAt.Store(tc + time.Hour.Microseconds())
+	proxy.SetDelay(delay) // every reply takes 1 s
+	res, err := s.Take(ctx, req)
+	proxy.SetDelay(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Allowed {
+		t.Errorf("a check admitted by a part called after the Store's time to use the parts: %+v", res)
+	}
+}
