@@ -1,6 +1,8 @@
 package redisstore
 
 import (
+	"hash/maphash"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 )
@@ -37,8 +39,14 @@ func newHotDetector(cfg HotKeys) *hotDetector {
 	return d
 }
 
+// sketchHash is the key's hash in the sketch. Unlike cacheKey.hash (an
+// XOR of the rule's and the key's hashes) it is not symmetric: (rule a,
+// key b) and (rule b, key a) count apart, and keys equal to their own rule
+// do not all hash to one value (a client choosing its key as a rule's name
+// would otherwise share that rule's keys' counters by construction).
 func (k *cacheKey) sketchHash() uint64 {
-	return k.hash() ^ uint64(k.alg+1)*0x9e3779b97f4a7c15
+	return maphash.String(laneSeed, k.key) ^ bits.RotateLeft64(maphash.String(laneSeed, k.rule), 29) ^
+		uint64(k.alg+1)*0x9e3779b97f4a7c15
 }
 
 // lookup returns k's entry if k is hot.

@@ -265,3 +265,22 @@ func TestWithHotKeysPanicsOnBadConfig(t *testing.T) {
 		}()
 	}
 }
+
+// TestHotDetectorKeysNamedLikeRulesStayApart: a client key equal to a
+// rule's name is a key like any other for the detector: (rule a, key b)
+// and (rule b, key a) are two keys, and so are keys equal to their own
+// rule, each below the threshold, none promoted.
+func TestHotDetectorKeysNamedLikeRulesStayApart(t *testing.T) {
+	d := newHotDetector(HotKeys{Mode: HotLease, Threshold: 100, Window: time.Second, MaxKeys: 16})
+	pairs := []cacheKey{
+		{rule: "api", key: "login"}, {rule: "login", key: "api"},
+		{rule: "api", key: "api"}, {rule: "login", key: "login"}, {rule: "search", key: "search"},
+	}
+	for range 60 {
+		for _, k := range pairs {
+			if e, _ := d.observe(k, 1); e != nil {
+				t.Fatalf("%+v promoted after at most 60 checks, threshold 100", k)
+			}
+		}
+	}
+}

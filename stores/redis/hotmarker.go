@@ -126,6 +126,11 @@ func (s *Store) markerArgs(op string, now instant, sp *splitKey) []any {
 	// refill (about the main key's tau) and M: a marker left to expire
 	// finds the parts full, and the main key may start full.
 	extra := (time.Duration(sp.tau)*time.Microsecond + s.timeout).Milliseconds() + 1 + slack
+	if op == "p" {
+		// The set-up marker's own life already covers the main key's
+		// refill: once it expires the key may start full.
+		extra = 1 + slack
+	}
 	return []any{op, at, sp.n, s.markerTTL(op, sp).Milliseconds(), s.timeout.Milliseconds(),
 		s.timeout.Microseconds() + sp.tau, extra}
 }

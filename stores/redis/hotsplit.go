@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,12 +41,22 @@ func newSplitKey(prefix string, req *ratelimit.Request, n int) *splitKey {
 	sp := &splitKey{n: n, limit: req.Limit, limits: splitLimits(req.Limit, n),
 		main: stateKey(prefix, req), denied: make([]atomic.Int64, n)}
 	sp.tau = gcraInterval(req.Limit) * int64(req.Limit.Capacity())
-	tag := hashTag(sp.main)
+	sp.keys = splitPartKeys(prefix, sp.main, req.Rule, n)
+	for i := range n {
+		sp.taus = append(sp.taus, gcraInterval(sp.limits[i])*int64(sp.limits[i].Capacity()))
+	}
+	return sp
+}
+
+// splitPartKeys returns the Redis keys of the n parts of the main key main
+// of rule: see splitKey.
+func splitPartKeys(prefix, main, rule string, n int) []string {
+	keys := make([]string, 0, n)
+	tag := hashTag(main)
 	width := 16384 / n
-	j := 0
 	for i := range n {
 		lo, hi := i*width+width/4, (i+1)*width-width/4
-		for ; ; j++ {
+		for j := 0; ; j++ {
 			t := tag + "%H" + strconv.Itoa(j)
 			if sl := int(crc16(t) % 16384); sl >= lo && sl < hi {
 				var b strings.Builder
@@ -53,15 +64,42 @@ func newSplitKey(prefix string, req *ratelimit.Request, n int) *splitKey {
 				b.WriteByte('{')
 				b.WriteString(t)
 				b.WriteString("}:g:")
-				b.WriteString(req.Rule)
-				sp.keys = append(sp.keys, b.String())
-				sp.taus = append(sp.taus, gcraInterval(sp.limits[i])*int64(sp.limits[i].Capacity()))
-				j = 0
+				b.WriteString(rule)
+				keys = append(keys, b.String())
 				break
 			}
 		}
 	}
-	return sp
+	return keys
+}
+
+// resetSplit is Reset of a GCRA key that is split: the marker stays and
+// the parts are deleted, so that every Store keeps using the parts, now
+// full (together the key's capacity). It reports false when the key holds
+// no active marker (or it cannot be read): Reset then deletes the key. A marker that
+// expires between the two steps leaves the key as its demotion made it:
+// Reset then only resets the abandoned parts (the key is not refilled).
+func (s *Store) resetSplit(ctx context.Context, req *ratelimit.Request) (bool, error) {
+	main := stateKey(s.prefix, req)
+	n, _, err := s.readMarker(ctx, s.now(), main)
+	if err != nil || n < 2 || n > maxSplitShards { // an error: the DEL reports it
+		return false, nil
+	}
+	for _, k := range splitPartKeys(s.prefix, main, req.Rule, n) {
+		if err := s.client.Del(ctx, k).Err(); err != nil { // parts are in other slots: one at a time
+			return true, fmt.Errorf("ratelimit: redis: reset: %w", err)
+		}
+	}
+	if s.hot != nil {
+		if e := s.hot.lookup(cacheKey{req.Rule, req.Key, req.Algorithm}); e != nil {
+			if sp := e.split.Load(); sp != nil {
+				for i := range sp.denied {
+					sp.denied[i].Store(0)
+				}
+			}
+		}
+	}
+	return true, nil
 }
 
 // promote splits e's key: the protocol's set-up, one parallel round of
@@ -134,6 +172,15 @@ func (s *Store) splitTake(ctx context.Context, now instant, req *ratelimit.Reque
 		if until := sp.denied[i].Load(); t < until {
 			deny = worse(deny, time.Duration(until-t)*time.Microsecond, 0)
 			continue
+		}
+		// A call is sent only before the time to stop using the parts,
+		// measured now: the refresh and a first part may have taken
+		// most of a budget each since t.
+		if s.hotNow(t, now) >= sp.until.Load() {
+			if tried == 0 {
+				return ratelimit.Result{}, false, nil // the main key decides
+			}
+			break
 		}
 		tried++
 		sub := *req

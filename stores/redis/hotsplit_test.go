@@ -272,3 +272,201 @@ func splitByTakes(t *testing.T, req ratelimit.Request, takes int) ([]*Store, *ra
 	}
 	return stores, clock
 }
+
+// TestHotSplitReturnLeavesTheMarkerAlone: a Return of a split key from a
+// Store that has not followed the split (its unit was taken before the
+// promotion) reaches the main key, which holds the marker; it must not
+// turn the marker into an unreadable GCRA state that denies the key for
+// the state's lifetime (a marker's "tat" lies ~170 years ahead).
+func TestHotSplitReturnLeavesTheMarkerAlone(t *testing.T) {
+	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.97", Limit: ratelimit.PerSecond(300), Cost: 1}
+	stores, clock := splitByTakes(t, hot, 40)
+	ctx := context.Background()
+	if err := stores[1].Return(ctx, hot); err != nil {
+		t.Fatal(err)
+	}
+	n, left, err := stores[1].readMarker(ctx, stores[1].now(), stateKey(stores[1].prefix, &hot))
+	if err != nil || n != 3 || left <= 0 {
+		t.Errorf("after a Return: marker of %d parts with %v left, %v; want 3 parts, still live", n, left, err)
+	}
+	pttl, err := stores[1].client.PTTL(ctx, stateKey(stores[1].prefix, &hot)).Result()
+	if err != nil || pttl > time.Hour {
+		t.Errorf("after a Return the main key lives %v (%v): want the marker's own life", pttl, err)
+	}
+	clock.Advance(100 * time.Millisecond) // the parts refill 30 units
+	res, err := stores[1].Take(ctx, hot)
+	if err != nil || !res.Allowed {
+		t.Errorf("a check on the Store that returned: %+v, %v; want allowed from the parts", res, err)
+	}
+}
+
+// TestHotSplitTakeAllPeek: a TakeAll with a cost-0 check of a split key is
+// answered from the parts, never with the marker's wait of a century.
+func TestHotSplitTakeAllPeek(t *testing.T) {
+	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.95", Limit: ratelimit.PerSecond(300), Cost: 1}
+	other := ratelimit.Request{Rule: "login", Key: "u2", Limit: ratelimit.PerSecond(5), Cost: 1}
+	stores, clock := splitByTakes(t, hot, 40)
+	clock.Advance(100 * time.Millisecond) // the parts refill 30 units
+	peek := hot
+	peek.Cost = 0
+	results := make([]ratelimit.Result, 2)
+	for i, s := range stores {
+		if err := s.TakeAll(context.Background(), []ratelimit.Request{peek, other}, results); err != nil {
+			t.Fatal(err)
+		}
+		if isMarker(&results[0]) || !results[0].Allowed || !results[1].Allowed {
+			t.Errorf("TakeAll %d with a peek of a split key: %+v; want both allowed, not the marker", i, results)
+		}
+	}
+}
+
+// TestHotSplitWithLeaseFollowsTheSplit: a split-mode Store that also
+// leases every GCRA key (WithLease) follows another Store's split instead
+// of answering with the marker's wait of a century.
+func TestHotSplitWithLeaseFollowsTheSplit(t *testing.T) {
+	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.94", Limit: ratelimit.PerSecond(300), Cost: 1}
+	stores, clock := splitByTakes(t, hot, 40)
+	leasing := New(clusterClient(t), WithPrefix(stores[0].prefix), WithClock(clock), WithTimeout(time.Second),
+		WithoutDeniedCache(), WithLease(0.01, 100*time.Millisecond),
+		WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 40, Window: time.Second, Shards: 3}))
+	clock.Advance(100 * time.Millisecond) // the parts refill 30 units
+	res, err := leasing.Take(context.Background(), hot)
+	if err != nil || !res.Allowed || isMarker(&res) {
+		t.Errorf("a check of a split key on a leasing Store: %+v, %v; want allowed from the parts", res, err)
+	}
+}
+
+// TestHotSplitSkewedClocksKeepTheBound runs the hot, cool and hot phases
+// of TestHotSplitNeverAdmitsMoreThanOneKey on four Stores whose clocks
+// differ by up to 90 ms (less than their 1 s budget): in no span do they
+// admit more than one exact GCRA key would, plus what the skew itself lets
+// a single GCRA key admit (90 ms of rate).
+func TestHotSplitSkewedClocksKeepTheBound(t *testing.T) {
+	base := time.Unix(1_900_000_000, 0)
+	skews := []time.Duration{0, 30 * time.Millisecond, -30 * time.Millisecond, 60 * time.Millisecond}
+	ev := &hotEvents{}
+	prefix := uniquePrefix(t)
+	clocks := make([]*ratelimittest.Clock, len(skews))
+	stores := make([]*Store, len(skews))
+	for i, d := range skews {
+		clocks[i] = ratelimittest.NewClock(base.Add(d))
+		stores[i] = New(clusterClient(t), WithPrefix(prefix), WithClock(clocks[i]), WithTimeout(time.Second), WithoutDeniedCache(),
+			WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 40, Window: 100 * time.Millisecond, Shards: 3, OnChange: ev.add}))
+	}
+	limit := ratelimit.PerSecond(300)
+	req := ratelimit.Request{Rule: "api", Key: "198.51.100.93", Limit: limit, Cost: 1}
+	r := rand.New(rand.NewPCG(7, 8))
+	var admitted []int64
+	elapsed := int64(0)
+	phase := func(d time.Duration, every, per int) {
+		for step := range int(d / time.Millisecond) {
+			if step%every == 0 {
+				for range per {
+					res, err := stores[r.IntN(len(stores))].Take(context.Background(), req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Allowed {
+						admitted = append(admitted, elapsed)
+					}
+				}
+			}
+			for _, c := range clocks {
+				c.Advance(time.Millisecond)
+			}
+			elapsed += 1000
+		}
+	}
+	phase(3*time.Second, 1, 2)
+	phase(3*time.Second, 2, 1)
+	phase(2*time.Second, 1, 2)
+	if ev.count(true, false) < 2 || ev.count(false, false) < 1 {
+		t.Fatalf("want promotions in both hot phases and a demotion: %d, %d", ev.count(true, false), ev.count(false, false))
+	}
+	slices.Sort(admitted)
+	p := limit.Period.Microseconds()
+	skew := int64(90_000)
+	for _, w := range []int64{1, 1000, 10_000, 100_000, p / 2, p, 2 * p, 5 * p} {
+		bound := limit.Capacity() + int((w+skew)*int64(limit.Rate)/p)
+		if got := maxInWindow(admitted, w); got > bound {
+			t.Errorf("%d admitted within %v with skewed clocks, bound %d", got, time.Duration(w)*time.Microsecond, bound)
+		}
+	}
+	t.Logf("%d admitted; %d promotions, %d adoptions, %d demotions", len(admitted), ev.count(true, false), ev.count(true, true), ev.count(false, false))
+}
+
+// TestHotSplitSetUpMarkerLivesRefillPlusTwoBudgets: a promotion that stops
+// after its first step leaves the set-up marker, which denies the key; the
+// key must come back when the marker expires (its refill time plus two
+// budgets), not a refill time and a budget later still.
+func TestHotSplitSetUpMarkerLivesRefillPlusTwoBudgets(t *testing.T) {
+	s := New(clusterClient(t), WithPrefix(uniquePrefix(t)), WithTimeout(time.Second),
+		WithHotKeys(HotKeys{Mode: HotSplit, Shards: 3}))
+	req := ratelimit.Request{Rule: "api", Key: "198.51.100.92", Limit: ratelimit.PerSecond(300), Cost: 1}
+	sp := newSplitKey(s.prefix, &req, 3)
+	ctx := context.Background()
+	if _, err := s.runMarker(ctx, "p", instant{}, sp); err != nil {
+		t.Fatal(err)
+	}
+	want := time.Duration(sp.tau)*time.Microsecond + 2*time.Second // the refill time plus two budgets
+	pttl, err := s.client.PTTL(ctx, sp.main).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pttl > want+10*time.Millisecond {
+		t.Errorf("after a set-up marker the key is denied for %v: want at most %v", pttl, want)
+	}
+}
+
+// TestHotSplitSendsNoPartCallPastItsMarkerTime: on server time a Store may
+// send a part's call only before the time it may use the parts (a budget
+// before the marker's expiry): a check that learned it was early enough
+// but whose first part answered slowly (and denied) must not go on to a
+// second part after that time, where a demotion elsewhere may already
+// have let the main key refill.
+func TestHotSplitSendsNoPartCallPastItsMarkerTime(t *testing.T) {
+	proxy := startProxy(t, sharedServer.Addr)
+	ev := &hotEvents{}
+	s := New(faultClient(proxy.Addr()), WithPrefix(uniquePrefix(t)), WithTimeout(5*time.Second), WithoutDeniedCache(),
+		WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 5, Window: time.Hour, Shards: 3, OnChange: ev.add}))
+	req := ratelimit.Request{Rule: "api", Key: "198.51.100.91", Limit: ratelimit.PerSecond(300), Cost: 1}
+	ctx := context.Background()
+	for range 5 {
+		if _, err := s.Take(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := s.hot.lookup(cacheKey{req.Rule, req.Key, req.Algorithm})
+	if e == nil || e.split.Load() == nil {
+		t.Fatalf("the key was not split: %+v", ev.events)
+	}
+	sp := e.split.Load()
+	// The first part tried is empty for a long while, the second full.
+	now, err := s.client.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.Set(ctx, sp.keys[0], now.Add(time.Minute).UnixMicro(), time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.Del(ctx, sp.keys[1]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sp.next.Store(uint32(sp.n - 1)) // the next check starts at part 0
+	for i := range sp.denied {
+		sp.denied[i].Store(0) // and knows of no empty part
+	}
+	const delay = time.Second
+	tc, _ := s.cacheTime(instant{})
+	sp.until.Store(tc + (delay / 2).Microseconds()) // the parts may be used for 500 ms more
+	sp.refreshAt.Store(tc + time.Hour.Microseconds())
+	proxy.SetDelay(delay) // every reply takes 1 s
+	res, err := s.Take(ctx, req)
+	proxy.SetDelay(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Allowed {
+		t.Errorf("a check admitted by a part called after the Store's time to use the parts: %+v", res)
+	}
+}

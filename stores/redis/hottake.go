@@ -115,7 +115,7 @@ func (s *Store) hotReturn(ctx context.Context, now instant, req *ratelimit.Reque
 // splitPeek answers a cost-0 check of a split key with the sum of its
 // parts' Remaining and the latest of their ResetAfter.
 func (s *Store) splitPeek(ctx context.Context, now instant, req *ratelimit.Request, marked ratelimit.Result) (ratelimit.Result, error) {
-	if s.hot.cfg.Mode != HotSplit || req.Algorithm != ratelimit.GCRA || req.Window != (ratelimit.Window{}) {
+	if s.hot.cfg.Mode != HotSplit || !splittable(req) {
 		marked.Limit = req.Limit
 		return marked, nil
 	}

@@ -20,7 +20,7 @@ func (s *Store) splitIn(now instant, reqs []ratelimit.Request) bool {
 		return false
 	}
 	for i := range reqs {
-		if !hotEligible(&reqs[i]) {
+		if !splittable(&reqs[i]) {
 			continue
 		}
 		if e := s.hot.lookup(cacheKey{reqs[i].Rule, reqs[i].Key, reqs[i].Algorithm}); e != nil && e.split.Load() != nil {
@@ -28,6 +28,13 @@ func (s *Store) splitIn(now instant, reqs []ratelimit.Request) bool {
 		}
 	}
 	return false
+}
+
+// splittable reports whether req may name a split key: a GCRA request
+// without an explicit Window, a peek (cost 0) included, which Take answers
+// from the parts (splitPeek).
+func splittable(req *ratelimit.Request) bool {
+	return req.Algorithm == ratelimit.GCRA && req.Window == (ratelimit.Window{})
 }
 
 // unlessMarked returns err, or, when a request was denied by a split
@@ -38,7 +45,7 @@ func (s *Store) unlessMarked(ctx context.Context, now instant, reqs []ratelimit.
 		return err
 	}
 	for i := range results {
-		if isMarker(&results[i]) && hotEligible(&reqs[i]) {
+		if isMarker(&results[i]) && splittable(&reqs[i]) {
 			return s.takeAllEach(ctx, now, reqs, results)
 		}
 	}

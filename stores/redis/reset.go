@@ -14,7 +14,8 @@ var _ ratelimit.Resetter = (*Store)(nil)
 // what this instance keeps of it (a cached denial, a lease). Other
 // instances may still answer from a cached denial until it expires (at
 // most the RetryAfter it was cached with) and spend the rest of a lease;
-// see ratelimit.Resetter.
+// see ratelimit.Resetter. A GCRA key split by WithHotKeys keeps its split:
+// its parts are deleted instead, which together hold the key's capacity.
 func (s *Store) Reset(ctx context.Context, rule, key string, alg ratelimit.Algorithm) error {
 	if int(alg) >= len(algorithmCodes) {
 		return fmt.Errorf("%w: unknown %v", ratelimit.ErrInvalidRequest, alg)
@@ -31,6 +32,11 @@ func (s *Store) Reset(ctx context.Context, rule, key string, alg ratelimit.Algor
 	}
 	ctx, cancel := s.budget(ctx)
 	defer cancel()
+	if alg == ratelimit.GCRA {
+		if done, err := s.resetSplit(ctx, &req); done { // hotsplit.go
+			return err
+		}
+	}
 	if err := s.client.Del(ctx, stateKey(s.prefix, &req)).Err(); err != nil {
 		return fmt.Errorf("ratelimit: redis: reset: %w", err)
 	}

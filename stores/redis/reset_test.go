@@ -80,3 +80,36 @@ func TestResetThroughTheLimiterAndItsErrors(t *testing.T) {
 type nil2xx struct{}
 
 func (nil2xx) ServeHTTP(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }
+
+// TestHotSplitResetKeepsOneKeysLimit: Reset of a split key gives it its
+// full capacity once, not twice: a Store that follows the split (its parts)
+// and a Store below the threshold (the main key) together admit at one
+// instant no more than one full bucket.
+func TestHotSplitResetKeepsOneKeysLimit(t *testing.T) {
+	limit := ratelimit.PerSecond(300)
+	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.96", Limit: limit, Cost: 1}
+	stores, clock := splitByTakes(t, hot, 40)
+	ctx := context.Background()
+	clock.Advance(1100 * time.Millisecond) // the parts refill to full
+	if res, err := stores[0].Take(ctx, hot); err != nil || !res.Allowed {
+		t.Fatalf("a check of the split key: %+v, %v", res, err)
+	}
+	if err := stores[1].Reset(ctx, hot.Rule, hot.Key, ratelimit.GCRA); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for _, c := range []struct{ s, n int }{{1, 39}, {0, 400}} { // 39: below stores[1]'s threshold
+		for range c.n {
+			res, err := stores[c.s].Take(ctx, hot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Allowed {
+				admitted++
+			}
+		}
+	}
+	if admitted > limit.Capacity() {
+		t.Errorf("%d admitted at one instant after a Reset: want at most the capacity %d", admitted, limit.Capacity())
+	}
+}

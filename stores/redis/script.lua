@@ -213,6 +213,9 @@ end
 -- Refunds: the new state and its lifetime, or nil to leave the key alone,
 -- or false to delete it.
 local function gcra_return(tat, now, t, cost)
+  -- A split key's marker (hotmarker.go) is no GCRA state: a refund that
+  -- reaches it is dropped, never written into it.
+  if tat >= 7000000000000000 then return nil end
   tat = max(now, tat - cost * t)
   if tat <= now then return false, 0 end
   return tat, tat - now

@@ -168,6 +168,9 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 	}
 	if leased {
 		if res, direct, err := s.leaseTake(ctx, now, &req, t, cached); !direct {
+			if err == nil && s.hot != nil && isMarker(&res) { // split by another Store
+				return s.adopt(ctx, now, &req, t, res)
+			}
 			return res, err
 		}
 	}
