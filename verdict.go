@@ -23,7 +23,7 @@ type Verdict struct {
 	res      Result // its result
 	limit    Limit  // the limit its request was checked against
 	cost     int    // for verdictCostExceeded
-	policy   string // the RateLimit-Policy value
+	policy   string // the RateLimit-Policy value; "" for the limiter's precomputed one
 	now      time.Time
 	violated []string // on a denial by several rules: all of them, most restrictive first
 	err      error
@@ -119,7 +119,11 @@ func (v Verdict) SetHeaders(h http.Header) {
 func (v *Verdict) setHeaders(h http.Header, problem bool) {
 	switch v.kind {
 	case verdictAllowed, verdictDenied:
-		f := rateFields{style: v.l.headers, policy: v.policy, name: v.top.quotedName, capacity: v.top.capacityText, limit: v.limit, now: v.now}
+		policy := v.policy
+		if policy == "" {
+			policy = v.l.policyHeader
+		}
+		f := rateFields{style: v.l.headers, policy: policy, name: v.top.quotedName, capacity: v.top.capacityText, limit: v.limit, now: v.now}
 		f.write(h, &v.res, problem)
 	case verdictAdaptive:
 		adaptiveFields(h, v.l.headers, v.top.quotedName, v.res.Limit.Rate, problem)
