@@ -152,8 +152,8 @@ func (v *Verdict) write(w http.ResponseWriter) {
 	l := v.l
 	if v.Denied() && l.denied != nil {
 		v.setHeaders(w.Header(), false)
-		d := &Decision{Rule: v.top.Name, Result: v.res, Violated: v.Violated()}
-		l.denied.ServeHTTP(w, v.r.WithContext(context.WithValue(v.r.Context(), decisionKey{}, d)))
+		c := *v // the handler's copy, so that v stays on its caller's stack
+		l.denied.ServeHTTP(w, v.r.WithContext(context.WithValue(v.r.Context(), verdictKey{}, &c)))
 		return
 	}
 	switch v.kind {
@@ -186,6 +186,17 @@ func (v *Verdict) write(w http.ResponseWriter) {
 	case verdictMisconfigured:
 		writeProblem(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
 	}
+}
+
+type verdictKey struct{}
+
+// VerdictFrom returns the verdict the limiter attached to r before calling
+// the handler set by WithDeniedHandler: Rule, Result and Violated tell what
+// denied the request. The handler answers the request itself; it must not
+// call the verdict's Write.
+func VerdictFrom(r *http.Request) (*Verdict, bool) {
+	v, ok := r.Context().Value(verdictKey{}).(*Verdict)
+	return v, ok
 }
 
 // Done gives back what an admitted request holds, once it has been served:
