@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -193,8 +194,12 @@ func (l *Limiter) takeGroup(d *decision, rvs []ruleVerdict, g int) error {
 			k++
 		}
 	}
-	ctx, cancel := l.budget(d.ctx)
-	defer cancel()
+	ctx := d.ctx
+	if l.timeout > 0 { // as budget, without a call to a no-op on every request
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
 	start := l.observers.start()
 	var err error
 	if k == 1 {
