@@ -15,9 +15,10 @@ type ruleVerdict struct {
 	ru  *rule
 	req Request
 	res Result
-	// by is the store that decided (a fallback's if the rule's failed), and
-	// call the index of the store call that decided it: the requests of one
-	// call were all-or-nothing; -1 before the call, or for a fallback.
+	// by is the fallback store that decided when the rule's failed (nil
+	// when the rule's own store decided: see store), and call the index of
+	// the store call that decided it: the requests of one call were
+	// all-or-nothing; -1 before the call, or for a fallback.
 	by    Store
 	call  int
 	state ruleState
@@ -40,6 +41,15 @@ const (
 // answered reports whether a store's decision stands for the rule.
 func (rv *ruleVerdict) answered() bool { return rv.state == decided || rv.state == consumed }
 
+// store is the store that decided: the rule's, or a fallback's. (by is
+// set only for a fallback: one pointer store less on the request path.)
+func (rv *ruleVerdict) store() Store {
+	if rv.by != nil {
+		return rv.by
+	}
+	return rv.ru.Store
+}
+
 // holds reports whether the rule holds Concurrency slots until the request ends.
 func (rv *ruleVerdict) holds() bool {
 	return rv.state == decided && rv.res.Allowed && rv.ru.Algorithm == Concurrency && rv.req.Cost > 0
@@ -61,7 +71,7 @@ type decision struct {
 func add(rvs []ruleVerdict, ru *rule, req Request) []ruleVerdict {
 	n := len(rvs)
 	rvs = rvs[:n+1]
-	rvs[n] = ruleVerdict{ru: ru, req: req, by: ru.Store, call: -1}
+	rvs[n] = ruleVerdict{ru: ru, req: req, call: -1}
 	return rvs
 }
 
@@ -108,7 +118,7 @@ func (l *Limiter) compensate(d *decision, rvs []ruleVerdict) {
 		if rv.state != decided || !rv.res.Allowed || rv.req.Cost == 0 || callDenied(rvs[:d.enforced], rv.call) {
 			continue
 		}
-		l.release(context.WithoutCancel(d.ctx), d.r, rv.ru, rv.by, rv.req, rv.res.Slot)
+		l.release(context.WithoutCancel(d.ctx), d.r, rv.ru, rv.store(), rv.req, rv.res.Slot)
 		rv.state = consumed
 	}
 }
@@ -145,7 +155,7 @@ func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store 
 func (l *Limiter) releaseShadow(d *decision, rvs []ruleVerdict) {
 	for i := d.enforced; i < len(rvs); i++ {
 		if rv := &rvs[i]; rv.holds() {
-			l.release(context.WithoutCancel(d.ctx), d.r, rv.ru, rv.by, rv.req, rv.res.Slot)
+			l.release(context.WithoutCancel(d.ctx), d.r, rv.ru, rv.store(), rv.req, rv.res.Slot)
 		}
 	}
 }
@@ -178,7 +188,7 @@ func (l *Limiter) hold(d *decision, rvs []ruleVerdict, ad *adaptiveDone) *held {
 			if h == nil {
 				h = &held{l: l, ctx: context.WithoutCancel(d.ctx), r: d.r}
 			}
-			h.slots = append(h.slots, heldSlot{rv.ru, rv.by, rv.req, rv.res.Slot})
+			h.slots = append(h.slots, heldSlot{rv.ru, rv.store(), rv.req, rv.res.Slot})
 		}
 	}
 	if ad != nil {

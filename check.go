@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -76,7 +77,7 @@ func (l *Limiter) decideRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, 
 		n := len(rvs)
 		rvs = rvs[:n+1]
 		rv := &rvs[n]
-		rv.ru, rv.by, rv.call = ru, ru.Store, -1
+		rv.ru, rv.call = ru, -1
 		use, err := ru.request(d.r, d.now, &rv.req)
 		req := &rv.req
 		switch use {
@@ -121,21 +122,32 @@ func (l *Limiter) costExceeded(r *http.Request, ru *rule, req *Request) error {
 
 // settle asks the stores about d's requests, enforced rules first, and
 // makes the verdict *v.
+// The calls that have nothing to do are skipped here rather than entered:
+// with one rule, the request path is little more than this function.
 func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
 	stop, denied := l.takeEnforced(d, rvs)
-	if stop >= 0 || denied {
+	if (stop >= 0 || denied) && d.enforced > 1 { // with one, nothing was consumed
 		l.compensate(d, rvs)
 	}
 	if stop >= 0 {
-		ad.release(false, 0)
+		if ad != nil {
+			ad.release(false, 0)
+		}
 		l.stopped(d, &rvs[stop], v)
 		return
 	}
-	l.takeShadow(d, rvs)
+	shadows := len(rvs) > d.enforced
+	if shadows {
+		l.takeShadow(d, rvs)
+	}
 	l.conclude(d, rvs, denied, v)
 	if !v.Allowed() {
-		ad.release(false, 0)
-		l.releaseShadow(d, rvs)
+		if ad != nil {
+			ad.release(false, 0)
+		}
+		if shadows {
+			l.releaseShadow(d, rvs)
+		}
 		return
 	}
 	if d.r != nil && (l.slots || ad != nil) {
@@ -182,8 +194,12 @@ func (l *Limiter) takeGroup(d *decision, rvs []ruleVerdict, g int) error {
 			k++
 		}
 	}
-	ctx, cancel := l.budget(d.ctx)
-	defer cancel()
+	ctx := d.ctx
+	if l.timeout > 0 { // as budget, without a call to a no-op on every request
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
 	start := l.observers.start()
 	var err error
 	if k == 1 {
@@ -299,11 +315,20 @@ func (l *Limiter) conclude(d *decision, rvs []ruleVerdict, denied bool, v *Verdi
 		v.l, v.r, v.err = l, d.r, failed // every rule exempted or failed open
 		return
 	}
+	// Pointer fields are set only when not zero (v is): each store through
+	// v costs a write barrier while the GC marks.
 	t := &rvs[top]
-	v.l, v.r, v.kind, v.top, v.res, v.limit, v.now = l, d.r, verdictAllowed, t.ru, t.res, t.req.Limit, d.now
-	v.policy = l.policy(d, rvs)
+	v.l, v.r, v.kind, v.top, v.res, v.limit = l, d.r, verdictAllowed, t.ru, t.res, t.req.Limit
+	if l.needNow {
+		v.now = d.now
+	}
+	if p := l.policy(d, rvs); p != "" {
+		v.policy = p
+	}
 	if !denied {
-		v.err = failed
+		if failed != nil {
+			v.err = failed
+		}
 		return
 	}
 	v.kind = verdictDenied
@@ -317,19 +342,19 @@ func (l *Limiter) conclude(d *decision, rvs []ruleVerdict, denied bool, v *Verdi
 	}
 }
 
-// policy is the RateLimit-Policy value of d: the limiter's precomputed one
-// when every enforced rule is static and decided under its own limit,
-// otherwise one item per enforced rule under the limit it was checked
-// against (dynamic, or a fallback's share).
+// policy is the RateLimit-Policy value of d: "" for the limiter's
+// precomputed one, when every enforced rule is static and decided under its
+// own limit, otherwise one item per enforced rule under the limit it was
+// checked against (dynamic, or a fallback's share).
 func (l *Limiter) policy(d *decision, rvs []ruleVerdict) string {
-	p := l.policyHeader
+	precomputed := l.policyHeader != ""
 	for i := range rvs[:d.enforced] {
 		if rvs[i].req.Limit != rvs[i].ru.Limit {
-			p = ""
+			precomputed = false
 		}
 	}
-	if p != "" {
-		return p
+	if precomputed {
+		return ""
 	}
 	if d.enforced == 1 {
 		return policyItem(rvs[0].ru.Name, rvs[0].req.Limit, rvs[0].ru.Algorithm)

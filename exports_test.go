@@ -15,7 +15,7 @@ import (
 // types, functions, variables and constants of its non-test files (each
 // constant of a block counts; methods and struct fields do not). Lower it
 // when you cut names; raising it needs a reason in review.
-const maxExports = 107
+const maxExports = 106
 
 // rootExports parses the package's non-test files and returns its exported
 // top-level names, and separately its exported package-level variables.

@@ -175,11 +175,15 @@ func (f *rateFields) write(h http.Header, res *Result, problem bool) {
 		i++
 	}
 	// The IETF fields are lists: a limiter nested in another (a tighter
-	// limit on one route) adds its member to the outer limiter's.
+	// limit on one route) adds its member to the outer limiter's. With no
+	// field set yet (the common case) there is nothing to look up.
+	nested := len(h) > 0
 	add := func(key, v string) {
-		if old := h[key]; len(old) > 0 {
-			h[key] = append(old[:len(old):len(old)], v)
-			return
+		if nested {
+			if old := h[key]; len(old) > 0 {
+				h[key] = append(old[:len(old):len(old)], v)
+				return
+			}
 		}
 		set(key, v)
 	}

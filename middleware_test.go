@@ -128,9 +128,9 @@ func TestKeyErrorPolicies(t *testing.T) {
 }
 
 func TestDeniedHandler(t *testing.T) {
-	var got *ratelimit.Decision
+	var got *ratelimit.Verdict
 	denied := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, _ = ratelimit.DecisionFrom(r)
+		got, _ = ratelimit.VerdictFrom(r)
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
 	h := ratelimit.New(ratelimit.PerHour(1), byPeer, ratelimit.WithDeniedHandler(denied), ratelimit.WithName("login"), ratelimit.WithClock(newClock()))(ok)
@@ -140,7 +140,7 @@ func TestDeniedHandler(t *testing.T) {
 			break
 		}
 	}
-	if n != 2 || resp.Code != 503 || got == nil || got.Rule != "login" || got.Result.Allowed || got.Result.RetryAfter != time.Hour {
+	if n != 2 || resp.Code != 503 || got == nil || got.Rule() != "login" || got.Result().Allowed || got.Result().RetryAfter != time.Hour || !got.Denied() {
 		t.Fatalf("denied handler: request %d, status %d, decision %+v", n, resp.Code, got)
 	}
 	if resp.Header.Get("Retry-After") != "3600" || resp.Header.Get("Content-Type") != "" {

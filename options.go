@@ -143,8 +143,8 @@ func WithSkip(skip func(*http.Request) bool) Option {
 
 // WithDeniedHandler replaces the default 429 problem+json response. The
 // handler runs with the rate-limit fields, Retry-After and Cache-Control
-// already set; it writes the status and body. DecisionFrom gives it the
-// decision.
+// already set; it writes the status and body. VerdictFrom gives it the
+// verdict.
 func WithDeniedHandler(h http.Handler) Option {
 	if h == nil {
 		panic("ratelimit: WithDeniedHandler(nil)")

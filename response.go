@@ -76,20 +76,3 @@ func costProblemBody(name string, cost, capacity int) []byte {
 	b.WriteString(`,"violated-policies":[` + strconv.Quote(name) + "]}\n")
 	return []byte(b.String())
 }
-
-// Decision is the limiter's verdict on a denied request, available to the
-// handler set by WithDeniedHandler through DecisionFrom.
-type Decision struct {
-	Rule     string   // the most restrictive rule that denied
-	Result   Result   // its result
-	Violated []string // every rule that denied, most restrictive first
-}
-
-type decisionKey struct{}
-
-// DecisionFrom returns the decision the limiter attached to r before calling
-// the handler set by WithDeniedHandler.
-func DecisionFrom(r *http.Request) (*Decision, bool) {
-	d, ok := r.Context().Value(decisionKey{}).(*Decision)
-	return d, ok
-}

@@ -482,8 +482,10 @@ func TestMultiRuleAllocations(t *testing.T) {
 		h.ServeHTTP(w, req)
 	})
 	t.Logf("three rules, one store: %.1f allocs per request", allocs)
-	if w.Status() != 200 || allocs > 3 {
-		t.Fatalf("status %d, %.1f allocs per request, want at most 3", w.Status(), allocs)
+	// The response's fields and the route key; the rules' verdicts and the
+	// store's batch stay off the heap.
+	if w.Status() != 200 || allocs > 2 {
+		t.Fatalf("status %d, %.1f allocs per request, want at most 2", w.Status(), allocs)
 	}
 }
 

@@ -23,7 +23,7 @@ type Verdict struct {
 	res      Result // its result
 	limit    Limit  // the limit its request was checked against
 	cost     int    // for verdictCostExceeded
-	policy   string // the RateLimit-Policy value
+	policy   string // the RateLimit-Policy value; "" for the limiter's precomputed one
 	now      time.Time
 	violated []string // on a denial by several rules: all of them, most restrictive first
 	err      error
@@ -119,7 +119,11 @@ func (v Verdict) SetHeaders(h http.Header) {
 func (v *Verdict) setHeaders(h http.Header, problem bool) {
 	switch v.kind {
 	case verdictAllowed, verdictDenied:
-		f := rateFields{style: v.l.headers, policy: v.policy, name: v.top.quotedName, capacity: v.top.capacityText, limit: v.limit, now: v.now}
+		policy := v.policy
+		if policy == "" {
+			policy = v.l.policyHeader
+		}
+		f := rateFields{style: v.l.headers, policy: policy, name: v.top.quotedName, capacity: v.top.capacityText, limit: v.limit, now: v.now}
 		f.write(h, &v.res, problem)
 	case verdictAdaptive:
 		adaptiveFields(h, v.l.headers, v.top.quotedName, v.res.Limit.Rate, problem)
@@ -148,8 +152,8 @@ func (v *Verdict) write(w http.ResponseWriter) {
 	l := v.l
 	if v.Denied() && l.denied != nil {
 		v.setHeaders(w.Header(), false)
-		d := &Decision{Rule: v.top.Name, Result: v.res, Violated: v.Violated()}
-		l.denied.ServeHTTP(w, v.r.WithContext(context.WithValue(v.r.Context(), decisionKey{}, d)))
+		c := *v // the handler's copy, so that v stays on its caller's stack
+		l.denied.ServeHTTP(w, v.r.WithContext(context.WithValue(v.r.Context(), verdictKey{}, &c)))
 		return
 	}
 	switch v.kind {
@@ -182,6 +186,17 @@ func (v *Verdict) write(w http.ResponseWriter) {
 	case verdictMisconfigured:
 		writeProblem(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
 	}
+}
+
+type verdictKey struct{}
+
+// VerdictFrom returns the verdict the limiter attached to r before calling
+// the handler set by WithDeniedHandler: Rule, Result and Violated tell what
+// denied the request. The handler answers the request itself; it must not
+// call the verdict's Write.
+func VerdictFrom(r *http.Request) (*Verdict, bool) {
+	v, ok := r.Context().Value(verdictKey{}).(*Verdict)
+	return v, ok
 }
 
 // Done gives back what an admitted request holds, once it has been served:

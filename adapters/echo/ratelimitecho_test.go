@@ -227,15 +227,15 @@ func TestErrorHandlerDecidesStoreFailures(t *testing.T) {
 }
 
 func TestDenyHandlerReturnsError(t *testing.T) {
-	var decision *ratelimit.Decision
+	var decision *ratelimit.Verdict
 	reached := 0
 	e := echo.New()
 	e.GET("/x", func(c echo.Context) error { reached++; return c.NoContent(http.StatusOK) },
 		ratelimitecho.NewWithConfig(ratelimitecho.Config{
 			Limit: ratelimit.PerMinute(1), Key: ratelimit.ByIP(),
 			Options: []ratelimit.Option{clock(), ratelimit.WithName("x")},
-			DenyHandler: func(c echo.Context, d *ratelimit.Decision) error {
-				decision = d
+			DenyHandler: func(c echo.Context, v *ratelimit.Verdict) error {
+				decision = v
 				return echo.NewHTTPError(http.StatusTooManyRequests, "slow down")
 			},
 		}))
@@ -248,7 +248,7 @@ func TestDenyHandlerReturnsError(t *testing.T) {
 		resp.Header.Get("RateLimit") != `"x";r=0;t=60` || resp.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("echo-rendered denial lacks the limiter's fields: %v %q", resp.Header, resp.Body)
 	}
-	if decision == nil || decision.Rule != "x" || decision.Result.Allowed {
+	if decision == nil || decision.Rule() != "x" || decision.Result().Allowed || !decision.Denied() {
 		t.Fatalf("decision = %+v", decision)
 	}
 }
@@ -281,7 +281,7 @@ func TestMiddlewareNilPanics(t *testing.T) {
 func BenchmarkAllow(b *testing.B) {
 	hooks := ratelimitecho.Config{
 		Limit: ratelimit.PerSecond(1e9), Key: ratelimit.ByIP(),
-		DenyHandler:  func(echo.Context, *ratelimit.Decision) error { return echo.ErrTooManyRequests },
+		DenyHandler:  func(echo.Context, *ratelimit.Verdict) error { return echo.ErrTooManyRequests },
 		ErrorHandler: func(echo.Context, error) error { return echo.ErrServiceUnavailable },
 	}
 	for _, bm := range []struct {

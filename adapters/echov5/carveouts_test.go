@@ -31,7 +31,7 @@ func exhaustible(p *ratelimittest.CarveOutProber, withConfig bool) echo.Middlewa
 	}
 	return ratelimitecho.NewWithConfig(ratelimitecho.Config{
 		Limit: ratelimit.PerHour(2), Key: ratelimit.Global(), Options: opts,
-		DenyHandler: func(c *echo.Context, d *ratelimit.Decision) error {
+		DenyHandler: func(c *echo.Context, v *ratelimit.Verdict) error {
 			return c.NoContent(http.StatusTooManyRequests)
 		},
 	})

@@ -58,7 +58,7 @@ func ExampleNewWithConfig() {
 			Skipper: func(c *echo.Context) bool { return c.Get("internal") == true },
 			Limit:   ratelimit.PerMinute(1),
 			Key:     ratelimit.ByIP(),
-			DenyHandler: func(c *echo.Context, d *ratelimit.Decision) error {
+			DenyHandler: func(c *echo.Context, v *ratelimit.Verdict) error {
 				return echo.NewHTTPError(http.StatusTooManyRequests, "slow down")
 			},
 			ErrorHandler: func(c *echo.Context, err error) error {

@@ -115,12 +115,12 @@ type Config struct {
 
 	// DenyHandler, if set, replaces the core's 429 response. It runs with the
 	// rate-limit fields, Retry-After and Cache-Control already set, and gets
-	// the decision (the rule and its Result). The error it returns is
+	// the verdict (its Rule, Result and Violated). The error it returns is
 	// returned from the middleware, for echo's HTTPErrorHandler: return
 	// echo.NewHTTPError(http.StatusTooManyRequests, "") to have echo render the
 	// denial, or write a response with c and return nil. The next handler is
 	// never called.
-	DenyHandler func(c *echo.Context, d *ratelimit.Decision) error
+	DenyHandler func(c *echo.Context, v *ratelimit.Verdict) error
 
 	// ErrorHandler, if set, is called when the store fails. A non-nil error
 	// is returned from the middleware and the request stops there (fail
@@ -193,7 +193,8 @@ func NewWithConfig(cfg Config) echo.MiddlewareFunc {
 			switch {
 			case cfg.DenyHandler != nil && v.Denied():
 				v.SetHeaders(c.Response().Header())
-				return cfg.DenyHandler(c, &ratelimit.Decision{Rule: v.Rule(), Result: v.Result(), Violated: v.Violated()})
+				d := v // the handler's copy: v stays on the stack
+				return cfg.DenyHandler(c, &d)
 			case cfg.ErrorHandler != nil && errors.Is(v.Err(), ratelimit.ErrStoreUnavailable):
 				if err := cfg.ErrorHandler(c, v.Err()); err != nil {
 					v.Done()

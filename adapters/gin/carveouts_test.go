@@ -71,8 +71,8 @@ func TestDenyHandlerRendersGinJSON(t *testing.T) {
 		Limit:   ratelimit.PerMinute(1),
 		Key:     ratelimit.ByIP(),
 		Options: []ratelimit.Option{clock(), ratelimit.WithName("api")},
-		DenyHandler: func(c *gin.Context, d *ratelimit.Decision) {
-			c.JSON(http.StatusTooManyRequests, gin.H{"error": "rate_limited", "rule": d.Rule, "retry_in_ms": d.Result.RetryAfter.Milliseconds()})
+		DenyHandler: func(c *gin.Context, v *ratelimit.Verdict) {
+			c.JSON(http.StatusTooManyRequests, gin.H{"error": "rate_limited", "rule": v.Rule(), "retry_in_ms": v.Result().RetryAfter.Milliseconds()})
 		},
 	}))
 	r.GET("/x", func(c *gin.Context) { sawNext = true; ok(c) })
@@ -107,7 +107,7 @@ func TestDenyHandlerCostsNoAllocation(t *testing.T) {
 	r := gin.New()
 	r.Use(ratelimitgin.NewWithConfig(ratelimitgin.Config{
 		Limit: ratelimit.PerSecond(1e6), Key: ratelimit.ByIP(),
-		DenyHandler: func(c *gin.Context, d *ratelimit.Decision) { c.Status(http.StatusTooManyRequests) },
+		DenyHandler: func(c *gin.Context, v *ratelimit.Verdict) { c.Status(http.StatusTooManyRequests) },
 	}))
 	r.GET("/x", ok)
 	plain := gin.New()

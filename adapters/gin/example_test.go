@@ -95,10 +95,10 @@ func ExampleNewWithConfig() {
 		Key:   ratelimit.ByIP(),
 		// A clock that stands still, for the output below.
 		Options: []ratelimit.Option{ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))},
-		DenyHandler: func(c *gin.Context, d *ratelimit.Decision) {
+		DenyHandler: func(c *gin.Context, v *ratelimit.Verdict) {
 			c.JSON(http.StatusTooManyRequests, gin.H{
 				"error":       "rate_limited",
-				"retry_in_ms": d.Result.RetryAfter.Milliseconds(),
+				"retry_in_ms": v.Result().RetryAfter.Milliseconds(),
 			})
 		},
 	}))

@@ -51,14 +51,14 @@
 // # Denials in your own format
 //
 // NewWithConfig takes a DenyHandler, a gin handler that renders the 429
-// with the decision, for example in the application's JSON error format:
+// with the verdict, for example in the application's JSON error format:
 //
 //	r.Use(ratelimitgin.NewWithConfig(ratelimitgin.Config{
 //		Limit: ratelimit.PerMinute(100),
 //		Key:   ratelimit.ByIP(),
-//		DenyHandler: func(c *gin.Context, d *ratelimit.Decision) {
+//		DenyHandler: func(c *gin.Context, v *ratelimit.Verdict) {
 //			c.JSON(http.StatusTooManyRequests, gin.H{"error": "rate_limited",
-//				"retry_in_ms": d.Result.RetryAfter.Milliseconds()})
+//				"retry_in_ms": v.Result().RetryAfter.Milliseconds()})
 //		},
 //	}))
 //
@@ -133,11 +133,11 @@ type Config struct {
 
 	// DenyHandler, if set, replaces the core's 429 response. It runs with
 	// the rate-limit fields, Retry-After and Cache-Control already set and
-	// gets the decision: the rule that denied and its Result (RetryAfter,
+	// gets the verdict: the rule that denied (Rule) and its Result (RetryAfter,
 	// Remaining, Limit). It writes the response, status included, for
 	// example with c.JSON(http.StatusTooManyRequests, ...). The chain is
 	// aborted after it returns; the next handler is never called.
-	DenyHandler func(c *gin.Context, d *ratelimit.Decision)
+	DenyHandler func(c *gin.Context, v *ratelimit.Verdict)
 }
 
 // NewWithConfig returns gin middleware configured by cfg. It panics on an
@@ -152,7 +152,8 @@ func NewWithConfig(cfg Config) gin.HandlerFunc {
 		v := l.CheckRoute(pattern(c), c.FullPath())
 		if v.Denied() {
 			v.SetHeaders(c.Writer.Header())
-			deny(c, &ratelimit.Decision{Rule: v.Rule(), Result: v.Result(), Violated: v.Violated()})
+			d := v // the handler's copy: v stays on the stack
+			deny(c, &d)
 			c.Abort()
 			return
 		}

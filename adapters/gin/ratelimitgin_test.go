@@ -130,9 +130,9 @@ func TestDeniedHandler(t *testing.T) {
 	r := gin.New()
 	r.GET("/x", ratelimitgin.New(ratelimit.PerMinute(1), ratelimit.ByIP(), clock(),
 		ratelimit.WithDeniedHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			d, _ := ratelimit.DecisionFrom(r)
+			v, _ := ratelimit.VerdictFrom(r)
 			w.WriteHeader(http.StatusTooManyRequests)
-			fmt.Fprintf(w, "slow down (%s)", d.Rule)
+			fmt.Fprintf(w, "slow down (%s)", v.Rule())
 		}))), ok)
 	ratelimittest.Get(r, "/x")
 	resp := ratelimittest.Get(r, "/x")

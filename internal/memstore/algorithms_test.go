@@ -131,3 +131,32 @@ func TestLoweredLimitNeverNegative(t *testing.T) {
 		t.Fatalf("ended window: %+v", res)
 	}
 }
+
+// TestTakeAllAllocatesNothing: a batch of GCRA and window requests, allowed
+// or denied and rolled back, is decided without a heap allocation (the
+// multi-rule request path calls TakeAll on every request).
+func TestTakeAllAllocatesNothing(t *testing.T) {
+	s := New(Config{})
+	lim := Limit{Rate: 1e9, Period: int64(time.Second), Capacity: 1e9}
+	reqs := []Request{
+		{Rule: "a", Key: "k", Alg: GCRA, Limit: lim, Cost: 1},
+		{Rule: "b", Key: "k", Alg: FixedWindow, Limit: lim, Cost: 1},
+		{Rule: "c", Key: "k", Alg: GCRA, Limit: lim, Cost: 1},
+	}
+	res := make([]Result, len(reqs))
+	now := int64(time.Hour)
+	run := func() {
+		if err := s.TakeAll(reqs, res, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	if allocs := testing.AllocsPerRun(100, run); allocs != 0 || !res[0].Allowed {
+		t.Fatalf("allowed batch: %.1f allocs, results %+v", allocs, res)
+	}
+	reqs[2].Limit = Limit{Rate: 1, Period: int64(time.Hour), Capacity: 1}
+	run() // takes c's only unit
+	if allocs := testing.AllocsPerRun(100, run); allocs != 0 || res[2].Allowed {
+		t.Fatalf("denied batch: %.1f allocs, results %+v", allocs, res)
+	}
+}

@@ -84,13 +84,16 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 	}()
 
 	var hs [MaxBatch]held
-	var which [MaxBatch]*held // the held key of each GCRA request
+	// which[i] is 1 + the index in hs of GCRA request i's held key, 0 for
+	// another request: indices, not pointers, so that hs stays on the stack.
+	var which [MaxBatch]uint8
 	g := s.hold(reqs, hashes[:len(reqs)], hs[:0], which[:])
 	var log [MaxBatch]undo
 	denied := false
 	for i := range reqs {
 		r := &reqs[i]
-		if k := which[i]; k != nil {
+		if j := which[i]; j > 0 {
+			k := &g[j-1]
 			next, d := gcraDecide(k.cur, now, r.Limit, r.Cost)
 			if d.allowed && r.Cost > 0 {
 				k.cur, k.stored = next, true
@@ -110,9 +113,9 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 	return nil
 }
 
-// hold holds the GCRA keys of reqs, appending them to hs, and points
-// which[i] at request i's.
-func (s *Store) hold(reqs []Request, hashes []uint64, hs []held, which []*held) []held {
+// hold holds the GCRA keys of reqs, appending them to hs, and sets
+// which[i] to 1 + the index of request i's.
+func (s *Store) hold(reqs []Request, hashes []uint64, hs []held, which []uint8) []held {
 	for i := range reqs {
 		if reqs[i].Alg != GCRA {
 			continue
@@ -130,7 +133,7 @@ func (s *Store) hold(reqs []Request, hashes []uint64, hs []held, which []*held) 
 			hs = append(hs, held{h: h, sh: sh, slot: slot, orig: v, cur: v})
 			k = len(hs) - 1
 		}
-		which[i] = &hs[k]
+		which[i] = uint8(k + 1)
 	}
 	return hs
 }
@@ -165,7 +168,7 @@ func (s *Store) commit(hs []held, now int64) {
 // the other requests are undone in reverse so that a key named twice ends
 // at its first state; then every allowed request is reported as it stands
 // with nothing consumed.
-func (s *Store) rollback(reqs []Request, hs []held, which []*held, log []undo, results []Result, now int64) {
+func (s *Store) rollback(reqs []Request, hs []held, which []uint8, log []undo, results []Result, now int64) {
 	for i := range hs {
 		if k := &hs[i]; k.slot >= 0 {
 			k.sh.release(k.slot, k.orig)
@@ -182,8 +185,8 @@ func (s *Store) rollback(reqs []Request, hs []held, which []*held, log []undo, r
 		}
 		peek := reqs[i]
 		peek.Cost = 0
-		if k := which[i]; k != nil {
-			_, d := gcraDecide(k.orig, now, peek.Limit, 0)
+		if j := which[i]; j > 0 {
+			_, d := gcraDecide(hs[j-1].orig, now, peek.Limit, 0)
 			results[i] = d.result(now, peek.Limit)
 		} else {
 			results[i] = s.apply(log[i].h, &peek, now)
