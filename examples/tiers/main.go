@@ -11,13 +11,13 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/examples/internal/appserver"
 	ratelimitprom "github.com/sluicehq/ratelimit/metrics/prometheus"
 )
 
@@ -62,11 +62,7 @@ func main() {
 	// Metrics: one Observer, registered once, shared by every limiter.
 	h := newHandler(prometheus.DefaultRegisterer, prometheus.DefaultGatherer)
 
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		log.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
+	ln, base := appserver.Listen(*addr)
 	fmt.Printf(`Serving on %[1]s. API keys: free-key-1, standard-key-2, enterprise-key-3.
 
 A tenant's limits are in the RateLimit-Policy header:
