@@ -24,11 +24,10 @@ func writeProxy(mods []*repoModule, out string) error {
 		if !m.Published() {
 			continue
 		}
-		esc, err := module.EscapePath(m.Path)
+		dir, err := versionDir(out, m)
 		if err != nil {
 			return err
 		}
-		dir := filepath.Join(out, filepath.FromSlash(esc), "@v")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
@@ -89,6 +88,16 @@ func (f file) Path() string                 { return f.name }
 func (f file) Lstat() (os.FileInfo, error)  { return os.Lstat(f.abs) }
 func (f file) Open() (io.ReadCloser, error) { return os.Open(f.abs) }
 
+// versionDir returns the directory of m's versions in the GOPROXY
+// directory proxyDir: <escaped module path>/@v.
+func versionDir(proxyDir string, m *repoModule) (string, error) {
+	esc, err := module.EscapePath(m.Path)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(proxyDir, filepath.FromSlash(esc), "@v"), nil
+}
+
 // extract unpacks every published module's zip from the proxy at proxyDir
 // into out/<module dir>: the files a user's go command would download.
 func extract(mods []*repoModule, proxyDir, out string) error {
@@ -96,11 +105,11 @@ func extract(mods []*repoModule, proxyDir, out string) error {
 		if !m.Published() {
 			continue
 		}
-		esc, err := module.EscapePath(m.Path)
+		vdir, err := versionDir(proxyDir, m)
 		if err != nil {
 			return err
 		}
-		z := filepath.Join(proxyDir, filepath.FromSlash(esc), "@v", m.Version+".zip")
+		z := filepath.Join(vdir, m.Version+".zip")
 		dir := filepath.Join(out, filepath.FromSlash(m.Dir))
 		if m.Dir == "." {
 			dir = filepath.Join(out, "core")
