@@ -357,35 +357,43 @@ var storeCases = []struct {
 	}},
 	{"Concurrent/exact-under-contention", func(t *testing.T, st *storeTester) {
 		req := gcra("hot", ratelimit.PerHour(100), 1)
-		var ok atomic.Int64
-		var wg sync.WaitGroup
-		errs := make(chan error, 1)
-		for g := 0; g < 20; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < 10; i++ {
-					res, err := st.s.Take(context.Background(), req)
-					if err != nil {
-						select {
-						case errs <- err:
-						default:
-						}
-						return
-					}
-					if res.Allowed {
-						ok.Add(1)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		if err := <-errs; err != nil {
+		ok, err := concurrentTakes(st, req, 20, 10, nil)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if ok.Load() != 100 {
-			t.Fatalf("200 concurrent takes on a capacity of 100 admitted %d", ok.Load())
+		if ok != 100 {
+			t.Fatalf("200 concurrent takes on a capacity of 100 admitted %d", ok)
 		}
 	}},
+}
+
+// concurrentTakes runs goroutines goroutines that each take req perG times,
+// calling before(g, i) first when it is not nil, and returns how many
+// takes were allowed and the first error (a goroutine stops at its error).
+func concurrentTakes(st *storeTester, req ratelimit.Request, goroutines, perG int, before func(g, i int)) (int64, error) {
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perG; i++ {
+				if before != nil {
+					before(g, i)
+				}
+				res, err := st.s.Take(context.Background(), req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return admitted.Load(), <-errs
 }
