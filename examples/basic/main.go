@@ -9,7 +9,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"log"
 	"net/http"
@@ -19,10 +18,7 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "localhost:8080", "listen address")
-	flag.Parse()
-
-	ln, base := appserver.Listen(*addr)
+	ln, base := appserver.ListenFlag("localhost:8080")
 	fmt.Printf(`Serving on %s
 
 See the rate-limit headers:

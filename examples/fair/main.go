@@ -7,7 +7,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"log"
 	"net/http"
@@ -20,10 +19,7 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "localhost:8080", "listen address")
-	flag.Parse()
-
-	ln, base := appserver.Listen(*addr)
+	ln, base := appserver.ListenFlag("localhost:8080")
 	fmt.Printf(`Serving on %s (4 seats; every request takes 200ms)
 
 A loud tenant and a quiet one, at the same time:

@@ -8,7 +8,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"log"
 	"net/http"
@@ -56,13 +55,10 @@ func lookup(r *http.Request) (tenant, bool) {
 }
 
 func main() {
-	addr := flag.String("addr", "localhost:8080", "listen address")
-	flag.Parse()
-
 	// Metrics: one Observer, registered once, shared by every limiter.
 	h := newHandler(prometheus.DefaultRegisterer, prometheus.DefaultGatherer)
 
-	ln, base := appserver.Listen(*addr)
+	ln, base := appserver.ListenFlag("localhost:8080")
 	fmt.Printf(`Serving on %[1]s. API keys: free-key-1, standard-key-2, enterprise-key-3.
 
 A tenant's limits are in the RateLimit-Policy header:

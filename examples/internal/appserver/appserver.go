@@ -1,6 +1,6 @@
 // Package appserver serves the example apps: Serve and Main the chi, gin
 // and echo apps, which make the same promises (see apptest.Check), and
-// Listen the listener of the others.
+// Listen and ListenFlag make the listener of the others.
 package appserver
 
 import (
@@ -48,9 +48,21 @@ func Serve(framework, addr string, h http.Handler) {
 // Main serves h like Serve, on the address of the -addr flag (defaultAddr
 // unless set). It parses the command line.
 func Main(framework, defaultAddr string, h http.Handler) {
+	Serve(framework, addrFlag(defaultAddr), h)
+}
+
+// ListenFlag is Listen on the address of the -addr flag (defaultAddr
+// unless set). It parses the command line.
+func ListenFlag(defaultAddr string) (net.Listener, string) {
+	return Listen(addrFlag(defaultAddr))
+}
+
+// addrFlag defines the -addr flag, parses the command line and returns the
+// flag's value.
+func addrFlag(defaultAddr string) string {
 	addr := flag.String("addr", defaultAddr, "address to listen on")
 	flag.Parse()
-	Serve(framework, *addr, h)
+	return *addr
 }
 
 // Listen listens on addr (":0" picks a free port) and returns the listener
