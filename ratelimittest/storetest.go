@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -365,35 +363,4 @@ var storeCases = []struct {
 			t.Fatalf("200 concurrent takes on a capacity of 100 admitted %d", ok)
 		}
 	}},
-}
-
-// concurrentTakes runs goroutines goroutines that each take req perG times,
-// calling before(g, i) first when it is not nil, and returns how many
-// takes were allowed and the first error (a goroutine stops at its error).
-func concurrentTakes(st *storeTester, req ratelimit.Request, goroutines, perG int, before func(g, i int)) (int64, error) {
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	for g := 0; g < goroutines; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < perG; i++ {
-				if before != nil {
-					before(g, i)
-				}
-				res, err := st.s.Take(context.Background(), req)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if res.Allowed {
-					admitted.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return admitted.Load(), <-errs
 }

@@ -3,6 +3,8 @@ package ratelimittest
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,4 +219,35 @@ var exactCases = []struct {
 		// The second slot (taken at +10s) still holds until +70s.
 		st.take(withAlg(gcra("k", req.Limit, 0), ratelimit.Concurrency), allowed(1, 5*time.Second))
 	}},
+}
+
+// concurrentTakes runs goroutines goroutines that each take req perG times,
+// calling before(g, i) first when it is not nil, and returns how many
+// takes were allowed and the first error (a goroutine stops at its error).
+func concurrentTakes(st *storeTester, req ratelimit.Request, goroutines, perG int, before func(g, i int)) (int64, error) {
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perG; i++ {
+				if before != nil {
+					before(g, i)
+				}
+				res, err := st.s.Take(context.Background(), req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return admitted.Load(), <-errs
 }
