@@ -38,3 +38,14 @@ func Buckets(pkg string, bounds []float64) Option {
 	bounds = append([]float64(nil), bounds...)
 	return func(s *Settings) { s.Buckets = bounds }
 }
+
+// Apply returns the default Settings (DefaultMax pairs, buckets as the
+// bounds) after opts, in order. O is the Option type of an integration, a
+// func(*Settings).
+func Apply[O ~func(*Settings)](buckets []float64, opts []O) Settings {
+	s := Settings{MaxRules: DefaultMax, Buckets: buckets}
+	for _, opt := range opts {
+		opt(&s)
+	}
+	return s
+}

@@ -43,3 +43,15 @@ func TestBucketsPanicsWhenEmptyAndCopiesTheBounds(t *testing.T) {
 		t.Errorf("Buckets = %v, want [0.1 1] whatever the caller does to its slice", s.Buckets)
 	}
 }
+
+func TestApplyStartsFromTheDefaultsAndAppliesOptionsInOrder(t *testing.T) {
+	type option func(*Settings) // an integration's own Option type
+	def := []float64{1, 2}
+	if s := Apply[option](def, nil); s.MaxRules != DefaultMax || len(s.Buckets) != 2 {
+		t.Errorf("Apply(no options) = %+v, want DefaultMax and the default bounds", s)
+	}
+	s := Apply(def, []option{option(MaxRules("p", 5)), option(MaxRules("p", 7)), option(Buckets("p", []float64{3}))})
+	if s.MaxRules != 7 || len(s.Buckets) != 1 || s.Buckets[0] != 3 {
+		t.Errorf("Apply = %+v, want the last MaxRules (7) and bounds [3]", s)
+	}
+}

@@ -63,13 +63,7 @@ func NewFairObserver(meter metric.Meter, opts ...Option) (*FairObserver, error) 
 	if meter == nil {
 		return nil, errors.New("ratelimitotel: NewFairObserver(nil meter)")
 	}
-	c := config{MaxRules: DefaultMaxRules}
-	for _, opt := range opts {
-		opt(&c)
-	}
-	if c.Buckets == nil {
-		c.Buckets = DefaultWaitBuckets
-	}
+	c := labelcap.Apply(DefaultWaitBuckets, opts)
 	decisions, err := meter.Int64Counter(FairDecisionsName,
 		metric.WithDescription("Fair-queuing decisions, by level and outcome."),
 		metric.WithUnit("{decision}"))

@@ -101,10 +101,7 @@ func New(meter metric.Meter, opts ...Option) (*Observer, error) {
 	if meter == nil {
 		return nil, errors.New("ratelimitotel: New(nil meter)")
 	}
-	c := config{MaxRules: DefaultMaxRules, Buckets: DefaultBuckets}
-	for _, opt := range opts {
-		opt(&c)
-	}
+	c := labelcap.Apply(DefaultBuckets, opts)
 	decisions, err := meter.Int64Counter(DecisionsName,
 		metric.WithDescription("Rate limit decisions, by rule, key kind and outcome."),
 		metric.WithUnit("{decision}"))

@@ -58,13 +58,7 @@ var (
 // levels; WithBuckets sets the wait histogram's bounds (DefaultWaitBuckets
 // unless set).
 func NewFairObserver(opts ...Option) *FairObserver {
-	c := config{MaxRules: DefaultMaxRules}
-	for _, opt := range opts {
-		opt(&c)
-	}
-	if c.Buckets == nil {
-		c.Buckets = DefaultWaitBuckets
-	}
+	c := labelcap.Apply(DefaultWaitBuckets, opts)
 	o := &FairObserver{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelimit_fair_decisions_total",

@@ -99,10 +99,7 @@ var (
 // New returns an Observer. Register it with a prometheus.Registerer before
 // the first scrape.
 func New(opts ...Option) *Observer {
-	c := config{MaxRules: DefaultMaxRules, Buckets: DefaultBuckets}
-	for _, opt := range opts {
-		opt(&c)
-	}
+	c := labelcap.Apply(DefaultBuckets, opts)
 	o := &Observer{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelimit_decisions_total",
