@@ -196,17 +196,27 @@ func rank(r *rule) int {
 
 // Handler returns next wrapped by the limiter.
 func (l *Limiter) Handler(next http.Handler) http.Handler {
+	return &handler{l: l, wrapped: wrap(next)}
+}
+
+// wrapped is the handler a limiter serves after its decision.
+type wrapped struct {
+	next http.Handler
+	mux  *http.ServeMux // next, if a ServeMux: asked which pattern serves a carve-out
+}
+
+// wrap returns next as a wrapped. It panics if next is nil.
+func wrap(next http.Handler) wrapped {
 	if next == nil {
 		panic("ratelimit: Handler(nil)")
 	}
-	mux, _ := next.(*http.ServeMux) // asked which pattern serves a carve-out
-	return &handler{l: l, next: next, mux: mux}
+	mux, _ := next.(*http.ServeMux)
+	return wrapped{next: next, mux: mux}
 }
 
 type handler struct {
-	l    *Limiter
-	next http.Handler
-	mux  *http.ServeMux
+	l *Limiter
+	wrapped
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -55,17 +55,12 @@ func (h *Reloadable) Store(l *Limiter) (old *Limiter) {
 // Handler returns next wrapped by whichever Limiter is current when each
 // request arrives.
 func (h *Reloadable) Handler(next http.Handler) http.Handler {
-	if next == nil {
-		panic("ratelimit: Handler(nil)")
-	}
-	mux, _ := next.(*http.ServeMux)
-	return &reloadHandler{h: h, next: next, mux: mux}
+	return &reloadHandler{h: h, wrapped: wrap(next)}
 }
 
 type reloadHandler struct {
-	h    *Reloadable
-	next http.Handler
-	mux  *http.ServeMux
+	h *Reloadable
+	wrapped
 }
 
 func (rh *reloadHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -45,23 +45,14 @@ func RedisLibraries() []RedisLibrary {
 			Name: "sluicehq", Module: "github.com/sluicehq/ratelimit/stores/redis", Algorithm: "GCRA; defaults: concurrent checks coalesced into one script call, denied keys cached locally",
 			Notes: "ratelimit.NewLimiter(limit, ByIP(), WithStore(redisstore.New(client, WithTimeout(5s)))).Allow(ctx, key), the defaults but a budget that a loaded machine cannot exceed",
 			New: func(c redis.UniversalClient, l Limit) (func(context.Context, string) (bool, error), error) {
-				lim := ratelimit.NewLimiter(ours(l), ratelimit.ByIP(), ratelimit.WithStore(redisstore.New(c, redisstore.WithTimeout(benchBudget))))
-				return func(ctx context.Context, key string) (bool, error) {
-					res, err := lim.Allow(ctx, key)
-					return res.Allowed, err
-				}, nil
+				return oursCheck(l, redisstore.New(c, redisstore.WithTimeout(benchBudget))), nil
 			},
 		},
 		{
 			Name: "sluicehq-plain", Module: "github.com/sluicehq/ratelimit/stores/redis", Algorithm: "GCRA, one EVALSHA per check",
 			Notes: "as sluicehq with redisstore.WithoutCoalescing() and redisstore.WithoutDeniedCache(): one script call per check",
 			New: func(c redis.UniversalClient, l Limit) (func(context.Context, string) (bool, error), error) {
-				st := redisstore.New(c, redisstore.WithoutCoalescing(), redisstore.WithoutDeniedCache(), redisstore.WithTimeout(benchBudget))
-				lim := ratelimit.NewLimiter(ours(l), ratelimit.ByIP(), ratelimit.WithStore(st))
-				return func(ctx context.Context, key string) (bool, error) {
-					res, err := lim.Allow(ctx, key)
-					return res.Allowed, err
-				}, nil
+				return oursCheck(l, redisstore.New(c, redisstore.WithoutCoalescing(), redisstore.WithoutDeniedCache(), redisstore.WithTimeout(benchBudget))), nil
 			},
 		},
 		{
@@ -115,6 +106,15 @@ func RedisLibraries() []RedisLibrary {
 	}
 }
 
+// oursCheck returns a check of one event through a Limiter on st.
+func oursCheck(l Limit, st ratelimit.Store) func(context.Context, string) (bool, error) {
+	lim := ratelimit.NewLimiter(ours(l), ratelimit.ByIP(), ratelimit.WithStore(st))
+	return func(ctx context.Context, key string) (bool, error) {
+		res, err := lim.Allow(ctx, key)
+		return res.Allowed, err
+	}
+}
+
 // RedisResult is one Redis throughput measurement.
 type RedisResult struct {
 	Library  string
@@ -158,8 +158,38 @@ func RunRedis(srv *RedisServer, lib RedisLibrary, c Case, workers int, d time.Du
 	ctx := context.Background()
 	client, rt := srv.Client(workers)
 	defer client.Close()
-	if err := client.FlushAll(ctx).Err(); err != nil {
+	check, keys, err := prepareRedis(ctx, client, lib, c, workers)
+	if err != nil {
 		return RedisResult{}, err
+	}
+	before, err := takeServerCounters(ctx, client)
+	if err != nil {
+		return RedisResult{}, err
+	}
+	rt0 := rt.Load()
+	res := timeChecks(ctx, check, keys, c, workers, d)
+	res.Library, res.Case, res.Workers = lib.Name, c, workers
+	res.RTrips = rt.Load() - rt0
+	after, err := takeServerCounters(ctx, client)
+	if err != nil {
+		return RedisResult{}, err
+	}
+	res.ServerCPU = after.cpu - before.cpu
+	for k, v := range after.calls {
+		if k != "info" { // the measurement's own
+			res.Commands += v - before.calls[k]
+		}
+	}
+	return res, nil
+}
+
+// prepareRedis flushes the database, builds lib's check for c, checks every
+// key once (twice on the deny path), verifies that lib kept state for every
+// key and opens the whole connection pool, so that the timed checks start
+// from the same state for every library.
+func prepareRedis(ctx context.Context, client *redis.Client, lib RedisLibrary, c Case, workers int) (func(context.Context, string) (bool, error), []string, error) {
+	if err := client.FlushAll(ctx).Err(); err != nil {
+		return nil, nil, err
 	}
 	limit := RedisUnlimited
 	if c.Deny {
@@ -167,7 +197,7 @@ func RunRedis(srv *RedisServer, lib RedisLibrary, c Case, workers int, d time.Du
 	}
 	check, err := lib.New(client, limit)
 	if err != nil {
-		return RedisResult{}, err
+		return nil, nil, err
 	}
 	keys := make([]string, c.Keys)
 	for i := range keys {
@@ -175,11 +205,28 @@ func RunRedis(srv *RedisServer, lib RedisLibrary, c Case, workers int, d time.Du
 	}
 	expired0, err := ExpiredKeys(ctx, client)
 	if err != nil {
-		return RedisResult{}, err
+		return nil, nil, err
 	}
-	// Before timing: every key's first check passes (distinct keys), and on
-	// the deny path its second is denied.
-	if err := forEach(keys, workers, func(k string) error {
+	if err := primeKeys(ctx, check, lib, c, keys, workers); err != nil {
+		return nil, nil, err
+	}
+	if err := checkKeptState(ctx, client, lib, c, expired0); err != nil {
+		return nil, nil, err
+	}
+	// Open the whole pool before timing, so that no connection set-up
+	// (HELLO, CLIENT SETINFO) is counted as a round trip of a check.
+	if err := forEach(make([]string, workers), workers, func(string) error {
+		return client.Ping(ctx).Err()
+	}); err != nil {
+		return nil, nil, err
+	}
+	return check, keys, nil
+}
+
+// primeKeys checks every key once before timing: each first check passes
+// (distinct keys), and on the deny path each second one is denied.
+func primeKeys(ctx context.Context, check func(context.Context, string) (bool, error), lib RedisLibrary, c Case, keys []string, workers int) error {
+	return forEach(keys, workers, func(k string) error {
 		ok, err := check(ctx, k)
 		if err != nil || !ok {
 			return fmt.Errorf("%s: first check of %s: allowed=%v err=%v", lib.Name, k, ok, err)
@@ -190,42 +237,51 @@ func RunRedis(srv *RedisServer, lib RedisLibrary, c Case, workers int, d time.Du
 			}
 		}
 		return nil
-	}); err != nil {
-		return RedisResult{}, err
-	}
-	// Every library must keep state for every key: a limit whose arithmetic
-	// underflows (redis_rate in float seconds cannot add 1ns to the time)
-	// would skip its write and time a cheaper path than the others.
-	// A key whose state is back to full may have expired already (ours
-	// expire as soon as they are equivalent to absent).
+	})
+}
+
+// checkKeptState fails unless every key has state in Redis or has expired
+// since expired0. A limit whose arithmetic underflows (redis_rate in float
+// seconds cannot add 1ns to the time) would skip its write and time a
+// cheaper path than the others. A key whose state is back to full may have
+// expired already (ours expire as soon as they are equivalent to absent).
+func checkKeptState(ctx context.Context, client *redis.Client, lib RedisLibrary, c Case, expired0 int64) error {
 	n, err := client.DBSize(ctx).Result()
 	if err != nil {
-		return RedisResult{}, err
+		return err
 	}
 	expired1, err := ExpiredKeys(ctx, client)
 	if err != nil {
-		return RedisResult{}, err
+		return err
 	}
 	if n+expired1-expired0 < int64(c.Keys) {
-		return RedisResult{}, fmt.Errorf("%s %v: %d keys in Redis and %d expired after checking %d keys: the library kept no state", lib.Name, c, n, expired1-expired0, c.Keys)
+		return fmt.Errorf("%s %v: %d keys in Redis and %d expired after checking %d keys: the library kept no state", lib.Name, c, n, expired1-expired0, c.Keys)
 	}
-	// Open the whole pool before timing, so that no connection set-up
-	// (HELLO, CLIENT SETINFO) is counted as a round trip of a check.
-	if err := forEach(make([]string, workers), workers, func(string) error {
-		return client.Ping(ctx).Err()
-	}); err != nil {
-		return RedisResult{}, err
-	}
-	before, err := CommandCalls(ctx, client)
+	return nil
+}
+
+// serverCounters are the redis-server counters read around a measurement.
+type serverCounters struct {
+	calls map[string]int64 // INFO commandstats calls by command
+	cpu   time.Duration    // INFO cpu, user + system
+}
+
+func takeServerCounters(ctx context.Context, client *redis.Client) (serverCounters, error) {
+	calls, err := CommandCalls(ctx, client)
 	if err != nil {
-		return RedisResult{}, err
+		return serverCounters{}, err
 	}
-	cpu0, err := ServerCPU(ctx, client)
+	cpu, err := ServerCPU(ctx, client)
 	if err != nil {
-		return RedisResult{}, err
+		return serverCounters{}, err
 	}
-	rt0 := rt.Load()
-	res := RedisResult{Library: lib.Name, Case: c, Workers: workers}
+	return serverCounters{calls: calls, cpu: cpu}, nil
+}
+
+// timeChecks runs workers goroutines that check keys in turn for d and
+// returns the checks, wrong decisions, errors, elapsed time and latency
+// percentiles.
+func timeChecks(ctx context.Context, check func(context.Context, string) (bool, error), keys []string, c Case, workers int, d time.Duration) RedisResult {
 	var checks, wrong, errs atomic.Int64
 	lats := make([][]time.Duration, workers)
 	var wg sync.WaitGroup
@@ -259,26 +315,11 @@ func RunRedis(srv *RedisServer, lib RedisLibrary, c Case, workers int, d time.Du
 		}(w)
 	}
 	wg.Wait()
-	res.Elapsed = time.Since(start)
-	res.RTrips = rt.Load() - rt0
-	cpu1, err := ServerCPU(ctx, client)
-	if err != nil {
-		return RedisResult{}, err
-	}
-	res.ServerCPU = cpu1 - cpu0
-	after, err := CommandCalls(ctx, client)
-	if err != nil {
-		return RedisResult{}, err
-	}
-	for k, v := range after {
-		if k != "info" { // the measurement's own
-			res.Commands += v - before[k]
-		}
-	}
+	res := RedisResult{Elapsed: time.Since(start)}
 	res.Checks, res.Wrong, res.Errors = checks.Load(), wrong.Load(), errs.Load()
 	all := slices.Concat(lats...)
 	res.P50, res.P99 = Percentile(all, 0.50), Percentile(all, 0.99)
-	return res, nil
+	return res
 }
 
 func forEach(keys []string, workers int, f func(string) error) error {

@@ -109,24 +109,12 @@ func (t *Transport) init() {
 		if t.base == nil {
 			t.base = http.DefaultTransport
 		}
-		t.maxWait = t.MaxWait
-		switch {
-		case t.maxWait == 0:
-			t.maxWait = DefaultMaxWait
-		case t.maxWait < 0:
-			t.maxWait = 0
-		}
+		t.maxWait = zeroDefaultNegativeNone(t.MaxWait, DefaultMaxWait)
 		t.maxDelay = t.MaxDelay
 		if t.maxDelay <= 0 {
 			t.maxDelay = DefaultMaxDelay
 		}
-		t.maxRetries = t.MaxRetries
-		switch {
-		case t.maxRetries == 0:
-			t.maxRetries = DefaultMaxRetries
-		case t.maxRetries < 0:
-			t.maxRetries = 0
-		}
+		t.maxRetries = zeroDefaultNegativeNone(t.MaxRetries, DefaultMaxRetries)
 		ratio := t.RetryRatio
 		if ratio == 0 {
 			ratio = DefaultRetryRatio
@@ -195,4 +183,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		discard(resp)
 		t.observe(Event{Kind: Retried, Partition: p.name, Attempt: attempt + 1, Status: resp.StatusCode})
 	}
+}
+
+// zeroDefaultNegativeNone resolves a field whose zero value means def and
+// whose negative values mean none (0).
+func zeroDefaultNegativeNone[T int | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -357,35 +355,12 @@ var storeCases = []struct {
 	}},
 	{"Concurrent/exact-under-contention", func(t *testing.T, st *storeTester) {
 		req := gcra("hot", ratelimit.PerHour(100), 1)
-		var ok atomic.Int64
-		var wg sync.WaitGroup
-		errs := make(chan error, 1)
-		for g := 0; g < 20; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < 10; i++ {
-					res, err := st.s.Take(context.Background(), req)
-					if err != nil {
-						select {
-						case errs <- err:
-						default:
-						}
-						return
-					}
-					if res.Allowed {
-						ok.Add(1)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		if err := <-errs; err != nil {
+		ok, err := concurrentTakes(st, req, 20, 10, nil)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if ok.Load() != 100 {
-			t.Fatalf("200 concurrent takes on a capacity of 100 admitted %d", ok.Load())
+		if ok != 100 {
+			t.Fatalf("200 concurrent takes on a capacity of 100 admitted %d", ok)
 		}
 	}},
 }

@@ -131,33 +131,14 @@ var exactCases = []struct {
 		boundary := Epoch.Add(time.Minute)
 		for _, a := range bounded {
 			req := withAlg(gcra("hot-"+a.String(), ratelimit.PerMinute(10), 1), a)
-			var admitted atomic.Int64
-			var wg sync.WaitGroup
-			errs := make(chan error, 64)
-			for g := 0; g < 64; g++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := 0; i < 8; i++ {
-						st.clock.Set(boundary.Add(time.Duration(1-2*((g+i)%2)) * ms))
-						res, err := st.s.Take(context.Background(), req)
-						if err != nil {
-							errs <- err
-							return
-						}
-						if res.Allowed {
-							admitted.Add(1)
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
+			n, err := concurrentTakes(st, req, 64, 8, func(g, i int) {
+				st.clock.Set(boundary.Add(time.Duration(1-2*((g+i)%2)) * ms))
+			})
+			if err != nil {
 				t.Fatal(err)
 			}
 			// Two windows of 10; GCRA: 10 at once plus what 2ms refill (none).
-			if n := admitted.Load(); n > 20 {
+			if n > 20 {
 				t.Errorf("%v: 512 requests around one boundary admitted %d; the two windows hold 20", a, n)
 			}
 		}
@@ -238,4 +219,35 @@ var exactCases = []struct {
 		// The second slot (taken at +10s) still holds until +70s.
 		st.take(withAlg(gcra("k", req.Limit, 0), ratelimit.Concurrency), allowed(1, 5*time.Second))
 	}},
+}
+
+// concurrentTakes runs goroutines goroutines that each take req perG times,
+// calling before(g, i) first when it is not nil, and returns how many
+// takes were allowed and the first error (a goroutine stops at its error).
+func concurrentTakes(st *storeTester, req ratelimit.Request, goroutines, perG int, before func(g, i int)) (int64, error) {
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perG; i++ {
+				if before != nil {
+					before(g, i)
+				}
+				res, err := st.s.Take(context.Background(), req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return admitted.Load(), <-errs
 }

@@ -20,15 +20,7 @@ import (
 // declared version, made from the working tree: the files git tracks or
 // would track (ignored files such as built binaries stay out).
 func writeProxy(mods []*repoModule, out string) error {
-	for _, m := range mods {
-		if !m.Published() {
-			continue
-		}
-		esc, err := module.EscapePath(m.Path)
-		if err != nil {
-			return err
-		}
-		dir := filepath.Join(out, filepath.FromSlash(esc), "@v")
+	return eachPublished(mods, out, func(m *repoModule, dir string) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
@@ -56,8 +48,8 @@ func writeProxy(mods []*repoModule, out string) error {
 			}
 		}
 		fmt.Printf("modtool: %s@%s (%d bytes)\n", m.Path, m.Version, buf.Len())
-	}
-	return nil
+		return nil
+	})
 }
 
 func zipModule(w io.Writer, m *repoModule) error {
@@ -89,9 +81,10 @@ func (f file) Path() string                 { return f.name }
 func (f file) Lstat() (os.FileInfo, error)  { return os.Lstat(f.abs) }
 func (f file) Open() (io.ReadCloser, error) { return os.Open(f.abs) }
 
-// extract unpacks every published module's zip from the proxy at proxyDir
-// into out/<module dir>: the files a user's go command would download.
-func extract(mods []*repoModule, proxyDir, out string) error {
+// eachPublished calls f with every published module of mods and the
+// directory of its versions in the GOPROXY directory proxyDir (<escaped
+// module path>/@v), stopping at the first error.
+func eachPublished(mods []*repoModule, proxyDir string, f func(m *repoModule, vdir string) error) error {
 	for _, m := range mods {
 		if !m.Published() {
 			continue
@@ -100,14 +93,22 @@ func extract(mods []*repoModule, proxyDir, out string) error {
 		if err != nil {
 			return err
 		}
-		z := filepath.Join(proxyDir, filepath.FromSlash(esc), "@v", m.Version+".zip")
-		dir := filepath.Join(out, filepath.FromSlash(m.Dir))
-		if m.Dir == "." {
-			dir = filepath.Join(out, "core")
-		}
-		if err := zip.Unzip(dir, module.Version{Path: m.Path, Version: m.Version}, z); err != nil {
+		if err := f(m, filepath.Join(proxyDir, filepath.FromSlash(esc), "@v")); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// extract unpacks every published module's zip from the proxy at proxyDir
+// into out/<module dir>: the files a user's go command would download.
+func extract(mods []*repoModule, proxyDir, out string) error {
+	return eachPublished(mods, proxyDir, func(m *repoModule, vdir string) error {
+		z := filepath.Join(vdir, m.Version+".zip")
+		dir := filepath.Join(out, filepath.FromSlash(m.Dir))
+		if m.Dir == "." {
+			dir = filepath.Join(out, "core")
+		}
+		return zip.Unzip(dir, module.Version{Path: m.Path, Version: m.Version}, z)
+	})
 }

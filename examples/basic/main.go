@@ -9,24 +9,16 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/examples/internal/appserver"
 )
 
 func main() {
-	addr := flag.String("addr", "localhost:8080", "listen address")
-	flag.Parse()
-
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		log.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
+	ln, base := appserver.ListenFlag("localhost:8080")
 	fmt.Printf(`Serving on %s
 
 See the rate-limit headers:

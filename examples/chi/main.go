@@ -7,7 +7,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"net/http"
 
@@ -18,9 +17,7 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "localhost:8081", "address to listen on")
-	flag.Parse()
-	appserver.Serve("chi", *addr, newHandler())
+	appserver.Main("chi", "localhost:8081", newHandler())
 }
 
 // newHandler returns the app with its limits.

@@ -8,7 +8,6 @@
 package main
 
 import (
-	"flag"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -19,9 +18,7 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "localhost:8083", "address to listen on")
-	flag.Parse()
-	appserver.Serve("echo", *addr, newHandler())
+	appserver.Main("echo", "localhost:8083", newHandler())
 }
 
 // newHandler returns the app with its limits.

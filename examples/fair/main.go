@@ -7,27 +7,19 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/examples/internal/appserver"
 	"github.com/sluicehq/ratelimit/fair"
 )
 
 func main() {
-	addr := flag.String("addr", "localhost:8080", "listen address")
-	flag.Parse()
-
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		log.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
+	ln, base := appserver.ListenFlag("localhost:8080")
 	fmt.Printf(`Serving on %s (4 seats; every request takes 200ms)
 
 A loud tenant and a quiet one, at the same time:

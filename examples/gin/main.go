@@ -7,7 +7,6 @@
 package main
 
 import (
-	"flag"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -17,9 +16,7 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "localhost:8082", "address to listen on")
-	flag.Parse()
-	appserver.Serve("gin", *addr, newHandler())
+	appserver.Main("gin", "localhost:8082", newHandler())
 }
 
 // newHandler returns the app with its limits.

@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/config"
+	"github.com/sluicehq/ratelimit/examples/internal/appserver"
 )
 
 // initialRules is written when -rules names no file.
@@ -61,11 +61,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer app.watcher.Close()
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		log.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
+	ln, base := appserver.Listen(*addr)
 	fmt.Printf(`Serving on %s with the rules in %s
 
 Use up the per-ip limit (the 6th request is a 429):

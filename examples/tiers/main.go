@@ -8,16 +8,15 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/examples/internal/appserver"
 	ratelimitprom "github.com/sluicehq/ratelimit/metrics/prometheus"
 )
 
@@ -56,17 +55,10 @@ func lookup(r *http.Request) (tenant, bool) {
 }
 
 func main() {
-	addr := flag.String("addr", "localhost:8080", "listen address")
-	flag.Parse()
-
 	// Metrics: one Observer, registered once, shared by every limiter.
 	h := newHandler(prometheus.DefaultRegisterer, prometheus.DefaultGatherer)
 
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		log.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
+	ln, base := appserver.ListenFlag("localhost:8080")
 	fmt.Printf(`Serving on %[1]s. API keys: free-key-1, standard-key-2, enterprise-key-3.
 
 A tenant's limits are in the RateLimit-Policy header:

@@ -80,64 +80,23 @@ func forValue(elem string) (string, Reason) {
 			return "", Malformed
 		}
 		name := rest[:n]
-		rest = rest[n+1:]
-		var (
-			val     string
-			escaped bool
-		)
-		if rest != "" && rest[0] == '"' {
-			j := 1
-			for ; j < len(rest); j++ {
-				c := rest[j]
-				if c == '\\' {
-					j++
-					if j == len(rest) || !quotedPairChar(rest[j]) {
-						return "", Malformed
-					}
-					escaped = true
-					continue
-				}
-				if c == '"' {
-					break
-				}
-				if !qdtext(c) {
-					return "", Malformed
-				}
-			}
-			if j >= len(rest) {
-				return "", Malformed // unterminated
-			}
-			val, rest = rest[1:j], rest[j+1:]
-		} else {
-			n = tokenLen(rest)
-			if n == 0 {
-				return "", Malformed
-			}
-			val, rest = rest[:n], rest[n:]
+		val, escaped, after, ok := pairValue(rest[n+1:])
+		if !ok {
+			return "", Malformed
 		}
-		rest = trimLeftOWS(rest)
+		rest = trimLeftOWS(after)
 		if rest != "" {
 			if rest[0] != ';' {
 				return "", Malformed
 			}
 			rest = rest[1:]
 		}
-		var bit uint8
-		switch {
-		case strings.EqualFold(name, "for"):
-			bit = 1
-		case strings.EqualFold(name, "by"):
-			bit = 2
-		case strings.EqualFold(name, "host"):
-			bit = 4
-		case strings.EqualFold(name, "proto"):
-			bit = 8
-		}
+		bit := paramBit(name)
 		if seen&bit != 0 {
 			return "", Malformed // RFC 7239: each parameter at most once per element
 		}
 		seen |= bit
-		if bit == 1 {
+		if bit == paramFor {
 			if escaped {
 				return "", Malformed
 			}
@@ -148,6 +107,66 @@ func forValue(elem string) (string, Reason) {
 		return "", NoFor
 	}
 	return forv, OK
+}
+
+// The bits of the parameters RFC 7239 defines; other names map to 0.
+const (
+	paramFor uint8 = 1 << iota
+	paramBy
+	paramHost
+	paramProto
+)
+
+// paramBit returns the bit of a Forwarded parameter name (case-insensitive),
+// or 0 for an extension parameter, which may repeat.
+func paramBit(name string) uint8 {
+	switch {
+	case strings.EqualFold(name, "for"):
+		return paramFor
+	case strings.EqualFold(name, "by"):
+		return paramBy
+	case strings.EqualFold(name, "host"):
+		return paramHost
+	case strings.EqualFold(name, "proto"):
+		return paramProto
+	}
+	return 0
+}
+
+// pairValue reads the value of one parameter, a token or a quoted-string, from
+// the start of s, and returns the input after it. escaped reports a
+// quoted-pair (backslash escape) in a quoted-string; ok is false for an empty,
+// unterminated or otherwise malformed value.
+func pairValue(s string) (val string, escaped bool, rest string, ok bool) {
+	if s == "" || s[0] != '"' {
+		n := tokenLen(s)
+		if n == 0 {
+			return "", false, s, false
+		}
+		return s[:n], false, s[n:], true
+	}
+	j := 1
+	for ; j < len(s); j++ {
+		c := s[j]
+		if c == '\\' {
+			j++
+			if j == len(s) || !quotedPairChar(s[j]) {
+				return "", false, s, false
+			}
+			escaped = true
+			continue
+		}
+		if c == '"' {
+			break
+		}
+		if !qdtext(c) {
+			return "", false, s, false
+		}
+	}
+	if j >= len(s) {
+		return "", false, s, false // unterminated
+	}
+	return s[1:j], escaped, s[j+1:], true
 }
 
 // parseForNode parses the (unquoted) value of a for= parameter.

@@ -147,18 +147,14 @@ func (it *Iter) Next() (n Node, r Reason, done bool) {
 // untrusted one (TooMany).
 func RightmostUntrusted(src Source, lines []string, trusted *Set, max int) (Node, Reason) {
 	it := NewIter(src, lines)
-	seen := false // a member that is not empty
-	for i := 0; ; i++ {
-		n, r, done := it.Next()
+	examined, seen := 0, false // seen: a member that is not empty
+	for {
+		n, r, done := it.nextMember(&examined, max)
 		switch {
 		case done && !seen:
 			return Node{}, Missing
 		case done:
 			return Node{}, AllTrusted
-		case i == max:
-			return Node{}, TooMany
-		case r == Empty:
-			continue
 		case r != OK:
 			return Node{}, r
 		}
@@ -177,23 +173,39 @@ func RightmostUntrusted(src Source, lines []string, trusted *Set, max int) (Node
 // included, before the n-th, and on the first member it cannot parse.
 func NthFromRight(src Source, lines []string, n, max int) (Node, Reason) {
 	it := NewIter(src, lines)
-	found := 0
-	for examined := 0; ; examined++ {
-		node, r, done := it.Next()
+	examined, found := 0, 0
+	for {
+		node, r, done := it.nextMember(&examined, max)
 		switch {
 		case done && found == 0:
 			return Node{}, Missing
 		case done:
 			return Node{}, TooFew
-		case examined == max:
-			return Node{}, TooMany
-		case r == Empty:
-			continue
 		case r != OK:
 			return Node{}, r
 		}
 		if found++; found == n {
 			return node, OK
+		}
+	}
+}
+
+// nextMember returns the next member that is not empty, counting in
+// *examined every member it reads, empty ones included. done reports the
+// end of the list; once max members have been read (and the list goes on)
+// it returns TooMany instead of reading another.
+func (it *Iter) nextMember(examined *int, max int) (n Node, r Reason, done bool) {
+	for {
+		n, r, done = it.Next()
+		switch {
+		case done:
+			return Node{}, OK, true
+		case *examined == max:
+			return Node{}, TooMany, false
+		}
+		*examined++
+		if r != Empty {
+			return n, r, false
 		}
 	}
 }

@@ -63,13 +63,7 @@ func NewFairObserver(meter metric.Meter, opts ...Option) (*FairObserver, error) 
 	if meter == nil {
 		return nil, errors.New("ratelimitotel: NewFairObserver(nil meter)")
 	}
-	c := config{maxRules: DefaultMaxRules}
-	for _, opt := range opts {
-		opt(&c)
-	}
-	if c.buckets == nil {
-		c.buckets = DefaultWaitBuckets
-	}
+	c := labelcap.Apply(DefaultWaitBuckets, opts)
 	decisions, err := meter.Int64Counter(FairDecisionsName,
 		metric.WithDescription("Fair-queuing decisions, by level and outcome."),
 		metric.WithUnit("{decision}"))
@@ -79,12 +73,12 @@ func NewFairObserver(meter metric.Meter, opts ...Option) (*FairObserver, error) 
 	wait, err := meter.Float64Histogram(FairWaitName,
 		metric.WithDescription("Time admitted requests waited for a seat, by level."),
 		metric.WithUnit("s"),
-		metric.WithExplicitBucketBoundaries(c.buckets...))
+		metric.WithExplicitBucketBoundaries(c.Buckets...))
 	if err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %s: %w", FairWaitName, err)
 	}
 	return &FairObserver{decisions: decisions, wait: wait,
-		levels: labelcap.New(c.maxRules, newFairSeries(Other, ""), newFairSeries)}, nil
+		levels: labelcap.New(c.MaxRules, newFairSeries(Other, ""), newFairSeries)}, nil
 }
 
 func newFairSeries(level, _ string) *fairSeries {

@@ -36,10 +36,10 @@ import (
 
 // DefaultMaxRules is the number of distinct (rule, key_kind) pairs that get
 // attributes of their own unless WithMaxRules says otherwise.
-const DefaultMaxRules = 1000
+const DefaultMaxRules = labelcap.DefaultMax
 
 // Other is the rule and key_kind attribute of decisions folded by the cap.
-const Other = "other"
+const Other = labelcap.Other
 
 // DefaultBuckets are the bounds, in seconds, of the store duration
 // histogram: 50µs to 1s. (The SDK's own default bounds suit milliseconds.)
@@ -59,30 +59,20 @@ const numOutcomes = int(ratelimit.OutcomeFallback) + 1
 // Option configures an Observer.
 type Option func(*config)
 
-type config struct {
-	maxRules int
-	buckets  []float64
-}
+type config = labelcap.Settings
 
 // WithMaxRules sets how many distinct (rule, key_kind) pairs get attributes
 // of their own; DefaultMaxRules unless set. The decisions of further pairs
 // are recorded with rule="other", key_kind="other". It panics if n < 1.
 func WithMaxRules(n int) Option {
-	if n < 1 {
-		panic("ratelimitotel: WithMaxRules needs at least 1")
-	}
-	return func(c *config) { c.maxRules = n }
+	return Option(labelcap.MaxRules("ratelimitotel", n))
 }
 
 // WithBuckets sets the bucket bounds, in seconds, advised for the store
 // duration histogram; DefaultBuckets unless set. A View configured in the
 // SDK takes precedence.
 func WithBuckets(bounds ...float64) Option {
-	if len(bounds) == 0 {
-		panic("ratelimitotel: WithBuckets needs at least one bound")
-	}
-	bounds = append([]float64(nil), bounds...)
-	return func(c *config) { c.buckets = bounds }
+	return Option(labelcap.Buckets("ratelimitotel", bounds))
 }
 
 // Observer records a limiter's decisions with OpenTelemetry instruments. It
@@ -111,10 +101,7 @@ func New(meter metric.Meter, opts ...Option) (*Observer, error) {
 	if meter == nil {
 		return nil, errors.New("ratelimitotel: New(nil meter)")
 	}
-	c := config{maxRules: DefaultMaxRules, buckets: DefaultBuckets}
-	for _, opt := range opts {
-		opt(&c)
-	}
+	c := labelcap.Apply(DefaultBuckets, opts)
 	decisions, err := meter.Int64Counter(DecisionsName,
 		metric.WithDescription("Rate limit decisions, by rule, key kind and outcome."),
 		metric.WithUnit("{decision}"))
@@ -124,7 +111,7 @@ func New(meter metric.Meter, opts ...Option) (*Observer, error) {
 	duration, err := meter.Float64Histogram(StoreDurationName,
 		metric.WithDescription("Time spent in the limit store per decision, by rule."),
 		metric.WithUnit("s"),
-		metric.WithExplicitBucketBoundaries(c.buckets...))
+		metric.WithExplicitBucketBoundaries(c.Buckets...))
 	if err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %s: %w", StoreDurationName, err)
 	}
@@ -135,7 +122,7 @@ func New(meter metric.Meter, opts ...Option) (*Observer, error) {
 		return nil, fmt.Errorf("ratelimitotel: %s: %w", BreakerStateName, err)
 	}
 	o := &Observer{decisions: decisions, duration: duration, breaker: breaker,
-		series: labelcap.New(c.maxRules, newSeries(Other, Other), newSeries)}
+		series: labelcap.New(c.MaxRules, newSeries(Other, Other), newSeries)}
 	return o, nil
 }
 

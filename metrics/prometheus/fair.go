@@ -58,13 +58,7 @@ var (
 // levels; WithBuckets sets the wait histogram's bounds (DefaultWaitBuckets
 // unless set).
 func NewFairObserver(opts ...Option) *FairObserver {
-	c := config{maxRules: DefaultMaxRules}
-	for _, opt := range opts {
-		opt(&c)
-	}
-	if c.buckets == nil {
-		c.buckets = DefaultWaitBuckets
-	}
+	c := labelcap.Apply(DefaultWaitBuckets, opts)
 	o := &FairObserver{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelimit_fair_decisions_total",
@@ -73,13 +67,13 @@ func NewFairObserver(opts ...Option) *FairObserver {
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratelimit_fair_wait_seconds",
 			Help:    "Time admitted requests waited for a seat, by level.",
-			Buckets: c.buckets,
+			Buckets: c.Buckets,
 		}, []string{"level"}),
 	}
 	newSeries := func(level, _ string) *fairSeries {
 		return &fairSeries{o: o, level: level}
 	}
-	o.levels = labelcap.New(c.maxRules, newSeries(Other, ""), newSeries)
+	o.levels = labelcap.New(c.MaxRules, newSeries(Other, ""), newSeries)
 	return o
 }
 

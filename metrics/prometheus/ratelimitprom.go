@@ -36,10 +36,10 @@ import (
 
 // DefaultMaxRules is the number of distinct (rule, key_kind) pairs that get
 // series of their own unless WithMaxRules says otherwise.
-const DefaultMaxRules = 1000
+const DefaultMaxRules = labelcap.DefaultMax
 
 // Other is the rule and key_kind label of decisions folded by the cap.
-const Other = "other"
+const Other = labelcap.Other
 
 // DefaultBuckets are the bounds, in seconds, of the store duration
 // histogram: 50µs to 1s, for memory stores and networked ones alike.
@@ -52,29 +52,19 @@ const numOutcomes = int(ratelimit.OutcomeFallback) + 1
 // Option configures an Observer.
 type Option func(*config)
 
-type config struct {
-	maxRules int
-	buckets  []float64
-}
+type config = labelcap.Settings
 
 // WithMaxRules sets how many distinct (rule, key_kind) pairs get series of
 // their own; DefaultMaxRules unless set. The decisions of further pairs are
 // counted under rule="other", key_kind="other". It panics if n < 1.
 func WithMaxRules(n int) Option {
-	if n < 1 {
-		panic("ratelimitprom: WithMaxRules needs at least 1")
-	}
-	return func(c *config) { c.maxRules = n }
+	return Option(labelcap.MaxRules("ratelimitprom", n))
 }
 
 // WithBuckets sets the bounds, in seconds, of the store duration histogram;
 // DefaultBuckets unless set.
 func WithBuckets(bounds ...float64) Option {
-	if len(bounds) == 0 {
-		panic("ratelimitprom: WithBuckets needs at least one bound")
-	}
-	bounds = append([]float64(nil), bounds...)
-	return func(c *config) { c.buckets = bounds }
+	return Option(labelcap.Buckets("ratelimitprom", bounds))
 }
 
 // Observer counts a limiter's decisions. It implements ratelimit.Observer
@@ -109,10 +99,7 @@ var (
 // New returns an Observer. Register it with a prometheus.Registerer before
 // the first scrape.
 func New(opts ...Option) *Observer {
-	c := config{maxRules: DefaultMaxRules, buckets: DefaultBuckets}
-	for _, opt := range opts {
-		opt(&c)
-	}
+	c := labelcap.Apply(DefaultBuckets, opts)
 	o := &Observer{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelimit_decisions_total",
@@ -121,14 +108,14 @@ func New(opts ...Option) *Observer {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratelimit_store_duration_seconds",
 			Help:    "Time spent in the limit store per decision, by rule.",
-			Buckets: c.buckets,
+			Buckets: c.Buckets,
 		}, []string{"rule"}),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ratelimit_breaker_state",
 			Help: "State of a store circuit breaker: 0 closed, 1 open, 2 half-open.",
 		}, []string{"name"}),
 	}
-	o.series = labelcap.New(c.maxRules, &series{o: o, rule: Other, kind: Other},
+	o.series = labelcap.New(c.MaxRules, &series{o: o, rule: Other, kind: Other},
 		func(rule, kind string) *series { return &series{o: o, rule: rule, kind: kind} })
 	return o
 }

@@ -1,12 +1,15 @@
-// Package appserver serves the chi, gin and echo example apps, which make
-// the same promises (see apptest.Check).
+// Package appserver serves the example apps: Serve and Main the chi, gin
+// and echo apps, which make the same promises (see apptest.Check), and
+// Listen and ListenFlag make the listener of the others.
 package appserver
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -40,4 +43,35 @@ func Serve(framework, addr string, h http.Handler) {
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
+}
+
+// Main serves h like Serve, on the address of the -addr flag (defaultAddr
+// unless set). It parses the command line.
+func Main(framework, defaultAddr string, h http.Handler) {
+	Serve(framework, addrFlag(defaultAddr), h)
+}
+
+// ListenFlag is Listen on the address of the -addr flag (defaultAddr
+// unless set). It parses the command line.
+func ListenFlag(defaultAddr string) (net.Listener, string) {
+	return Listen(addrFlag(defaultAddr))
+}
+
+// addrFlag defines the -addr flag, parses the command line and returns the
+// flag's value.
+func addrFlag(defaultAddr string) string {
+	addr := flag.String("addr", defaultAddr, "address to listen on")
+	flag.Parse()
+	return *addr
+}
+
+// Listen listens on addr (":0" picks a free port) and returns the listener
+// and its base URL, http://host:port. It exits the program if addr cannot
+// be listened on.
+func Listen(addr string) (net.Listener, string) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return ln, "http://" + ln.Addr().String()
 }

@@ -75,22 +75,11 @@ func StartSentinelSet(dir, master string) (set *SentinelSet, err error) {
 // primary on port primary, with a quorum of 2, down-after-milliseconds 500
 // and failover-timeout 3000.
 func StartSentinel(dir, master string, primary int) (*Server, error) {
-	temp := dir == ""
-	if temp {
-		d, err := os.MkdirTemp("", "redistest-sentinel-")
-		if err != nil {
-			return nil, err
-		}
-		dir = d
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, temp, err := workDir(dir, "redistest-sentinel-")
+	if err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for range 3 {
-		port, err := FreePort(false)
-		if err != nil {
-			return nil, err
-		}
+	return startOnFreePort(dir, temp, false, func(port int) ([]string, error) {
 		conf := filepath.Join(dir, "sentinel.conf")
 		m := master
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n", port, dir, filepath.Join(dir, "redis.log")) +
@@ -100,16 +89,8 @@ func StartSentinel(dir, master string, primary int) (*Server, error) {
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			return nil, err
 		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, dir: dir, temp: temp,
-			args: []string{conf, "--sentinel"}}
-		if lastErr = s.Start(); lastErr == nil {
-			return s, nil
-		}
-	}
-	if temp {
-		os.RemoveAll(dir)
-	}
-	return nil, lastErr
+		return []string{conf, "--sentinel"}, nil
+	})
 }
 
 // MasterAddr asks the Sentinels for the current primary's address: the

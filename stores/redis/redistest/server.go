@@ -74,33 +74,51 @@ func StartServer(cfg Config) (*Server, error) {
 	if binary == "" {
 		return nil, ErrNotInstalled
 	}
-	dir, temp := cfg.Dir, false
-	if dir == "" {
-		d, err := os.MkdirTemp("", "redistest-")
-		if err != nil {
-			return nil, err
-		}
-		dir, temp = d, true
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, temp, err := workDir(cfg.Dir, "redistest-")
+	if err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for range 3 {
-		port, err := FreePort(cfg.Cluster)
-		if err != nil {
-			lastErr = err
-			break
-		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, dir: dir, temp: temp}
-		s.args = append([]string{
+	return startOnFreePort(dir, temp, cfg.Cluster, func(port int) ([]string, error) {
+		args := append([]string{
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--dir", dir,
 			"--logfile", filepath.Join(dir, "redis.log"),
 		}, cfg.Args...)
 		if cfg.Cluster {
-			s.args = append(s.args, "--cluster-enabled", "yes",
+			args = append(args, "--cluster-enabled", "yes",
 				"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 				"--cluster-node-timeout", "5000")
+		}
+		return args, nil
+	})
+}
+
+// workDir returns dir, made if missing, or with dir "" a new temporary
+// directory named after pattern; temp reports the latter, which Close
+// removes.
+func workDir(dir, pattern string) (_ string, temp bool, _ error) {
+	if dir == "" {
+		d, err := os.MkdirTemp("", pattern)
+		return d, err == nil, err
+	}
+	return dir, false, os.MkdirAll(dir, 0o755)
+}
+
+// startOnFreePort starts redis-server in dir with the arguments args
+// returns for a free loopback port (whose bus port is free too if bus),
+// trying 3 ports. On failure it removes dir if temp.
+func startOnFreePort(dir string, temp, bus bool, args func(port int) ([]string, error)) (*Server, error) {
+	var lastErr error
+	for range 3 {
+		port, err := FreePort(bus)
+		if err != nil {
+			lastErr = err
+			break
+		}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, dir: dir, temp: temp}
+		if s.args, err = args(port); err != nil {
+			lastErr = err
+			break
 		}
 		if lastErr = s.Start(); lastErr == nil {
 			return s, nil
