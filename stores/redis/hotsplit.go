@@ -272,3 +272,30 @@ func (s *Store) splitReturn(ctx context.Context, now instant, req *ratelimit.Req
 
 // isMarker reports whether res is a main key's denial by a split marker.
 func isMarker(res *ratelimit.Result) bool { return !res.Allowed && res.RetryAfter >= markerWait }
+
+// markerDenial makes a marker's denial, which the Store returns when it
+// does not follow the split (no HotSplit, a set-up marker, ...), fit for a
+// caller: its RetryAfter and ResetAfter become the time the marker has
+// left, instead of the ~200 years of its "tat". The script's ResetAfter
+// is tat − now, and tat is markerBase + expiry (ms ×1000) + 10n + phase,
+// so the time left is ResetAfter − markerBase, rounded down to the ms:
+// never more than the marker's real life. A marker past its expiry (the
+// key outlives it until demoted) gives 1 ms.
+func markerDenial(res *ratelimit.Result) {
+	if !isMarker(res) {
+		return
+	}
+	left := (res.ResetAfter - markerBase*time.Microsecond).Truncate(time.Millisecond)
+	left = max(left, time.Millisecond)
+	res.RetryAfter, res.ResetAfter = left, left
+}
+
+// markerDenials is markerDenial of each result of a TakeAll that returned err.
+func markerDenials(err error, results []ratelimit.Result) error {
+	if err == nil {
+		for i := range results {
+			markerDenial(&results[i])
+		}
+	}
+	return err
+}
