@@ -23,8 +23,13 @@ func (s *Store) hotTake(ctx context.Context, now instant, req *ratelimit.Request
 		var events []HotKeyEvent
 		e, events = d.observe(k, t)
 		if e != nil && d.cfg.Mode == HotSplit {
-			if s.promote(ctx, now, req, e, t) {
+			ok, err := s.promote(ctx, now, req, e, t)
+			if ok {
 				events[len(events)-1].Shards = e.split.Load().n
+			}
+			if err != nil {
+				d.report(events)
+				return ratelimit.Result{}, true, err // the rule's failure policy applies
 			}
 		}
 		d.report(events)
