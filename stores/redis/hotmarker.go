@@ -65,8 +65,10 @@ const (
 // refresh an active marker; both reply ttl, or 0 when there is no live
 // marker of the kind. "d": demote, when the active marker has M or less
 // left (reply 0), or reply what it has left; -1 when there is no active
-// marker. "u": undo a failed promotion: a set-up marker of n becomes the
-// bucket a demotion leaves (reply 0); -1 when there is none. "g": reply {n, phase, ms left}, or {-1, 0, 0} if the key holds
+// marker of n (one of another n is not this Store's split: the Store drops
+// its own and adopts that one). "u": undo a failed promotion: a set-up
+// marker of n becomes the bucket a demotion leaves (reply 0); -1 when
+// there is none. "g": reply {n, phase, ms left}, or {-1, 0, 0} if the key holds
 // no marker. "e" empties the GCRA bucket KEYS[1], a part:
 // tat = max(tat, now + ARGV[6]), its TTL ARGV[7] ms more than the time to
 // full.
@@ -111,7 +113,7 @@ if op == "r" then
 end
 if op == "u" then
   if vn ~= n or phase ~= 0 then return -1 end
-elseif vn < 0 or phase ~= 1 then return -1
+elseif vn ~= n or phase ~= 1 then return -1
 elseif left > m then return left end
 local span = tonumber(ARGV[6])
 redis.call("SET", KEYS[1], string.format("%.0f", now + span), "PX", string.format("%.0f", math.floor((span + 999) / 1000) + extra))

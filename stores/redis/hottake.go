@@ -69,8 +69,11 @@ func (s *Store) adopt(ctx context.Context, now instant, req *ratelimit.Request, 
 	defer cancel()
 	sent := s.hotNow(t, now)
 	n, left, err := s.readMarker(bctx, now, stateKey(s.prefix, req))
-	if err != nil || n < 2 || n > maxSplitShards || splitShards(req.Limit, n) != n {
+	if err != nil || n < 2 {
 		return short, nil
+	}
+	if !canFollow(req.Limit, n) { // denied while the marker lives: no longer
+		return ratelimit.Result{Limit: req.Limit, RetryAfter: left, ResetAfter: left}, nil
 	}
 	k := cacheKey{req.Rule, req.Key, req.Algorithm}
 	if e := s.hot.lookup(k); e != nil {
@@ -88,6 +91,16 @@ func (s *Store) adopt(ctx context.Context, now instant, req *ratelimit.Request, 
 	s.hot.mu.Unlock()
 	s.hot.report([]HotKeyEvent{{Rule: k.rule, Key: k.key, Hot: true, Mode: HotSplit, Shards: n, Adopted: true}})
 	return s.followSplit(ctx, now, req, e, sp, t)
+}
+
+// canFollow reports whether a Store whose limit is l can follow a split
+// in n parts: the marker's n, whatever this Store's Shards and l would
+// give (another configuration during a rollout), as long as l divides into
+// n parts of at least one unit of rate and capacity each (splitLimits).
+// Each Store then takes from the same parts with its own share of its own
+// limit, as Stores with two limits for one unsplit key each apply theirs.
+func canFollow(l ratelimit.Limit, n int) bool {
+	return n >= 2 && n <= maxSplitShards && min(l.Rate, l.Capacity()) >= n
 }
 
 // followSplit serves an adopted check from the parts, or denies it shortly
@@ -127,7 +140,7 @@ func (s *Store) splitPeek(ctx context.Context, now instant, req *ratelimit.Reque
 	bctx, cancel := s.hotBudget(ctx)
 	defer cancel()
 	n, _, err := s.readMarker(bctx, now, stateKey(s.prefix, req))
-	if err != nil || n < 2 || splitShards(req.Limit, n) != n {
+	if err != nil || n < 2 || !canFollow(req.Limit, n) {
 		return ratelimit.Result{Limit: req.Limit, RetryAfter: time.Millisecond}, err
 	}
 	sp := newSplitKey(s.prefix, req, n)
