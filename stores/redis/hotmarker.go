@@ -12,7 +12,8 @@ import (
 // the split on its next check of the key, and none admits from both the
 // key and its parts. The marker is a GCRA state far in the future, which
 // the main script reads as a denial with a RetryAfter of over 100 years:
-// the sign a Store recognises. It carries the number of parts, its phase
+// the sign a Store recognises (a denial it returns as such carries the
+// marker's time left instead: markerDenial). It carries the number of parts, its phase
 // and its expiry, in the time of the calls, so that server time and
 // WithClock behave alike.
 //

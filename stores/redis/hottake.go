@@ -58,7 +58,8 @@ func (s *Store) hotTake(ctx context.Context, now instant, req *ratelimit.Request
 // with a marker: it reads the marker and serves the check from the parts.
 // While the split is being set up, or when the marker cannot be read, the
 // check is denied with a short RetryAfter (the main key admits nothing
-// meanwhile).
+// meanwhile); a limit too small to divide in the marker's parts is denied
+// with the marker's time left (canFollow).
 func (s *Store) adopt(ctx context.Context, now instant, req *ratelimit.Request, t int64, marked ratelimit.Result) (ratelimit.Result, error) {
 	short := ratelimit.Result{Limit: req.Limit, RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}
 	if s.hot == nil || s.hot.cfg.Mode != HotSplit || !hotEligible(req) {
