@@ -12,7 +12,8 @@ import (
 // the split on its next check of the key, and none admits from both the
 // key and its parts. The marker is a GCRA state far in the future, which
 // the main script reads as a denial with a RetryAfter of over 100 years:
-// the sign a Store recognises. It carries the number of parts, its phase
+// the sign a Store recognises (a denial it returns as such carries the
+// marker's time left instead: markerDenial). It carries the number of parts, its phase
 // and its expiry, in the time of the calls, so that server time and
 // WithClock behave alike.
 //
@@ -65,7 +66,10 @@ const (
 // refresh an active marker; both reply ttl, or 0 when there is no live
 // marker of the kind. "d": demote, when the active marker has M or less
 // left (reply 0), or reply what it has left; -1 when there is no active
-// marker. "g": reply {n, phase, ms left}, or {-1, 0, 0} if the key holds
+// marker of n (one of another n is not this Store's split: the Store drops
+// its own and adopts that one). "u": undo a failed promotion: a set-up
+// marker of n becomes the bucket a demotion leaves (reply 0); -1 when
+// there is none. "g": reply {n, phase, ms left}, or {-1, 0, 0} if the key holds
 // no marker. "e" empties the GCRA bucket KEYS[1], a part:
 // tat = max(tat, now + ARGV[6]), its TTL ARGV[7] ms more than the time to
 // full.
@@ -108,8 +112,10 @@ if op == "r" then
   if vn ~= n or phase ~= 1 or left <= 0 then return 0 end
   return mark(1)
 end
-if vn < 0 or phase ~= 1 then return -1 end
-if left > m then return left end
+if op == "u" then
+  if vn ~= n or phase ~= 0 then return -1 end
+elseif vn ~= n or phase ~= 1 then return -1
+elseif left > m then return left end
 local span = tonumber(ARGV[6])
 redis.call("SET", KEYS[1], string.format("%.0f", now + span), "PX", string.format("%.0f", math.floor((span + 999) / 1000) + extra))
 return 0

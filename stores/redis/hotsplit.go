@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -103,40 +104,50 @@ func (s *Store) resetSplit(ctx context.Context, req *ratelimit.Request) (bool, e
 }
 
 // promote splits e's key: the protocol's set-up, one parallel round of
-// empties, and activation (hotmarker.go). On failure the key stays on its
-// main key, denied until the set-up marker expires.
-func (s *Store) promote(ctx context.Context, now instant, req *ratelimit.Request, e *hotEntry, t int64) bool {
+// empties, and activation (hotmarker.go). It reports whether the key is
+// split. A Redis error after the set-up marker was set undoes it (op "u":
+// the marker, if still being set up, becomes an empty bucket, as a
+// demotion leaves it) and is returned, so that the check meets the rule's
+// failure policy instead of a denial for the set-up marker's whole life;
+// only when the undo fails too does the set-up marker deny the key until
+// it expires. Either way the Store does not try again until the key has
+// been demoted and found hot anew.
+func (s *Store) promote(ctx context.Context, now instant, req *ratelimit.Request, e *hotEntry, t int64) (bool, error) {
 	n := splitShards(req.Limit, s.hot.cfg.Shards)
 	if n == 0 {
-		return false
+		return false, nil
 	}
 	sp := newSplitKey(s.prefix, req, n)
 	ctx, cancel := s.hotBudget(ctx)
 	defer cancel()
 	if _, err := s.runMarker(ctx, "p", now, sp); err != nil {
-		return false
+		return false, fmt.Errorf("ratelimit: redis: split: %w", err)
 	}
+	errs := make([]error, n)
 	var wg sync.WaitGroup
-	var failed atomic.Bool
 	for i, k := range sp.keys {
-		wg.Go(func() {
-			if s.emptyPart(ctx, now, k, sp.taus[i]) != nil {
-				failed.Store(true)
-			}
-		})
+		wg.Go(func() { errs[i] = s.emptyPart(ctx, now, k, sp.taus[i]) })
 	}
 	wg.Wait()
-	if failed.Load() {
-		return false
-	}
+	err := errors.Join(errs...)
+	var ttl int64
 	sent := s.hotNow(t, now)
-	ttl, err := s.runMarker(ctx, "a", now, sp)
-	if err != nil || ttl <= 0 {
-		return false
+	if err == nil {
+		ttl, err = s.runMarker(ctx, "a", now, sp)
+	}
+	if err != nil {
+		// A new budget: the failed step may have used this one up.
+		uctx, ucancel := s.hotBudget(ctx)
+		defer ucancel()
+		_, _ = s.runMarker(uctx, "u", now, sp) // an active marker (an "a" whose reply was lost) stays
+		return false, fmt.Errorf("ratelimit: redis: split: %w", err)
+	}
+	if ttl <= 0 {
+		return false, nil // the set-up marker expired or was replaced: the main key decides
 	}
 	s.activate(sp, sent, time.Duration(ttl)*time.Millisecond)
 	e.split.Store(sp)
-	return true
+	return true, nil
 }
 
 // activate records that the marker lives ttl after sent (cache µs).
@@ -167,6 +178,7 @@ func (s *Store) splitTake(ctx context.Context, now instant, req *ratelimit.Reque
 	start := int(sp.next.Add(1))
 	deny := ratelimit.Result{Limit: req.Limit, RetryAfter: -1}
 	tried := 0
+	var failed error // the last part's error, while no part has answered
 	for k := 0; k < sp.n && tried < 2; k++ {
 		i := (start + k) % sp.n
 		if until := sp.denied[i].Load(); t < until {
@@ -177,18 +189,24 @@ func (s *Store) splitTake(ctx context.Context, now instant, req *ratelimit.Reque
 		// measured now: the refresh and a first part may have taken
 		// most of a budget each since t.
 		if s.hotNow(t, now) >= sp.until.Load() {
-			if tried == 0 {
+			if tried == 0 && failed == nil {
 				return ratelimit.Result{}, false, nil // the main key decides
 			}
 			break
 		}
-		tried++
 		sub := *req
 		sub.Limit = sp.limits[i]
 		vals, err := s.checkKey(ctx, now, sp.keys[i], &sub, opTake, 0)
 		if err != nil {
-			return ratelimit.Result{}, true, err
+			// A part's primary is down: another part answers for the
+			// key (any part will do); the error stands only if none
+			// does, so that the rule's failure policy applies.
+			if failed = err; ctx.Err() != nil {
+				break
+			}
+			continue
 		}
+		tried++
 		r := takeResult(&sub, vals[:])
 		if r.Allowed {
 			r.Limit, r.Remaining = req.Limit, r.Remaining*req.Limit.Capacity()/sp.limits[i].Capacity()
@@ -201,6 +219,9 @@ func (s *Store) splitTake(ctx context.Context, now instant, req *ratelimit.Reque
 			}
 		}
 		deny = worse(deny, r.RetryAfter, r.ResetAfter)
+	}
+	if tried == 0 && failed != nil {
+		return ratelimit.Result{}, true, failed
 	}
 	deny.RetryAfter = max(0, deny.RetryAfter)
 	return deny, true, nil
@@ -272,3 +293,30 @@ func (s *Store) splitReturn(ctx context.Context, now instant, req *ratelimit.Req
 
 // isMarker reports whether res is a main key's denial by a split marker.
 func isMarker(res *ratelimit.Result) bool { return !res.Allowed && res.RetryAfter >= markerWait }
+
+// markerDenial makes a marker's denial, which the Store returns when it
+// does not follow the split (no HotSplit, a set-up marker, ...), fit for a
+// caller: its RetryAfter and ResetAfter become the time the marker has
+// left, instead of the ~200 years of its "tat". The script's ResetAfter
+// is tat − now, and tat is markerBase + expiry (ms ×1000) + 10n + phase,
+// so the time left is ResetAfter − markerBase, rounded down to the ms:
+// never more than the marker's real life. A marker past its expiry (the
+// key outlives it until demoted) gives 1 ms.
+func markerDenial(res *ratelimit.Result) {
+	if !isMarker(res) {
+		return
+	}
+	left := (res.ResetAfter - markerBase*time.Microsecond).Truncate(time.Millisecond)
+	left = max(left, time.Millisecond)
+	res.RetryAfter, res.ResetAfter = left, left
+}
+
+// markerDenials is markerDenial of each result of a TakeAll that returned err.
+func markerDenials(err error, results []ratelimit.Result) error {
+	if err == nil {
+		for i := range results {
+			markerDenial(&results[i])
+		}
+	}
+	return err
+}

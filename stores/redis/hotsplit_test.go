@@ -426,21 +426,9 @@ func TestHotSplitSetUpMarkerLivesRefillPlusTwoBudgets(t *testing.T) {
 // have let the main key refill.
 func TestHotSplitSendsNoPartCallPastItsMarkerTime(t *testing.T) {
 	proxy := startProxy(t, sharedServer.Addr)
-	ev := &hotEvents{}
-	s := New(faultClient(proxy.Addr()), WithPrefix(uniquePrefix(t)), WithTimeout(5*time.Second), WithoutDeniedCache(),
-		WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 5, Window: time.Hour, Shards: 3, OnChange: ev.add}))
 	req := ratelimit.Request{Rule: "api", Key: "198.51.100.91", Limit: ratelimit.PerSecond(300), Cost: 1}
+	s, sp := splitBehindProxy(t, proxy, req, 5*time.Second) // the next check starts at part 0
 	ctx := context.Background()
-	for range 5 {
-		if _, err := s.Take(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e := s.hot.lookup(cacheKey{req.Rule, req.Key, req.Algorithm})
-	if e == nil || e.split.Load() == nil {
-		t.Fatalf("the key was not split: %+v", ev.events)
-	}
-	sp := e.split.Load()
 	// The first part tried is empty for a long while, the second full.
 	now, err := s.client.Time(ctx).Result()
 	if err != nil {
@@ -448,13 +436,6 @@ func TestHotSplitSendsNoPartCallPastItsMarkerTime(t *testing.T) {
 	}
 	if err := s.client.Set(ctx, sp.keys[0], now.Add(time.Minute).UnixMicro(), time.Minute).Err(); err != nil {
 		t.Fatal(err)
-	}
-	if err := s.client.Del(ctx, sp.keys[1]).Err(); err != nil {
-		t.Fatal(err)
-	}
-	sp.next.Store(uint32(sp.n - 1)) // the next check starts at part 0
-	for i := range sp.denied {
-		sp.denied[i].Store(0) // and knows of no empty part
 	}
 	const delay = time.Second
 	tc, _ := s.cacheTime(instant{})
@@ -468,5 +449,39 @@ func TestHotSplitSendsNoPartCallPastItsMarkerTime(t *testing.T) {
 	}
 	if res.Allowed {
 		t.Errorf("a check admitted by a part called after the Store's time to use the parts: %+v", res)
+	}
+}
+
+// TestHotSplitMarkerDenialWaitsAtMostTheMarkersLife: a Store that does not
+// follow another Store's split (no hot keys, HotLease, a TakeAll) is
+// denied by the marker; its RetryAfter (an HTTP Retry-After) must not
+// exceed the marker's remaining life, never the ~200 years of its "tat".
+func TestHotSplitMarkerDenialWaitsAtMostTheMarkersLife(t *testing.T) {
+	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.90", Limit: ratelimit.PerSecond(300), Cost: 1}
+	stores, clock := splitByTakes(t, hot, 40)
+	ctx := context.Background()
+	clock.Advance(100 * time.Millisecond)
+	n, left, err := stores[0].readMarker(ctx, stores[0].now(), stateKey(stores[0].prefix, &hot))
+	if err != nil || n != 3 || left <= 0 {
+		t.Fatalf("marker of %d parts with %v left, %v; want 3 parts, live", n, left, err)
+	}
+	opts := []Option{WithPrefix(stores[0].prefix), WithClock(clock), WithTimeout(time.Second)}
+	others := map[string]*Store{
+		"plain":    New(clusterClient(t), opts...),
+		"lease":    New(clusterClient(t), append(opts, WithLease(0.01, 100*time.Millisecond))...),
+		"hotLease": New(clusterClient(t), append(opts, WithHotKeys(HotKeys{Mode: HotLease, Threshold: 1, Window: time.Hour}))...),
+	}
+	for name, s := range others {
+		for i := range 3 { // the first check, and those after it (caches, leases)
+			res, err := s.Take(ctx, hot)
+			if err != nil || res.Allowed || res.RetryAfter <= 0 || res.RetryAfter > left || res.ResetAfter > left {
+				t.Errorf("%s Store, check %d of a split key: %+v, %v; want denied, 0 < RetryAfter, ResetAfter ≤ %v", name, i, res, err, left)
+			}
+		}
+		results := make([]ratelimit.Result, 1)
+		if err := s.TakeAll(ctx, []ratelimit.Request{hot}, results); err != nil || results[0].Allowed ||
+			results[0].RetryAfter <= 0 || results[0].RetryAfter > left {
+			t.Errorf("%s Store, TakeAll of a split key: %+v, %v; want denied with RetryAfter ≤ %v", name, results, err, left)
+		}
 	}
 }

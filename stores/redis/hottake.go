@@ -23,8 +23,13 @@ func (s *Store) hotTake(ctx context.Context, now instant, req *ratelimit.Request
 		var events []HotKeyEvent
 		e, events = d.observe(k, t)
 		if e != nil && d.cfg.Mode == HotSplit {
-			if s.promote(ctx, now, req, e, t) {
+			ok, err := s.promote(ctx, now, req, e, t)
+			if ok {
 				events[len(events)-1].Shards = e.split.Load().n
+			}
+			if err != nil {
+				d.report(events)
+				return ratelimit.Result{}, true, err // the rule's failure policy applies
 			}
 		}
 		d.report(events)
@@ -53,7 +58,8 @@ func (s *Store) hotTake(ctx context.Context, now instant, req *ratelimit.Request
 // with a marker: it reads the marker and serves the check from the parts.
 // While the split is being set up, or when the marker cannot be read, the
 // check is denied with a short RetryAfter (the main key admits nothing
-// meanwhile).
+// meanwhile); a limit too small to divide in the marker's parts is denied
+// with the marker's time left (canFollow).
 func (s *Store) adopt(ctx context.Context, now instant, req *ratelimit.Request, t int64, marked ratelimit.Result) (ratelimit.Result, error) {
 	short := ratelimit.Result{Limit: req.Limit, RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}
 	if s.hot == nil || s.hot.cfg.Mode != HotSplit || !hotEligible(req) {
@@ -64,8 +70,11 @@ func (s *Store) adopt(ctx context.Context, now instant, req *ratelimit.Request, 
 	defer cancel()
 	sent := s.hotNow(t, now)
 	n, left, err := s.readMarker(bctx, now, stateKey(s.prefix, req))
-	if err != nil || n < 2 || n > maxSplitShards || splitShards(req.Limit, n) != n {
+	if err != nil || n < 2 {
 		return short, nil
+	}
+	if !canFollow(req.Limit, n) { // denied while the marker lives: no longer
+		return ratelimit.Result{Limit: req.Limit, RetryAfter: left, ResetAfter: left}, nil
 	}
 	k := cacheKey{req.Rule, req.Key, req.Algorithm}
 	if e := s.hot.lookup(k); e != nil {
@@ -83,6 +92,16 @@ func (s *Store) adopt(ctx context.Context, now instant, req *ratelimit.Request, 
 	s.hot.mu.Unlock()
 	s.hot.report([]HotKeyEvent{{Rule: k.rule, Key: k.key, Hot: true, Mode: HotSplit, Shards: n, Adopted: true}})
 	return s.followSplit(ctx, now, req, e, sp, t)
+}
+
+// canFollow reports whether a Store whose limit is l can follow a split
+// in n parts: the marker's n, whatever this Store's Shards and l would
+// give (another configuration during a rollout), as long as l divides into
+// n parts of at least one unit of rate and capacity each (splitLimits).
+// Each Store then takes from the same parts with its own share of its own
+// limit, as Stores with two limits for one unsplit key each apply theirs.
+func canFollow(l ratelimit.Limit, n int) bool {
+	return n >= 2 && n <= maxSplitShards && min(l.Rate, l.Capacity()) >= n
 }
 
 // followSplit serves an adopted check from the parts, or denies it shortly
@@ -122,7 +141,7 @@ func (s *Store) splitPeek(ctx context.Context, now instant, req *ratelimit.Reque
 	bctx, cancel := s.hotBudget(ctx)
 	defer cancel()
 	n, _, err := s.readMarker(bctx, now, stateKey(s.prefix, req))
-	if err != nil || n < 2 || splitShards(req.Limit, n) != n {
+	if err != nil || n < 2 || !canFollow(req.Limit, n) {
 		return ratelimit.Result{Limit: req.Limit, RetryAfter: time.Millisecond}, err
 	}
 	sp := newSplitKey(s.prefix, req, n)

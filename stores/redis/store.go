@@ -131,14 +131,18 @@ func (s *Store) now() instant {
 // ratelimit.ErrInvalidRequest or ErrInvalidLimit), a Redis failure, or ctx
 // ending first; the Result is then the zero value.
 func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
-	return s.take(ctx, s.now(), req)
+	res, err := s.take(ctx, s.now(), req)
+	markerDenial(&res)
+	return res, err
 }
 
 // TakeAt is Take at an explicit time instead of the server's (or the
 // WithClock clock's). On a Store with server time it bypasses the denied
 // cache and leases.
 func (s *Store) TakeAt(ctx context.Context, now time.Time, req ratelimit.Request) (ratelimit.Result, error) {
-	return s.take(ctx, at(now), req)
+	res, err := s.take(ctx, at(now), req)
+	markerDenial(&res)
+	return res, err
 }
 
 func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (ratelimit.Result, error) {
@@ -241,12 +245,12 @@ func (s *Store) checkKey(ctx context.Context, now instant, key string, req *rate
 // consumed, and the allowed ones report Allowed with their state as it
 // stands. See the package documentation for TakeAll on Redis Cluster.
 func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request, results []ratelimit.Result) error {
-	return s.takeAll(ctx, s.now(), reqs, results)
+	return markerDenials(s.takeAll(ctx, s.now(), reqs, results), results)
 }
 
 // TakeAllAt is TakeAll at an explicit time.
 func (s *Store) TakeAllAt(ctx context.Context, now time.Time, reqs []ratelimit.Request, results []ratelimit.Result) error {
-	return s.takeAll(ctx, at(now), reqs, results)
+	return markerDenials(s.takeAll(ctx, at(now), reqs, results), results)
 }
 
 func (s *Store) takeAll(ctx context.Context, now instant, reqs []ratelimit.Request, results []ratelimit.Result) error {
