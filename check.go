@@ -325,10 +325,10 @@ func (l *Limiter) conclude(d *decision, rvs []ruleVerdict, denied bool, v *Verdi
 	if p := l.policy(d, rvs); p != "" {
 		v.policy = p
 	}
+	if failed != nil { // a store failed, whether or not another rule denied
+		v.err = failed
+	}
 	if !denied {
-		if failed != nil {
-			v.err = failed
-		}
 		return
 	}
 	v.kind = verdictDenied

@@ -1,0 +1,69 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores/memory"
+)
+
+// localFailing is a FailingStore that says it is local, so that a limiter
+// asks it before the other rules' stores (cheap-first).
+type localFailing struct{ ratelimittest.FailingStore }
+
+func (localFailing) Local() bool { return true }
+
+// recordedEvents collects observer events safely.
+type recordedEvents struct {
+	mu     sync.Mutex
+	events []ratelimit.Event
+}
+
+func (e *recordedEvents) Observe(ev ratelimit.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.events = append(e.events, ev)
+}
+
+func (e *recordedEvents) take() []ratelimit.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := e.events
+	e.events = nil
+	return out
+}
+
+// TestStoreErrorIsReportedWhenAnotherRuleDenies: a rule whose store failed
+// (FailOpen) and another rule that denies: the request is denied and the
+// error still wraps ErrStoreUnavailable, from AllowN and from Check, as
+// AllowN's contract says ("Allowed under FailOpen (unless another rule
+// denied)") and as with the rule alone.
+func TestStoreErrorIsReportedWhenAnotherRuleDenies(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	down := errors.New("connection refused")
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "broken", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: localFailing{ratelimittest.FailingStore{Err: down}}},
+		{Name: "tight", Limit: ratelimit.PerMinute(1), Key: ratelimit.Global(), Store: memory.New(memory.WithClock(clock))},
+	}, ratelimit.WithClock(clock))
+	ctx := context.Background()
+	if res, err := l.Allow(ctx, "k"); !res.Allowed || !errors.Is(err, ratelimit.ErrStoreUnavailable) {
+		t.Fatalf("first Allow = %+v, %v; want allowed with ErrStoreUnavailable", res, err)
+	}
+	res, err := l.Allow(ctx, "k")
+	if res.Allowed {
+		t.Fatalf("second Allow allowed; want denied by rule tight")
+	}
+	if !errors.Is(err, ratelimit.ErrStoreUnavailable) || !errors.Is(err, down) || errors.Is(err, ratelimit.ErrInvalidRequest) {
+		t.Errorf("second Allow error = %v; want the broken rule's store error (ErrStoreUnavailable, not ErrInvalidRequest)", err)
+	}
+	l.Check(httptest.NewRequest("GET", "/", nil)) // Global's key, not "k": allowed
+	v := l.Check(httptest.NewRequest("GET", "/", nil))
+	if !v.Denied() || !errors.Is(v.Err(), ratelimit.ErrStoreUnavailable) {
+		t.Errorf("Check: Denied %v, Err %v; want denied with ErrStoreUnavailable", v.Denied(), v.Err())
+	}
+}
