@@ -133,7 +133,7 @@ func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Ve
 		if ad != nil {
 			ad.release(false, 0)
 		}
-		l.stopped(d, &rvs[stop], v)
+		l.stopped(d, rvs, stop, v)
 		return
 	}
 	shadows := len(rvs) > d.enforced
@@ -282,8 +282,18 @@ func (l *Limiter) fail(d *decision, rv *ruleVerdict, err error) (stop bool) {
 	return rv.state == failedClosed
 }
 
-// stopped is the verdict on a request that rule i's store failure stops.
-func (l *Limiter) stopped(d *decision, rv *ruleVerdict, v *Verdict) {
+// stopped is the verdict on a request that rule stop's store failure
+// stops. The rules that their stores decided before still report their
+// decisions, as they do when another rule denies.
+func (l *Limiter) stopped(d *decision, rvs []ruleVerdict, stop int, v *Verdict) {
+	if len(l.observers) > 0 {
+		for i := range rvs[:d.enforced] {
+			if rv := &rvs[i]; rv.answered() {
+				l.observers.result(d.r, rv.ru, rv.res, OutcomeDenied, rv.lat)
+			}
+		}
+	}
+	rv := &rvs[stop]
 	*v = Verdict{l: l, r: d.r, kind: verdictFailedClosed, top: rv.ru, limit: rv.req.Limit, err: rv.err}
 	if rv.state == misconfigured {
 		v.kind = verdictMisconfigured

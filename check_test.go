@@ -67,3 +67,36 @@ func TestStoreErrorIsReportedWhenAnotherRuleDenies(t *testing.T) {
 		t.Errorf("Check: Denied %v, Err %v; want denied with ErrStoreUnavailable", v.Denied(), v.Err())
 	}
 }
+
+// TestRulesThatDecidedAreObservedWhenAnotherFailsClosed: when a rule's
+// store failure stops the request (FailClosed), each rule that its store
+// had already decided still reports its decision: one event per rule, as
+// when another rule denies.
+func TestRulesThatDecidedAreObservedWhenAnotherFailsClosed(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	var ev recordedEvents
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "local", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: memory.New(memory.WithClock(clock))},
+		{Name: "remote", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(),
+			Store: ratelimittest.FailingStore{Err: errors.New("down")}, OnStoreError: ratelimit.FailClosed(503)},
+	}, ratelimit.WithClock(clock), ratelimit.WithObserver(&ev))
+	for _, call := range []struct {
+		name  string
+		check func()
+	}{
+		{"Check", func() { l.Check(httptest.NewRequest("GET", "/", nil)) }},
+		{"Allow", func() { l.Allow(context.Background(), "k") }},
+	} {
+		call.check()
+		got := map[string][]ratelimit.Outcome{}
+		for _, e := range ev.take() {
+			got[e.Rule] = append(got[e.Rule], e.Outcome)
+		}
+		if o := got["local"]; len(o) != 1 || o[0] != ratelimit.OutcomeAllowed {
+			t.Errorf("%s: rule local reported %v; want one Allowed event", call.name, o)
+		}
+		if o := got["remote"]; len(o) != 1 || o[0] != ratelimit.OutcomeStoreError {
+			t.Errorf("%s: rule remote reported %v; want one StoreError event", call.name, o)
+		}
+	}
+}
