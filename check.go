@@ -266,7 +266,9 @@ func (l *Limiter) fail(d *decision, rv *ruleVerdict, err error) (stop bool) {
 		local := rv.req
 		local.Limit = p.share(rv.req.Limit)
 		local.Cost = min(local.Cost, local.Limit.Capacity())
-		res, ferr := p.fallback.Take(d.ctx, local)
+		ctx, cancel := l.budget(d.ctx)
+		res, ferr := p.fallback.Take(ctx, local)
+		cancel()
 		if ferr == nil {
 			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeFallback, Result: res, Err: rv.err, Latency: rv.lat, Request: d.r})
 			rv.req, rv.res, rv.by, rv.state, rv.err = local, res, p.fallback, decided, nil

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
@@ -99,4 +101,25 @@ func TestRulesThatDecidedAreObservedWhenAnotherFailsClosed(t *testing.T) {
 			t.Errorf("%s: rule remote reported %v; want one StoreError event", call.name, o)
 		}
 	}
+}
+
+// TestFallbackStoreCallIsBoundedByTheTimeBudget: WithTimeout bounds every
+// store call, the fallback's included: a hung fallback behind a failed
+// store adds at most the budget, after which the request fails open. (In a
+// synctest bubble an unbounded wait is a deadlock, reported as a failure.)
+func TestFallbackStoreCallIsBoundedByTheTimeBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := ratelimit.NewLimiter(ratelimit.PerMinute(10), ratelimit.Global(),
+			ratelimit.WithStore(ratelimittest.FailingStore{Err: errors.New("down")}),
+			ratelimit.WithFailurePolicy(ratelimit.FallbackTo(hangingStore{})),
+			ratelimit.WithTimeout(50*time.Millisecond))
+		start := time.Now()
+		res, err := l.Allow(context.Background(), "k")
+		if took := time.Since(start); took != 50*time.Millisecond {
+			t.Errorf("Allow took %v; want exactly the 50ms budget of the fallback call", took)
+		}
+		if !res.Allowed || !errors.Is(err, ratelimit.ErrStoreUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Allow = %+v, %v; want allowed (fail open) with ErrStoreUnavailable wrapping the fallback's DeadlineExceeded", res, err)
+		}
+	})
 }
