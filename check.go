@@ -274,7 +274,7 @@ func (l *Limiter) fail(d *decision, rv *ruleVerdict, err error) (stop bool) {
 			rv.req, rv.res, rv.by, rv.state, rv.err = local, res, p.fallback, decided, nil
 			return false
 		}
-		rv.err = fmt.Errorf("%w (fallback: %w)", rv.err, ferr)
+		rv.err = fallbackError(rv.err, ferr)
 	}
 	l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeStoreError, Err: rv.err, Latency: rv.lat, Request: d.r})
 	rv.state = failedOpen
@@ -282,6 +282,18 @@ func (l *Limiter) fail(d *decision, rv *ruleVerdict, err error) (stop bool) {
 		rv.state = failedClosed
 	}
 	return rv.state == failedClosed
+}
+
+// fallbackError is err, a store failure, with ferr, the fallback's error.
+// ferr is wrapped only when it too is a failure: a fallback that rejects
+// the request as invalid must not make err wrap both ErrStoreUnavailable
+// and ErrInvalidRequest (the rule's failure policy applies, as for any
+// failed fallback).
+func fallbackError(err, ferr error) error {
+	if errors.Is(ferr, ErrInvalidRequest) || errors.Is(ferr, ErrInvalidLimit) {
+		return fmt.Errorf("%w (fallback: %v)", err, ferr)
+	}
+	return fmt.Errorf("%w (fallback: %w)", err, ferr)
 }
 
 // stopped is the verdict on a request that rule stop's store failure

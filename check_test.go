@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -122,4 +123,25 @@ func TestFallbackStoreCallIsBoundedByTheTimeBudget(t *testing.T) {
 			t.Errorf("Allow = %+v, %v; want allowed (fail open) with ErrStoreUnavailable wrapping the fallback's DeadlineExceeded", res, err)
 		}
 	})
+}
+
+// TestFallbackRejectingTheRequestIsAStoreFailureOnly: a fallback that
+// rejects the request as invalid behind a failed store leaves an error that
+// wraps ErrStoreUnavailable and not ErrInvalidRequest (never both), with the
+// failure policy's answer.
+func TestFallbackRejectingTheRequestIsAStoreFailureOnly(t *testing.T) {
+	down := errors.New("down")
+	for _, n := range []int{1, 2} {
+		rules := []ratelimit.Rule{{Name: "a", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(),
+			Store:        ratelimittest.FailingStore{Err: down},
+			OnStoreError: ratelimit.FallbackTo(ratelimittest.FailingStore{Err: fmt.Errorf("odd limit: %w", ratelimit.ErrInvalidRequest)})}}
+		if n == 2 {
+			rules = append(rules, ratelimit.Rule{Name: "b", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global()})
+		}
+		l := ratelimit.NewRulesLimiter(rules)
+		res, err := l.Allow(context.Background(), "k")
+		if !res.Allowed || !errors.Is(err, ratelimit.ErrStoreUnavailable) || !errors.Is(err, down) || errors.Is(err, ratelimit.ErrInvalidRequest) {
+			t.Errorf("%d rules: Allow = %+v, %v; want allowed (the fallback fails open) with ErrStoreUnavailable and not ErrInvalidRequest", n, res, err)
+		}
+	}
 }
