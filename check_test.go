@@ -145,3 +145,49 @@ func TestFallbackRejectingTheRequestIsAStoreFailureOnly(t *testing.T) {
 		}
 	}
 }
+
+// ctxCheckingStore is a local store that refuses calls on a done context,
+// as a networked store would.
+type ctxCheckingStore struct{ ratelimit.Store }
+
+func (ctxCheckingStore) Local() bool { return true }
+
+func (s ctxCheckingStore) Return(ctx context.Context, req ratelimit.Request) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.Store.Return(ctx, req)
+}
+
+// ctxStore fails every call with its context's error once it is done.
+type ctxStore struct{ ratelimittest.FailingStore }
+
+func (ctxStore) Take(ctx context.Context, _ ratelimit.Request) (ratelimit.Result, error) {
+	<-ctx.Done()
+	return ratelimit.Result{}, ctx.Err()
+}
+
+// TestCompensationOutlivesTheRequestContext: a client that goes away while
+// the second store is asked stops the request (FailClosed); the units the
+// first store granted are given back on a context that is not cancelled,
+// so the key keeps its full capacity.
+func TestCompensationOutlivesTheRequestContext(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	first := ctxCheckingStore{memory.New(memory.WithClock(clock))}
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "first", Limit: ratelimit.PerMinute(2), Key: ratelimit.Global(), Store: first},
+		{Name: "second", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: ctxStore{}, OnStoreError: ratelimit.FailClosed(503)},
+	}, ratelimit.WithClock(clock))
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		res, err := l.AllowN(ctx, "k", 2)
+		if res.Allowed || !errors.Is(err, ratelimit.ErrStoreUnavailable) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("call %d: AllowN = %+v, %v; want stopped by rule second's cancelled call", i, res, err)
+		}
+	}
+	res, err := first.Take(context.Background(), ratelimit.Request{Rule: "first", Key: "k", Limit: ratelimit.PerMinute(2), Cost: 2})
+	if err != nil || !res.Allowed {
+		t.Errorf("rule first after three stopped requests: %+v, %v; want its full capacity of 2 given back each time", res, err)
+	}
+}
