@@ -49,12 +49,27 @@ func (l *Limiter) check(r *http.Request, rt routing, v *Verdict) {
 // slots back unsampled. (Verdicts are filled in place rather than returned:
 // they are large enough for the copies to show on the request path.)
 func (l *Limiter) decide(r *http.Request, v *Verdict) {
-	var ad *adaptiveDone
-	if l.adaptive != nil {
-		if ad = l.acquireAdaptive(r, v); ad == nil {
-			return
-		}
+	if l.adaptive == nil {
+		l.decideAfter(r, nil, v)
+		return
 	}
+	ad := l.acquireAdaptive(r, v)
+	if ad == nil {
+		return
+	}
+	settled := false
+	defer func() {
+		if !settled { // a KeyFunc, LimitFunc, CostFunc or store panicked
+			ad.release(false, 0)
+		}
+	}()
+	l.decideAfter(r, ad, v)
+	settled = true
+}
+
+// decideAfter is decide once the adaptive rules, if any, have admitted r
+// (ad holds their slots).
+func (l *Limiter) decideAfter(r *http.Request, ad *adaptiveDone, v *Verdict) {
 	var now time.Time
 	if l.needNow {
 		now = l.clock.Now()
