@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,26 +19,6 @@ import (
 type localFailing struct{ ratelimittest.FailingStore }
 
 func (localFailing) Local() bool { return true }
-
-// recordedEvents collects observer events safely.
-type recordedEvents struct {
-	mu     sync.Mutex
-	events []ratelimit.Event
-}
-
-func (e *recordedEvents) Observe(ev ratelimit.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.events = append(e.events, ev)
-}
-
-func (e *recordedEvents) take() []ratelimit.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := e.events
-	e.events = nil
-	return out
-}
 
 // TestStoreErrorIsReportedWhenAnotherRuleDenies: a rule whose store failed
 // (FailOpen) and another rule that denies: the request is denied and the
@@ -77,12 +56,12 @@ func TestStoreErrorIsReportedWhenAnotherRuleDenies(t *testing.T) {
 // when another rule denies.
 func TestRulesThatDecidedAreObservedWhenAnotherFailsClosed(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch)
-	var ev recordedEvents
+	ev := &recorder{}
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 		{Name: "local", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: memory.New(memory.WithClock(clock))},
 		{Name: "remote", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(),
 			Store: ratelimittest.FailingStore{Err: errors.New("down")}, OnStoreError: ratelimit.FailClosed(503)},
-	}, ratelimit.WithClock(clock), ratelimit.WithObserver(&ev))
+	}, ratelimit.WithClock(clock), ratelimit.WithObserver(ev))
 	for _, call := range []struct {
 		name  string
 		check func()
@@ -92,9 +71,12 @@ func TestRulesThatDecidedAreObservedWhenAnotherFailsClosed(t *testing.T) {
 	} {
 		call.check()
 		got := map[string][]ratelimit.Outcome{}
-		for _, e := range ev.take() {
+		ev.mu.Lock()
+		for _, e := range ev.events {
 			got[e.Rule] = append(got[e.Rule], e.Outcome)
 		}
+		ev.events = nil
+		ev.mu.Unlock()
 		if o := got["local"]; len(o) != 1 || o[0] != ratelimit.OutcomeAllowed {
 			t.Errorf("%s: rule local reported %v; want one Allowed event", call.name, o)
 		}
