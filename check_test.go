@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -171,5 +174,76 @@ func TestCompensationOutlivesTheRequestContext(t *testing.T) {
 	res, err := first.Take(context.Background(), ratelimit.Request{Rule: "first", Key: "k", Limit: ratelimit.PerMinute(2), Cost: 2})
 	if err != nil || !res.Allowed {
 		t.Errorf("rule first after three stopped requests: %+v, %v; want its full capacity of 2 given back each time", res, err)
+	}
+}
+
+// flakyStore fails every third call of its store's Take and TakeAll.
+type flakyStore struct {
+	ratelimit.Store
+	calls atomic.Int64
+}
+
+var errFlaky = errors.New("flaky")
+
+func (s *flakyStore) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+	if s.calls.Add(1)%3 == 0 {
+		return ratelimit.Result{}, errFlaky
+	}
+	return s.Store.Take(ctx, req)
+}
+
+func (s *flakyStore) TakeAll(ctx context.Context, reqs []ratelimit.Request, res []ratelimit.Result) error {
+	if s.calls.Add(1)%3 == 0 {
+		return errFlaky
+	}
+	return s.Store.TakeAll(ctx, reqs, res)
+}
+
+// TestOneEventPerRulePerDecisionUnderFailures: many goroutines check three
+// rules on two flaky stores (fail open, fail closed, fallback). For every
+// request, each rule reports at most one decision: Allowed, Denied or
+// StoreError, or a Fallback followed by Allowed or Denied; never one
+// after another, even when units are given back.
+func TestOneEventPerRulePerDecisionUnderFailures(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	one := &flakyStore{Store: memory.New(memory.WithClock(clock))}
+	two := &flakyStore{Store: memory.New(memory.WithClock(clock))}
+	var mu sync.Mutex
+	byRequest := map[*http.Request][]ratelimit.Event{}
+	obs := ratelimit.ObserverFunc(func(e ratelimit.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		byRequest[e.Request] = append(byRequest[e.Request], e)
+	})
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "open", Limit: ratelimit.PerMinute(50), Key: ratelimit.Global(), Store: one},
+		{Name: "closed", Limit: ratelimit.PerMinute(40), Key: ratelimit.Global(), Store: two, OnStoreError: ratelimit.FailClosed(503)},
+		{Name: "fallback", Limit: ratelimit.PerMinute(30), Key: ratelimit.Global(), Store: two,
+			OnStoreError: ratelimit.FallbackTo(memory.New(memory.WithClock(clock)))},
+	}, ratelimit.WithClock(clock), ratelimit.WithObserver(obs))
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				l.Check(httptest.NewRequest("GET", "/", nil)).Done()
+			}
+		})
+	}
+	wg.Wait()
+	if len(byRequest) != 400 {
+		t.Fatalf("events for %d requests, want 400", len(byRequest))
+	}
+	for _, events := range byRequest {
+		perRule := map[string][]ratelimit.Outcome{}
+		for _, e := range events {
+			perRule[e.Rule] = append(perRule[e.Rule], e.Outcome)
+		}
+		for rule, o := range perRule {
+			ok := len(o) == 1 && o[0] != ratelimit.OutcomeFallback ||
+				len(o) == 2 && o[0] == ratelimit.OutcomeFallback && (o[1] == ratelimit.OutcomeAllowed || o[1] == ratelimit.OutcomeDenied)
+			if !ok {
+				t.Fatalf("rule %s reported %v for one request; want one decision", rule, o)
+			}
+		}
 	}
 }
