@@ -134,12 +134,14 @@ type adaptiveDone struct {
 
 // release frees every slot; sampled tells whether the request ran (its
 // outcome is classified with status) or was stopped by another rule
-// (ignored). A nil d holds nothing.
+// (ignored). A nil d holds nothing; a second release frees nothing.
 func (d *adaptiveDone) release(sampled bool, status int) {
 	if d == nil {
 		return
 	}
-	releaseHeld(d.held, d.r, sampled, status)
+	held := d.held
+	d.held = nil
+	releaseHeld(held, d.r, sampled, status)
 }
 
 func releaseHeld(held []adaptiveHeld, r *http.Request, sampled bool, status int) {

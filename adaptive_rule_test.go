@@ -392,3 +392,39 @@ func TestAdaptiveMiddlewareAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveSlotFreedWhenAKeyFuncPanics: a KeyFunc of another rule that
+// panics (net/http recovers the handler's panic) gives the adaptive slot
+// back: otherwise each such request would hold one for good, and after
+// the limit's worth of them every request would be rejected.
+func TestAdaptiveSlotFreedWhenAKeyFuncPanics(t *testing.T) {
+	panicky := ratelimit.KeyFunc(func(r *http.Request) (string, error) {
+		if r.Header.Get("X-Boom") != "" {
+			panic("key func bug")
+		}
+		return "k", nil
+	})
+	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1)},
+		{Name: "rate", Key: panicky, Limit: ratelimit.PerHour(100)},
+	})
+	h := lim.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for i := range 3 {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatalf("request %d: the KeyFunc's panic did not reach the server", i)
+				}
+			}()
+			r := ratelimittest.NewRequest("GET", "/", "")
+			r.Header.Set("X-Boom", "1")
+			ratelimittest.Do(h, r)
+		}()
+	}
+	if st := lim.Adaptive("inflight")[0]; st.InFlight != 0 {
+		t.Fatalf("%d in flight after three panicking requests, want 0", st.InFlight)
+	}
+	if code := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")).Code; code != http.StatusOK {
+		t.Errorf("a request after the panics: status %d, want 200", code)
+	}
+}

@@ -83,6 +83,9 @@ func (l *Limiter) keyRequests(rvs []ruleVerdict, key string, n int) ([]ruleVerdi
 // bounded by the time budget; the error joins the stores' errors, each
 // wrapping ErrStoreUnavailable (or ErrInvalidRequest when n is invalid).
 func (l *Limiter) Return(ctx context.Context, key string, n int) error {
+	if n < 0 {
+		return fmt.Errorf("%w: Return of %d events", ErrInvalidRequest, n)
+	}
 	var errs []error
 	found := false
 	for _, ru := range l.rules[:l.enforced] {

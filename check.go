@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -49,12 +48,27 @@ func (l *Limiter) check(r *http.Request, rt routing, v *Verdict) {
 // slots back unsampled. (Verdicts are filled in place rather than returned:
 // they are large enough for the copies to show on the request path.)
 func (l *Limiter) decide(r *http.Request, v *Verdict) {
-	var ad *adaptiveDone
-	if l.adaptive != nil {
-		if ad = l.acquireAdaptive(r, v); ad == nil {
-			return
-		}
+	if l.adaptive == nil {
+		l.decideAfter(r, nil, v)
+		return
 	}
+	ad := l.acquireAdaptive(r, v)
+	if ad == nil {
+		return
+	}
+	settled := false
+	defer func() {
+		if !settled { // a KeyFunc, LimitFunc, CostFunc or store panicked
+			ad.release(false, 0)
+		}
+	}()
+	l.decideAfter(r, ad, v)
+	settled = true
+}
+
+// decideAfter is decide once the adaptive rules, if any, have admitted r
+// (ad holds their slots).
+func (l *Limiter) decideAfter(r *http.Request, ad *adaptiveDone, v *Verdict) {
 	var now time.Time
 	if l.needNow {
 		now = l.clock.Now()
@@ -133,7 +147,7 @@ func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Ve
 		if ad != nil {
 			ad.release(false, 0)
 		}
-		l.stopped(d, &rvs[stop], v)
+		l.stopped(d, rvs, stop, v)
 		return
 	}
 	shadows := len(rvs) > d.enforced
@@ -246,44 +260,18 @@ func (l *Limiter) takeShadow(d *decision, rvs []ruleVerdict) {
 	}
 }
 
-// fail applies rv's FailurePolicy after its store returned err, and
-// reports whether the request must stop. A fallback that decides leaves rv
-// decided, with the request it saw (its share of the limit) so that
-// releases go to the store that took the units.
-func (l *Limiter) fail(d *decision, rv *ruleVerdict, err error) (stop bool) {
-	ru := rv.ru
-	rv.err = ruleError(ru.Name, err)
-	if !errors.Is(rv.err, ErrStoreUnavailable) {
-		// A LimitFunc or Cost produced something no store can enforce: a
-		// bug in the configuration, never a reason to let traffic through
-		// (nor, for a shadow rule, to stop it).
-		rv.state = misconfigured
-		l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeStoreError, Err: rv.err, Latency: rv.lat, Request: d.r})
-		return !ru.Shadow
-	}
-	p := ru.OnStoreError
-	if p.mode == failFallback {
-		local := rv.req
-		local.Limit = p.share(rv.req.Limit)
-		local.Cost = min(local.Cost, local.Limit.Capacity())
-		res, ferr := p.fallback.Take(d.ctx, local)
-		if ferr == nil {
-			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeFallback, Result: res, Err: rv.err, Latency: rv.lat, Request: d.r})
-			rv.req, rv.res, rv.by, rv.state, rv.err = local, res, p.fallback, decided, nil
-			return false
+// stopped is the verdict on a request that rule stop's store failure
+// stops. The rules that their stores decided before still report their
+// decisions, as they do when another rule denies.
+func (l *Limiter) stopped(d *decision, rvs []ruleVerdict, stop int, v *Verdict) {
+	if len(l.observers) > 0 {
+		for i := range rvs[:d.enforced] {
+			if rv := &rvs[i]; rv.answered() {
+				l.observers.result(d.r, rv.ru, rv.res, OutcomeDenied, rv.lat)
+			}
 		}
-		rv.err = fmt.Errorf("%w (fallback: %w)", rv.err, ferr)
 	}
-	l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeStoreError, Err: rv.err, Latency: rv.lat, Request: d.r})
-	rv.state = failedOpen
-	if p.mode == failClosed && !ru.Shadow {
-		rv.state = failedClosed
-	}
-	return rv.state == failedClosed
-}
-
-// stopped is the verdict on a request that rule i's store failure stops.
-func (l *Limiter) stopped(d *decision, rv *ruleVerdict, v *Verdict) {
+	rv := &rvs[stop]
 	*v = Verdict{l: l, r: d.r, kind: verdictFailedClosed, top: rv.ru, limit: rv.req.Limit, err: rv.err}
 	if rv.state == misconfigured {
 		v.kind = verdictMisconfigured
@@ -325,10 +313,10 @@ func (l *Limiter) conclude(d *decision, rvs []ruleVerdict, denied bool, v *Verdi
 	if p := l.policy(d, rvs); p != "" {
 		v.policy = p
 	}
+	if failed != nil { // a store failed, whether or not another rule denied
+		v.err = failed
+	}
 	if !denied {
-		if failed != nil {
-			v.err = failed
-		}
 		return
 	}
 	v.kind = verdictDenied

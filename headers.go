@@ -106,12 +106,13 @@ func appendRateLimit(b []byte, quotedName string, res *Result) []byte {
 }
 
 // delay is the t parameter: seconds until the quota is full again when
-// allowed, until the request would fit when denied.
+// allowed, until the request would fit when denied: the Retry-After value,
+// at least one second (a denial never says "retry now").
 func delay(res *Result) int64 {
 	if res.Allowed {
 		return seconds(res.ResetAfter)
 	}
-	return seconds(res.RetryAfter)
+	return retryAfter(res)
 }
 
 // retryAfter is the Retry-After value of a denial: at least one second.

@@ -1,9 +1,12 @@
 package ratelimit_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +77,33 @@ func TestFailClosedProblemType(t *testing.T) {
 		}
 		if resp.Code != status || body.Status != status || body.Type != want {
 			t.Errorf("FailClosed(%d): %d with type %q, want %q", status, resp.Code, body.Type, want)
+		}
+	}
+}
+
+// zeroWaitDenier denies every request with the given RetryAfter (a store
+// whose clock is ahead, or one that rounds the wait down to zero).
+type zeroWaitDenier struct {
+	ratelimittest.FailingStore
+	wait time.Duration
+}
+
+func (s zeroWaitDenier) Take(_ context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+	return ratelimit.Result{Limit: req.Limit, RetryAfter: s.wait, ResetAfter: time.Minute}, nil
+}
+
+// TestDeniedDelayIsTheRetryAfterValue: on a 429, RateLimit's t is the
+// Retry-After value, at least one second, even when the store reports a
+// wait of zero or less: t=0 would invite a retry that is denied again.
+func TestDeniedDelayIsTheRetryAfterValue(t *testing.T) {
+	for _, wait := range []time.Duration{0, -3 * time.Second, time.Nanosecond, 1500 * time.Millisecond} {
+		l := ratelimit.NewLimiter(ratelimit.PerMinute(10), ratelimit.Global(), ratelimit.WithStore(zeroWaitDenier{wait: wait}))
+		w := httptest.NewRecorder()
+		l.Check(httptest.NewRequest("GET", "/", nil)).Write(w)
+		retry := w.Header().Get("Retry-After")
+		rl := w.Header().Get("RateLimit")
+		if w.Code != http.StatusTooManyRequests || retry == "" || !strings.HasSuffix(rl, ";t="+retry) {
+			t.Errorf("store wait %v: %d, Retry-After %q, RateLimit %q; want a 429 whose t is the Retry-After value", wait, w.Code, retry, rl)
 		}
 	}
 }

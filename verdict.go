@@ -102,7 +102,7 @@ func (v Verdict) Violated() []string {
 
 // Err is why no store decided for some rule: an error wrapping
 // ErrStoreUnavailable when a store failed (the request proceeds under
-// FailOpen, stops under FailClosed), one wrapping ErrInvalidRequest when the
+// FailOpen unless another rule denied it, stops under FailClosed), one wrapping ErrInvalidRequest when the
 // request costs more than a rule's capacity or a rule is misconfigured (it
 // never wraps ErrStoreUnavailable then), or the KeyFunc's error on a key
 // error. Nil when every rule that applied was decided by its store or a

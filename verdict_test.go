@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -226,5 +228,93 @@ func TestAllowCompensatesAcrossStores(t *testing.T) {
 	}
 	if got := remaining(t, local, "wide", "alice", ratelimit.PerMinute(10)); got != 9 {
 		t.Fatalf("the wide rule has %d left, want 9: denials consumed it", got)
+	}
+}
+
+// countingStore counts the units its store granted and those given back.
+type countingStore struct {
+	ratelimit.Store
+	taken, returned atomic.Int64
+}
+
+func (s *countingStore) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+	res, err := s.Store.Take(ctx, req)
+	if err == nil && res.Allowed {
+		s.taken.Add(int64(req.Cost))
+	}
+	return res, err
+}
+
+func (s *countingStore) TakeAll(ctx context.Context, reqs []ratelimit.Request, res []ratelimit.Result) error {
+	err := s.Store.TakeAll(ctx, reqs, res)
+	if err == nil && !slices.ContainsFunc(res, func(r ratelimit.Result) bool { return !r.Allowed }) {
+		for _, r := range reqs {
+			s.taken.Add(int64(r.Cost))
+		}
+	}
+	return err
+}
+
+func (s *countingStore) Return(ctx context.Context, req ratelimit.Request) error {
+	s.returned.Add(int64(req.Cost))
+	return s.Store.Return(ctx, req)
+}
+
+// TestVerdictCopiesReleaseSlotsOnceUnderContention: many goroutines check
+// two Concurrency rules on two stores and call Done on two copies of each
+// admitted verdict at once. Never more requests in flight than the tighter
+// rule allows, every slot taken is given back exactly once (compensation
+// included), and the limiter ends with its full capacity.
+func TestVerdictCopiesReleaseSlotsOnceUnderContention(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	wide := &countingStore{Store: memory.New(memory.WithClock(clock))}
+	tight := &countingStore{Store: memory.New(memory.WithClock(clock))}
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "wide", Limit: ratelimit.PerMinute(4), Algorithm: ratelimit.Concurrency, Key: ratelimit.Global(), Store: wide},
+		{Name: "tight", Limit: ratelimit.PerMinute(3), Algorithm: ratelimit.Concurrency, Key: ratelimit.Global(), Store: tight},
+	}, ratelimit.WithClock(clock))
+	var inFlight, most atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 200 {
+				v := l.Check(httptest.NewRequest("GET", "/", nil))
+				if !v.Allowed() {
+					continue
+				}
+				n := inFlight.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				inFlight.Add(-1)
+				c := v
+				var both sync.WaitGroup
+				both.Go(v.Done)
+				both.Go(func() { c.DoneStatus(200) })
+				both.Wait()
+			}
+		})
+	}
+	wg.Wait()
+	if m := most.Load(); m > 3 {
+		t.Errorf("%d requests in flight at once; the tight rule allows 3", m)
+	}
+	for name, s := range map[string]*countingStore{"wide": wide, "tight": tight} {
+		if tk, rt := s.taken.Load(), s.returned.Load(); tk != rt || tk == 0 {
+			t.Errorf("store %s: %d units taken, %d given back; want every unit given back once", name, tk, rt)
+		}
+	}
+	var held []ratelimit.Verdict
+	for range 3 {
+		v := l.Check(httptest.NewRequest("GET", "/", nil))
+		if !v.Allowed() {
+			t.Fatalf("after every Done: request %d denied; want the full capacity of 3", len(held)+1)
+		}
+		held = append(held, v)
+	}
+	if l.Check(httptest.NewRequest("GET", "/", nil)).Allowed() {
+		t.Error("a fourth request admitted while three hold the tight rule's slots")
+	}
+	for _, v := range held {
+		v.Done()
 	}
 }
