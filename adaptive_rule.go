@@ -125,23 +125,36 @@ type adaptiveHeld struct {
 	ticket adaptive.Ticket
 }
 
-// adaptiveDone holds a request's adaptive slots until it is released.
+// adaptiveDone holds a request's adaptive slots until it is released. It
+// holds them by value (no pointer into itself), so that the caller's copy
+// stays on the stack until hold copies it for an admitted request.
 type adaptiveDone struct {
 	r      *http.Request
-	held   []adaptiveHeld
-	inline [2]adaptiveHeld // held's storage for up to two adaptive rules
+	n      int             // slots held: inline's first ones, then more
+	inline [2]adaptiveHeld // the slots of up to two adaptive rules
+	more   []adaptiveHeld  // beyond two
+}
+
+func (d *adaptiveDone) add(h adaptiveHeld) {
+	if d.n < len(d.inline) {
+		d.inline[d.n] = h
+	} else {
+		d.more = append(d.more, h)
+	}
+	d.n++
 }
 
 // release frees every slot; sampled tells whether the request ran (its
 // outcome is classified with status) or was stopped by another rule
 // (ignored). A nil d holds nothing; a second release frees nothing.
 func (d *adaptiveDone) release(sampled bool, status int) {
-	if d == nil {
+	if d == nil || d.n == 0 {
 		return
 	}
-	held := d.held
-	d.held = nil
-	releaseHeld(held, d.r, sampled, status)
+	n, more := d.n, d.more
+	d.n, d.more = 0, nil
+	releaseHeld(d.inline[:min(n, len(d.inline))], d.r, sampled, status)
+	releaseHeld(more, d.r, sampled, status)
 }
 
 func releaseHeld(held []adaptiveHeld, r *http.Request, sampled bool, status int) {
@@ -156,14 +169,13 @@ func releaseHeld(held []adaptiveHeld, r *http.Request, sampled bool, status int)
 	}
 }
 
-// acquireAdaptive takes a slot under every adaptive rule. It returns the
-// slots held or, when a rule rejects the request or its key, nil, having
-// set the verdict *v and given back the slots taken. A rejection does not
-// allocate: the slots are gathered on the stack and moved to the heap only
-// once every adaptive rule has admitted the request.
-func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict) *adaptiveDone {
-	var inline [2]adaptiveHeld
-	held := inline[:0]
+// acquireAdaptive takes a slot under every adaptive rule into *d, the
+// caller's. It reports whether the request was admitted; when a rule
+// rejects the request or its key, it sets the verdict *v and gives back the
+// slots taken. It does not allocate: the slots are copied to the heap only
+// once the whole request is admitted (hold).
+func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) bool {
+	d.r = r
 	for _, ru := range l.adaptive {
 		s := ru.adaptive
 		key, err := ru.Key(r)
@@ -176,9 +188,9 @@ func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict) *adaptiveDone {
 			continue
 		case ru.onKeyError == RejectKeyError:
 			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
-			releaseHeld(held, r, false, 0)
+			d.release(false, 0)
 			*v = Verdict{l: l, r: r, kind: verdictKeyError, top: ru, err: err}
-			return nil
+			return false
 		default:
 			lim = s.sharedLimiter()
 		}
@@ -186,7 +198,7 @@ func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict) *adaptiveDone {
 		tk, ok := lim.AcquireAt(s.now(), critical)
 		switch {
 		case ok:
-			held = append(held, adaptiveHeld{ru, tk})
+			d.add(adaptiveHeld{ru, tk})
 			if len(l.observers) > 0 {
 				l.observers.result(r, ru, adaptiveResult(lim, true), OutcomeDenied, 0)
 			}
@@ -195,14 +207,44 @@ func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict) *adaptiveDone {
 		default:
 			res := adaptiveResult(lim, false)
 			l.observers.result(r, ru, res, OutcomeDenied, 0)
-			releaseHeld(held, r, false, 0)
+			d.release(false, 0)
 			*v = Verdict{l: l, r: r, kind: verdictAdaptive, top: ru, res: res, limit: res.Limit}
-			return nil
+			return false
 		}
 	}
-	d := &adaptiveDone{r: r}
-	d.held = append(d.inline[:0], held...)
+	return true
+}
+
+// rejectionFields returns the shared field values of a rejection at limit:
+// RateLimit-Policy, RateLimit, Retry-After, Cache-Control, Content-Type.
+// They are built once per limit and shared by the rejections at it (see
+// denyFields for why sharing them is safe), so a rejection allocates none.
+func (s *adaptiveSet) rejectionFields(quotedName string, limit int) *denyFields {
+	if d := s.denial.Load(); d != nil && d.t == int64(limit) && d.vals == d.intact {
+		return d
+	}
+	d := &denyFields{t: int64(limit)}
+	d.intact = [5]string{
+		quotedName + ";q=" + strconv.Itoa(limit) + `;qu="concurrent-requests"`,
+		quotedName + ";r=0;t=1",
+		"1",
+		"no-store",
+		"application/problem+json",
+	}
+	d.vals = d.intact
+	s.denial.Store(d)
 	return d
+}
+
+// addShared adds the shared value v (length and capacity 1) to the field
+// k: it becomes the field when the field is empty, else it is appended,
+// which copies.
+func addShared(h http.Header, k string, v []string) {
+	if old := h[k]; len(old) > 0 {
+		h[k] = append(old, v[0])
+		return
+	}
+	h[k] = v
 }
 
 func adaptiveResult(l *adaptive.Limiter, ok bool) Result {

@@ -168,7 +168,7 @@ type held struct {
 	ctx      context.Context
 	r        *http.Request
 	slots    []heldSlot
-	adaptive *adaptiveDone
+	adaptive adaptiveDone        // its held is empty without adaptive rules
 	w        http.ResponseWriter // given to Verdict.Write: asked for the status
 	once     atomic.Bool
 }
@@ -183,19 +183,20 @@ type heldSlot struct {
 // hold returns what the admitted request of d holds, or nil.
 func (l *Limiter) hold(d *decision, rvs []ruleVerdict, ad *adaptiveDone) *held {
 	var h *held
+	if ad != nil && ad.n > 0 {
+		h = &held{l: l, r: d.r, adaptive: *ad}
+		ad.n, ad.more = 0, nil // now h's to release
+	}
 	for i := range rvs {
 		if rv := &rvs[i]; rv.holds() {
 			if h == nil {
-				h = &held{l: l, ctx: context.WithoutCancel(d.ctx), r: d.r}
+				h = &held{l: l, r: d.r}
+			}
+			if h.ctx == nil {
+				h.ctx = context.WithoutCancel(d.ctx)
 			}
 			h.slots = append(h.slots, heldSlot{rv.ru, rv.store(), rv.req, rv.res.Slot})
 		}
-	}
-	if ad != nil {
-		if h == nil {
-			h = &held{l: l, ctx: context.WithoutCancel(d.ctx), r: d.r}
-		}
-		h.adaptive = ad
 	}
 	return h
 }
@@ -209,9 +210,7 @@ func (h *held) done(status int) {
 	for _, s := range h.slots {
 		h.l.release(h.ctx, h.r, s.ru, s.store, s.req, s.slot)
 	}
-	if h.adaptive != nil {
-		h.adaptive.release(true, status)
-	}
+	h.adaptive.release(true, status)
 }
 
 // doneRecorded is done with the status recorded by the ResponseWriter given

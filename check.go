@@ -52,10 +52,11 @@ func (l *Limiter) decide(r *http.Request, v *Verdict) {
 		l.decideAfter(r, nil, v)
 		return
 	}
-	ad := l.acquireAdaptive(r, v)
-	if ad == nil {
+	var adv adaptiveDone // on the stack: hold copies it for an admitted request
+	if !l.acquireAdaptive(r, v, &adv) {
 		return
 	}
+	ad := &adv
 	settled := false
 	defer func() {
 		if !settled { // a KeyFunc, LimitFunc, CostFunc or store panicked

@@ -215,22 +215,6 @@ func (f *rateFields) write(h http.Header, res *Result, problem bool) {
 	}
 }
 
-// adaptiveFields sets the fields of a rejection by an adaptive limit of
-// limit requests in flight: with the IETF fields, the policy in the
-// concurrent-requests unit; Retry-After, Cache-Control and (with problem)
-// Content-Type.
-func adaptiveFields(h http.Header, style HeaderStyle, quotedName string, limit int, problem bool) {
-	if style&HeadersIETF != 0 {
-		h[hdrPolicy] = append(h[hdrPolicy], quotedName+";q="+strconv.Itoa(limit)+`;qu="concurrent-requests"`)
-		h[hdrRateLimit] = append(h[hdrRateLimit], quotedName+";r=0;t=1")
-	}
-	h[hdrRetryAfter] = []string{"1"}
-	h[hdrCacheControl] = []string{"no-store"}
-	if problem {
-		h[hdrContentType] = []string{"application/problem+json"}
-	}
-}
-
 // validPolicyName reports whether name can be used as a policy name: it is
 // written as a Structured Fields string and used in metrics, so it is kept
 // to 1–64 characters of letters, digits and "-_.:/".

@@ -227,11 +227,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // mux is next when next is a *http.ServeMux (asked about carve-outs).
 func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler, mux *http.ServeMux) {
 	w = l.recordStatus(w)
-	done, ok := l.admit(w, r, routing{mux: mux})
+	h, ok := l.admitHeld(w, r, routing{mux: mux})
 	if !ok {
 		return
 	}
-	defer done()
+	if h != nil {
+		defer h.doneRecorded() // not a func value: that would allocate
+	}
 	next.ServeHTTP(w, r)
 }
 
@@ -250,14 +252,24 @@ func (l *Limiter) AdmitRoute(w http.ResponseWriter, r *http.Request, route strin
 }
 
 func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (done func(), ok bool) {
+	h, ok := l.admitHeld(w, r, rt)
+	if h == nil {
+		return noop, ok
+	}
+	return h.doneRecorded, ok
+}
+
+// admitHeld is admit returning what the request holds (nil when nothing is
+// to be released) rather than a function, which would allocate.
+func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing) (*held, bool) {
 	if l.skip(r, rt) {
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
-		return noop, true
+		return nil, true
 	}
 	if l.adaptive == nil && len(l.rules) == 1 {
 		if f := l.rules[0].fast; f != nil {
 			if ok, handled := f.admit(w, r, l.rules[0]); handled {
-				return noop, ok
+				return nil, ok
 			}
 		}
 	}
@@ -265,9 +277,9 @@ func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (don
 	l.decide(r, &v)
 	v.write(w)
 	if !v.Allowed() {
-		return noop, false
+		return nil, false
 	}
-	return v.doneFunc(), true
+	return v.held, true
 }
 
 func noop() {}

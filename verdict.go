@@ -126,7 +126,16 @@ func (v *Verdict) setHeaders(h http.Header, problem bool) {
 		f := rateFields{style: v.l.headers, policy: policy, name: v.top.quotedName, capacity: v.top.capacityText, limit: v.limit, now: v.now}
 		f.write(h, &v.res, problem)
 	case verdictAdaptive:
-		adaptiveFields(h, v.l.headers, v.top.quotedName, v.res.Limit.Rate, problem)
+		f := v.top.adaptive.rejectionFields(v.top.quotedName, v.res.Limit.Rate)
+		if v.l.headers&HeadersIETF != 0 {
+			addShared(h, hdrPolicy, f.vals[0:1:1])
+			addShared(h, hdrRateLimit, f.vals[1:2:2])
+		}
+		h[hdrRetryAfter] = f.vals[2:3:3]
+		h[hdrCacheControl] = f.vals[3:4:4]
+		if problem {
+			h[hdrContentType] = f.vals[4:5:5]
+		}
 	case verdictCostExceeded:
 		h[hdrCacheControl] = []string{"no-store"}
 	}
@@ -216,12 +225,4 @@ func (v Verdict) DoneStatus(status int) {
 	if v.held != nil {
 		v.held.done(status)
 	}
-}
-
-// doneFunc returns Done as the function Admit hands out.
-func (v Verdict) doneFunc() func() {
-	if v.held == nil {
-		return noop
-	}
-	return v.held.doneRecorded
 }
