@@ -98,7 +98,7 @@ func toEngine(r *Request) memstore.Request {
 		},
 		Cost:     int64(r.Cost),
 		WinStart: r.Window.Start, WinEnd: r.Window.End, WinNext: r.Window.NextEnd,
-		Slot: r.Slot,
+		Slot: r.Slot, MaxDelay: int64(r.MaxDelay), Force: r.Force,
 	}
 }
 
@@ -110,5 +110,6 @@ func fromEngine(r *Request, res memstore.Result) Result {
 		RetryAfter: time.Duration(res.RetryAfter),
 		ResetAfter: time.Duration(res.ResetAfter),
 		Slot:       res.Slot,
+		Delay:      time.Duration(res.Delay),
 	}
 }

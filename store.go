@@ -81,12 +81,42 @@ type Request struct {
 	// counts against the stored (later) window: windows never go back.
 	Window Window
 
-	// Slot, on Return of Concurrency units, is the Result.Slot of the Take
-	// that acquired them: exactly those slots are released, and nothing if
-	// they have already expired. Zero releases the Cost slots that would
-	// expire soonest (Limiter.Return, which holds no token, does that).
-	// Other algorithms ignore it.
+	// Slot, on Return, and on a Take with Force, is the Result.Slot of the
+	// Take that consumed the units being given back or settled, so that they
+	// apply to exactly what that Take consumed:
+	//
+	//   - Concurrency (Return): exactly those slots are released, and nothing
+	//     if they have already expired. Zero releases the Cost slots that
+	//     would expire soonest (Limiter.Return, which holds no token, does
+	//     that).
+	//   - FixedWindow and SlidingWindow: the units count in the window the
+	//     Take counted in, never in a later one; when that window no longer
+	//     counts (a fixed window that ended, a sliding window before the
+	//     previous one), nothing changes. Zero means the window a Take at the
+	//     store's current time counts in.
+	//
+	// GCRA ignores it: a key's state is one arrival time.
 	Slot uint64
+
+	// MaxDelay, for GCRA, makes an allowed Take a reservation (pacing): a
+	// request that does not fit now but will fit within MaxDelay, with no
+	// other traffic, is allowed and consumed at once, and Result.Delay is
+	// how long the caller must wait before acting on it. A request that
+	// would need longer is denied, consuming nothing, with RetryAfter the
+	// delay it would have needed. A caller that does not wait out the delay
+	// (its client left) gives the units back with Return, which restores the
+	// key's state exactly. Zero allows no reservation; other algorithms
+	// ignore it. Negative is invalid.
+	MaxDelay time.Duration
+
+	// Force makes a Take consume Cost units whether or not they fit: the
+	// settlement of units already spent (a cost known only after the
+	// response). Allowed then reports whether they fitted; for GCRA the debt
+	// beyond the capacity postpones the key's next admissions, for the
+	// window algorithms the count may exceed Rate until its window ends.
+	// Cost may then exceed the capacity (up to 2^31-1). TakeAll does not
+	// take forced requests: settle each with Take.
+	Force bool
 }
 
 // Window is an explicit fixed-window interval [Start, End) in Unix nanoseconds.
@@ -116,7 +146,10 @@ func (r *Request) Validate() error {
 	if r.Algorithm != GCRA && r.Limit.Burst != 0 && r.Limit.Burst != r.Limit.Rate {
 		return fmt.Errorf("%w: %v counts Rate per window and takes no Burst (got %d)", ErrInvalidLimit, r.Algorithm, r.Limit.Burst)
 	}
-	if r.Cost > r.Limit.Capacity() {
+	if r.MaxDelay < 0 {
+		return fmt.Errorf("%w: negative MaxDelay %v", ErrInvalidRequest, r.MaxDelay)
+	}
+	if r.Cost > r.Limit.Capacity() && !r.Force {
 		return fmt.Errorf("%w: cost %d exceeds the capacity %d of %v", ErrInvalidRequest, r.Cost, r.Limit.Capacity(), r.Limit)
 	}
 	if w := r.Window; w != (Window{}) && (r.Algorithm != FixedWindow || w.End <= w.Start || w.End <= 0 ||
@@ -147,10 +180,18 @@ type Result struct {
 	// assuming no other traffic.
 	ResetAfter time.Duration
 
-	// Slot, for an allowed Concurrency Take of non-zero cost, identifies the
-	// slots it acquired (an opaque token, unique per key while they live):
-	// pass it in Request.Slot to Return exactly those slots. Zero otherwise.
+	// Slot, for an allowed Take of non-zero cost, identifies what it
+	// consumed (an opaque token): for Concurrency the slots it acquired
+	// (unique per key while they live), for FixedWindow and SlidingWindow
+	// the window it counted in. Pass it in Request.Slot to Return exactly
+	// those units or to settle against that window. Zero for GCRA and
+	// otherwise.
 	Slot uint64
+
+	// Delay, for a Take allowed under Request.MaxDelay, is how long the
+	// caller must wait before acting on the request: its units are consumed
+	// for that moment. Zero when it may act now.
+	Delay time.Duration
 }
 
 // A Store keeps rate-limit state and makes decisions against it.
@@ -168,7 +209,8 @@ type Store interface {
 	// TakeAll checks every request and consumes them only if all are allowed:
 	// when any is denied nothing is consumed. results must have the length of
 	// reqs; results[i] is the decision for reqs[i] alone, with Remaining as if
-	// nothing were consumed when another request was denied.
+	// nothing were consumed when another request was denied. Requests with
+	// Force are invalid here.
 	TakeAll(ctx context.Context, reqs []Request, results []Result) error
 
 	// Return gives back req.Cost units taken earlier for the same key: a refund

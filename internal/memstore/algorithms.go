@@ -47,17 +47,14 @@ type Result struct {
 	Remaining  int64
 	RetryAfter int64
 	ResetAfter int64
-	Slot       uint64 // the token of the slots an allowed Concurrency take acquired
+	Delay      int64  // for a reservation (Request.MaxDelay): the wait before acting
+	Slot       uint64 // what an allowed take consumed: Concurrency slots, or the end of its window
 }
 
 // gcra applies cost at now to the theoretical arrival time tat of a key
 // (zero for a key never seen) and returns the new tat to store.
-//
-// The bucket is full when tat <= now and empty when tat = now + tau, where
-// tau = Capacity*interval. A request of cost n fits when tat + n*interval - tau
-// <= now. Cost zero reports whether one unit fits and changes nothing.
 func gcra(tat, now int64, l Limit, cost int64) (int64, Result) {
-	next, d := gcraDecide(tat, now, l, cost)
+	next, d := gcraDecide(tat, now, &Request{Limit: l, Cost: cost})
 	return next, d.result(now, l)
 }
 
@@ -65,19 +62,34 @@ func gcra(tat, now int64, l Limit, cost int64) (int64, Result) {
 // turns it into a Result (with its divisions) after the lock is released.
 type gcraDecision struct {
 	allowed bool
+	took    bool  // units were consumed: allowed, or forced
 	tat     int64 // the key's theoretical arrival time after the decision
-	allowAt int64 // when a denied request would fit
+	allowAt int64 // when the request fits, with no other traffic
 }
 
-func gcraDecide(tat, now int64, l Limit, cost int64) (int64, gcraDecision) {
-	t := l.interval()
+// gcraDecide is the GCRA decision on r at now for a key at tat.
+//
+// The bucket is full when tat <= now and empty when tat = now + tau, where
+// tau = Capacity*interval. A request of cost n fits at allowAt = tat +
+// n*interval - tau: now, when allowAt <= now; later, as a reservation, when
+// allowAt <= now + MaxDelay (its units are consumed at once, so that later
+// requests queue behind it, and it acts at allowAt). Cost zero reports
+// whether one unit fits and changes nothing. A forced request is consumed
+// whether or not it fits.
+func gcraDecide(tat, now int64, r *Request) (int64, gcraDecision) {
+	t := r.Limit.interval()
 	tat = max(tat, now)
-	allowAt := tat + max(cost, 1)*t - t*l.Capacity
-	if allowAt > now {
+	allowAt := tat + mulSat(max(r.Cost, 1), t) - t*r.Limit.Capacity
+	fits := allowAt <= now+r.MaxDelay
+	if !fits && !r.Force {
 		return tat, gcraDecision{tat: tat, allowAt: allowAt}
 	}
-	tat += cost * t
-	return tat, gcraDecision{allowed: true, tat: tat}
+	if r.Force { // after the debt, report when the next unit fits
+		tat = addSat(tat, mulSat(r.Cost, t))
+		return tat, gcraDecision{allowed: allowAt <= now, took: true, tat: tat, allowAt: tat + t - t*r.Limit.Capacity}
+	}
+	tat += r.Cost * t
+	return tat, gcraDecision{allowed: true, took: true, tat: tat, allowAt: allowAt}
 }
 
 func (d gcraDecision) result(now int64, l Limit) Result {
@@ -89,9 +101,24 @@ func (d gcraDecision) result(now int64, l Limit) Result {
 	}
 	if !d.allowed {
 		res.RetryAfter = d.allowAt - now
+	} else if d.allowAt > now {
+		res.Delay = d.allowAt - now
 	}
 	return res
 }
+
+// mulSat is a*b for non-negative a and b, saturated at math.MaxInt64/4 so
+// that sums of a few such values cannot overflow.
+func mulSat(a, b int64) int64 {
+	const ceiling = math.MaxInt64 / 4
+	if hi, lo := bits.Mul64(uint64(a), uint64(b)); hi != 0 || lo > ceiling {
+		return ceiling
+	}
+	return a * b
+}
+
+// addSat is a+b for a, b below math.MaxInt64/2, saturated as mulSat.
+func addSat(a, b int64) int64 { return min(a+b, math.MaxInt64/4) }
 
 // gcraReturn gives cost units back to tat, never beyond a full bucket.
 func gcraReturn(tat, now int64, l Limit, cost int64) int64 {
@@ -186,15 +213,6 @@ func slidingNow(w window, now, p int64) int64 {
 	return now
 }
 
-func slidingReturn(w window, now int64, l Limit, cost int64) window {
-	now = slidingNow(w, now, l.Period)
-	start := now - mod(now, l.Period)
-	if w.Expires-2*l.Period == start {
-		w.A = uint32(max(0, int64(w.A)-cost))
-	}
-	return w
-}
-
 // fixedWindow: A is the count of the window that ends at Expires. The window
 // is [start, end), epoch-aligned unless the caller gave explicit bounds.
 //
@@ -222,18 +240,6 @@ func fixedWindow(w window, now int64, l Limit, cost int64, start, end int64) (wi
 		res.ResetAfter = left
 	}
 	return window{Expires: end, A: uint32(count)}, res
-}
-
-// fixedReturn refunds cost units of the window a take at now would have
-// counted against: the request's window, or the key's later one.
-func fixedReturn(w window, now int64, l Limit, cost int64, end int64) window {
-	if end == 0 {
-		end = now - mod(now, l.Period) + l.Period
-	}
-	if w.Expires == end || w.A > 0 && w.Expires > end {
-		w.A = uint32(max(0, int64(w.A)-cost))
-	}
-	return w
 }
 
 // mod is the non-negative remainder of a/b (b > 0), so that windows align

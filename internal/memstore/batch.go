@@ -6,7 +6,8 @@ import "fmt"
 // types: it converts each request with conv (which validates it), takes them
 // all at now and converts each result back with back. A request conv
 // rejects fails the batch with its index; a length mismatch or more than
-// MaxBatch requests fails it with invalid, before any state is touched.
+// MaxBatch requests, or a forced request, fails it with invalid, before any
+// state is touched.
 func TakeBatch[R, S any](s *Store, now int64, reqs []R, results []S, invalid error,
 	conv func(*R) (Request, error), back func(*R, Result) S) error {
 	if len(results) != len(reqs) {
@@ -26,6 +27,9 @@ func TakeBatch[R, S any](s *Store, now int64, reqs []R, results []S, invalid err
 		m, err := conv(&reqs[i])
 		if err != nil {
 			return fmt.Errorf("request %d: %w", i, err)
+		}
+		if m.Force {
+			return fmt.Errorf("%w: request %d: a forced request (a settlement) is taken alone, with Take", invalid, i)
 		}
 		ms = append(ms, m)
 	}

@@ -105,8 +105,8 @@ func (sh *gshard) tryTake(h uint64, r *Request, now int64) (gcraDecision, bool) 
 	if i < 0 {
 		// Absent when the slab was loaded: keys are never removed from a
 		// slab, so one present then would have been found.
-		_, d := gcraDecide(0, now, r.Limit, r.Cost)
-		return d, !d.allowed || r.Cost == 0
+		_, d := gcraDecide(0, now, r)
+		return d, !d.took || r.Cost == 0
 	}
 	p := &sl.tats[i]
 	for {
@@ -114,8 +114,8 @@ func (sh *gshard) tryTake(h uint64, r *Request, now int64) (gcraDecision, bool) 
 		if old == dead {
 			return gcraDecision{}, false
 		}
-		next, d := gcraDecide(old, now, r.Limit, r.Cost)
-		if !d.allowed || r.Cost == 0 || p.CompareAndSwap(old, next) {
+		next, d := gcraDecide(old, now, r)
+		if !d.took || r.Cost == 0 || p.CompareAndSwap(old, next) {
 			return d, true
 		}
 	}
@@ -137,8 +137,8 @@ func (sh *gshard) takeLocked(capacity int, h uint64, r *Request, now int64) gcra
 	if d, ok := sh.tryTake(h, r, now); ok { // a live key: lock-free checks may race
 		return d
 	}
-	next, d := gcraDecide(0, now, r.Limit, r.Cost) // absent or dropped
-	if d.allowed && r.Cost > 0 {
+	next, d := gcraDecide(0, now, r) // absent or dropped
+	if d.took && r.Cost > 0 {
 		sh.insert(capacity, h, next, now)
 	}
 	return d

@@ -18,8 +18,15 @@ type Request struct {
 	// epoch-aligned windows of Limit.Period. WinNext, if set, is the end of
 	// the window after [WinStart, WinEnd).
 	WinStart, WinEnd, WinNext int64
-	// Slot names the Concurrency slots a Return releases; see slots.release.
+	// Slot names the Concurrency slots a Return releases (see
+	// slots.release), or the end of the window a Return or a forced take
+	// applies to; zero for the current one.
 	Slot uint64
+	// MaxDelay, for GCRA, is how far in the future a reservation may act;
+	// see gcraDecide.
+	MaxDelay int64
+	// Force consumes the cost whether or not it fits (a settlement).
+	Force bool
 }
 
 // Store is a sharded table from a 64-bit hash of (rule, key, algorithm) to the
@@ -208,13 +215,26 @@ func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int6
 	}
 	var next window
 	var res Result
-	if r.Alg == SlidingWindow {
+	switch {
+	case r.Force:
+		rs := *r
+		rs.WinStart, rs.WinEnd = start, end
+		next, res = settleWindow(old, now, &rs, r.Cost)
+		if next != old {
+			store(sh, capacity, h, slot, next, now)
+		}
+		return res
+	case r.Alg == SlidingWindow:
 		next, res = slidingWindow(old, now, r.Limit, r.Cost)
-	} else {
+		res.Slot = uint64(next.Expires - r.Limit.Period)
+	default:
 		next, res = fixedWindow(old, now, r.Limit, r.Cost, start, end)
+		res.Slot = uint64(next.Expires)
 	}
 	if res.Allowed && r.Cost > 0 {
 		store(sh, capacity, h, slot, next, now)
+	} else {
+		res.Slot = 0
 	}
 	return res
 }
@@ -258,12 +278,8 @@ func (s *Store) Return(r *Request, now int64) {
 	sh := &s.windows[i]
 	sh.mu.Lock()
 	if old, ok := sh.t.get(h); ok {
-		if r.Alg == SlidingWindow {
-			old = slidingReturn(old, now, r.Limit, r.Cost)
-		} else {
-			old = fixedReturn(old, now, r.Limit, r.Cost, r.WinEnd)
-		}
-		set(sh, h, old)
+		next, _ := settleWindow(old, now, r, -r.Cost)
+		set(sh, h, next)
 	}
 	sh.mu.Unlock()
 }

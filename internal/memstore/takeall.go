@@ -94,8 +94,8 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 		r := &reqs[i]
 		if j := which[i]; j > 0 {
 			k := &g[j-1]
-			next, d := gcraDecide(k.cur, now, r.Limit, r.Cost)
-			if d.allowed && r.Cost > 0 {
+			next, d := gcraDecide(k.cur, now, r)
+			if d.took && r.Cost > 0 {
 				k.cur, k.stored = next, true
 			}
 			results[i] = d.result(now, r.Limit)
@@ -186,7 +186,7 @@ func (s *Store) rollback(reqs []Request, hs []held, which []uint8, log []undo, r
 		peek := reqs[i]
 		peek.Cost = 0
 		if j := which[i]; j > 0 {
-			_, d := gcraDecide(hs[j-1].orig, now, peek.Limit, 0)
+			_, d := gcraDecide(hs[j-1].orig, now, &peek)
 			results[i] = d.result(now, peek.Limit)
 		} else {
 			results[i] = s.apply(log[i].h, &peek, now)

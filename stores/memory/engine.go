@@ -37,7 +37,7 @@ func engineRequest(r *ratelimit.Request) (memstore.Request, error) {
 		},
 		Cost:     int64(r.Cost),
 		WinStart: r.Window.Start, WinEnd: r.Window.End, WinNext: r.Window.NextEnd,
-		Slot: r.Slot,
+		Slot: r.Slot, MaxDelay: int64(r.MaxDelay), Force: r.Force,
 	}, nil
 }
 
@@ -49,5 +49,6 @@ func fromEngine(r *ratelimit.Request, res memstore.Result) ratelimit.Result {
 		RetryAfter: time.Duration(res.RetryAfter),
 		ResetAfter: time.Duration(res.ResetAfter),
 		Slot:       res.Slot,
+		Delay:      time.Duration(res.Delay),
 	}
 }

@@ -1,0 +1,241 @@
+package ratelimittest
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+)
+
+// reserve calls Take with MaxDelay and checks that it is allowed with delay.
+func (st *storeTester) reserve(req ratelimit.Request, delay time.Duration) ratelimit.Result {
+	st.t.Helper()
+	res, err := st.s.Take(context.Background(), req)
+	if err != nil {
+		st.t.Fatalf("Take(%s, max delay %v) at +%v: %v", req.Key, req.MaxDelay, st.elapsed(), err)
+	}
+	if !res.Allowed || res.Delay != delay {
+		st.t.Fatalf("Take(%s, max delay %v) at +%v: %+v; want allowed with Delay %v", req.Key, req.MaxDelay, st.elapsed(), res, delay)
+	}
+	return res
+}
+
+// settle calls Take with Force and checks whether the units fitted.
+func (st *storeTester) settle(req ratelimit.Request, fits bool) ratelimit.Result {
+	st.t.Helper()
+	req.Force = true
+	res, err := st.s.Take(context.Background(), req)
+	if err != nil {
+		st.t.Fatalf("forced Take(%s, %v, cost %d) at +%v: %v", req.Key, req.Algorithm, req.Cost, st.elapsed(), err)
+	}
+	if res.Allowed != fits {
+		st.t.Fatalf("forced Take(%s, %v, cost %d) at +%v: %+v; want Allowed %v", req.Key, req.Algorithm, req.Cost, st.elapsed(), res, fits)
+	}
+	return res
+}
+
+// probe is the result of a cost-zero Take: the key's state, unchanged.
+func (st *storeTester) probe(req ratelimit.Request) ratelimit.Result {
+	st.t.Helper()
+	req.Cost, req.MaxDelay, req.Force, req.Slot = 0, 0, false, 0
+	res, err := st.s.Take(context.Background(), req)
+	if err != nil {
+		st.t.Fatalf("Take(%s, cost 0) at +%v: %v", req.Key, st.elapsed(), err)
+	}
+	res.Slot = 0
+	return res
+}
+
+// shapeCases are the pacing (Request.MaxDelay, Result.Delay) and
+// settlement (Request.Force, Request.Slot on windows) cases of TestStore.
+var shapeCases = []struct {
+	name string
+	run  func(t *testing.T, st *storeTester)
+}{
+	{"Pace/reservations-queue-behind-each-other", func(t *testing.T, st *storeTester) {
+		req := gcra("k", ratelimit.PerSecond(10).WithBurst(1), 1) // one every 100ms
+		req.MaxDelay = 250 * ms
+		st.reserve(req, 0)
+		st.reserve(req, 100*ms)
+		r := st.reserve(req, 200*ms)
+		if r.Remaining != 0 || r.ResetAfter != 300*ms {
+			t.Fatalf("third reservation: %+v; want Remaining 0, ResetAfter 300ms", r)
+		}
+		// The fourth would wait 300ms: denied at once, consuming nothing,
+		// with the delay it would have needed.
+		st.take(req, denied(0, 300*ms, 300*ms))
+		// Without MaxDelay nothing is reserved.
+		plain := req
+		plain.MaxDelay = 0
+		st.take(plain, denied(0, 300*ms, 300*ms))
+		// A reservation given back frees its place in the queue.
+		st.release(req, 0)
+		st.reserve(req, 200*ms)
+		st.clock.Advance(150 * ms)
+		st.reserve(req, 150*ms)
+		if st.probe(req).ResetAfter != 250*ms {
+			t.Fatalf("after the reservations: %+v; want ResetAfter 250ms", st.probe(req))
+		}
+	}},
+	{"Pace/windows-take-no-reservations", func(t *testing.T, st *storeTester) {
+		for _, a := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow} {
+			req := withAlg(gcra("w-"+a.String(), ratelimit.PerMinute(1), 1), a)
+			req.MaxDelay = time.Hour
+			if res := st.probe(req); !res.Allowed {
+				t.Fatalf("%v: fresh key denied: %+v", a, res)
+			}
+			if !st.admit(req) || st.admit(req) {
+				t.Fatalf("%v with MaxDelay: want one admission and a denial, as without", a)
+			}
+		}
+	}},
+	{"Pace/cancelled-reservations-leave-no-trace", func(t *testing.T, st *storeTester) {
+		cancelledReservations(t, st, 10_000)
+	}},
+	{"Settle/forced-charge-postpones-gcra", func(t *testing.T, st *storeTester) {
+		req := gcra("k", ratelimit.PerSecond(10), 1) // capacity 10, one every 100ms
+		st.take(req, allowed(9, 100*ms))
+		// The handler reported 10 units more than its estimate of 1.
+		req.Cost = 10
+		if res := st.settle(req, false); res.Remaining != 0 || res.ResetAfter != 1100*ms || res.RetryAfter != 200*ms {
+			t.Fatalf("forced Take of 10 over 1: %+v; want Remaining 0, ResetAfter 1.1s, RetryAfter 200ms", res)
+		}
+		req.Cost = 1
+		st.take(req, denied(0, 200*ms, 1100*ms))
+		st.clock.Advance(200 * ms)
+		st.take(req, allowed(0, time.Second))
+		// Above the capacity is valid for a settlement only.
+		req.Cost = 25
+		st.settle(req, false)
+		req.Force = false
+		if _, err := st.s.Take(context.Background(), req); !errors.Is(err, ratelimit.ErrInvalidRequest) {
+			t.Fatalf("unforced Take above the capacity: %v; want ErrInvalidRequest", err)
+		}
+	}},
+	{"Settle/fixed-window-of-the-reservation", func(t *testing.T, st *storeTester) {
+		req := withAlg(gcra("k", ratelimit.PerMinute(10), 5), ratelimit.FixedWindow)
+		first := st.take(req, allowed(5, time.Minute))
+		st.clock.Advance(30 * time.Second)
+		st.release(withCost(req, 3), first)
+		if got := st.probe(req).Remaining; got != 8 {
+			t.Fatalf("after returning 3 of 5 to the window: Remaining %d, want 8", got)
+		}
+		st.settle(slotted(withCost(req, 4), first), true)
+		if got := st.probe(req).Remaining; got != 4 {
+			t.Fatalf("after settling 4 more: Remaining %d, want 4", got)
+		}
+		st.clock.Advance(40 * time.Second) // the first window ended at +60s
+		st.take(req, allowed(5, 50*time.Second))
+		st.release(withCost(req, 5), first)
+		st.settle(slotted(withCost(req, 9), first), true)
+		if got := st.probe(req).Remaining; got != 5 {
+			t.Fatalf("settlements of an ended window changed the current one: Remaining %d, want 5", got)
+		}
+	}},
+	{"Settle/sliding-window-of-the-reservation", func(t *testing.T, st *storeTester) {
+		req := withAlg(gcra("k", ratelimit.PerMinute(10), 5), ratelimit.SlidingWindow)
+		first := st.take(req, allowed(5, 2*time.Minute))
+		st.clock.Advance(70 * time.Second)            // that window is now the previous one
+		if got := st.probe(req).Remaining; got != 5 { // 5 weighted by 50/60, rounded up
+			t.Fatalf("Remaining %d, want 5", got)
+		}
+		st.release(withCost(req, 5), first)
+		if got := st.probe(req).Remaining; got != 10 {
+			t.Fatalf("after returning the previous window's 5: Remaining %d, want 10", got)
+		}
+		st.settle(slotted(withCost(req, 3), first), true)
+		if got := st.probe(req).Remaining; got != 7 {
+			t.Fatalf("after settling 3 into the previous window: Remaining %d, want 7", got)
+		}
+		st.clock.Advance(time.Minute) // two windows later it no longer counts
+		st.settle(slotted(withCost(req, 9), first), true)
+		if got := st.probe(req).Remaining; got != 10 {
+			t.Fatalf("a settlement two windows late counted: Remaining %d, want 10", got)
+		}
+	}},
+	{"Settle/take-all-refuses-forced-requests", func(t *testing.T, st *storeTester) {
+		reqs := []ratelimit.Request{gcra("a", ratelimit.PerSecond(10), 1), gcra("b", ratelimit.PerSecond(10), 1)}
+		reqs[1].Force = true
+		err := st.s.TakeAll(context.Background(), reqs, make([]ratelimit.Result, 2))
+		if !errors.Is(err, ratelimit.ErrInvalidRequest) {
+			t.Fatalf("TakeAll with a forced request: %v; want ErrInvalidRequest", err)
+		}
+		if got := st.probe(reqs[0]).Remaining; got != 10 {
+			t.Fatalf("the refused TakeAll consumed: Remaining %d, want 10", got)
+		}
+	}},
+}
+
+func withCost(r ratelimit.Request, cost int) ratelimit.Request {
+	r.Cost = cost
+	return r
+}
+
+// slotted is r applied to what the Take that returned slot consumed.
+func slotted(r ratelimit.Request, slot uint64) ratelimit.Request {
+	r.Slot = slot
+	return r
+}
+
+// cancelledReservations makes n reservations on one key, in rounds, and
+// gives each back at a random moment before it would act; a second key gets
+// the same other traffic and no reservation. Between rounds, with no
+// reservation outstanding, the two keys must be in the same state: a
+// cancelled reservation leaves no trace.
+func cancelledReservations(t *testing.T, st *storeTester, n int) {
+	rng := rand.New(rand.NewPCG(19, 23))
+	lim := ratelimit.PerSecond(50).WithBurst(5) // one every 20ms
+	subject, control := gcra("subject", lim, 1), gcra("control", lim, 1)
+	subject.MaxDelay = time.Second
+	type reservation struct {
+		cost int
+		acts time.Time
+	}
+	// advanceBefore moves the clock forward by whole milliseconds, staying
+	// before the moment the first outstanding reservation acts.
+	advanceBefore := func(out []reservation) {
+		room := time.Duration(1<<62 - 1)
+		for _, r := range out {
+			room = min(room, r.acts.Sub(st.clock.Now()))
+		}
+		if room > ms {
+			st.clock.Advance(time.Duration(rng.Int64N(int64(room/ms))) * ms)
+		}
+	}
+	for made, round := 0, 0; made < n; round++ {
+		for range rng.IntN(4) { // other traffic, the same on both keys
+			cost := rng.IntN(3)
+			other := withCost(subject, cost)
+			other.MaxDelay = 0
+			if a, b := st.admit(other), st.admit(withCost(control, cost)); a != b {
+				t.Fatalf("round %d: the keys decided differently on other traffic (%v, %v)", round, a, b)
+			}
+		}
+		var out []reservation
+		for range 1 + rng.IntN(min(20, n-made)) {
+			req := withCost(subject, 1+rng.IntN(2))
+			res, err := st.s.Take(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			made++
+			if res.Allowed {
+				out = append(out, reservation{req.Cost, st.clock.Now().Add(res.Delay)})
+			}
+			advanceBefore(out)
+		}
+		rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+		for len(out) > 0 {
+			advanceBefore(out)
+			st.release(withCost(subject, out[0].cost), 0)
+			out = out[1:]
+		}
+		if a, b := st.probe(subject), st.probe(control); a != b {
+			t.Fatalf("round %d, %d reservations made and cancelled: state %+v, without them %+v", round, made, a, b)
+		}
+		st.clock.Advance(time.Duration(rng.IntN(300)) * ms)
+	}
+}
