@@ -48,6 +48,8 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 	switch v.kind {
 	case verdictMisconfigured:
 		return Result{}, v.err
+	case verdictCanceled:
+		return Result{Limit: v.limit}, v.err
 	case verdictFailedClosed:
 		return Result{Limit: v.limit, RetryAfter: time.Second}, v.err
 	case verdictPass:
@@ -104,4 +106,41 @@ func (l *Limiter) Return(ctx context.Context, key string, n int) error {
 		return fmt.Errorf("%w: every enforced rule of this limiter needs a request", ErrInvalidRequest)
 	}
 	return errors.Join(errs...)
+}
+
+// AllowAtMost takes as many of n events for key as fit now under every
+// enforced rule, up to n, and returns how many it took: a batch caller
+// sends that many now and keeps the rest for later. It takes the path of
+// AllowN, with the same error contract. When none fit, granted is 0 and
+// res, not Allowed, has RetryAfter the wait until one will (zero if one
+// already fits again). Under contention it may grant fewer than would have
+// fit (it asks again at most three times), never more.
+func (l *Limiter) AllowAtMost(ctx context.Context, key string, n int) (granted int, res Result, err error) {
+	if n < 0 {
+		return 0, Result{}, fmt.Errorf("%w: AllowAtMost of %d events", ErrInvalidRequest, n)
+	}
+	for _, ru := range l.rules[:l.enforced] {
+		if ru.static {
+			n = min(n, ru.Limit.Capacity())
+		}
+	}
+	for try := 0; ; try++ {
+		res, err = l.AllowN(ctx, key, n)
+		if res.Allowed || err != nil && !errors.Is(err, ErrStoreUnavailable) {
+			break
+		}
+		fewer := min(n-1, res.Remaining) // what the most restrictive rule has left
+		if fewer <= 0 || try == 3 {
+			if err == nil && n > 1 { // say when one event fits, not n
+				res, err = l.AllowN(ctx, key, 0)
+				res.Allowed = false
+			}
+			return 0, res, err
+		}
+		n = fewer
+	}
+	if !res.Allowed {
+		return 0, res, err
+	}
+	return n, res, err
 }

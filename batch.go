@@ -24,6 +24,8 @@ type ruleVerdict struct {
 	state ruleState
 	lat   time.Duration // store latency, when observed
 	err   error         // why no store decided (failedOpen, failedClosed, misconfigured)
+	// waiting: the request holds a waiting place of the rule's pacer.
+	waiting bool
 }
 
 // ruleState is what became of one rule's request.
@@ -171,6 +173,12 @@ type held struct {
 	adaptive adaptiveDone        // its held is empty without adaptive rules
 	w        http.ResponseWriter // given to Verdict.Write: asked for the status
 	once     atomic.Bool
+	// settlements are the settled rules' admissions; actual is the cost
+	// the handler reported with Settle, plus one (zero until it does); outer
+	// is the held of a limiter around this one, which Settle reaches too.
+	settlements []settlement
+	actual      atomic.Int64
+	outer       *held
 }
 
 type heldSlot struct {
@@ -197,6 +205,15 @@ func (l *Limiter) hold(d *decision, rvs []ruleVerdict, ad *adaptiveDone) *held {
 			}
 			h.slots = append(h.slots, heldSlot{rv.ru, rv.store(), rv.req, rv.res.Slot})
 		}
+		if rv := &rvs[i]; rv.ru.Settled && rv.state == decided && rv.res.Allowed && rv.req.Cost > 0 {
+			if h == nil {
+				h = &held{l: l, r: d.r}
+			}
+			if h.ctx == nil {
+				h.ctx = context.WithoutCancel(d.ctx)
+			}
+			h.settlements = append(h.settlements, settlement{rv.ru, rv.store(), rv.req, rv.res.Slot})
+		}
 	}
 	return h
 }
@@ -207,6 +224,7 @@ func (h *held) done(status int) {
 	if !h.once.CompareAndSwap(false, true) {
 		return
 	}
+	h.settleAll()
 	for _, s := range h.slots {
 		h.l.release(h.ctx, h.r, s.ru, s.store, s.req, s.slot)
 	}

@@ -140,6 +140,24 @@ func (l *Limiter) costExceeded(r *http.Request, ru *rule, req *Request) error {
 // The calls that have nothing to do are skipped here rather than entered:
 // with one rule, the request path is little more than this function.
 func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
+	if l.paced {
+		l.settlePaced(d, rvs, ad, v)
+		return
+	}
+	l.settleRules(d, rvs, ad, v)
+}
+
+// settlePaced is settle for a limiter with paced rules: each takes a
+// waiting place for the request, if one is free, until it is decided and,
+// when admitted with a delay, has waited.
+func (l *Limiter) settlePaced(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
+	l.enterPace(d, rvs)
+	defer leavePace(d, rvs)
+	l.settleRules(d, rvs, ad, v)
+}
+
+// settleRules is settle with the paced rules' waiting places taken.
+func (l *Limiter) settleRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
 	stop, denied := l.takeEnforced(d, rvs)
 	if (stop >= 0 || denied) && d.enforced > 1 { // with one, nothing was consumed
 		l.compensate(d, rvs)
@@ -165,7 +183,15 @@ func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Ve
 		}
 		return
 	}
-	if d.r != nil && (l.slots || ad != nil) {
+	if l.paced && !l.wait(d, rvs) {
+		if ad != nil {
+			ad.release(false, 0)
+		}
+		*v = Verdict{l: l, r: d.r, kind: verdictCanceled, top: v.top, res: v.res, limit: v.limit,
+			err: fmt.Errorf("ratelimit: the request ended while waiting for its turn: %w", context.Cause(d.ctx))}
+		return
+	}
+	if d.r != nil && (l.slots || l.settled || ad != nil) {
 		v.held = l.hold(d, rvs, ad)
 	}
 }

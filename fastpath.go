@@ -38,7 +38,7 @@ func (l *Limiter) prepareFast() {
 	}
 	ru := l.rules[0]
 	ms, ok := ru.Store.(*memoryStore)
-	if !ok || !ru.static || ru.Shadow || ru.Cost != nil || ru.Algorithm == Concurrency || l.policyHeader == "" {
+	if !ok || !ru.static || ru.Shadow || ru.Cost != nil || ru.Algorithm == Concurrency || ru.pacer != nil || ru.Settled || l.policyHeader == "" {
 		return
 	}
 	req := Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}

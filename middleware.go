@@ -36,6 +36,8 @@ type Limiter struct {
 	batches      sync.Pool
 	adaptive     []*rule // adaptive rules (adaptive_rule.go), checked first
 	slots        bool    // some rule is a Concurrency limit: admitted requests may hold slots
+	paced        bool    // some rule is paced: admitted requests may wait
+	settled      bool    // some rule settles costs after the response
 }
 
 // New returns middleware that limits requests to limit per key. For example,
@@ -62,7 +64,7 @@ func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 	}
 	r := Rule{
 		Name: name, Limit: limit, Key: key, KeyKind: c.keyKind, Algorithm: c.algorithm,
-		Cost: c.costFunc, OnStoreError: c.failure,
+		Cost: c.costFunc, OnStoreError: c.failure, Pace: c.pace, Settled: c.settled,
 	}
 	return newLimiter([]Rule{r}, c)
 }
@@ -142,6 +144,8 @@ func newLimiter(rules []Rule, c config) *Limiter {
 		}
 		l.needNow = l.needNow || !ru.Quota.IsZero() || ru.QuotaFunc != nil
 		l.slots = l.slots || ru.Algorithm == Concurrency
+		l.paced = l.paced || ru.pacer != nil
+		l.settled = l.settled || ru.Settled
 		l.rules = append(l.rules, ru)
 	}
 	// Enforced before shadow; among enforced, local stores first (cheap-first).
@@ -233,6 +237,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	}
 	if h != nil {
 		defer h.doneRecorded() // not a func value: that would allocate
+		r = l.settleRequest(r, h)
 	}
 	next.ServeHTTP(w, r)
 }

@@ -26,6 +26,8 @@ type config struct {
 	timeout      time.Duration
 	keyKind      string
 	failure      FailurePolicy
+	pace         Pace
+	settled      bool
 	ruleOpts     []string // rule-level options used, rejected by NewRules
 }
 

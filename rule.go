@@ -70,6 +70,14 @@ type Rule struct {
 	// Store, if set, keeps this rule's state instead of the Limiter's store.
 	Store Store
 
+	// Pace, if its MaxDelay is set, delays the requests of a GCRA rule to its
+	// rate instead of rejecting them; see Pace. An enforced rule only.
+	Pace Pace
+
+	// Settled makes the rule's cost (Cost, or 1) an estimate that the
+	// handler settles with the actual cost once it knows it; see Settle.
+	Settled bool
+
 	// Adaptive, if set, makes the rule an adaptive concurrency limit, kept
 	// per instance in memory: see package adaptive. Limit, LimitFunc, Quota,
 	// QuotaFunc, Algorithm, Cost, OnStoreError and Store are then ignored.
@@ -99,6 +107,7 @@ type rule struct {
 	storeID      int  // rules with the same store share an ID
 	adaptive     *adaptiveSet
 	fast         *fastRule
+	pacer        *pacer // with Pace.MaxDelay set
 }
 
 func compileRule(r Rule, c config) *rule {
@@ -146,9 +155,27 @@ func compileRule(r Rule, c config) *rule {
 		ru.policyItem = policyItem(r.Name, r.Limit, r.Algorithm)
 		ru.capacityText = strconv.Itoa(r.Limit.Capacity())
 	}
+	if r.Pace != (Pace{}) {
+		compilePace(ru)
+	}
 	ru.problem = problemBody([]string{r.Name})
 	ru.keyProblem = keyProblemBody(c.keyErrStatus)
 	return ru
+}
+
+// compilePace sets up a paced rule's waiting bounds, panicking on a pace
+// its rule cannot honour.
+func compilePace(ru *rule) {
+	validatePace(ru.Pace, fmt.Sprintf("rule %q", ru.Name))
+	switch {
+	case ru.Pace.MaxDelay == 0:
+		panic(fmt.Sprintf("ratelimit: rule %q: a Pace needs a MaxDelay", ru.Name))
+	case ru.Adaptive != nil || ru.Algorithm != GCRA:
+		panic(fmt.Sprintf("ratelimit: rule %q: only GCRA rules can be paced (got %v)", ru.Name, ru.Algorithm))
+	case ru.Shadow:
+		panic(fmt.Sprintf("ratelimit: rule %q: a shadow rule never delays requests; it cannot be paced", ru.Name))
+	}
+	ru.pacer = newPacer(ru.Pace)
 }
 
 // defaultName names a rule given no name (New without WithName, a Rule

@@ -41,6 +41,7 @@ const (
 	verdictKeyError                         // the key-error policy rejected it
 	verdictFailedClosed                     // a store failed and its rule fails closed
 	verdictMisconfigured                    // a rule produced a request no store can enforce: 500
+	verdictCanceled                         // its context ended while it waited for its paced turn: 503
 )
 
 // Allowed reports whether the request may proceed.
@@ -56,14 +57,16 @@ func (v Verdict) Denied() bool {
 }
 
 // Status is the status Write answers with when the request may not proceed
-// (429, 503, the key-error status, or 500 for a misconfigured rule), or 0
+// (429; 503 for an adaptive limit, or for a paced request whose context
+// ended while it waited; the key-error status; or 500 for a misconfigured
+// rule), or 0
 // when it may. With a denied handler (WithDeniedHandler) or an error
 // handler (WithErrorHandler), that handler picks the status Write sends.
 func (v Verdict) Status() int {
 	switch v.kind {
 	case verdictDenied, verdictCostExceeded:
 		return http.StatusTooManyRequests
-	case verdictAdaptive:
+	case verdictAdaptive, verdictCanceled:
 		return http.StatusServiceUnavailable
 	case verdictKeyError:
 		return v.top.keyErrStatus
@@ -105,8 +108,10 @@ func (v Verdict) Violated() []string {
 // FailOpen unless another rule denied it, stops under FailClosed), one wrapping ErrInvalidRequest when the
 // request costs more than a rule's capacity or a rule is misconfigured (it
 // never wraps ErrStoreUnavailable then), or the KeyFunc's error on a key
-// error. Nil when every rule that applied was decided by its store or a
-// fallback.
+// error; on a paced request whose context ended while it waited, an error
+// wrapping the context's cause (context.Canceled, context.DeadlineExceeded),
+// all its reservations given back. Nil when every rule that applied was
+// decided by its store or a fallback.
 func (v Verdict) Err() error { return v.err }
 
 // SetHeaders sets the verdict's rate-limit fields on h and, when the
@@ -194,6 +199,8 @@ func (v *Verdict) write(w http.ResponseWriter) {
 		writeProblem(w, status, failClosedType(status), "The rate limiter is unavailable; retry shortly.")
 	case verdictMisconfigured:
 		writeProblem(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
+	case verdictCanceled:
+		writeProblem(w, http.StatusServiceUnavailable, "about:blank", "The request ended while waiting for its turn.")
 	}
 }
 

@@ -1,0 +1,246 @@
+package ratelimit_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores/memory"
+)
+
+// pacedHandler is a paced limiter over a handler that records when each
+// request was served; inside a synctest bubble the times are exact.
+func pacedHandler(limit ratelimit.Limit, p ratelimit.Pace, opts ...ratelimit.Option) (http.Handler, func() []time.Time) {
+	var mu sync.Mutex
+	var served []time.Time
+	h := ratelimit.New(limit, ratelimit.ByHeader("X-Key"), append(opts, ratelimit.WithPace(p))...)(
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+			mu.Lock()
+			served = append(served, time.Now())
+			mu.Unlock()
+		}))
+	return h, func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(served)
+	}
+}
+
+func keyed(key string) *http.Request {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-Key", key)
+	return r
+}
+
+// TestPacedRequestsAreServedOnTheRateGrid: 50 requests arriving at once at
+// 100 rps with no burst are served one every 10ms, in arrival order of
+// their reservations, none early and none late.
+func TestPacedRequestsAreServedOnTheRateGrid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, served := pacedHandler(ratelimit.PerSecond(100).WithBurst(1), ratelimit.Pace{MaxDelay: time.Second})
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Go(func() {
+				if code, _, _ := serve(h, keyed("k")); code != 200 {
+					t.Errorf("status %d; want 200", code)
+				}
+			})
+		}
+		wg.Wait()
+		got := served()
+		slices.SortFunc(got, func(a, b time.Time) int { return a.Compare(b) })
+		for i, at := range got {
+			if want := start.Add(time.Duration(i) * 10 * time.Millisecond); !at.Equal(want) {
+				t.Fatalf("request %d served at +%v; want +%v", i, at.Sub(start), want.Sub(start))
+			}
+		}
+		if len(got) != 50 {
+			t.Fatalf("%d served; want 50", len(got))
+		}
+	})
+}
+
+// TestPacedRequestBeyondMaxDelayIsRejectedAtOnce: a request that would
+// wait longer than MaxDelay, or than its context's deadline allows, is
+// rejected without waiting, with the delay it needed (rounded up to whole
+// seconds) as Retry-After, and consumes nothing.
+func TestPacedRequestBeyondMaxDelayIsRejectedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := time.Now()
+		h, served := pacedHandler(ratelimit.PerSecond(2).WithBurst(1), ratelimit.Pace{MaxDelay: 1200 * time.Millisecond})
+		var wg sync.WaitGroup
+		for range 3 { // served at +0, +500ms, +1s
+			wg.Go(func() { serve(h, keyed("k")) })
+		}
+		synctest.Wait()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, keyed("k")) // would wait 1.5s
+		if rec.Code != 429 || rec.Header().Get("Retry-After") != "2" || time.Since(clock) != 0 {
+			t.Fatalf("4th: status %d, Retry-After %q after %v; want 429 at once with Retry-After 2 (1.5s rounded up)",
+				rec.Code, rec.Header().Get("Retry-After"), time.Since(clock))
+		}
+		// A deadline 100ms away cannot wait the 1.5s: rejected at once too.
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, keyed("k").WithContext(ctx))
+		if rec.Code != 429 || time.Since(clock) != 0 {
+			t.Fatalf("request with a 100ms deadline: status %d after %v; want 429 at once", rec.Code, time.Since(clock))
+		}
+		wg.Wait()
+		// Neither rejection consumed: the next request is served at +1.5s.
+		serve(h, keyed("k"))
+		got := served()
+		if last := got[len(got)-1].Sub(clock); last != 1500*time.Millisecond {
+			t.Fatalf("the request after the rejections was served at +%v; want +1.5s", last)
+		}
+	})
+}
+
+// TestPacedWaitersAreBoundedPerRuleAndPerKey: beyond MaxWaiting (and
+// MaxWaitingPerKey) a request that would wait is rejected at once, while
+// one that fits without waiting is still served.
+func TestPacedWaitersAreBoundedPerRuleAndPerKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := pacedHandler(ratelimit.PerSecond(10).WithBurst(1),
+			ratelimit.Pace{MaxDelay: time.Minute, MaxWaiting: 3, MaxWaitingPerKey: 2})
+		var wg sync.WaitGroup
+		codes := make(chan int, 10)
+		send := func(key string) {
+			wg.Go(func() {
+				code, _, _ := serve(h, keyed(key))
+				codes <- code
+			})
+			synctest.Wait()
+		}
+		send("a") // served at once: no wait, no waiting place kept
+		send("a") // waits
+		send("a") // waits: key a's two places
+		send("a") // a third waiter of key a: rejected
+		send("b") // served at once
+		send("b") // waits: the rule's third place
+		send("c") // served at once (c's bucket is full)
+		send("c") // would wait, the rule's places are taken: rejected
+		if got := len(codes); got != 5 {
+			t.Fatalf("%d requests finished before the waiters; want 5 (3 served at once, 2 rejected)", got)
+		}
+		wg.Wait()
+		close(codes)
+		counts := map[int]int{}
+		for c := range codes {
+			counts[c]++
+		}
+		if counts[200] != 6 || counts[429] != 2 {
+			t.Fatalf("statuses %v; want 6 served and 2 rejected", counts)
+		}
+	})
+}
+
+// TestCancelledWaitersGiveBackTheirPlaces: 10,000 requests waiting for
+// their turn cost under 1 KB of heap each beyond what as many requests
+// parked in a handler cost; when their contexts end they answer 503, their
+// goroutines end and the key's state is exactly as if they had never come.
+func TestCancelledWaitersGiveBackTheirPlaces(t *testing.T) {
+	const n = 10_000
+	synctest.Test(t, func(t *testing.T) {
+		parked := ratelimit.New(ratelimit.PerSecond(1_000_000), ratelimit.ByHeader("X-Key"))(
+			http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+		base := runtime.NumGoroutine()
+		perParked, _ := parkThenCancel(t, parked, n)
+
+		store := memory.New()
+		limit := ratelimit.PerSecond(1000).WithBurst(1)
+		h, served := pacedHandler(limit, ratelimit.Pace{MaxDelay: time.Minute, MaxWaiting: n},
+			ratelimit.WithStore(store), ratelimit.WithName("paced"))
+		serve(h, keyed("k")) // the bucket is now empty: every later request waits
+		perWaiter, recs := parkThenCancel(t, h, n)
+		if extra := perWaiter - perParked; extra > 1024 {
+			t.Errorf("a waiting request holds %d bytes of heap, %d more than one parked in a handler; want at most 1 KB more", perWaiter, extra)
+		}
+		t.Logf("heap per request: %d bytes waiting for its turn, %d parked in a handler", perWaiter, perParked)
+		if g := runtime.NumGoroutine(); g != base {
+			t.Errorf("%d goroutines after the waiters left; %d before", g, base)
+		}
+		for i, rec := range recs {
+			if rec.Code != 503 {
+				t.Fatalf("waiter %d: status %d; want 503", i, rec.Code)
+			}
+		}
+		if len(served()) != 1 {
+			t.Fatalf("%d served; want only the first", len(served()))
+		}
+		got, err := store.Take(context.Background(), ratelimit.Request{Rule: "paced", Key: "k", Limit: limit})
+		if err != nil || got.ResetAfter != time.Millisecond {
+			t.Fatalf("state after the cancellations: %+v, %v; want that of the one request served (ResetAfter 1ms)", got, err)
+		}
+	})
+}
+
+// parkThenCancel serves n requests with h until all are blocked, measures
+// the heap they hold, then cancels them and waits for all to return. It
+// returns the heap per request and their responses.
+func parkThenCancel(t *testing.T, h http.Handler, n int) (int64, []*httptest.ResponseRecorder) {
+	reqs := make([]*http.Request, n)
+	recs := make([]*httptest.ResponseRecorder, n)
+	cancels := make([]context.CancelFunc, n)
+	for i := range reqs {
+		ctx, cancel := context.WithCancel(context.Background())
+		reqs[i], recs[i], cancels[i] = keyed("k").WithContext(ctx), httptest.NewRecorder(), cancel
+	}
+	before := heapInUse()
+	var wg sync.WaitGroup
+	for i := range reqs {
+		wg.Go(func() { h.ServeHTTP(recs[i], reqs[i]) })
+	}
+	synctest.Wait() // all blocked
+	per := (heapInUse() - before) / int64(n)
+	for _, cancel := range cancels {
+		cancel()
+	}
+	wg.Wait()
+	synctest.Wait()
+	return per, recs
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// TestPaceIsRejectedWhereItCannotBeHonoured: pacing needs GCRA, an
+// enforced rule and a MaxDelay.
+func TestPaceIsRejectedWhereItCannotBeHonoured(t *testing.T) {
+	for name, build := range map[string]func(){
+		"sliding window": func() {
+			ratelimit.NewLimiter(ratelimit.PerSecond(1), ratelimit.Global(), ratelimit.WithAlgorithm(ratelimit.SlidingWindow),
+				ratelimit.WithPace(ratelimit.Pace{MaxDelay: time.Second}))
+		},
+		"shadow": func() {
+			ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: ratelimit.Global(), Shadow: true,
+				Pace: ratelimit.Pace{MaxDelay: time.Second}}})
+		},
+		"no MaxDelay": func() {
+			ratelimit.NewLimiter(ratelimit.PerSecond(1), ratelimit.Global(), ratelimit.WithPace(ratelimit.Pace{MaxWaiting: 3}))
+		},
+		"negative": func() { ratelimit.WithPace(ratelimit.Pace{MaxDelay: -time.Second}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if p, ok := recover().(string); !ok || len(p) < 11 || p[:11] != "ratelimit: " {
+					t.Fatalf("panic %v; want a ratelimit: message", p)
+				}
+			}()
+			build()
+		})
+	}
+}

@@ -1,0 +1,111 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+)
+
+// WithSettlement makes the limiter's rule charge each request's cost (its
+// WithCostFunc, or 1) as an estimate, settled once the request has been
+// served: the handler reports the actual cost with Settle, and the
+// difference is charged or given back; see Settle.
+func WithSettlement() Option {
+	return func(c *config) { c.settled = true; c.ruleOpts = append(c.ruleOpts, "WithSettlement") }
+}
+
+// Settle reports the actual cost of the request whose context is ctx, for
+// the rules that settle (WithSettlement, Rule.Settled) of every limiter
+// serving it: LLM tokens, rows scanned, bytes sent, known only once the
+// handler has done its work. Call it from the handler, before it returns;
+// the last call wins. When the request has been served, each such rule
+// charges actual minus its estimate (the request's cost when admitted) or
+// gives the difference back:
+//
+//   - against what the admission consumed: for GCRA, the key's bucket; for
+//     the window algorithms, the window the request counted in, never a
+//     later one (a settlement for a window that no longer counts changes
+//     nothing);
+//   - whether or not it fits: a charge above what is left leaves the key in
+//     debt (GCRA) or over its count (windows), so that its next requests
+//     wait or are denied; a refund never raises the state above full;
+//   - on a context detached from the client's, within the limiter's time
+//     budget: a client that disconnects mid-handler is still charged.
+//
+// A request that never calls Settle keeps its estimate. Settle reports
+// whether ctx belongs to a request with a rule to settle; actual below zero
+// counts as zero.
+func Settle(ctx context.Context, actual int) bool {
+	h, _ := ctx.Value(settleKey{}).(*held)
+	if h == nil {
+		return false
+	}
+	actual = min(max(actual, 0), maxCount)
+	for ; h != nil; h = h.outer {
+		h.actual.Store(int64(actual) + 1) // 0 means not settled
+	}
+	return true
+}
+
+type settleKey struct{}
+
+// Context returns ctx carrying what Settle needs to reach the verdict's
+// settled rules: adapters built on Check pass it to the handler (as the
+// request's context) when the limiter settles costs. It returns ctx itself
+// otherwise.
+func (v Verdict) Context(ctx context.Context) context.Context {
+	if v.held == nil || !v.l.settled {
+		return ctx
+	}
+	v.held.outer, _ = ctx.Value(settleKey{}).(*held)
+	return context.WithValue(ctx, settleKey{}, v.held)
+}
+
+// settlement is a settled rule's admission: what Done settles against.
+type settlement struct {
+	ru    *rule
+	store Store
+	req   Request // Cost is the estimate
+	slot  uint64  // Result.Slot of the admission: its window
+}
+
+// settleAll charges or gives back, for every settled rule of h, the
+// difference between the actual cost Settle reported and the estimate.
+func (h *held) settleAll() {
+	a := h.actual.Load()
+	if a == 0 {
+		return
+	}
+	actual := int(a - 1)
+	for _, s := range h.settlements {
+		delta := actual - s.req.Cost
+		if delta == 0 {
+			continue
+		}
+		req := s.req
+		req.Slot, req.MaxDelay = s.slot, 0
+		ctx, cancel := h.l.budget(h.ctx)
+		var err error
+		if delta > 0 {
+			req.Cost, req.Force = delta, true
+			_, err = s.store.Take(ctx, req)
+		} else {
+			req.Cost = -delta
+			err = s.store.Return(ctx, req)
+		}
+		cancel()
+		if err != nil {
+			h.l.observers.observe(Event{Rule: s.ru.Name, KeyKind: s.ru.KeyKind, Outcome: OutcomeStoreError,
+				Err: fmt.Errorf("%w: rule %q: settling %d units: %w", ErrStoreUnavailable, s.ru.Name, delta, err), Request: h.r})
+		}
+	}
+}
+
+// settleRequest returns r with its context carrying h, for the handler's
+// Settle, when the limiter settles costs.
+func (l *Limiter) settleRequest(r *http.Request, h *held) *http.Request {
+	if !l.settled || h == nil {
+		return r
+	}
+	return r.WithContext(Verdict{l: l, held: h}.Context(r.Context()))
+}

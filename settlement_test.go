@@ -1,0 +1,213 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores/memory"
+)
+
+// settling is a settled limiter with an estimate of est units per request
+// over a handler that reports, with Settle, the cost in X-Actual (none when
+// absent), after running before.
+func settling(limit ratelimit.Limit, est int, before func(*http.Request), opts ...ratelimit.Option) http.Handler {
+	opts = append(opts, ratelimit.WithSettlement(), ratelimit.WithCostFunc(func(*http.Request) int { return est }))
+	return ratelimit.New(limit, ratelimit.Global(), opts...)(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		if before != nil {
+			before(r)
+		}
+		if a := r.Header.Get("X-Actual"); a != "" {
+			n, _ := strconv.Atoi(a)
+			if !ratelimit.Settle(r.Context(), n) {
+				panic("Settle found no settled rule")
+			}
+		}
+	}))
+}
+
+func actual(n int) *http.Request {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-Actual", strconv.Itoa(n))
+	return r
+}
+
+func probeRemaining(t *testing.T, h http.Handler) int {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != 200 {
+		t.Fatalf("probe: status %d", rec.Code)
+	}
+	f, err := ratelimittest.ParseRateLimit(rec.Result().Header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Remaining
+}
+
+// TestSettledCostIsChargedInFull: a handler that reports ten times its
+// estimate is charged ten times, and the next request sees it; one that
+// reports less gets the difference back.
+func TestSettledCostIsChargedInFull(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	h := settling(ratelimit.PerHour(100), 2, nil, ratelimit.WithClock(clock))
+	serve(h, actual(20))
+	if got := probeRemaining(t, h); got != 100-20-2 {
+		t.Fatalf("after a request settled at 20 (estimate 2): Remaining %d after the probe; want 78", got)
+	}
+	serve(h, actual(0)) // estimate 2, actual 0: both given back
+	if got := probeRemaining(t, h); got != 100-20-2-2 {
+		t.Fatalf("after a request settled at 0: Remaining %d after the probe; want 76", got)
+	}
+}
+
+// TestSettlementOutlivesTheClient: the client disconnects mid-handler (its
+// context is cancelled), the handler still reports its cost, and the
+// settlement is made on a context that is not the client's.
+func TestSettlementOutlivesTheClient(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	store := liveCtxStore{memory.New(memory.WithClock(clock))}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := settling(ratelimit.PerHour(100), 1, func(*http.Request) { cancel() }, ratelimit.WithClock(clock), ratelimit.WithStore(store))
+	serve(h, actual(30).WithContext(ctx))
+	h2 := settling(ratelimit.PerHour(100), 1, nil, ratelimit.WithClock(clock), ratelimit.WithStore(store))
+	if got := probeRemaining(t, h2); got != 100-30-1 {
+		t.Fatalf("after a disconnected request settled at 30: Remaining %d; want 69", got)
+	}
+}
+
+// liveCtxStore fails calls made on a context that has ended, as a
+// networked store would.
+type liveCtxStore struct{ ratelimit.Store }
+
+func (s liveCtxStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return ratelimit.Result{}, err
+	}
+	return s.Store.Take(ctx, r)
+}
+
+func (s liveCtxStore) Return(ctx context.Context, r ratelimit.Request) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.Store.Return(ctx, r)
+}
+
+// TestSettlementCountsInTheRequestsWindow: a fixed-window request settled
+// after its window ended changes nothing in the next window, and a sliding
+// window request settled in the next window counts in its own (now the
+// previous) one.
+func TestSettlementCountsInTheRequestsWindow(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow} {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := ratelimittest.NewClock(ratelimittest.Epoch)
+			store := memory.New(memory.WithClock(clock))
+			late := func(*http.Request) { clock.Advance(time.Minute) } // the handler runs into the next window
+			opts := []ratelimit.Option{ratelimit.WithClock(clock), ratelimit.WithAlgorithm(alg), ratelimit.WithStore(store)}
+			serve(settling(ratelimit.PerMinute(100), 1, late, opts...), actual(60))
+			probe := settling(ratelimit.PerMinute(100), 1, nil, opts...)
+			want := 100 - 1 // the request's fixed window has ended: only the probe counts
+			if alg == ratelimit.SlidingWindow {
+				// Its window is the previous one, fully weighted at the start
+				// of the next: 60 there, and the probe's 1.
+				want = 100 - 60 - 1
+			}
+			if got := probeRemaining(t, probe); got != want {
+				t.Fatalf("Remaining %d after a request settled at 60 past its window; want %d", got, want)
+			}
+		})
+	}
+}
+
+// TestSettlementsKeepTheGCRABound: requests admitted on estimates and
+// settled at up to three times as much, one after another at random
+// moments: in every hour, the units charged never exceed the limit's
+// capacity plus its rate over the hour plus one request's excess.
+func TestSettlementsKeepTheGCRABound(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	limit := ratelimit.PerHour(60).WithBurst(10)
+	h := settling(limit, 2, nil, ratelimit.WithClock(clock))
+	rng := rand.New(rand.NewPCG(7, 11))
+	type charge struct {
+		at    time.Duration
+		units int
+	}
+	var charges []charge
+	denied := 0
+	for range 5000 {
+		clock.Advance(time.Duration(rng.IntN(60)) * time.Second)
+		n := rng.IntN(7) // 0..6 against the estimate of 2
+		if code, _, _ := serve(h, actual(n)); code == 200 {
+			charges = append(charges, charge{clock.Now().Sub(ratelimittest.Epoch), n})
+		} else {
+			denied++
+		}
+	}
+	const window = time.Hour
+	bound := 10 + 60 + (6 - 2)
+	for i := range charges {
+		sum := 0
+		for j := i; j < len(charges) && charges[j].at-charges[i].at < window; j++ {
+			sum += charges[j].units
+		}
+		if sum > bound {
+			t.Fatalf("%d units charged in the hour from +%v; bound %d", sum, charges[i].at, bound)
+		}
+	}
+	if len(charges) < 500 || denied < 1000 {
+		t.Fatalf("%d requests admitted, %d denied: the test does not load the limit", len(charges), denied)
+	}
+}
+
+// TestSettleReachesNestedLimiters: Settle reports to every settled limiter
+// serving the request, and to none outside a limiter.
+func TestSettleReachesNestedLimiters(t *testing.T) {
+	if ratelimit.Settle(context.Background(), 5) {
+		t.Fatal("Settle outside a limiter reported a settled rule")
+	}
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	outer := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement(), ratelimit.WithName("outer"))
+	inner := ratelimit.NewLimiter(ratelimit.PerHour(50), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement(), ratelimit.WithName("inner"))
+	h := outer.Handler(inner.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		ratelimit.Settle(r.Context(), 11)
+	})))
+	serve(h, httptest.NewRequest("GET", "/", nil))
+	for _, l := range []*ratelimit.Limiter{outer, inner} {
+		res, err := l.AllowN(context.Background(), "global", 0)
+		if err != nil || res.Remaining != res.Limit.Rate-11 {
+			t.Fatalf("%v: %+v, %v; want Remaining %d", res.Limit, res, err, res.Limit.Rate-11)
+		}
+	}
+}
+
+// TestAllowAtMostGrantsWhatFits: a batch caller gets as many of its events
+// as fit, never more, and zero with the wait when none fit.
+func TestAllowAtMostGrantsWhatFits(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "wide", Limit: ratelimit.PerMinute(100), Key: ratelimit.Global()},
+		{Name: "narrow", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global()},
+	}, ratelimit.WithClock(clock))
+	ctx := context.Background()
+	for _, step := range []struct{ ask, want int }{{4, 4}, {15, 6}, {3, 0}} {
+		got, res, err := l.AllowAtMost(ctx, "k", step.ask)
+		if err != nil || got != step.want {
+			t.Fatalf("AllowAtMost(%d) = %d, %+v, %v; want %d", step.ask, got, res, err, step.want)
+		}
+		if got == 0 && res.RetryAfter != 6*time.Second {
+			t.Fatalf("AllowAtMost with nothing left: RetryAfter %v; want 6s", res.RetryAfter)
+		}
+	}
+	if _, _, err := l.AllowAtMost(ctx, "k", -1); !errors.Is(err, ratelimit.ErrInvalidRequest) {
+		t.Fatalf("AllowAtMost(-1): %v; want ErrInvalidRequest", err)
+	}
+}
