@@ -14,7 +14,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 }
 
 // AllowN reports whether n events for key fit now under every enforced
-// rule, and consumes them if so. It takes the middleware's decision path:
+// rule, and consumes them if so. Under a paced rule (Pace) it waits for
+// the events' turn, within MaxDelay and ctx; when ctx ends first, the
+// reservation is given back and the error wraps ctx's cause. It takes the middleware's decision path:
 // key is used for each rule (in its own rule's namespace), one store call
 // per store within the time budget (WithTimeout), units taken by one rule
 // are given back when another denies, each rule's FailurePolicy applies

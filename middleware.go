@@ -148,6 +148,9 @@ func newLimiter(rules []Rule, c config) *Limiter {
 		l.settled = l.settled || ru.Settled
 		l.rules = append(l.rules, ru)
 	}
+	if l.paced && len(l.adaptive) > 0 {
+		panic("ratelimit: a Limiter with adaptive rules cannot pace: the wait would count as the server's latency; put the paced rule in a limiter around this one")
+	}
 	// Enforced before shadow; among enforced, local stores first (cheap-first).
 	slices.SortStableFunc(l.rules, func(a, b *rule) int {
 		return cmp.Or(cmp.Compare(rank(a), rank(b)))

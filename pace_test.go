@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -218,7 +220,8 @@ func heapInUse() int64 {
 }
 
 // TestPaceIsRejectedWhereItCannotBeHonoured: pacing needs GCRA, an
-// enforced rule and a MaxDelay.
+// enforced rule, a MaxDelay and no adaptive rule beside it (the wait would
+// count as the server's latency); a concurrency limit has no cost to settle.
 func TestPaceIsRejectedWhereItCannotBeHonoured(t *testing.T) {
 	for name, build := range map[string]func(){
 		"sliding window": func() {
@@ -233,6 +236,15 @@ func TestPaceIsRejectedWhereItCannotBeHonoured(t *testing.T) {
 			ratelimit.NewLimiter(ratelimit.PerSecond(1), ratelimit.Global(), ratelimit.WithPace(ratelimit.Pace{MaxWaiting: 3}))
 		},
 		"negative": func() { ratelimit.WithPace(ratelimit.Pace{MaxDelay: -time.Second}) },
+		"beside an adaptive rule": func() {
+			ratelimit.NewRulesLimiter([]ratelimit.Rule{
+				{Limit: ratelimit.PerSecond(1), Key: ratelimit.Global(), Pace: ratelimit.Pace{MaxDelay: time.Second}},
+				{Name: "adaptive", Key: ratelimit.Global(), Adaptive: &adaptive.Config{}},
+			})
+		},
+		"settled concurrency": func() {
+			ratelimit.NewLimiter(ratelimit.PerSecond(1), ratelimit.Global(), ratelimit.WithAlgorithm(ratelimit.Concurrency), ratelimit.WithSettlement())
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -243,4 +255,34 @@ func TestPaceIsRejectedWhereItCannotBeHonoured(t *testing.T) {
 			build()
 		})
 	}
+}
+
+// TestAllowNWaitsForItsPacedTurn: AllowN under a paced rule returns when
+// the events' turn comes; cancelled while it waits, it gives the turn back
+// and its error wraps the context's.
+func TestAllowNWaitsForItsPacedTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := ratelimit.NewLimiter(ratelimit.PerSecond(10).WithBurst(1), ratelimit.Global(),
+			ratelimit.WithPace(ratelimit.Pace{MaxDelay: time.Second}))
+		start := time.Now()
+		for i := range 3 {
+			res, err := l.Allow(context.Background(), "k")
+			if want := time.Duration(i) * 100 * time.Millisecond; err != nil || !res.Allowed || time.Since(start) != want {
+				t.Fatalf("Allow %d: %+v, %v at +%v; want allowed at +%v", i, res, err, time.Since(start), want)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			time.Sleep(50 * time.Millisecond) // virtual time: cancel mid-wait
+			cancel()
+		}()
+		if _, err := l.Allow(ctx, "k"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Allow cancelled while waiting: %v; want context.Canceled", err)
+		}
+		// Its turn (+300ms) was given back: the next one takes it.
+		turn := time.Now()
+		if _, err := l.Allow(context.Background(), "k"); err != nil || time.Since(turn) != 50*time.Millisecond {
+			t.Fatalf("after the cancellation: %v, waited %v; want the freed turn, 50ms later", err, time.Since(turn))
+		}
+	})
 }

@@ -158,6 +158,9 @@ func compileRule(r Rule, c config) *rule {
 	if r.Pace != (Pace{}) {
 		compilePace(ru)
 	}
+	if r.Settled && (r.Adaptive != nil || ru.Algorithm == Concurrency) {
+		panic(fmt.Sprintf("ratelimit: rule %q: a concurrency limit holds slots, it has no cost to settle", r.Name))
+	}
 	ru.problem = problemBody([]string{r.Name})
 	ru.keyProblem = keyProblemBody(c.keyErrStatus)
 	return ru
