@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -63,4 +64,26 @@ func BenchmarkPacingJitter(b *testing.B) {
 		most = max(most, i-j+1)
 	}
 	b.ReportMetric(float64(most), "served-max-per-s")
+}
+
+// BenchmarkPacedRejection measures the rejection of a paced request that
+// would wait longer than MaxDelay: it must answer at once (its ns/op is the
+// whole cost, far below a millisecond), not after a wait.
+func BenchmarkPacedRejection(b *testing.B) {
+	h := ratelimit.New(ratelimit.PerHour(1).WithBurst(1), ratelimit.Global(),
+		ratelimit.WithPace(ratelimit.Pace{MaxDelay: time.Second}))(
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	serve(h, keyed("k")) // the one admission of the hour: the next wait is an hour
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		r := keyed("k")
+		for pb.Next() {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != 429 {
+				b.Errorf("status %d; want 429", w.Code)
+				return
+			}
+		}
+	})
 }
