@@ -72,6 +72,13 @@
 // runs before routing and carves nothing out. See docs/carve-outs.md in the
 // repository.
 //
+// # Settled costs
+//
+// Under a limiter that settles costs (ratelimit.WithSettlement), handlers
+// report a request's actual cost with
+// ratelimit.Settle(c.Request().Context(), n): the middleware sets the
+// request to one carrying the context Settle reads.
+//
 // # Client IP
 //
 // Key by client with the core's extractors: ratelimit.ByIP when clients

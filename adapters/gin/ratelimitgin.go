@@ -62,6 +62,13 @@
 //		},
 //	}))
 //
+// # Settled costs
+//
+// Under a limiter that settles costs (ratelimit.WithSettlement), handlers
+// report a request's actual cost with
+// ratelimit.Settle(c.Request.Context(), n): the middleware gives
+// c.Request the context Settle reads.
+//
 // # Client IP
 //
 // Key by client with the core's extractors: ratelimit.ByIP when clients

@@ -66,6 +66,13 @@
 // or while the stream is open, and releases it when the handler returns,
 // also when it panics (the panic then goes on to your recovery interceptor).
 //
+// # Settled costs
+//
+// Under a limiter that settles costs (ratelimit.WithSettlement), handlers
+// report a call's actual cost with ratelimit.Settle(ctx, n): unary
+// handlers get a context carrying what Settle reads, and stream handlers a
+// stream whose Context does.
+//
 // # Carve-outs
 //
 // The gRPC health service (HealthMethods) is exempt by default, so that a
