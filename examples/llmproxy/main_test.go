@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -103,22 +104,16 @@ func TestDisconnectedClientIsCharged(t *testing.T) {
 	}
 }
 
-// liveCtxStore fails calls made on a context that has ended, as a
-// networked store would.
+// liveCtxStore fails takes made on a context that has ended, as a
+// networked store would: the settlement of a request that used more than
+// its estimate is one.
 type liveCtxStore struct{ ratelimit.Store }
 
 func (s liveCtxStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return ratelimit.Result{}, err
+		return ratelimit.Result{}, fmt.Errorf("liveCtxStore: %w", err)
 	}
 	return s.Store.Take(ctx, r)
-}
-
-func (s liveCtxStore) Return(ctx context.Context, r ratelimit.Request) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return s.Store.Return(ctx, r)
 }
 
 // TestRefusedBeforeCounting: unknown keys and unusable bodies are refused
