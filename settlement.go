@@ -109,3 +109,9 @@ func (l *Limiter) settleRequest(r *http.Request, h *held) *http.Request {
 	}
 	return r.WithContext(Verdict{l: l, held: h}.Context(r.Context()))
 }
+
+// Settles reports whether a rule of the limiter settles costs
+// (WithSettlement, Rule.Settled). Adapters built on Admit, which cannot
+// give the handler a new context, serve such a limiter with Check and
+// Verdict.Context instead, and keep Admit's direct path for the others.
+func (l *Limiter) Settles() bool { return l.settled }

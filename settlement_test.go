@@ -211,3 +211,24 @@ func TestAllowAtMostGrantsWhatFits(t *testing.T) {
 		t.Fatalf("AllowAtMost(-1): %v; want ErrInvalidRequest", err)
 	}
 }
+
+// TestSettlesReportsSettledRules: Settles is true exactly when a rule
+// settles, through WithSettlement or Rule.Settled.
+func TestSettlesReportsSettledRules(t *testing.T) {
+	if ratelimit.NewLimiter(ratelimit.PerHour(1), ratelimit.Global()).Settles() {
+		t.Fatal("a limiter without settlement reports Settles")
+	}
+	if !ratelimit.NewLimiter(ratelimit.PerHour(1), ratelimit.Global(), ratelimit.WithSettlement()).Settles() {
+		t.Fatal("WithSettlement: Settles is false")
+	}
+	rules := []ratelimit.Rule{
+		{Name: "a", Limit: ratelimit.PerHour(1), Key: ratelimit.Global()},
+		{Name: "b", Limit: ratelimit.PerHour(1), Key: ratelimit.Global(), Settled: true},
+	}
+	if !ratelimit.NewRulesLimiter(rules).Settles() {
+		t.Fatal("Rule.Settled: Settles is false")
+	}
+	if ratelimit.NewRulesLimiter(rules[:1]).Settles() {
+		t.Fatal("no settled rule: Settles is true")
+	}
+}

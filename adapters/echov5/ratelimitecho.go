@@ -72,6 +72,13 @@
 // runs before routing and carves nothing out. See docs/carve-outs.md in the
 // repository.
 //
+// # Settled costs
+//
+// Under a limiter that settles costs (ratelimit.WithSettlement), handlers
+// report a request's actual cost with
+// ratelimit.Settle(c.Request().Context(), n): the middleware sets the
+// request to one carrying the context Settle reads.
+//
 // # Client IP
 //
 // Key by client with the core's extractors: ratelimit.ByIP when clients
@@ -148,6 +155,10 @@ func Middleware(l *ratelimit.Limiter) echo.MiddlewareFunc {
 	if l == nil {
 		panic("ratelimitecho: Middleware(nil)")
 	}
+	if l.Settles() {
+		// Admit cannot give the handler the context Settle reads.
+		return checked(l, Config{})
+	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c *echo.Context) error {
 			done, ok := l.AdmitRoute(c.Response(), setPattern(c), route(c, l))
@@ -183,7 +194,18 @@ func NewWithConfig(cfg Config) echo.MiddlewareFunc {
 		}
 	}
 
-	l := ratelimit.NewLimiter(cfg.Limit, cfg.Key, cfg.Options...)
+	return checked(ratelimit.NewLimiter(cfg.Limit, cfg.Key, cfg.Options...), cfg)
+}
+
+// checked is the middleware built on CheckRoute, with cfg's Skipper,
+// DenyHandler and ErrorHandler when set; an admitted request's handler gets
+// the verdict's context, through which it settles its cost
+// (ratelimit.Settle).
+func checked(l *ratelimit.Limiter, cfg Config) echo.MiddlewareFunc {
+	skipper := cfg.Skipper
+	if skipper == nil {
+		skipper = middleware.DefaultSkipper
+	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c *echo.Context) error {
 			if skipper(c) {
@@ -207,6 +229,10 @@ func NewWithConfig(cfg Config) echo.MiddlewareFunc {
 			v.Write(c.Response())
 			if !v.Allowed() {
 				return nil // Write answered
+			}
+			r := c.Request()
+			if ctx := v.Context(r.Context()); ctx != r.Context() {
+				c.SetRequest(r.WithContext(ctx)) // Settle reads ctx
 			}
 			defer v.Done() // releases Concurrency slots; otherwise a no-op
 			return next(c)

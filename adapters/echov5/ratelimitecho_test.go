@@ -350,3 +350,38 @@ func TestHookPathConcurrencyReleases(t *testing.T) {
 		t.Fatalf("after the first request finished: %d, want 200", resp.Code)
 	}
 }
+
+// TestSettledCostReachesTheLimiter: a handler that settles 10 units under a
+// settled limiter (estimate 1) is charged 10, with Middleware and with a
+// DenyHandler: the next response's RateLimit shows both requests' units.
+func TestSettledCostReachesTheLimiter(t *testing.T) {
+	builds := map[string]func(opts ...ratelimit.Option) echo.MiddlewareFunc{
+		"New": func(opts ...ratelimit.Option) echo.MiddlewareFunc {
+			return ratelimitecho.New(ratelimit.PerHour(100), ratelimit.Global(), opts...)
+		},
+		"NewWithConfig": func(opts ...ratelimit.Option) echo.MiddlewareFunc {
+			return ratelimitecho.NewWithConfig(ratelimitecho.Config{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(),
+				Options: opts, DenyHandler: func(*echo.Context, *ratelimit.Verdict) error {
+					return echo.NewHTTPError(http.StatusTooManyRequests, "")
+				}})
+		},
+	}
+	for name, build := range builds {
+		t.Run(name, func(t *testing.T) {
+			e := echo.New()
+			e.Use(build(clock(), ratelimit.WithSettlement()))
+			e.GET("/", func(c *echo.Context) error {
+				if !ratelimit.Settle(c.Request().Context(), 10) {
+					t.Error("Settle found no settled rule in the handler's context")
+				}
+				return c.NoContent(http.StatusOK)
+			})
+			ratelimittest.Do(e, ratelimittest.NewRequest("GET", "/", ""))
+			resp := ratelimittest.Do(e, ratelimittest.NewRequest("GET", "/", ""))
+			f, err := ratelimittest.ParseRateLimit(resp.Header)
+			if err != nil || f.Remaining != 100-10-1 {
+				t.Fatalf("second response: %+v, %v; want Remaining 89 (the first request charged 10)", f, err)
+			}
+		})
+	}
+}

@@ -62,6 +62,13 @@
 //		},
 //	}))
 //
+// # Settled costs
+//
+// Under a limiter that settles costs (ratelimit.WithSettlement), handlers
+// report a request's actual cost with
+// ratelimit.Settle(c.Request.Context(), n): the middleware gives
+// c.Request the context Settle reads.
+//
 // # Client IP
 //
 // Key by client with the core's extractors: ratelimit.ByIP when clients
@@ -103,6 +110,10 @@ func New(limit ratelimit.Limit, key ratelimit.KeyFunc, opts ...ratelimit.Option)
 func Middleware(l *ratelimit.Limiter) gin.HandlerFunc {
 	if l == nil {
 		panic("ratelimitgin: Middleware(nil)")
+	}
+	if l.Settles() {
+		// Admit cannot give the handler the context Settle reads.
+		return checked(l, nil)
 	}
 	return func(c *gin.Context) {
 		done, ok := admit(c, l)
@@ -146,11 +157,16 @@ func NewWithConfig(cfg Config) gin.HandlerFunc {
 	if cfg.DenyHandler == nil {
 		return New(cfg.Limit, cfg.Key, cfg.Options...)
 	}
-	deny := cfg.DenyHandler
-	l := ratelimit.NewLimiter(cfg.Limit, cfg.Key, cfg.Options...)
+	return checked(ratelimit.NewLimiter(cfg.Limit, cfg.Key, cfg.Options...), cfg.DenyHandler)
+}
+
+// checked is the middleware built on CheckRoute: deny, if not nil, renders
+// denials, and an admitted request's handler gets the verdict's context,
+// through which it settles its cost (ratelimit.Settle).
+func checked(l *ratelimit.Limiter, deny func(*gin.Context, *ratelimit.Verdict)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		v := l.CheckRoute(pattern(c), c.FullPath())
-		if v.Denied() {
+		if deny != nil && v.Denied() {
 			v.SetHeaders(c.Writer.Header())
 			d := v // the handler's copy: v stays on the stack
 			deny(c, &d)
@@ -161,6 +177,9 @@ func NewWithConfig(cfg Config) gin.HandlerFunc {
 		if !v.Allowed() {
 			c.Abort()
 			return
+		}
+		if ctx := v.Context(c.Request.Context()); ctx != c.Request.Context() {
+			c.Request = c.Request.WithContext(ctx) // Settle reads ctx
 		}
 		defer v.Done() // gin's writer reports the status to adaptive rules
 		c.Next()

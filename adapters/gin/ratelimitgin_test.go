@@ -181,3 +181,36 @@ func benchServe(b *testing.B, h http.Handler) {
 		h.ServeHTTP(w, req)
 	}
 }
+
+// TestSettledCostReachesTheLimiter: a handler that settles 10 units under a
+// settled limiter (estimate 1) is charged 10, with Middleware and with a
+// DenyHandler: the next response's RateLimit shows both requests' units.
+func TestSettledCostReachesTheLimiter(t *testing.T) {
+	builds := map[string]func(opts ...ratelimit.Option) gin.HandlerFunc{
+		"New": func(opts ...ratelimit.Option) gin.HandlerFunc {
+			return ratelimitgin.New(ratelimit.PerHour(100), ratelimit.Global(), opts...)
+		},
+		"NewWithConfig": func(opts ...ratelimit.Option) gin.HandlerFunc {
+			return ratelimitgin.NewWithConfig(ratelimitgin.Config{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(),
+				Options: opts, DenyHandler: func(c *gin.Context, _ *ratelimit.Verdict) { c.Status(http.StatusTooManyRequests) }})
+		},
+	}
+	for name, build := range builds {
+		t.Run(name, func(t *testing.T) {
+			r := gin.New()
+			r.Use(build(clock(), ratelimit.WithSettlement()))
+			r.GET("/", func(c *gin.Context) {
+				if !ratelimit.Settle(c.Request.Context(), 10) {
+					t.Error("Settle found no settled rule in the handler's context")
+				}
+				c.Status(http.StatusOK)
+			})
+			ratelimittest.Do(r, ratelimittest.NewRequest("GET", "/", ""))
+			resp := ratelimittest.Do(r, ratelimittest.NewRequest("GET", "/", ""))
+			f, err := ratelimittest.ParseRateLimit(resp.Header)
+			if err != nil || f.Remaining != 100-10-1 {
+				t.Fatalf("second response: %+v, %v; want Remaining 89 (the first request charged 10)", f, err)
+			}
+		})
+	}
+}

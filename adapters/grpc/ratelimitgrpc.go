@@ -66,6 +66,13 @@
 // or while the stream is open, and releases it when the handler returns,
 // also when it panics (the panic then goes on to your recovery interceptor).
 //
+// # Settled costs
+//
+// Under a limiter that settles costs (ratelimit.WithSettlement), handlers
+// report a call's actual cost with ratelimit.Settle(ctx, n): unary
+// handlers get a context carrying what Settle reads, and stream handlers a
+// stream whose Context does.
+//
 // # Carve-outs
 //
 // The gRPC health service (HealthMethods) is exempt by default, so that a
@@ -145,12 +152,12 @@ func newConfig(fn string, l *ratelimit.Limiter, opts []Option) *config {
 func UnaryServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
 	c := newConfig("UnaryServerInterceptor", l, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		done, err := c.admit(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) })
+		done, sctx, err := c.admit(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) })
 		if err != nil {
 			return nil, err
 		}
 		defer done()
-		return handler(ctx, req)
+		return handler(sctx, req)
 	}
 }
 
@@ -161,33 +168,57 @@ func UnaryServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.UnaryServ
 func StreamServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.StreamServerInterceptor {
 	c := newConfig("StreamServerInterceptor", l, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		done, err := c.admit(ss.Context(), info.FullMethod, ss.SetHeader)
+		done, ctx, err := c.admit(ss.Context(), info.FullMethod, ss.SetHeader)
 		if err != nil {
 			return err
 		}
 		defer done()
+		if ctx != ss.Context() {
+			ss = settleStream{ss, ctx}
+		}
 		return handler(srv, ss)
 	}
 }
 
 // admit runs the limiter for one RPC. It sends the rate-limit fields with
-// setHeader and returns the release to run when the RPC ends, or the
-// status error that ends it now.
-func (c *config) admit(ctx context.Context, fullMethod string, setHeader func(metadata.MD) error) (func(), error) {
+// setHeader and returns the release to run when the RPC ends and the
+// context to serve it with (ctx, or ctx carrying what ratelimit.Settle
+// needs when the limiter settles costs), or the status error that ends it
+// now.
+func (c *config) admit(ctx context.Context, fullMethod string, setHeader func(metadata.MD) error) (func(), context.Context, error) {
 	if _, ok := c.exempt[fullMethod]; ok {
-		return noop, nil
+		return noop, ctx, nil
 	}
 	w := recorder{header: make(http.Header, 4)} // the fields of a denial
-	done, ok := c.l.Admit(&w, newRequest(ctx, fullMethod))
+	done, ok := noop, false
+	if c.l.Settles() {
+		// Admit cannot give the handler the context Settle reads.
+		v := c.l.Check(newRequest(ctx, fullMethod))
+		v.Write(&w)
+		if ok = v.Allowed(); ok {
+			done, ctx = v.Done, v.Context(ctx)
+		}
+	} else {
+		done, ok = c.l.Admit(&w, newRequest(ctx, fullMethod))
+	}
 	if md := responseMetadata(w.header); md != nil {
 		// It fails only once headers were sent, which no handler has
 		// done yet: the call goes on without the fields.
 		_ = setHeader(md)
 	}
 	if ok {
-		return done, nil
+		return done, ctx, nil
 	}
-	return nil, w.status()
+	return nil, nil, w.status()
 }
+
+// settleStream is a stream whose context carries what ratelimit.Settle
+// needs.
+type settleStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s settleStream) Context() context.Context { return s.ctx }
 
 func noop() {}

@@ -1,6 +1,8 @@
 package ratelimitgrpc_test
 
 import (
+	"context"
+	"errors"
 	"net"
 	"net/http"
 	"slices"
@@ -16,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -302,3 +305,48 @@ func TestQuotaFailureNamesEveryViolatedRule(t *testing.T) {
 		t.Fatalf("violated %q, want per-ip", got)
 	}
 }
+
+// TestSettledCostReachesTheLimiter: a unary handler and a stream handler
+// that settle 10 units under a settled limiter (estimate 1) are charged 10.
+func TestSettledCostReachesTheLimiter(t *testing.T) {
+	settle := func(ctx context.Context) error {
+		if !ratelimit.Settle(ctx, 10) {
+			return errors.New("Settle found no settled rule in the handler's context")
+		}
+		return nil
+	}
+	ctx := grpc.NewContextWithServerTransportStream(context.Background(), &stubStream{})
+	serves := map[string]func(*ratelimit.Limiter) error{
+		"Unary": func(l *ratelimit.Limiter) error {
+			_, err := ratelimitgrpc.UnaryServerInterceptor(l)(ctx, nil, &grpc.UnaryServerInfo{FullMethod: ping},
+				func(ctx context.Context, _ any) (any, error) { return nil, settle(ctx) })
+			return err
+		},
+		"Stream": func(l *ratelimit.Limiter) error {
+			return ratelimitgrpc.StreamServerInterceptor(l)(nil, headerStream{ctx: ctx}, &grpc.StreamServerInfo{FullMethod: ping},
+				func(_ any, ss grpc.ServerStream) error { return settle(ss.Context()) })
+		},
+	}
+	for name, serve := range serves {
+		t.Run(name, func(t *testing.T) {
+			l := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithSettlement(),
+				ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch)))
+			if err := serve(l); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := l.AllowN(context.Background(), "global", 0); err != nil || res.Remaining != 100-10 {
+				t.Fatalf("after a call settled at 10: %+v, %v; want Remaining 90", res, err)
+			}
+		})
+	}
+}
+
+// headerStream is a server stream with a context that takes header
+// metadata and nothing else.
+type headerStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s headerStream) Context() context.Context    { return s.ctx }
+func (s headerStream) SetHeader(metadata.MD) error { return nil }
