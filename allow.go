@@ -38,26 +38,39 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 //     no enforced rule can decide without a request, or a store rejected
 //     the request. Nothing is consumed and the Result is not Allowed.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
+	res, _, err := l.allowN(ctx, key, n, true)
+	return res, err
+}
+
+// allowN is AllowN, paced or not, also returning the fewest units any
+// decided rule has left (n when none decided).
+func (l *Limiter) allowN(ctx context.Context, key string, n int, paced bool) (Result, int, error) {
 	b := l.getBatch()
 	defer l.putBatch(b)
 	rvs, err := l.keyRequests(b.rvs[:0], key, n)
 	if err != nil {
-		return Result{}, err
+		return Result{}, 0, err
 	}
-	d := decision{ctx: ctx, enforced: len(rvs), scratch: &b.scratch}
+	d := decision{ctx: ctx, enforced: len(rvs), scratch: &b.scratch, unpaced: !paced}
 	var v Verdict
 	l.settle(&d, rvs, nil, &v)
+	fewest := n
+	for i := range rvs {
+		if rvs[i].answered() {
+			fewest = min(fewest, rvs[i].res.Remaining)
+		}
+	}
 	switch v.kind {
 	case verdictMisconfigured:
-		return Result{}, v.err
+		return Result{}, 0, v.err
 	case verdictCanceled:
-		return Result{Limit: v.limit}, v.err
+		return Result{Limit: v.limit}, 0, v.err
 	case verdictFailedClosed:
-		return Result{Limit: v.limit, RetryAfter: time.Second}, v.err
+		return Result{Limit: v.limit, RetryAfter: time.Second}, 0, v.err
 	case verdictPass:
-		return Result{Allowed: true}, v.err // every rule failed open
+		return Result{Allowed: true}, n, v.err // every rule failed open
 	}
-	return v.res, v.err
+	return v.res, fewest, v.err
 }
 
 // keyRequests adds to rvs the request of n events for key under every
@@ -113,10 +126,11 @@ func (l *Limiter) Return(ctx context.Context, key string, n int) error {
 // AllowAtMost takes as many of n events for key as fit now under every
 // enforced rule, up to n, and returns how many it took: a batch caller
 // sends that many now and keeps the rest for later. It takes the path of
-// AllowN, with the same error contract. When none fit, granted is 0 and
-// res, not Allowed, has RetryAfter the wait until one will (zero if one
-// already fits again). Under contention it may grant fewer than would have
-// fit (it asks again at most three times), never more.
+// AllowN, with the same error contract, but never waits for a paced turn:
+// what it grants fits now. When none fit, granted is 0 and res, not
+// Allowed, has RetryAfter the wait until one will (zero if one already
+// fits again). Under contention it may grant fewer than would have fit (it
+// asks again at most three times), never more.
 func (l *Limiter) AllowAtMost(ctx context.Context, key string, n int) (granted int, res Result, err error) {
 	if n < 0 {
 		return 0, Result{}, fmt.Errorf("%w: AllowAtMost of %d events", ErrInvalidRequest, n)
@@ -127,14 +141,15 @@ func (l *Limiter) AllowAtMost(ctx context.Context, key string, n int) (granted i
 		}
 	}
 	for try := 0; ; try++ {
-		res, err = l.AllowN(ctx, key, n)
+		var left int
+		res, left, err = l.allowN(ctx, key, n, false)
 		if res.Allowed || err != nil && !errors.Is(err, ErrStoreUnavailable) {
 			break
 		}
-		fewer := min(n-1, res.Remaining) // what the most restrictive rule has left
+		fewer := min(n-1, left) // what the tightest rule has left
 		if fewer <= 0 || try == 3 {
 			if err == nil && n > 1 { // say when one event fits, not n
-				res, err = l.AllowN(ctx, key, 0)
+				res, _, err = l.allowN(ctx, key, 0, false)
 				res.Allowed = false
 			}
 			return 0, res, err

@@ -140,7 +140,7 @@ func (l *Limiter) costExceeded(r *http.Request, ru *rule, req *Request) error {
 // The calls that have nothing to do are skipped here rather than entered:
 // with one rule, the request path is little more than this function.
 func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
-	if l.paced {
+	if l.paced && !d.unpaced {
 		l.settlePaced(d, rvs, ad, v)
 		return
 	}
@@ -183,13 +183,17 @@ func (l *Limiter) settleRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, 
 		}
 		return
 	}
-	if l.paced && !l.wait(d, rvs) {
-		if ad != nil {
-			ad.release(false, 0)
+	if l.paced && !d.unpaced {
+		waited, ok := l.wait(d, rvs)
+		if !ok {
+			if ad != nil {
+				ad.release(false, 0)
+			}
+			*v = Verdict{l: l, r: d.r, kind: verdictCanceled, top: v.top, res: v.res, limit: v.limit,
+				err: fmt.Errorf("ratelimit: the request ended while waiting for its turn: %w", context.Cause(d.ctx))}
+			return
 		}
-		*v = Verdict{l: l, r: d.r, kind: verdictCanceled, top: v.top, res: v.res, limit: v.limit,
-			err: fmt.Errorf("ratelimit: the request ended while waiting for its turn: %w", context.Cause(d.ctx))}
-		return
+		v.res.ResetAfter = max(0, v.res.ResetAfter-waited) // the fields describe the moment it is served
 	}
 	if d.r != nil && (l.slots || l.settled || ad != nil) {
 		v.held = l.hold(d, rvs, ad)

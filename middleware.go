@@ -151,6 +151,9 @@ func newLimiter(rules []Rule, c config) *Limiter {
 	if l.paced && len(l.adaptive) > 0 {
 		panic("ratelimit: a Limiter with adaptive rules cannot pace: the wait would count as the server's latency; put the paced rule in a limiter around this one")
 	}
+	if l.paced && countEnforced(rules) > 1 {
+		panic("ratelimit: a paced rule must be its Limiter's only enforced rule: the others would count a request when it is decided, not when it is served; put them in a limiter inside the paced one")
+	}
 	// Enforced before shadow; among enforced, local stores first (cheap-first).
 	slices.SortStableFunc(l.rules, func(a, b *rule) int {
 		return cmp.Or(cmp.Compare(rank(a), rank(b)))
@@ -249,7 +252,8 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 // rate-limit fields on w and, when the request may proceed, returns ok and
 // a done function that the caller must call once the request has been
 // served (Verdict.Done). Otherwise it has written the response and the
-// caller must stop.
+// caller must stop. Admit cannot pass the handler a context for Settle:
+// for a limiter that Settles, use Check and Verdict.Context.
 func (l *Limiter) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
 	return l.admit(w, r, routing{})
 }
@@ -310,4 +314,15 @@ func (l *Limiter) skip(r *http.Request, rt routing) bool {
 		}
 	}
 	return false
+}
+
+// countEnforced counts the rules that are neither shadow nor adaptive.
+func countEnforced(rules []Rule) int {
+	n := 0
+	for _, r := range rules {
+		if !r.Shadow && r.Adaptive == nil {
+			n++
+		}
+	}
+	return n
 }

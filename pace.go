@@ -20,16 +20,24 @@ import (
 // The wait of a request is bounded by its context's deadline too: one that
 // cannot be served before it is rejected at once, not left to time out.
 // Waiting costs a timer and the request's own goroutine, nothing more.
-// The zero value paces nothing. See docs/pacing.md for how the settings map
-// to nginx's limit_req (burst, nodelay, delay).
+// A paced rule is its limiter's only enforced rule: another rule would
+// count the request when it is decided, not when it is served. Put other
+// rules in a limiter inside the paced one, so that they decide when the
+// request's turn comes. Giving back a reservation that later ones follow
+// leaves its turn empty rather than handing it to a newcomer (two requests
+// would share the later one's turn); see docs/shaping.md.
+//
+// The zero value paces nothing. See docs/shaping.md for how the settings
+// map to nginx's limit_req (burst, nodelay, delay).
 type Pace struct {
 	// MaxDelay is the longest a request may wait for its turn; zero
 	// disables pacing.
 	MaxDelay time.Duration
 
 	// MaxWaiting bounds the requests of the rule waiting at once in this
-	// process; zero means 1024. A request beyond it is served only if it
-	// fits without waiting.
+	// process, counted from their store call to the end of their wait; zero
+	// means 1024. A request beyond it is served only if it fits without
+	// waiting.
 	MaxWaiting int
 
 	// MaxWaitingPerKey bounds the waiting requests of one key; zero means
@@ -147,24 +155,25 @@ func leavePace(d *decision, rvs []ruleVerdict) {
 	}
 }
 
-// wait holds an admitted request until the latest moment its rules
-// reserved for it. It reports false, having given every reservation back,
-// when d's context ends first.
-func (l *Limiter) wait(d *decision, rvs []ruleVerdict) bool {
+// wait holds an admitted request until the moment its paced rule reserved
+// for it, never longer than the rule let the store reserve (whatever a
+// store answers), and returns how long it waited. It reports false, having
+// given every reservation back, when d's context ends first.
+func (l *Limiter) wait(d *decision, rvs []ruleVerdict) (time.Duration, bool) {
 	var delay time.Duration
 	for i := range rvs[:d.enforced] {
-		if rv := &rvs[i]; rv.state == decided {
-			delay = max(delay, rv.res.Delay)
+		if rv := &rvs[i]; rv.state == decided && rv.ru.pacer != nil {
+			delay = max(delay, min(rv.res.Delay, rv.req.MaxDelay))
 		}
 	}
 	if delay <= 0 {
-		return true
+		return 0, true
 	}
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+		return delay, true
 	case <-d.ctx.Done():
 	}
 	for i := range rvs {
@@ -174,5 +183,5 @@ func (l *Limiter) wait(d *decision, rvs []ruleVerdict) bool {
 			rv.state = consumed
 		}
 	}
-	return false
+	return 0, false
 }

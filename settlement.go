@@ -32,19 +32,21 @@ func WithSettlement() Option {
 //   - on a context detached from the client's, within the limiter's time
 //     budget: a client that disconnects mid-handler is still charged.
 //
-// A request that never calls Settle keeps its estimate. Settle reports
-// whether ctx belongs to a request with a rule to settle; actual below zero
+// A request that never calls Settle keeps its estimate, and so does one
+// admitted while its rule's store failed open (nothing was taken to
+// settle against). Settle reports whether ctx belongs to a request with a
+// rule still to settle: false outside a settling limiter and once the
+// request has been served (a late call changes nothing). actual below zero
 // counts as zero.
 func Settle(ctx context.Context, actual int) bool {
 	h, _ := ctx.Value(settleKey{}).(*held)
-	if h == nil {
-		return false
-	}
 	actual = min(max(actual, 0), maxCount)
+	ok := false
 	for ; h != nil; h = h.outer {
 		h.actual.Store(int64(actual) + 1) // 0 means not settled
+		ok = ok || !h.once.Load()
 	}
-	return true
+	return ok
 }
 
 type settleKey struct{}
@@ -57,7 +59,13 @@ func (v Verdict) Context(ctx context.Context) context.Context {
 	if v.held == nil || !v.l.settled {
 		return ctx
 	}
-	v.held.outer, _ = ctx.Value(settleKey{}).(*held)
+	outer, _ := ctx.Value(settleKey{}).(*held)
+	for h := outer; h != nil; h = h.outer {
+		if h == v.held { // already carried (Context called twice)
+			return ctx
+		}
+	}
+	v.held.outer = outer
 	return context.WithValue(ctx, settleKey{}, v.held)
 }
 

@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -230,5 +231,73 @@ func TestSettlesReportsSettledRules(t *testing.T) {
 	}
 	if ratelimit.NewRulesLimiter(rules[:1]).Settles() {
 		t.Fatal("no settled rule: Settles is true")
+	}
+}
+
+// TestVerdictContextTwiceIsHarmless: deriving the handler's context twice
+// from one verdict (an adapter, then a wrapper of the user's) neither
+// loops nor charges twice.
+func TestVerdictContextTwiceIsHarmless(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	l := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement())
+	r := httptest.NewRequest("GET", "/", nil)
+	v := l.Check(r)
+	ctx := v.Context(v.Context(r.Context()))
+	if !ratelimit.Settle(ctx, 5) {
+		t.Fatal("Settle found no rule to settle")
+	}
+	v.Done()
+	if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != 95 {
+		t.Fatalf("Remaining %d after a settlement of 5; want 95", res.Remaining)
+	}
+}
+
+// TestSettleAfterTheResponseReportsFalse: once the request has been
+// served, Settle (from a goroutine the handler left behind) changes
+// nothing and says so.
+func TestSettleAfterTheResponseReportsFalse(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	l := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement())
+	var ctx context.Context
+	serve(l.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ctx = r.Context() })), httptest.NewRequest("GET", "/", nil))
+	if ratelimit.Settle(ctx, 40) {
+		t.Fatal("Settle after the response reported a rule to settle")
+	}
+	if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != 99 {
+		t.Fatalf("Remaining %d; want 99 (the estimate only)", res.Remaining)
+	}
+}
+
+// TestHugeSettlementIsBounded: Settle(ctx, math.MaxInt) puts the key in
+// the largest debt, and the next response's fields stay well-formed.
+func TestHugeSettlementIsBounded(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	l := ratelimit.NewLimiter(ratelimit.PerMinute(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement())
+	h := l.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ratelimit.Settle(r.Context(), math.MaxInt) }))
+	serve(h, httptest.NewRequest("GET", "/", nil))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	f, err := ratelimittest.ParseRateLimit(rec.Result().Header)
+	if ra := rec.Header().Get("Retry-After"); rec.Code != 429 || err != nil || f.Remaining != 0 || f.Reset <= 0 || ra == "" || ra[0] == '-' {
+		t.Fatalf("after Settle(MaxInt): status %d, fields %+v (%v), Retry-After %q; want 429, Remaining 0, positive reset and wait", rec.Code, f, err, ra)
+	}
+}
+
+// TestAllowAtMostFindsWhatFitsAcrossRules: four rules with 9, 8, 7 and 6
+// units left, the rule with more left having the longer wait: AllowAtMost
+// grants the 6 the tightest rule has left.
+func TestAllowAtMostFindsWhatFitsAcrossRules(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "day", Limit: ratelimit.PerDay(19), Key: ratelimit.Global()},
+		{Name: "hour", Limit: ratelimit.PerHour(18), Key: ratelimit.Global()},
+		{Name: "minute", Limit: ratelimit.PerMinute(17), Key: ratelimit.Global()},
+		{Name: "second", Limit: ratelimit.PerSecond(16), Key: ratelimit.Global()},
+	}, ratelimit.WithClock(clock), ratelimit.WithStore(memory.New(memory.WithClock(clock))))
+	if res, err := l.AllowN(context.Background(), "k", 10); err != nil || !res.Allowed {
+		t.Fatalf("setup: %+v, %v", res, err)
+	}
+	if granted, res, err := l.AllowAtMost(context.Background(), "k", 10); err != nil || granted != 6 {
+		t.Fatalf("AllowAtMost(10) with 9, 8, 7 and 6 left = %d, %+v, %v; want 6", granted, res, err)
 	}
 }

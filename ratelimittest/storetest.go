@@ -42,8 +42,8 @@ type storeTester struct {
 }
 
 // take calls Take and checks the result against want (Limit is filled in;
-// Slot is checked to be set exactly for an allowed take of non-zero cost
-// other than GCRA's) and returns the Slot.
+// Slot is checked to be set exactly for an allowed take of non-zero cost)
+// and returns the Slot.
 func (st *storeTester) take(req ratelimit.Request, want ratelimit.Result) uint64 {
 	st.t.Helper()
 	got, err := st.s.Take(context.Background(), req)
@@ -51,8 +51,8 @@ func (st *storeTester) take(req ratelimit.Request, want ratelimit.Result) uint64
 		st.t.Fatalf("Take(%s, cost %d) at +%v: %v", req.Key, req.Cost, st.elapsed(), err)
 	}
 	slot := got.Slot
-	if holds := req.Algorithm != ratelimit.GCRA && got.Allowed && req.Cost > 0; holds != (slot != 0) {
-		st.t.Fatalf("Take(%s, %v, cost %d) at +%v: Slot %d; want a token exactly for an allowed take of non-zero cost, except GCRA's", req.Key, req.Algorithm, req.Cost, st.elapsed(), slot)
+	if holds := got.Allowed && req.Cost > 0; holds != (slot != 0) {
+		st.t.Fatalf("Take(%s, %v, cost %d) at +%v: Slot %d; want a token exactly for an allowed take of non-zero cost", req.Key, req.Algorithm, req.Cost, st.elapsed(), slot)
 	}
 	got.Slot = 0
 	want.Limit = req.Limit

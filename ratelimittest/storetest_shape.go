@@ -80,6 +80,25 @@ var shapeCases = []struct {
 			t.Fatalf("after the reservations: %+v; want ResetAfter 250ms", st.probe(req))
 		}
 	}},
+	// A reservation given back while later ones wait leaves its turn empty:
+	// handing it to a newcomer would put two requests on the turn of the
+	// reservation behind it. Once the later ones are given back too, the
+	// key's time moves back through it.
+	{"Pace/middle-refund-keeps-later-turns", func(t *testing.T, st *storeTester) {
+		req := gcra("k", ratelimit.PerSecond(10).WithBurst(1), 1)
+		req.MaxDelay = time.Second
+		st.reserve(req, 0)
+		second := st.reserve(req, 100*ms)
+		third := st.reserve(req, 200*ms)
+		st.release(req, second.Slot)
+		newcomer := st.reserve(req, 300*ms) // not +100ms: the third holds +200ms
+		st.release(req, newcomer.Slot)
+		st.release(req, third.Slot) // now the latest: back through the second's turn
+		if got := st.probe(req).ResetAfter; got != 100*ms {
+			t.Fatalf("after giving back every reservation but the first: ResetAfter %v, want 100ms", got)
+		}
+		st.reserve(req, 100*ms)
+	}},
 	{"Pace/windows-take-no-reservations", func(t *testing.T, st *storeTester) {
 		for _, a := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow} {
 			req := withAlg(gcra("w-"+a.String(), ratelimit.PerMinute(1), 1), a)
@@ -181,10 +200,11 @@ func slotted(r ratelimit.Request, slot uint64) ratelimit.Request {
 }
 
 // cancelledReservations makes n reservations on one key, in rounds, and
-// gives each back at a random moment before it would act; a second key gets
-// the same other traffic and no reservation. Between rounds, with no
-// reservation outstanding, the two keys must be in the same state: a
-// cancelled reservation leaves no trace.
+// gives each back, with its Slot, in random order at a random moment before
+// it would act; a second key gets the same other traffic and no
+// reservation. Between rounds, with no reservation outstanding, the two
+// keys must be in the same state: cancelled reservations leave no trace,
+// whatever the order they are given back in.
 func cancelledReservations(t *testing.T, st *storeTester, n int) {
 	rng := rand.New(rand.NewPCG(19, 23))
 	lim := ratelimit.PerSecond(50).WithBurst(5) // one every 20ms
@@ -193,6 +213,7 @@ func cancelledReservations(t *testing.T, st *storeTester, n int) {
 	type reservation struct {
 		cost int
 		acts time.Time
+		slot uint64
 	}
 	// advanceBefore moves the clock forward by whole milliseconds, staying
 	// before the moment the first outstanding reservation acts.
@@ -223,14 +244,14 @@ func cancelledReservations(t *testing.T, st *storeTester, n int) {
 			}
 			made++
 			if res.Allowed {
-				out = append(out, reservation{req.Cost, st.clock.Now().Add(res.Delay)})
+				out = append(out, reservation{req.Cost, st.clock.Now().Add(res.Delay), res.Slot})
 			}
 			advanceBefore(out)
 		}
 		rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 		for len(out) > 0 {
 			advanceBefore(out)
-			st.release(withCost(subject, out[0].cost), 0)
+			st.release(withCost(subject, out[0].cost), out[0].slot)
 			out = out[1:]
 		}
 		if a, b := st.probe(subject), st.probe(control); a != b {

@@ -54,8 +54,9 @@ type Result struct {
 // gcra applies cost at now to the theoretical arrival time tat of a key
 // (zero for a key never seen) and returns the new tat to store.
 func gcra(tat, now int64, l Limit, cost int64) (int64, Result) {
-	next, d := gcraDecide(tat, now, &Request{Limit: l, Cost: cost})
-	return next, d.result(now, l)
+	r := &Request{Limit: l, Cost: cost}
+	next, d := gcraDecide(tat, now, r)
+	return next, d.result(now, r)
 }
 
 // gcraDecision is what gcraDecide settles under the shard lock; result
@@ -63,6 +64,7 @@ func gcra(tat, now int64, l Limit, cost int64) (int64, Result) {
 type gcraDecision struct {
 	allowed bool
 	took    bool  // units were consumed: allowed, or forced
+	forced  bool  // a settlement: never a reservation
 	tat     int64 // the key's theoretical arrival time after the decision
 	allowAt int64 // when the request fits, with no other traffic
 }
@@ -75,34 +77,40 @@ type gcraDecision struct {
 // allowAt <= now + MaxDelay (its units are consumed at once, so that later
 // requests queue behind it, and it acts at allowAt). Cost zero reports
 // whether one unit fits and changes nothing. A forced request is consumed
-// whether or not it fits.
+// whether or not it fits; its debt is bounded (by about 73 years).
 func gcraDecide(tat, now int64, r *Request) (int64, gcraDecision) {
 	t := r.Limit.interval()
 	tat = max(tat, now)
 	allowAt := tat + mulSat(max(r.Cost, 1), t) - t*r.Limit.Capacity
-	fits := allowAt <= now+r.MaxDelay
-	if !fits && !r.Force {
-		return tat, gcraDecision{tat: tat, allowAt: allowAt}
-	}
 	if r.Force { // after the debt, report when the next unit fits
-		tat = addSat(tat, mulSat(r.Cost, t))
-		return tat, gcraDecision{allowed: allowAt <= now, took: true, tat: tat, allowAt: tat + t - t*r.Limit.Capacity}
+		next := min(tat+mulSat(r.Cost, t), now+math.MaxInt64/4)
+		return next, gcraDecision{allowed: allowAt <= now, took: true, forced: true, tat: next, allowAt: next + t - t*r.Limit.Capacity}
+	}
+	if allowAt-now > r.MaxDelay {
+		return tat, gcraDecision{tat: tat, allowAt: allowAt}
 	}
 	tat += r.Cost * t
 	return tat, gcraDecision{allowed: true, took: true, tat: tat, allowAt: allowAt}
 }
 
-func (d gcraDecision) result(now int64, l Limit) Result {
-	t := l.interval()
+// result is the Result of decision d on r. An allowed take of non-zero
+// cost carries the key's time after it as its Slot: the token that tells
+// its refund whether it is still the latest reservation (see refund).
+func (d gcraDecision) result(now int64, r *Request) Result {
+	t := r.Limit.interval()
 	res := Result{
 		Allowed:    d.allowed,
-		Remaining:  max(0, (now+t*l.Capacity-d.tat)/t),
+		Remaining:  max(0, (now+t*r.Limit.Capacity-d.tat)/t),
 		ResetAfter: d.tat - now,
 	}
-	if !d.allowed {
+	switch {
+	case !d.allowed:
 		res.RetryAfter = d.allowAt - now
-	} else if d.allowAt > now {
+	case d.allowAt > now && !d.forced:
 		res.Delay = d.allowAt - now
+	}
+	if d.took && r.Cost > 0 {
+		res.Slot = uint64(d.tat)
 	}
 	return res
 }
@@ -115,14 +123,6 @@ func mulSat(a, b int64) int64 {
 		return ceiling
 	}
 	return a * b
-}
-
-// addSat is a+b for a, b below math.MaxInt64/2, saturated as mulSat.
-func addSat(a, b int64) int64 { return min(a+b, math.MaxInt64/4) }
-
-// gcraReturn gives cost units back to tat, never beyond a full bucket.
-func gcraReturn(tat, now int64, l Limit, cost int64) int64 {
-	return max(now, tat-cost*l.interval())
 }
 
 // window is the state of the counting algorithms: Expires is when the state

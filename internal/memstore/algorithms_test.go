@@ -160,3 +160,45 @@ func TestTakeAllAllocatesNothing(t *testing.T) {
 		t.Fatalf("denied batch: %.1f allocs, results %+v", allocs, res)
 	}
 }
+
+// TestForcedGCRAChargeIsKeptAnyYear: a settlement's debt is bounded
+// relative to now, so a clock far in the future (2050, a test's clock set
+// forward) keeps the charge, and the largest charge leaves a sane state.
+func TestForcedGCRAChargeIsKeptAnyYear(t *testing.T) {
+	l := Limit{Rate: 10, Period: int64(time.Second), Capacity: 10}
+	for _, now := range []int64{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano(), time.Date(2050, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()} {
+		tat, d := gcraDecide(0, now, &Request{Limit: l, Cost: 5, Force: true})
+		if got := d.result(now, &Request{Limit: l}).Remaining; !d.took || got != 5 {
+			t.Fatalf("at %d: forced 5 of 10 leaves Remaining %d (tat %d); want 5", now, got, tat)
+		}
+		tat, d = gcraDecide(tat, now, &Request{Limit: l, Cost: math.MaxInt32, Force: true})
+		if res := d.result(now, &Request{Limit: l}); tat <= now || res.Allowed || res.RetryAfter <= 0 || res.ResetAfter <= 0 {
+			t.Fatalf("at %d: the largest forced charge: tat %d, %+v; want a debt far ahead", now, tat, res)
+		}
+	}
+}
+
+// TestForcedTakeIsNeverAReservation: a settlement that fits reports no
+// Delay, whatever the key's state after it.
+func TestForcedTakeIsNeverAReservation(t *testing.T) {
+	l := Limit{Rate: 10, Period: int64(time.Second), Capacity: 10}
+	r := &Request{Limit: l, Cost: 10, Force: true}
+	_, d := gcraDecide(0, 1e18, r)
+	if res := d.result(1e18, r); !res.Allowed || res.Delay != 0 || res.Slot == 0 {
+		t.Fatalf("forced take of the whole capacity: %+v; want Allowed, a Slot and no Delay", res)
+	}
+}
+
+// TestReservationsAreLimitedByMaxDelayWithoutOverflow: a horizon of
+// math.MaxInt64 admits what fits and reserves what does not.
+func TestReservationsAreLimitedByMaxDelayWithoutOverflow(t *testing.T) {
+	l := Limit{Rate: 10, Period: int64(time.Second), Capacity: 1}
+	r := &Request{Limit: l, Cost: 1, MaxDelay: math.MaxInt64}
+	tat, d := gcraDecide(0, 1e18, r)
+	if !d.allowed || d.result(1e18, r).Delay != 0 {
+		t.Fatalf("first request: %+v", d)
+	}
+	if _, d = gcraDecide(tat, 1e18, r); !d.allowed || d.result(1e18, r).Delay != int64(100*time.Millisecond) {
+		t.Fatalf("second request: %+v; want a reservation 100ms ahead", d)
+	}
+}

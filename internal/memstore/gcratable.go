@@ -41,7 +41,11 @@ type gshard struct {
 	// shard holds no expired entry. Checks only move times later, so it
 	// stays a lower bound without the lock.
 	floor int64
-	_     [24]byte
+	// holes are the keys' reservations given back while later ones waited
+	// (see gcraholes.go), nholes their number; under mu.
+	holes  map[uint64]*holes
+	nholes int
+	_      [8]byte
 }
 
 // slab is one table of a gshard. Its arrays never change size.

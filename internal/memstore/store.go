@@ -173,7 +173,7 @@ func (s *Store) Take(r *Request, now int64) Result {
 func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 	i := s.index(h)
 	if r.Alg == GCRA {
-		return s.gcra[i].take(s.perCap, h, r, now).result(now, r.Limit)
+		return s.gcra[i].take(s.perCap, h, r, now).result(now, r)
 	}
 	if r.Alg == Concurrency {
 		sh := &s.conc[i]
@@ -261,7 +261,7 @@ func (s *Store) Return(r *Request, now int64) {
 	if r.Alg == GCRA {
 		sh := &s.gcra[i]
 		sh.mu.Lock()
-		sh.update(h, func(old int64) int64 { return gcraReturn(old, now, r.Limit, r.Cost) })
+		sh.refund(h, r, now)
 		sh.mu.Unlock()
 		return
 	}

@@ -98,7 +98,7 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 			if d.took && r.Cost > 0 {
 				k.cur, k.stored = next, true
 			}
-			results[i] = d.result(now, r.Limit)
+			results[i] = d.result(now, r)
 		} else {
 			log[i] = s.remember(r, hashes[i])
 			results[i] = s.apply(hashes[i], r, now)
@@ -187,7 +187,7 @@ func (s *Store) rollback(reqs []Request, hs []held, which []uint8, log []undo, r
 		peek.Cost = 0
 		if j := which[i]; j > 0 {
 			_, d := gcraDecide(hs[j-1].orig, now, &peek)
-			results[i] = d.result(now, peek.Limit)
+			results[i] = d.result(now, &peek)
 		} else {
 			results[i] = s.apply(log[i].h, &peek, now)
 		}
