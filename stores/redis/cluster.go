@@ -143,9 +143,10 @@ func (s *Store) takeAllGroups(ctx context.Context, now instant, groups [][]int, 
 			v := outs[g].vals[peekWidth*j:]
 			if outs[g].consumed {
 				// Report the state from before the call, as a cost-0 peek.
-				v = []int64{1, v[4], v[5], v[6]}
+				results[i] = peekResult(&reqs[i], true, v[4:7])
+			} else {
+				results[i] = peekResult(&reqs[i], v[0] == 1, v[1:4])
 			}
-			results[i] = result(reqs[i].Limit, v)
 		}
 	}
 	return nil

@@ -22,6 +22,8 @@ type entry struct {
 	// explicit FixedWindow bounds: windows of Period starting at offset.
 	explicit bool
 	offset   time.Duration
+	// The Slot of the entry's last allowed window take, in each store.
+	memSlot, redisSlot uint64
 }
 
 func randomEntry(rng *rand.Rand, i int) entry {
@@ -71,6 +73,34 @@ func (e *entry) at(now time.Time, cost int) ratelimit.Request {
 	return r
 }
 
+// shape makes req, sometimes, a reservation (GCRA: a MaxDelay up to two
+// periods), a settlement (Force, any algorithm but Concurrency, with a
+// cost up to twice the capacity), and for a settlement or a return (take
+// false) of a window the one of the entry's last allowed take. It returns
+// the request for the memory store and for this one, which differ in Slot.
+func (e *entry) shape(rng *rand.Rand, req ratelimit.Request, take bool) (mreq, rreq ratelimit.Request) {
+	alg := req.Algorithm
+	if take && alg == ratelimit.GCRA && rng.IntN(3) == 0 {
+		req.MaxDelay = time.Duration(rng.Int64N(2*int64(req.Limit.Period)/1e6+1)) * time.Millisecond
+	}
+	if take && alg != ratelimit.Concurrency && rng.IntN(6) == 0 {
+		req.Force, req.Cost = true, rng.IntN(2*req.Limit.Capacity()+2)
+	}
+	mreq, rreq = req, req
+	window := alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindow
+	if window && (req.Force || !take) && e.memSlot != 0 && rng.IntN(2) == 0 {
+		mreq.Slot, rreq.Slot = e.memSlot, e.redisSlot
+	}
+	return mreq, rreq
+}
+
+// keepSlot remembers the Slots of an allowed window take.
+func (e *entry) keepSlot(got, want ratelimit.Result) {
+	if want.Slot != 0 && e.req.Algorithm != ratelimit.Concurrency {
+		e.memSlot, e.redisSlot = want.Slot, got.Slot
+	}
+}
+
 func randomCost(rng *rand.Rand, capacity int) int {
 	if rng.IntN(4) == 0 {
 		return rng.IntN(capacity + 1)
@@ -86,17 +116,27 @@ func ceilMicro(d time.Duration) time.Duration {
 }
 
 // sameResult compares a Result of this store with the memory store's. Slot
-// tokens are each store's own: this store's may only be present on an
-// allowed Concurrency take, and are otherwise not compared.
+// tokens are each store's own: both must be present or absent together; a
+// window's is its end, in µs here and in ns in the memory store.
 func sameResult(e *entry, got, want ratelimit.Result) bool {
 	if !e.exact {
 		want.RetryAfter = ceilMicro(want.RetryAfter)
 	}
-	if got.Slot != 0 && !(e.req.Algorithm == ratelimit.Concurrency && got.Allowed) {
+	if !sameSlot(e.req.Algorithm, got.Slot, want.Slot) {
 		return false
 	}
 	got.Slot, want.Slot = 0, 0
 	return got == want
+}
+
+// sameSlot reports whether this store's Slot got matches the memory
+// store's want.
+func sameSlot(alg ratelimit.Algorithm, got, want uint64) bool {
+	switch alg {
+	case ratelimit.FixedWindow, ratelimit.SlidingWindow:
+		return int64(got)*1000 == int64(want)
+	}
+	return (got == 0) == (want == 0)
 }
 
 // TestDifferential runs random timelines against this store and the memory
@@ -128,9 +168,9 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 		entries[i] = randomEntry(rng, i)
 	}
 	var log []string
-	var allowed, denied, refunds, batches int
+	var allowed, denied, refunds, batches, shaped int
 	defer func() {
-		t.Logf("%d ops: %d allowed, %d denied, %d refunds, %d TakeAll", ops, allowed, denied, refunds, batches)
+		t.Logf("%d ops: %d allowed, %d denied, %d refunds, %d TakeAll, %d reservations or settlements", ops, allowed, denied, refunds, batches, shaped)
 	}()
 	count := func(r ratelimit.Result) {
 		if r.Allowed {
@@ -158,17 +198,24 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 		now := clock.Now()
 		switch k := rng.IntN(20); {
 		case k < 11:
-			req := e.at(now, randomCost(rng, e.req.Limit.Capacity()))
+			req, rreq := e.shape(rng, e.at(now, randomCost(rng, e.req.Limit.Capacity())), true)
 			want, err1 := mem.Take(ctx, req)
-			got, err2 := rs.Take(ctx, req)
-			log = append(log, fmt.Sprintf("#%d +%v Take %s/%q %v %v cost %d: %+v", op, now.Sub(ratelimittest.Epoch), req.Rule, req.Key, req.Algorithm, req.Limit, req.Cost, want))
+			got, err2 := rs.Take(ctx, rreq)
+			log = append(log, fmt.Sprintf("#%d +%v Take %s/%q %v %v cost %d max delay %v force %v slot %d: %+v", op, now.Sub(ratelimittest.Epoch), req.Rule, req.Key, req.Algorithm, req.Limit, req.Cost, req.MaxDelay, req.Force, req.Slot, want))
 			if err1 != nil || err2 != nil {
 				fail("Take errors: memory %v, redis %v", err1, err2)
 			}
 			count(want)
-			if !sameResult(e, got, want) {
-				fail("op %d Take(%s/%q %v %v cost %d):\n redis  %+v\n memory %+v", op, req.Rule, req.Key, req.Algorithm, req.Limit, req.Cost, got, want)
+			if req.MaxDelay > 0 || req.Force {
+				shaped++
 			}
+			if req.Force && req.Algorithm == ratelimit.SlidingWindow {
+				e.exact = false // a count above Rate need not divide the period
+			}
+			if !sameResult(e, got, want) {
+				fail("op %d Take(%s/%q %v %v cost %d max delay %v force %v):\n redis  %+v\n memory %+v", op, req.Rule, req.Key, req.Algorithm, req.Limit, req.Cost, req.MaxDelay, req.Force, got, want)
+			}
+			e.keepSlot(got, want)
 		case k < 16:
 			n := 1 + rng.IntN(4)
 			reqs := make([]ratelimit.Request, 0, n)
@@ -178,7 +225,11 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 				if !singleNode && x.req.Algorithm == ratelimit.Concurrency {
 					continue // a compensated acquisition keeps its later expiry: documented
 				}
-				reqs = append(reqs, x.at(now, randomCost(rng, x.req.Limit.Capacity())))
+				r := x.at(now, randomCost(rng, x.req.Limit.Capacity()))
+				if r.Algorithm == ratelimit.GCRA && rng.IntN(3) == 0 {
+					r.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Limit.Period)/1e6+1)) * time.Millisecond
+				}
+				reqs = append(reqs, r)
 				es = append(es, x)
 			}
 			want := make([]ratelimit.Result, len(reqs))
@@ -196,12 +247,15 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 					fail("op %d TakeAll request %d of %d (%s/%q %v %v cost %d):\n redis  %+v\n memory %+v", op, i, len(reqs), reqs[i].Rule, reqs[i].Key, reqs[i].Algorithm, reqs[i].Limit, reqs[i].Cost, got[i], want[i])
 				}
 			}
+			for i := range reqs { // a denied TakeAll reports no Slot
+				es[i].keepSlot(got[i], want[i])
+			}
 		default:
-			req := e.at(now, randomCost(rng, e.req.Limit.Capacity()))
-			log = append(log, fmt.Sprintf("#%d +%v Return %s/%q %v cost %d", op, now.Sub(ratelimittest.Epoch), req.Rule, req.Key, req.Algorithm, req.Cost))
+			req, rreq := e.shape(rng, e.at(now, randomCost(rng, e.req.Limit.Capacity())), false)
+			log = append(log, fmt.Sprintf("#%d +%v Return %s/%q %v cost %d slot %d", op, now.Sub(ratelimittest.Epoch), req.Rule, req.Key, req.Algorithm, req.Cost, req.Slot))
 			refunds++
 			err1 := mem.Return(ctx, req)
-			err2 := rs.Return(ctx, req)
+			err2 := rs.Return(ctx, rreq)
 			if err1 != nil || err2 != nil {
 				fail("Return errors: memory %v, redis %v", err1, err2)
 			}

@@ -44,6 +44,20 @@
 // slots that expire soonest. An acquisition or a release is still one
 // script call.
 //
+// # Pacing and settlements
+//
+// A GCRA Take with Request.MaxDelay (a reservation, answered with
+// Result.Delay) and a Take with Request.Force (a settlement, charged
+// whether or not it fits) are each one script call, coalesced with others
+// but always decided on their own. An allowed window Take returns the end
+// of its window, in microseconds on the script's time base, as
+// Result.Slot: a forced Take or a Return with that Slot applies to that
+// window, in the same single call. Such requests bypass every local
+// answer: the denied cache (which they also clear for their key), leases
+// and a hot key's share. On a split hot key a settlement is charged to one
+// of its parts and a reservation is denied for the marker's time. A window
+// count is capped at 2^31-1 (the memory store's at 2^32-1).
+//
 // # Retries and budgets
 //
 // go-redis resends a command after a network error (MaxRetries, 3 by

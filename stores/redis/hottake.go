@@ -62,9 +62,9 @@ func (s *Store) hotTake(ctx context.Context, now instant, req *ratelimit.Request
 // with the marker's time left (canFollow).
 func (s *Store) adopt(ctx context.Context, now instant, req *ratelimit.Request, t int64, marked ratelimit.Result) (ratelimit.Result, error) {
 	short := ratelimit.Result{Limit: req.Limit, RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}
-	if s.hot == nil || s.hot.cfg.Mode != HotSplit || !hotEligible(req) {
+	if s.hot == nil || s.hot.cfg.Mode != HotSplit || !hotEligible(req) || shaped(req) {
 		marked.Limit = req.Limit
-		return marked, nil // a Store without split mode: the key stays denied
+		return marked, nil // a Store without split mode, or a reservation: the key stays denied
 	}
 	bctx, cancel := s.hotBudget(ctx)
 	defer cancel()
@@ -158,4 +158,35 @@ func (s *Store) splitPeek(ctx context.Context, now instant, req *ratelimit.Reque
 		res.ResetAfter = max(res.ResetAfter, r.ResetAfter)
 	}
 	return res, nil
+}
+
+// settleSplit charges a forced take (a settlement) of a split key, which
+// its main key's marker refused, to one of the key's parts: only the parts'
+// sum counts, as for splitReturn. When the parts cannot be followed the
+// marker's denial stands (nothing is charged).
+func (s *Store) settleSplit(ctx context.Context, now instant, req *ratelimit.Request, marked ratelimit.Result) (ratelimit.Result, error) {
+	marked.Limit = req.Limit
+	if s.hot.cfg.Mode != HotSplit || !splittable(req) {
+		return marked, nil
+	}
+	bctx, cancel := s.hotBudget(ctx)
+	defer cancel()
+	n, _, err := s.readMarker(bctx, now, stateKey(s.prefix, req))
+	if err != nil {
+		return ratelimit.Result{}, err
+	}
+	if n < 2 || !canFollow(req.Limit, n) {
+		return marked, nil
+	}
+	sp := newSplitKey(s.prefix, req, n)
+	i := int(s.calls.Add(1) % uint64(n))
+	sub := *req
+	sub.Limit = sp.limits[i]
+	vals, err := s.checkKey(ctx, now, sp.keys[i], &sub, opTake, 0)
+	if err != nil {
+		return ratelimit.Result{}, err
+	}
+	r := takeResult(&sub, vals[:])
+	r.Limit, r.Remaining = req.Limit, r.Remaining*req.Limit.Capacity()/sp.limits[i].Capacity()
+	return r, nil
 }

@@ -37,7 +37,11 @@ const (
 )
 
 // fieldsPerRequest is the number of script arguments per request.
-const fieldsPerRequest = 6
+const fieldsPerRequest = 7
+
+// maxDelayMicros bounds the MaxDelay sent to the script (about 35 years), so
+// that a reservation's time stays within the script's exact range.
+const maxDelayMicros = 1 << 50
 
 // maxSafe is the largest integer Lua's doubles hold exactly, 2^53-1.
 const maxSafe = 1<<53 - 1
@@ -63,12 +67,12 @@ func (s *Store) header(args []any, mode string, now instant) []any {
 	return append(args, mode, now.us, ClockTTLSlack.Milliseconds(), 0)
 }
 
-// appendRequest appends the six script fields of a validated request.
+// appendRequest appends the script fields of a validated request.
 func appendRequest(args []any, req *ratelimit.Request) ([]any, error) {
 	return appendFields(args, req, int(req.Algorithm), req.Limit.Rate, req.Cost), nil
 }
 
-// appendOp appends the six script fields of an op in mode "i": a return
+// appendOp appends the script fields of an op in mode "i": a return
 // has a negative cost, a lease is algorithm 4 with its size as the rate.
 func appendOp(args []any, o *op) []any {
 	switch o.kind {
@@ -88,7 +92,30 @@ func appendFields(args []any, req *ratelimit.Request, alg, rate, cost int) []any
 	} else {
 		span = ceilMicros(int64(l.Period))
 	}
-	return append(args, alg, rate, span, l.Capacity(), cost, sixth(req, cost))
+	return append(args, alg, rate, span, l.Capacity(), cost, sixth(req, cost), seventh(req))
+}
+
+// seventh returns the seventh script field of a request: "" for most, or
+// "[!]<n>" where "!" marks Force and n is, for GCRA, MaxDelay in whole
+// microseconds (pacing), and for the windows the Slot a forced take or a
+// return applies to.
+func seventh(req *ratelimit.Request) string {
+	var n int64
+	switch req.Algorithm {
+	case ratelimit.GCRA:
+		n = min(int64(req.MaxDelay/time.Microsecond), maxDelayMicros)
+	case ratelimit.SlidingWindow, ratelimit.FixedWindow:
+		n = int64(req.Slot)
+	}
+	switch {
+	case req.Force && n == 0:
+		return "!"
+	case req.Force:
+		return "!" + strconv.FormatInt(n, 10)
+	case n == 0:
+		return ""
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // sixth returns the sixth script field of a request: a fixed window's
@@ -236,13 +263,33 @@ func result(l ratelimit.Limit, v []int64) ratelimit.Result {
 	}
 }
 
-// takeResult converts the reply to a Take of req: an allowed Concurrency
-// take of non-zero cost carries its slot token where RetryAfter would be.
+// takeResult converts the reply to a Take of req. An allowed take carries
+// where RetryAfter would be: for GCRA its Delay (a reservation), for a
+// window or Concurrency take of non-zero cost its Slot token. A forced
+// window take replies RetryAfter as it is.
 func takeResult(req *ratelimit.Request, v []int64) ratelimit.Result {
-	if req.Algorithm == ratelimit.Concurrency && v[0] == 1 && req.Cost > 0 {
-		res := result(req.Limit, v)
-		res.RetryAfter, res.Slot = 0, uint64(v[2])
+	res := result(req.Limit, v)
+	if v[0] != 1 {
 		return res
 	}
-	return result(req.Limit, v)
+	switch {
+	case req.Algorithm == ratelimit.GCRA:
+		res.RetryAfter, res.Delay = 0, res.RetryAfter
+	case req.Force && req.Algorithm != ratelimit.Concurrency:
+	case req.Cost > 0:
+		res.RetryAfter, res.Slot = 0, uint64(v[2])
+	}
+	return res
+}
+
+// peekResult converts a cost-0 peek's remaining, retry and reset of
+// req's state, which allowed reports.
+func peekResult(req *ratelimit.Request, allowed bool, v []int64) ratelimit.Result {
+	peek := *req
+	peek.Cost, peek.Force = 0, false
+	code := int64(0)
+	if allowed {
+		code = 1
+	}
+	return takeResult(&peek, []int64{code, v[0], v[1], v[2]})
 }

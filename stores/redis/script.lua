@@ -17,20 +17,28 @@
 -- ARGV[2]  now in Unix microseconds, or "" to read the server's TIME.
 -- ARGV[3]  extra TTL in milliseconds added to every write (0 with server time).
 -- ARGV[4]  how long the call key keeps the reply, in milliseconds; 0: no call key.
--- ARGV[5+6(i-1)..] six fields per request: algorithm (0 GCRA, 1 sliding
+-- ARGV[5+7(i-1)..] seven fields per request: algorithm (0 GCRA, 1 sliding
 --          window, 2 fixed window, 3 concurrency), rate, span in µs (the
 --          period; for GCRA the interval, ceil(period/rate), which the
---          caller computes exactly), capacity, cost, and a sixth field:
+--          caller computes exactly), capacity, cost, a sixth field:
 --          for a fixed window its explicit bounds in µs, "" for an
 --          epoch-aligned window, "<end>", or "<prev>:<start>:<end>:<next>"
 --          with the neighbours' outer bounds (0: unknown); for a
---          concurrency return the slot token (0: the soonest to expire).
+--          concurrency return the slot token (0: the soonest to expire);
+--          and a seventh, "" for most requests, or "[!]<n>": "!" marks a
+--          forced take (a settlement: consumed whether or not it fits,
+--          mode "i" only), and n is, for GCRA, the most a reservation may
+--          wait in µs (pacing), for the windows the end of the window a
+--          forced take or a return applies to (0 or none: the current one).
 --
 -- Reply, modes "t", "p" and "i": four integers per request, allowed (1 or
 -- 0), remaining, retry-after µs and reset-after µs; mode "p" adds three
--- more, the peek's remaining, retry-after and reset-after. An allowed
--- concurrency take of non-zero cost replies its slot token in place of
--- retry-after (which is 0 when allowed). Mode "r" replies 0. In mode "i" a
+-- more, the peek's remaining, retry-after and reset-after. An allowed take
+-- replies in place of retry-after (which is 0 when allowed): for GCRA the
+-- delay of a reservation, for a window of non-zero cost the end of the
+-- window it counted in (its token), for concurrency of non-zero cost its
+-- slot token. A forced window take replies its retry-after as it is.
+-- Mode "r" replies 0. In mode "i" a
 -- return replies 0 0 0 0, a request whose key holds another type of value
 -- replies -1 0 0 0 (the others still run), and a lease replies the units
 -- granted in place of allowed.
@@ -115,16 +123,33 @@ end
 -- new state, allowed, remaining, retry-after, reset-after, and the state's
 -- lifetime in µs from now (only used when the state is written).
 
-local function gcra(tat, now, t, cap, cost)
+-- GCRA times saturate at TAT_CEIL (2^52 µs, the year 2112), below every
+-- split marker (MARKER, hotmarker.go): a forced debt never reaches one.
+local TAT_CEIL = 4503599627370496
+local MARKER = 7000000000000000
+
+-- A request of cost n fits at allowAt = tat + n*t - tau: now when allowAt
+-- <= now, as a reservation when allowAt <= now + wmax (consumed at once,
+-- acting at allowAt: the delay replaces retry-after). A forced request
+-- (force) is consumed whether or not it fits, and reports the state after
+-- its debt: when the next unit fits. A marker is never reserved on or
+-- charged: it denies.
+local function gcra(tat, now, t, cap, cost, wmax, force)
   local tau = t * cap
   if tat == nil or tat < now then tat = now end
-  local need = max(cost, 1)
-  local wait = (tat - now - tau) + need * t
-  if wait > 0 then
+  if tat >= MARKER then wmax, force = 0, false end
+  local wait = (tat - now - tau) + max(cost, 1) * t
+  if wait > (wmax or 0) and not force then
     return nil, false, max(0, idiv(tau - (tat - now), t)), wait, tat - now, 0
   end
-  tat = tat + cost * t
-  return tat, true, idiv(tau - (tat - now), t), 0, tat - now, tat - now
+  local nt = min(tat + cost * t, TAT_CEIL)
+  local rem = max(0, idiv(tau - (nt - now), t))
+  if force then
+    local next = nt + t - tau - now
+    if wait <= 0 then return nt, true, rem, max(0, next), nt - now, nt - now end
+    return nt, false, rem, next, nt - now, nt - now
+  end
+  return nt, true, rem, max(0, wait), nt - now, nt - now
 end
 
 local function sliding_reset(cur, prev, start, now, p)
@@ -150,11 +175,12 @@ end
 
 -- A request stamped before the stored window is decided at that window's
 -- start (the least favourable instant of it), and its durations are then
--- counted from its own time: d is how far it was moved forward.
-local function sliding(st, at, rate, p, cost)
+-- counted from its own time: d is how far it was moved forward. An empty
+-- state holds no window. sliding_state returns the time of decision, d,
+-- the current window's start, and its and the previous window's counts.
+local function sliding_state(st, at, p)
   local now = at
-  if st and st[1] > now then now = st[1] end
-  local d = now - at
+  if st and (st[2] > 0 or st[3] > 0) and st[1] > now then now = st[1] end
   local start = now - mod(now, p)
   local cur, prev = 0, 0
   if st then
@@ -164,6 +190,11 @@ local function sliding(st, at, rate, p, cost)
       prev = st[2]
     end
   end
+  return now, now - at, start, cur, prev
+end
+
+local function sliding(st, at, rate, p, cost)
+  local now, d, start, cur, prev = sliding_state(st, at, p)
   local e = now - start
   local weighted = muldivceil(prev, p - e, p)
   local need = max(cost, 1)
@@ -177,7 +208,9 @@ local function sliding(st, at, rate, p, cost)
   cur = cur + cost
   reset = sliding_reset(cur, prev, start, now, p)
   if reset > 0 then reset = reset + d end
-  return {start, cur, prev}, true, rate - cur - weighted, 0, reset, (start - now) + 2 * p + d
+  local token = 0
+  if cost > 0 then token = start + p end
+  return {start, cur, prev}, true, rate - cur - weighted, token, reset, (start - now) + 2 * p + d
 end
 
 -- window_end returns the end of the fixed window of a request at now: the
@@ -198,16 +231,80 @@ end
 local function fixed(st, now, rate, p, cost, spec)
   local stop = window_end(now, p, spec)
   local count = 0
-  if st and st[1] >= stop then stop, count = st[1], st[2] end -- never back
+  if st and (st[1] == stop or st[2] > 0 and st[1] > stop) then stop, count = st[1], st[2] end -- never back
   local need = max(cost, 1)
   local left = max(0, stop - now) -- an explicit window may have ended
   if count + need > rate then
     return nil, false, max(0, rate - count), left, left, 0
   end
   count = count + cost
-  local reset = 0
+  local reset, token = 0, 0
   if count > 0 then reset = left end
-  return {stop, count}, true, rate - count, 0, reset, stop - now
+  if cost > 0 then token = stop end
+  return {stop, count}, true, rate - count, token, reset, stop - now
+end
+
+-- Settlements: delta units (a forced take, or a return when negative) for
+-- the window whose end is slot, or with slot 0 the window a take at now
+-- counts in. A window that no longer counts (a fixed window that ended, a
+-- sliding window before the previous one) is left alone (nil state).
+-- Counts stay within [0, 2^31-1]. The reply is the target window's after
+-- the change: allowed when within the limit.
+local MAX_COUNT = 2147483647
+local function clampc(x) return min(max(x, 0), MAX_COUNT) end
+
+local function settle_fixed(st, now, rate, p, delta, spec, slot)
+  local stop = slot
+  if slot == 0 then
+    stop = window_end(now, p, spec)
+    if st and st[2] > 0 and st[1] > stop then stop = st[1] end -- never back
+  elseif now >= stop or (st and st[2] > 0 and st[1] > stop) then
+    local rem = rate
+    if st and st[1] > now then rem = max(0, rate - st[2]) end
+    return nil, true, rem, 0, 0, 0
+  end
+  local count = 0
+  if st and st[1] == stop then count = st[2] end
+  count = clampc(count + delta)
+  local left = max(0, stop - now)
+  if count > rate then return {stop, count}, false, 0, left, left, stop - now end
+  return {stop, count}, true, rate - count, 0, left, stop - now
+end
+
+local function settle_sliding(st, at, rate, p, delta, slot)
+  local now, d, start, cur, prev = sliding_state(st, at, p)
+  local stop = slot
+  if stop == 0 then stop = start + p end
+  if stop < start or stop > start + p then -- before the previous window, or not yet
+    local _, _, rem, retry, reset = sliding(st, at, rate, p, 0)
+    return nil, true, rem, retry, reset, 0
+  end
+  if stop == start + p then cur = clampc(cur + delta) else prev = clampc(prev + delta) end
+  local weighted = muldivceil(prev, p - (now - start), p)
+  local reset = sliding_reset(cur, prev, start, now, p)
+  if reset > 0 then reset = reset + d end
+  local retry = 0
+  local ok = cur + weighted <= rate
+  if not ok then retry = sliding_retry(cur, prev, 0, start, now, rate, p) + d end
+  return {start, cur, prev}, ok, max(0, rate - cur - weighted), retry, reset, (start - now) + 2 * p + d
+end
+
+local function settle(alg, st, now, rate, p, delta, spec, slot)
+  if alg == 1 then return settle_sliding(st, now, rate, p, delta, slot) end
+  return settle_fixed(st, now, rate, p, delta, spec, slot)
+end
+
+-- settled is settle's new state and its lifetime only: a return.
+local function settled(alg, st, now, rate, p, delta, spec, slot)
+  local nst, _, _, _, _, life = settle(alg, st, now, rate, p, delta, spec, slot)
+  return nst, life
+end
+
+-- extra decodes the seventh field: forced, and its number.
+local function extra(x)
+  if x == nil or x == "" then return false, 0 end
+  if string.sub(x, 1, 1) == "!" then return true, tonumber(string.sub(x, 2)) or 0 end
+  return false, tonumber(x) or 0
 end
 
 -- Refunds: the new state and its lifetime, or nil to leave the key alone,
@@ -219,16 +316,6 @@ local function gcra_return(tat, now, t, cost)
   tat = max(now, tat - cost * t)
   if tat <= now then return false, 0 end
   return tat, tat - now
-end
-
-local function window_return(alg, st, now, p, cost, spec)
-  if alg == 1 then
-    local start = now - mod(now, p)
-    if st[1] ~= start then return nil end
-    return {st[1], max(0, st[2] - cost), st[3]}, (start - now) + 2 * p
-  end
-  if st[1] ~= window_end(now, p, spec) then return nil end
-  return {st[1], max(0, st[2] - cost)}, st[1] - now
 end
 
 local function decode(alg, v)
@@ -384,36 +471,26 @@ local function slots_return(k, cost, slot)
 end
 
 -- take_gcra is a whole GCRA take of cost units on key k, whose stored value
--- is v (false when absent), without the tables and closures of the general
--- case below: the fast path of the most common checks. Same arithmetic as
--- gcra(). It returns allowed (1 or 0), remaining, retry-after and
+-- is v (false when absent), with the seventh field x, without the tables
+-- of the general case below: the fast path of the most common checks. It
+-- returns allowed (1 or 0), remaining, retry-after (or delay) and
 -- reset-after, and writes the new state when it consumed.
-local function take_gcra(k, v, t, cap, cost)
-  local tat = tonumber(v)
-  if tat == nil or tat < now then tat = now end
-  local tau = t * cap
-  local need = cost
-  if need < 1 then need = 1 end
-  local wait = (tat - now - tau) + need * t
-  if wait > 0 then
-    local rem = floor((tau - (tat - now)) / t)
-    if rem < 0 then rem = 0 end
-    return 0, rem, wait, tat - now
-  end
-  if cost > 0 then
-    tat = tat + cost * t
+local function take_gcra(k, v, t, cap, cost, x)
+  local force, wmax = extra(x)
+  local tat, ok, rem, retry, reset = gcra(tonumber(v), now, t, cap, cost, wmax, force)
+  if tat and cost > 0 then
     local ms = floor((tat - now + 999) / 1000)
     if ms < 1 then ms = 1 end
     redis.call("SET", k, string.format("%.0f", tat), "PX", string.format("%.0f", ms + slack))
   end
-  return 1, floor((tau - (tat - now)) / t), 0, tat - now
+  return ok and 1 or 0, rem, retry, reset
 end
 
 -- Fast path: one GCRA take, the most common call.
 if n == 1 and ARGV[5] == "0" and (mode == "t" or mode == "i") then
   local t, cap, cost = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
   if cost >= 0 then
-    return finish({take_gcra(KEYS[1], redis.call("GET", KEYS[1]), t, cap, cost)})
+    return finish({take_gcra(KEYS[1], redis.call("GET", KEYS[1]), t, cap, cost, ARGV[11])})
   end
 end
 
@@ -433,8 +510,9 @@ local function load(i, alg)
   return s or nil
 end
 
-local function apply(k, alg, st, rate, p, cap, cost, spec)
-  if alg == 0 then return gcra(st, now, p, cap, cost) end
+local function apply(k, alg, st, rate, p, cap, cost, spec, x, force)
+  if alg == 0 then return gcra(st, now, p, cap, cost, x, force) end
+  if force and alg ~= 3 then return settle(alg, st, now, rate, p, cost, spec, x) end
   if alg == 1 then return sliding(st, now, rate, p, cost) end
   if alg == 2 then return fixed(st, now, rate, p, cost, spec) end
   local nst, ok, rem, retry, reset = slots_take(k, st, rate, p, cost)
@@ -461,7 +539,7 @@ local function commit()
   end
 end
 
-local function field(i, j) return ARGV[4 + 6 * (i - 1) + j] end
+local function field(i, j) return ARGV[4 + 7 * (i - 1) + j] end
 
 -- one runs request i of mode "i" into out.
 local function one(out, i)
@@ -470,6 +548,7 @@ local function one(out, i)
   local alg = tonumber(field(i, 1))
   local rate, p, cap = tonumber(field(i, 2)), tonumber(field(i, 3)), tonumber(field(i, 4))
   local cost, spec = tonumber(field(i, 5)), field(i, 6)
+  local force, x = extra(field(i, 7))
   if alg == 3 then
     -- Applied at once: the set is the state.
     local ok = true
@@ -508,13 +587,13 @@ local function one(out, i)
       if alg == 0 then
         nst, lifetime = gcra_return(st, now, p, -cost)
       else
-        nst, lifetime = window_return(alg, st, now, p, -cost, spec)
+        nst, lifetime = settled(alg, st, now, rate, p, cost, spec, x)
       end
       if nst ~= nil then mark(k, alg, nst, lifetime) end
     end
     out[b + 1], out[b + 2], out[b + 3], out[b + 4] = 0, 0, 0, 0
   else
-    local nst, ok, rem, retry, reset, lifetime = apply(k, alg, st or nil, rate, p, cap, cost, spec)
+    local nst, ok, rem, retry, reset, lifetime = apply(k, alg, st or nil, rate, p, cap, cost, spec, x, force)
     local code = ok and 1 or 0
     if ok and lease then
       -- Grant up to rate units in all: the cost, and whatever else fits.
@@ -525,7 +604,9 @@ local function one(out, i)
       end
       code = cost + max(extra, 0)
     end
-    if ok and code > 0 and (cost > 0 or lease) then mark(k, alg, nst, lifetime) end
+    if nst ~= nil and (ok and code > 0 and (cost > 0 or lease) or force and cost > 0) then
+      mark(k, alg, nst, lifetime)
+    end
     out[b + 1], out[b + 2], out[b + 3], out[b + 4] = code, rem, retry, reset
   end
 end
@@ -549,7 +630,7 @@ if mode == "i" then
         out[b + 1], out[b + 2], out[b + 3], out[b + 4] = -1, 0, 0, 0
       else
         out[b + 1], out[b + 2], out[b + 3], out[b + 4] =
-          take_gcra(k, v, tonumber(field(i, 3)), tonumber(field(i, 4)), cost)
+          take_gcra(k, v, tonumber(field(i, 3)), tonumber(field(i, 4)), cost, field(i, 7))
       end
     else
       one(out, i)
@@ -562,7 +643,7 @@ end
 if mode == "r" then
   for i = 1, n do
     local alg = tonumber(field(i, 1))
-    local p, cost, spec = tonumber(field(i, 3)), tonumber(field(i, 5)), field(i, 6)
+    local rate, p, cost, spec = tonumber(field(i, 2)), tonumber(field(i, 3)), tonumber(field(i, 5)), field(i, 6)
     if alg == 3 then
       if not slots_return(KEYS[i], cost, tonumber(spec) or 0) then
         return error("WRONGTYPE " .. KEYS[i] .. " holds another type of value")
@@ -574,7 +655,8 @@ if mode == "r" then
         if alg == 0 then
           nst, lifetime = gcra_return(st, now, p, cost)
         else
-          nst, lifetime = window_return(alg, st, now, p, cost, spec)
+          local _, x = extra(field(i, 7))
+          nst, lifetime = settled(alg, st, now, rate, p, -cost, spec, x)
         end
         if nst ~= nil then mark(KEYS[i], alg, nst, lifetime) end
       end
@@ -591,9 +673,10 @@ for i = 1, n do
   local alg = tonumber(field(i, 1))
   local rate, p, cap = tonumber(field(i, 2)), tonumber(field(i, 3)), tonumber(field(i, 4))
   local cost, spec = tonumber(field(i, 5)), field(i, 6)
-  params[i] = {alg, rate, p, cap, spec}
+  local _, x = extra(field(i, 7)) -- never forced: all or nothing
+  params[i] = {alg, rate, p, cap, spec, x}
   local st = load(i, alg)
-  local nst, ok, rem, retry, reset, lifetime = apply(KEYS[i], alg, st, rate, p, cap, cost, spec)
+  local nst, ok, rem, retry, reset, lifetime = apply(KEYS[i], alg, st, rate, p, cap, cost, spec, x, false)
   if ok and cost > 0 then mark(KEYS[i], alg, nst, lifetime) end
   if not ok then denied = true end
   out[#out + 1] = ok and 1 or 0
@@ -605,7 +688,7 @@ end
 -- The cost-0 peek of request i against the state from before this call.
 local function peek(i)
   local q = params[i]
-  local _, _, rem, retry, reset = apply(KEYS[i], q[1], orig[KEYS[i]] or nil, q[2], q[3], q[4], 0, q[5])
+  local _, _, rem, retry, reset = apply(KEYS[i], q[1], orig[KEYS[i]] or nil, q[2], q[3], q[4], 0, q[5], q[6], false)
   return rem, retry, reset
 end
 

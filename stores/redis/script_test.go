@@ -159,6 +159,10 @@ func TestSlidingWindowRoundingEdge(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					if !sameSlot(req.Algorithm, got.Slot, want.Slot) {
+						t.Fatalf("cost %d: Slot %d, memory %d", cost, got.Slot, want.Slot)
+					}
+					got.Slot, want.Slot = 0, 0
 					if got != want {
 						t.Fatalf("cost %d at window offset %dµs:\n redis  %+v\n memory %+v", cost, atUS%p, got, want)
 					}

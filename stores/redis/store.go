@@ -149,9 +149,11 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 	if err := validate(&req); err != nil {
 		return ratelimit.Result{}, err
 	}
-	cached := s.denied != nil && req.Cost > 0 && req.Algorithm != ratelimit.Concurrency
-	leased := s.leaseAll && req.Cost > 0 && req.Algorithm == ratelimit.GCRA
-	hot := s.hot != nil && hotEligible(&req)
+	// A reservation or a settlement always goes to Redis (shaped).
+	sh := shaped(&req)
+	cached := s.denied != nil && req.Cost > 0 && req.Algorithm != ratelimit.Concurrency && !sh
+	leased := s.leaseAll && req.Cost > 0 && req.Algorithm == ratelimit.GCRA && !sh
+	hot := s.hot != nil && hotEligible(&req) && !sh
 	var t int64
 	if cached || leased || hot {
 		var ok bool
@@ -182,10 +184,17 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 	if err != nil {
 		return ratelimit.Result{}, err
 	}
+	if sh && s.denied != nil {
+		// A reservation or a debt postpones what a cached denial says.
+		s.denied.forget(&req)
+	}
 	res := takeResult(&req, vals[:])
 	if s.hot != nil && isMarker(&res) { // the key is split (hottake.go)
 		if req.Cost == 0 {
 			return s.splitPeek(ctx, now, &req, res)
+		}
+		if req.Force {
+			return s.settleSplit(ctx, now, &req, res)
 		}
 		return s.adopt(ctx, now, &req, t, res)
 	}
@@ -209,8 +218,10 @@ func (s *Store) checkKey(ctx context.Context, now instant, key string, req *rate
 	defer cancel()
 	if !s.coalesce {
 		mode := modeTake
-		if kind != opTake {
-			mode = modeIndependent // a negative cost returns; a lease
+		if kind != opTake || req.Force {
+			// A negative cost returns; a lease; a settlement is
+			// consumed even when it does not fit.
+			mode = modeIndependent
 		}
 		o := op{req: *req, kind: kind, n: n}
 		args := s.header(make([]any, 0, headerLen+fieldsPerRequest), mode, now)
@@ -270,6 +281,9 @@ func (s *Store) takeAll(ctx context.Context, now instant, reqs []ratelimit.Reque
 	for i := range reqs {
 		if err := validate(&reqs[i]); err != nil {
 			return fmt.Errorf("request %d: %w", i, err)
+		}
+		if reqs[i].Force {
+			return fmt.Errorf("%w: request %d: a forced request (a settlement) is taken alone, with Take", ratelimit.ErrInvalidRequest, i)
 		}
 		var err error
 		if args, err = appendRequest(args, &reqs[i]); err != nil {
@@ -340,6 +354,14 @@ func validate(req *ratelimit.Request) error {
 		}
 	}
 	return nil
+}
+
+// shaped reports whether req is a reservation (GCRA with a MaxDelay of a
+// microsecond or more) or a settlement (Force): the Store's local answers
+// (the denied cache, leases, a hot key's share) are exact for neither, so
+// such a request always goes to Redis, in one script call.
+func shaped(req *ratelimit.Request) bool {
+	return req.Force || req.Algorithm == ratelimit.GCRA && req.MaxDelay >= time.Microsecond
 }
 
 // wrongType is the error of a request whose key holds another type of value.
