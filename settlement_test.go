@@ -129,43 +129,57 @@ func TestSettlementCountsInTheRequestsWindow(t *testing.T) {
 	}
 }
 
-// TestSettlementsKeepTheGCRABound: requests admitted on estimates and
-// settled at up to three times as much, one after another at random
-// moments: in every hour, the units charged never exceed the limit's
-// capacity plus its rate over the hour plus one request's excess.
-func TestSettlementsKeepTheGCRABound(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
-	limit := ratelimit.PerHour(60).WithBurst(10)
-	h := settling(limit, 2, nil, ratelimit.WithClock(clock))
-	rng := rand.New(rand.NewPCG(7, 11))
-	type charge struct {
-		at    time.Duration
-		units int
-	}
-	var charges []charge
-	denied := 0
-	for range 5000 {
-		clock.Advance(time.Duration(rng.IntN(60)) * time.Second)
-		n := rng.IntN(7) // 0..6 against the estimate of 2
-		if code, _, _ := serve(h, actual(n)); code == 200 {
-			charges = append(charges, charge{clock.Now().Sub(ratelimittest.Epoch), n})
-		} else {
-			denied++
-		}
-	}
-	const window = time.Hour
-	bound := 10 + 60 + (6 - 2)
-	for i := range charges {
-		sum := 0
-		for j := i; j < len(charges) && charges[j].at-charges[i].at < window; j++ {
-			sum += charges[j].units
-		}
-		if sum > bound {
-			t.Fatalf("%d units charged in the hour from +%v; bound %d", sum, charges[i].at, bound)
-		}
-	}
-	if len(charges) < 500 || denied < 1000 {
-		t.Fatalf("%d requests admitted, %d denied: the test does not load the limit", len(charges), denied)
+// TestSettlementsKeepTheExactBounds: requests admitted on an estimate of 2
+// and settled at 0 to 6, one after another at random moments. The units
+// charged stay within each exact algorithm's bound plus one request's
+// excess (the last admission is decided on its estimate): GCRA, in any
+// hour, its capacity plus its rate over the hour; a fixed window, in each
+// window, its rate.
+func TestSettlementsKeepTheExactBounds(t *testing.T) {
+	for _, tc := range []struct {
+		alg   ratelimit.Algorithm
+		limit ratelimit.Limit
+		bound int // excess included
+		// span says whether charges at a and b count together
+		span func(a, b time.Duration) bool
+	}{
+		{ratelimit.GCRA, ratelimit.PerHour(60).WithBurst(10), 10 + 60 + (6 - 2),
+			func(a, b time.Duration) bool { return b-a < time.Hour }},
+		{ratelimit.FixedWindow, ratelimit.PerHour(60), 60 + (6 - 2),
+			func(a, b time.Duration) bool { return a/time.Hour == b/time.Hour }},
+	} {
+		t.Run(tc.alg.String(), func(t *testing.T) {
+			clock := ratelimittest.NewClock(ratelimittest.Epoch)
+			h := settling(tc.limit, 2, nil, ratelimit.WithClock(clock), ratelimit.WithAlgorithm(tc.alg))
+			rng := rand.New(rand.NewPCG(7, 11))
+			type charge struct {
+				at    time.Duration
+				units int
+			}
+			var charges []charge
+			denied := 0
+			for range 5000 {
+				clock.Advance(time.Duration(rng.IntN(60)) * time.Second)
+				n := rng.IntN(7) // 0..6 against the estimate of 2
+				if code, _, _ := serve(h, actual(n)); code == 200 {
+					charges = append(charges, charge{clock.Now().Sub(ratelimittest.Epoch), n})
+				} else {
+					denied++
+				}
+			}
+			for i := range charges {
+				sum := 0
+				for j := i; j < len(charges) && tc.span(charges[i].at, charges[j].at); j++ {
+					sum += charges[j].units
+				}
+				if sum > tc.bound {
+					t.Fatalf("%d units charged from +%v; bound %d", sum, charges[i].at, tc.bound)
+				}
+			}
+			if len(charges) < 500 || denied < 1000 {
+				t.Fatalf("%d requests admitted, %d denied: the test does not load the limit", len(charges), denied)
+			}
+		})
 	}
 }
 

@@ -103,6 +103,9 @@ func Middleware(l *ratelimit.Limiter) func(http.Handler) http.Handler {
 		if next == nil {
 			panic("ratelimitchi: Middleware: nil next handler")
 		}
+		if l.Settles() {
+			return settling(l, next)
+		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			done, ok := l.AdmitRoute(w, r, route(r, l))
 			if !ok {
@@ -252,4 +255,21 @@ func (mc *mountCache) lookup(routes chi.Routes, pattern string) mountEntry {
 	}
 	mc.m.Store(k, e)
 	return e
+}
+
+// settling is Middleware for a limiter that settles costs: the handler gets
+// the verdict's context, through which ratelimit.Settle reaches it.
+func settling(l *ratelimit.Limiter, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := l.CheckRoute(r, route(r, l))
+		v.Write(w)
+		if !v.Allowed() {
+			return // the limiter wrote the response
+		}
+		defer v.Done() // settles, and releases Concurrency slots
+		if ctx := v.Context(r.Context()); ctx != r.Context() {
+			r = r.WithContext(ctx)
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -264,3 +264,27 @@ func benchServe(b *testing.B, h http.Handler) {
 		h.ServeHTTP(w, req)
 	}
 }
+
+// TestSettledCostReachesTheLimiter: under a settled limiter (estimate 1) a
+// handler that settles 10 units is charged 10: the next response's
+// RateLimit shows both requests' units. Carve-outs still hold.
+func TestSettledCostReachesTheLimiter(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	r := chi.NewRouter()
+	r.Use(ratelimitchi.New(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement()))
+	r.Get("/healthz", func(http.ResponseWriter, *http.Request) {})
+	r.Get("/", func(w http.ResponseWriter, req *http.Request) {
+		if !ratelimit.Settle(req.Context(), 10) {
+			t.Error("Settle found no settled rule in the handler's context")
+		}
+	})
+	ratelimittest.Do(r, ratelimittest.NewRequest("GET", "/", ""))
+	if resp := ratelimittest.Do(r, ratelimittest.NewRequest("GET", "/healthz", "")); resp.Header.Get("RateLimit") != "" {
+		t.Fatalf("a carve-out got rate-limit fields: %v", resp.Header)
+	}
+	resp := ratelimittest.Do(r, ratelimittest.NewRequest("GET", "/", ""))
+	f, err := ratelimittest.ParseRateLimit(resp.Header)
+	if err != nil || f.Remaining != 100-10-1 {
+		t.Fatalf("second response: %+v, %v; want Remaining 89 (the first request charged 10)", f, err)
+	}
+}
