@@ -67,6 +67,15 @@ type Request struct {
 	// Algorithm selects the counting algorithm. The zero value is GCRA.
 	Algorithm Algorithm
 
+	// Force makes a Take consume Cost units whether or not they fit: the
+	// settlement of units already spent (a cost known only after the
+	// response). Allowed then reports whether they fitted; for GCRA the debt
+	// beyond the capacity postpones the key's next admissions, for the
+	// window algorithms the count may exceed Rate until its window ends.
+	// Cost may then exceed the capacity (up to 2^31-1). TakeAll does not
+	// take forced requests: settle each with Take.
+	Force bool
+
 	// Cost is the number of units this request consumes. Zero asks for the
 	// current state without consuming anything (Allowed reports whether one
 	// unit would fit). Negative costs and costs above 2^31-1 are invalid.
@@ -108,15 +117,6 @@ type Request struct {
 	// key's state exactly. Zero allows no reservation; other algorithms
 	// ignore it. Negative is invalid.
 	MaxDelay time.Duration
-
-	// Force makes a Take consume Cost units whether or not they fit: the
-	// settlement of units already spent (a cost known only after the
-	// response). Allowed then reports whether they fitted; for GCRA the debt
-	// beyond the capacity postpones the key's next admissions, for the
-	// window algorithms the count may exceed Rate until its window ends.
-	// Cost may then exceed the capacity (up to 2^31-1). TakeAll does not
-	// take forced requests: settle each with Take.
-	Force bool
 }
 
 // Window is an explicit fixed-window interval [Start, End) in Unix nanoseconds.
