@@ -51,9 +51,13 @@ func (l *Limiter) allowN(ctx context.Context, key string, n int, paced bool) (Re
 	if err != nil {
 		return Result{}, 0, err
 	}
-	d := decision{ctx: ctx, enforced: len(rvs), scratch: &b.scratch, unpaced: !paced}
+	d := decision{ctx: ctx, enforced: len(rvs), scratch: &b.scratch}
 	var v Verdict
-	l.settle(&d, rvs, nil, &v)
+	if l.paced && paced {
+		l.settlePaced(&d, rvs, nil, &v)
+	} else {
+		l.settle(&d, rvs, nil, &v)
+	}
 	fewest := n
 	for i := range rvs {
 		if rvs[i].answered() {

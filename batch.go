@@ -66,7 +66,6 @@ type decision struct {
 	enforced int           // how many of the rules' verdicts are enforced (they come first)
 	now      time.Time
 	scratch  *groupScratch // for store calls of several requests; nil with one rule
-	unpaced  bool          // take no reservation (AllowAtMost): what is granted fits now
 }
 
 // add appends ru's request to rvs within its capacity, unlike append, so

@@ -122,6 +122,10 @@ func (l *Limiter) decideRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, 
 			d.enforced = len(rvs)
 		}
 	}
+	if l.paced {
+		l.settlePaced(d, rvs, ad, v)
+		return
+	}
 	l.settle(d, rvs, ad, v)
 }
 
@@ -135,29 +139,21 @@ func (l *Limiter) costExceeded(r *http.Request, ru *rule, req *Request) error {
 	return err
 }
 
+// settlePaced is settle for a limiter with paced rules: each takes a
+// waiting place for the request, if one is free, until it is decided and,
+// when admitted with a delay, has waited. Callers choose between the two,
+// so that the path without pacing has no call more.
+func (l *Limiter) settlePaced(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
+	l.enterPace(d, rvs)
+	defer leavePace(d, rvs)
+	l.settle(d, rvs, ad, v)
+}
+
 // settle asks the stores about d's requests, enforced rules first, and
 // makes the verdict *v.
 // The calls that have nothing to do are skipped here rather than entered:
 // with one rule, the request path is little more than this function.
 func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
-	if l.paced && !d.unpaced {
-		l.settlePaced(d, rvs, ad, v)
-		return
-	}
-	l.settleRules(d, rvs, ad, v)
-}
-
-// settlePaced is settle for a limiter with paced rules: each takes a
-// waiting place for the request, if one is free, until it is decided and,
-// when admitted with a delay, has waited.
-func (l *Limiter) settlePaced(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
-	l.enterPace(d, rvs)
-	defer leavePace(d, rvs)
-	l.settleRules(d, rvs, ad, v)
-}
-
-// settleRules is settle with the paced rules' waiting places taken.
-func (l *Limiter) settleRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
 	stop, denied := l.takeEnforced(d, rvs)
 	if (stop >= 0 || denied) && d.enforced > 1 { // with one, nothing was consumed
 		l.compensate(d, rvs)
@@ -183,7 +179,7 @@ func (l *Limiter) settleRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, 
 		}
 		return
 	}
-	if l.paced && !d.unpaced {
+	if l.paced { // without a waiting place (AllowAtMost) nothing was reserved to wait for
 		waited, ok := l.wait(d, rvs)
 		if !ok {
 			if ad != nil {

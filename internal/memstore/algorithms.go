@@ -56,15 +56,15 @@ type Result struct {
 func gcra(tat, now int64, l Limit, cost int64) (int64, Result) {
 	r := &Request{Limit: l, Cost: cost}
 	next, d := gcraDecide(tat, now, r)
-	return next, d.result(now, r)
+	res := d.result(now, r)
+	res.Slot = d.slot(r)
+	return next, res
 }
 
 // gcraDecision is what gcraDecide settles under the shard lock; result
 // turns it into a Result (with its divisions) after the lock is released.
 type gcraDecision struct {
 	allowed bool
-	took    bool  // units were consumed: allowed, or forced
-	forced  bool  // a settlement: never a reservation
 	tat     int64 // the key's theoretical arrival time after the decision
 	allowAt int64 // when the request fits, with no other traffic
 }
@@ -76,26 +76,20 @@ type gcraDecision struct {
 // n*interval - tau: now, when allowAt <= now; later, as a reservation, when
 // allowAt <= now + MaxDelay (its units are consumed at once, so that later
 // requests queue behind it, and it acts at allowAt). Cost zero reports
-// whether one unit fits and changes nothing. A forced request is consumed
-// whether or not it fits; its debt is bounded (by about 73 years).
+// whether one unit fits and changes nothing. Forced requests go to
+// gcraForce. (Kept small enough to inline into the lock-free check.)
 func gcraDecide(tat, now int64, r *Request) (int64, gcraDecision) {
 	t := r.Limit.interval()
 	tat = max(tat, now)
-	allowAt := tat + mulSat(max(r.Cost, 1), t) - t*r.Limit.Capacity
-	if r.Force { // after the debt, report when the next unit fits
-		next := min(tat+mulSat(r.Cost, t), now+math.MaxInt64/4)
-		return next, gcraDecision{allowed: allowAt <= now, took: true, forced: true, tat: next, allowAt: next + t - t*r.Limit.Capacity}
-	}
+	allowAt := tat + max(r.Cost, 1)*t - t*r.Limit.Capacity // Cost <= Capacity: no overflow
 	if allowAt-now > r.MaxDelay {
 		return tat, gcraDecision{tat: tat, allowAt: allowAt}
 	}
 	tat += r.Cost * t
-	return tat, gcraDecision{allowed: true, took: true, tat: tat, allowAt: allowAt}
+	return tat, gcraDecision{allowed: true, tat: tat, allowAt: allowAt}
 }
 
-// result is the Result of decision d on r. An allowed take of non-zero
-// cost carries the key's time after it as its Slot: the token that tells
-// its refund whether it is still the latest reservation (see refund).
+// result is the Result of decision d on r, without its Slot (see slot).
 func (d gcraDecision) result(now int64, r *Request) Result {
 	t := r.Limit.interval()
 	res := Result{
@@ -103,16 +97,45 @@ func (d gcraDecision) result(now int64, r *Request) Result {
 		Remaining:  max(0, (now+t*r.Limit.Capacity-d.tat)/t),
 		ResetAfter: d.tat - now,
 	}
-	switch {
-	case !d.allowed:
+	if !d.allowed {
 		res.RetryAfter = d.allowAt - now
-	case d.allowAt > now && !d.forced:
+	} else if d.allowAt > now {
 		res.Delay = d.allowAt - now
 	}
-	if d.took && r.Cost > 0 {
-		res.Slot = uint64(d.tat)
-	}
 	return res
+}
+
+// slot is the Slot of an allowed take of non-zero cost: the key's time
+// after it, the token that tells its refund whether it is still the latest
+// reservation (see refund).
+func (d gcraDecision) slot(r *Request) uint64 {
+	if d.allowed && r.Cost > 0 {
+		return uint64(d.tat)
+	}
+	return 0
+}
+
+// gcraForce applies forced request r (a settlement) at now to a key at
+// tat: consumed whether or not it fits, the debt saturating about 73 years
+// ahead of now. It returns the new time and the result, which reports
+// whether the units fitted and, when not, when the next unit will.
+func gcraForce(tat, now int64, r *Request) (int64, Result) {
+	t := r.Limit.interval()
+	tat = max(tat, now)
+	fits := tat+mulSat(max(r.Cost, 1), t)-t*r.Limit.Capacity <= now
+	next := min(tat+mulSat(r.Cost, t), now+math.MaxInt64/4)
+	res := Result{
+		Allowed:    fits,
+		Remaining:  max(0, (now+t*r.Limit.Capacity-next)/t),
+		ResetAfter: next - now,
+	}
+	if !fits {
+		res.RetryAfter = max(0, next+t-t*r.Limit.Capacity-now)
+	}
+	if r.Cost > 0 {
+		res.Slot = uint64(next)
+	}
+	return next, res
 }
 
 // mulSat is a*b for non-negative a and b, saturated at math.MaxInt64/4 so

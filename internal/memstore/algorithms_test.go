@@ -167,12 +167,12 @@ func TestTakeAllAllocatesNothing(t *testing.T) {
 func TestForcedGCRAChargeIsKeptAnyYear(t *testing.T) {
 	l := Limit{Rate: 10, Period: int64(time.Second), Capacity: 10}
 	for _, now := range []int64{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano(), time.Date(2050, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()} {
-		tat, d := gcraDecide(0, now, &Request{Limit: l, Cost: 5, Force: true})
-		if got := d.result(now, &Request{Limit: l}).Remaining; !d.took || got != 5 {
-			t.Fatalf("at %d: forced 5 of 10 leaves Remaining %d (tat %d); want 5", now, got, tat)
+		tat, res := gcraForce(0, now, &Request{Limit: l, Cost: 5, Force: true})
+		if !res.Allowed || res.Remaining != 5 || res.Slot != uint64(tat) {
+			t.Fatalf("at %d: forced 5 of 10: %+v (tat %d); want allowed, Remaining 5, the tat as Slot", now, res, tat)
 		}
-		tat, d = gcraDecide(tat, now, &Request{Limit: l, Cost: math.MaxInt32, Force: true})
-		if res := d.result(now, &Request{Limit: l}); tat <= now || res.Allowed || res.RetryAfter <= 0 || res.ResetAfter <= 0 {
+		tat, res = gcraForce(tat, now, &Request{Limit: l, Cost: math.MaxInt32, Force: true})
+		if tat <= now || res.Allowed || res.RetryAfter <= 0 || res.ResetAfter <= 0 || res.Remaining != 0 {
 			t.Fatalf("at %d: the largest forced charge: tat %d, %+v; want a debt far ahead", now, tat, res)
 		}
 	}
@@ -182,9 +182,7 @@ func TestForcedGCRAChargeIsKeptAnyYear(t *testing.T) {
 // Delay, whatever the key's state after it.
 func TestForcedTakeIsNeverAReservation(t *testing.T) {
 	l := Limit{Rate: 10, Period: int64(time.Second), Capacity: 10}
-	r := &Request{Limit: l, Cost: 10, Force: true}
-	_, d := gcraDecide(0, 1e18, r)
-	if res := d.result(1e18, r); !res.Allowed || res.Delay != 0 || res.Slot == 0 {
+	if _, res := gcraForce(0, 1e18, &Request{Limit: l, Cost: 10, Force: true}); !res.Allowed || res.Delay != 0 || res.Slot == 0 {
 		t.Fatalf("forced take of the whole capacity: %+v; want Allowed, a Slot and no Delay", res)
 	}
 }

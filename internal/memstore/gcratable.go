@@ -110,7 +110,7 @@ func (sh *gshard) tryTake(h uint64, r *Request, now int64) (gcraDecision, bool) 
 		// Absent when the slab was loaded: keys are never removed from a
 		// slab, so one present then would have been found.
 		_, d := gcraDecide(0, now, r)
-		return d, !d.took || r.Cost == 0
+		return d, !d.allowed || r.Cost == 0
 	}
 	p := &sl.tats[i]
 	for {
@@ -119,7 +119,7 @@ func (sh *gshard) tryTake(h uint64, r *Request, now int64) (gcraDecision, bool) 
 			return gcraDecision{}, false
 		}
 		next, d := gcraDecide(old, now, r)
-		if !d.took || r.Cost == 0 || p.CompareAndSwap(old, next) {
+		if !d.allowed || r.Cost == 0 || p.CompareAndSwap(old, next) {
 			return d, true
 		}
 	}
@@ -142,10 +142,37 @@ func (sh *gshard) takeLocked(capacity int, h uint64, r *Request, now int64) gcra
 		return d
 	}
 	next, d := gcraDecide(0, now, r) // absent or dropped
-	if d.took && r.Cost > 0 {
+	if d.allowed && r.Cost > 0 {
 		sh.insert(capacity, h, next, now)
 	}
 	return d
+}
+
+// force applies forced request r (a settlement) to key h at now under the
+// lock: rare, so it need not be lock-free, but lock-free checks may still
+// swap the key's time meanwhile.
+func (sh *gshard) force(capacity int, h uint64, r *Request, now int64) Result {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sl := sh.slab.Load()
+	if i := sl.find(h); i >= 0 {
+		p := &sl.tats[i]
+		for {
+			old := p.Load()
+			if old == dead { // dropped: inserted below
+				break
+			}
+			next, res := gcraForce(old, now, r)
+			if p.CompareAndSwap(old, next) {
+				return res
+			}
+		}
+	}
+	next, res := gcraForce(0, now, r)
+	if r.Cost > 0 {
+		sh.insert(capacity, h, next, now)
+	}
+	return res
 }
 
 // get returns h's state and whether it has one. The caller holds the lock.

@@ -173,7 +173,13 @@ func (s *Store) Take(r *Request, now int64) Result {
 func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 	i := s.index(h)
 	if r.Alg == GCRA {
-		return s.gcra[i].take(s.perCap, h, r, now).result(now, r)
+		if r.Force {
+			return s.gcra[i].force(s.perCap, h, r, now)
+		}
+		d := s.gcra[i].take(s.perCap, h, r, now)
+		res := d.result(now, r)
+		res.Slot = d.slot(r)
+		return res
 	}
 	if r.Alg == Concurrency {
 		sh := &s.conc[i]

@@ -95,10 +95,11 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 		if j := which[i]; j > 0 {
 			k := &g[j-1]
 			next, d := gcraDecide(k.cur, now, r)
-			if d.took && r.Cost > 0 {
+			if d.allowed && r.Cost > 0 {
 				k.cur, k.stored = next, true
 			}
 			results[i] = d.result(now, r)
+			results[i].Slot = d.slot(r)
 		} else {
 			log[i] = s.remember(r, hashes[i])
 			results[i] = s.apply(hashes[i], r, now)
