@@ -99,6 +99,24 @@ var shapeCases = []struct {
 		}
 		st.reserve(req, 100*ms)
 	}},
+	// Once a reservation after a hole has been served, the hole is a lost
+	// turn: giving its units back later would let the next request come
+	// closer than the rate to the one served.
+	{"Pace/hole-before-a-served-turn-is-lost", func(t *testing.T, st *storeTester) {
+		req := gcra("k", ratelimit.PerSecond(10).WithBurst(1), 1)
+		req.MaxDelay = time.Second
+		st.reserve(req, 0)
+		second := st.reserve(req, 100*ms)
+		st.reserve(req, 200*ms)
+		st.release(req, second.Slot)
+		st.clock.Advance(250 * ms) // the third was served at +200ms
+		later := st.reserve(req, 50*ms)
+		st.release(req, later.Slot)
+		if got := st.probe(req).ResetAfter; got != 50*ms {
+			t.Fatalf("ResetAfter %v; want 50ms: the next turn is 100ms after the one served at +200ms", got)
+		}
+		st.reserve(req, 50*ms)
+	}},
 	{"Pace/windows-take-no-reservations", func(t *testing.T, st *storeTester) {
 		for _, a := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow} {
 			req := withAlg(gcra("w-"+a.String(), ratelimit.PerMinute(1), 1), a)

@@ -8,30 +8,32 @@ package memstore
 // to a newcomer while a later reservation still holds the turn it was
 // promised, two requests on one turn. Such a reservation's turn is kept as
 // a hole instead, and when the reservations after it are given back, the
-// time moves back through the hole too. A key whose later reservations are
-// served keeps its holes as lost turns, until they pass.
+// time moves back through the hole too: the units of a hole come back only
+// when every later reservation has been given back. Once a later one has
+// been served, the hole is a lost turn: giving it back then would let the
+// next requests come closer than the rate to the one served. It lapses
+// when its end passes.
+//
+// While a key has no hole and nobody waits (its time is within now + tau,
+// so every reservation's turn has come), a refund comes off the key's time
+// whatever its token, as GCRA refunds always have.
 
 // holes are a key's reservations given back while later ones waited: by
 // end (the key's time just after the take, its Result.Slot), their cost in
-// nanoseconds of the key's time; owed is the sum. Once nobody waits (the
-// key's time is within now + tau: the latest reservation's turn has come),
-// no turn is promised and everything owed is given back at once.
-type holes struct {
-	ends map[int64]int64
-	owed int64
-}
+// nanoseconds of the key's time.
+type holes map[int64]int64
 
 // maxHoles bounds the holes of a shard: beyond it a refund is lost, which
 // only ever denies more. A key's holes are at most its reservations of
-// the last MaxDelay, which waiting bounds keep in the thousands; the holes
-// of keys whose turns have all passed are dropped as they grow.
+// the last MaxDelay, which waiting bounds keep in the thousands; holes
+// that have passed are dropped.
 const maxHoles = 1 << 16
 
 // refund gives r.Cost units back to key h at now; the caller holds the
 // lock. r.Slot is the key's time after the take being given back (zero
-// when unknown: the units then come off the latest reservation). While
-// later reservations wait (the time is beyond now + tau), a refund that
-// is not the latest becomes a hole.
+// when unknown: the units then come off the latest take). While later
+// reservations wait, or the key has holes, a refund that is not the
+// latest becomes a hole.
 func (sh *gshard) refund(h uint64, r *Request, now int64) {
 	sl := sh.slab.Load()
 	i := sl.find(h)
@@ -40,72 +42,75 @@ func (sh *gshard) refund(h uint64, r *Request, now int64) {
 	}
 	t := r.Limit.interval()
 	tau, units := t*r.Limit.Capacity, mulSat(r.Cost, t)
-	kh := sh.holes[h]
+	kh := sh.lapse(h, now)
 	p := &sl.tats[i]
 	for {
 		old := p.Load()
 		if old == dead {
 			return
 		}
-		if r.Slot != 0 && uint64(old) != r.Slot && old > now+tau {
+		if r.Slot != 0 && uint64(old) != r.Slot && (old > now+tau || kh != nil) {
 			sh.addHole(h, kh, int64(r.Slot), units, now)
 			return
 		}
-		next, through, owed := kh.collapse(max(now, old-units), now)
-		settled := next <= now+tau // nobody waits: give back all that is owed
-		if settled {
-			next = max(now, next-owed)
-		}
+		next, through := kh.collapse(max(now, old-units), now)
 		if p.CompareAndSwap(old, live(next)) {
 			sh.floor = min(sh.floor, next)
-			sh.forget(h, kh, through, settled)
+			sh.forget(h, kh, through)
 			return
 		}
 	}
 }
 
-// collapse moves tat back through the holes that end at it and returns the
-// new time, the ends of the holes it went through, and what the others
-// still owe.
-func (kh *holes) collapse(tat, now int64) (int64, []int64, int64) {
-	if kh == nil {
-		return tat, nil, 0
+// lapse drops the holes of h that have passed and returns those left (nil
+// for none).
+func (sh *gshard) lapse(h uint64, now int64) holes {
+	kh := sh.holes[h]
+	for end := range kh {
+		if end <= now {
+			delete(kh, end)
+			sh.nholes--
+		}
 	}
+	if kh != nil && len(kh) == 0 {
+		delete(sh.holes, h)
+		return nil
+	}
+	return kh
+}
+
+// collapse moves tat back through the holes that end at it and returns the
+// new time and the ends of the holes it went through.
+func (kh holes) collapse(tat, now int64) (int64, []int64) {
 	var through []int64
-	owed := kh.owed
 	for tat > now {
-		u, ok := kh.ends[tat]
+		u, ok := kh[tat]
 		if !ok {
 			break
 		}
 		through = append(through, tat)
-		owed -= u
 		tat = max(now, tat-u)
 	}
-	return tat, through, owed
+	return tat, through
 }
 
-// forget drops the holes of key h that a refund went through, or all of
-// them when it settled what they owed.
-func (sh *gshard) forget(h uint64, kh *holes, through []int64, all bool) {
-	if kh == nil {
-		return
-	}
-	if all {
-		sh.nholes -= len(kh.ends)
-		delete(sh.holes, h)
-		return
-	}
+// forget drops the holes of key h that a refund went through.
+func (sh *gshard) forget(h uint64, kh holes, through []int64) {
 	for _, end := range through {
-		kh.owed -= kh.ends[end]
-		delete(kh.ends, end)
+		delete(kh, end)
 		sh.nholes--
+	}
+	if kh != nil && len(kh) == 0 {
+		delete(sh.holes, h)
 	}
 }
 
 // addHole records the hole of key h (whose holes are kh, if any) ending at
 // end, within the bound.
-func (sh *gshard) addHole(h uint64, kh *holes, end, units, now int64) {
+func (sh *gshard) addHole(h uint64, kh holes, end, units, now int64) {
+	if end <= now {
+		return // its turn has passed: nothing will move back through it
+	}
 	if sh.nholes >= maxHoles {
 		sh.pruneHoles(now)
 		if sh.nholes >= maxHoles {
@@ -113,31 +118,22 @@ func (sh *gshard) addHole(h uint64, kh *holes, end, units, now int64) {
 		}
 	}
 	if kh == nil {
-		kh = &holes{ends: map[int64]int64{}}
+		kh = holes{}
 		if sh.holes == nil {
-			sh.holes = map[uint64]*holes{}
+			sh.holes = map[uint64]holes{}
 		}
 		sh.holes[h] = kh
 	}
-	if _, dup := kh.ends[end]; dup { // the same reservation given back twice
+	if _, dup := kh[end]; dup { // the same reservation given back twice
 		return
 	}
-	kh.ends[end] = units
-	kh.owed += units
+	kh[end] = units
 	sh.nholes++
 }
 
-// pruneHoles drops the holes of keys whose holes have all passed: their
-// turns are gone, and what they owe is lost.
+// pruneHoles drops the holes that have passed, of every key.
 func (sh *gshard) pruneHoles(now int64) {
-	for h, kh := range sh.holes {
-		latest := int64(0)
-		for end := range kh.ends {
-			latest = max(latest, end)
-		}
-		if latest <= now {
-			sh.nholes -= len(kh.ends)
-			delete(sh.holes, h)
-		}
+	for h := range sh.holes {
+		sh.lapse(h, now)
 	}
 }

@@ -43,7 +43,7 @@ type gshard struct {
 	floor int64
 	// holes are the keys' reservations given back while later ones waited
 	// (see gcraholes.go), nholes their number; under mu.
-	holes  map[uint64]*holes
+	holes  map[uint64]holes
 	nholes int
 	_      [8]byte
 }
