@@ -1,0 +1,139 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores/memory"
+)
+
+// GCRA holes (script.lua, Holes): a reservation given back with its token
+// while later ones wait leaves its turn empty, and the key's time moves
+// back through it once the later ones are given back.
+
+// TestHolesMatchMemory runs a queue of reservations on one GCRA key, given
+// back in random order with their tokens (and sometimes without), among
+// plain takes, against the memory store, on every path a refund takes: a
+// coalesced batch and a call of its own (script mode "i"), and on Cluster
+// a TakeAll's compensation (mode "r"). Every Result must match,
+// and the run must have made holes and gone back through them.
+func TestHolesMatchMemory(t *testing.T) {
+	for _, b := range backends[:2] {
+		for _, coalesce := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/coalesce=%v", b.name, coalesce), func(t *testing.T) {
+				client := b.client(t)
+				clock := ratelimittest.NewClock(ratelimittest.Epoch)
+				opts := []Option{WithClock(clock), WithPrefix(uniquePrefix(t))}
+				if !coalesce {
+					opts = append(opts, WithoutCoalescing())
+				}
+				runHoles(t, client, New(client, opts...), memory.New(memory.WithClock(clock)), clock, b.name == "cluster")
+			})
+		}
+	}
+}
+
+func runHoles(t *testing.T, client redis.UniversalClient, rs *Store, mem ratelimit.Store, clock *ratelimittest.Clock, cluster bool) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 19))
+	req := paced(gcraReq("queue", ratelimit.PerSecond(50).WithBurst(3), 1), time.Second) // one per 20ms
+	hk := holesKey(stateKey(rs.prefix, &req))
+	type held struct {
+		cost       int
+		mem, redis uint64
+	}
+	var out []held
+	var made, through, lastHoles int64
+	var log []string
+	defer func() {
+		if t.Failed() {
+			for _, l := range log[max(0, len(log)-30):] {
+				t.Log(l)
+			}
+		}
+	}()
+	for op := range 3000 {
+		switch rng.IntN(200) {
+		case 0: // every reservation acts: the next refund settles the holes
+			clock.Advance(1100 * time.Millisecond)
+		case 1, 2, 3, 4, 5, 6, 7, 8, 9, 10:
+			// the takes held are served: never given back
+			out = out[:0]
+		}
+		if rng.IntN(4) == 0 {
+			clock.Advance(time.Duration(rng.IntN(30)) * time.Millisecond)
+		}
+		what := "take"
+		switch k := rng.IntN(10); {
+		case k < 5 || len(out) == 0:
+			r := withCost(req, 1+rng.IntN(2))
+			if rng.IntN(5) == 0 {
+				r.MaxDelay = 0
+			}
+			want, got := mustTake(t, mem, r), mustTake(t, rs, r)
+			if !sameResult(&entry{req: r, exact: true}, got, want) {
+				t.Fatalf("op %d: Take cost %d max delay %v:\n redis  %+v\n memory %+v", op, r.Cost, r.MaxDelay, got, want)
+			}
+			if want.Allowed {
+				out = append(out, held{r.Cost, want.Slot, got.Slot})
+			}
+			what = fmt.Sprintf("take cost %d max delay %v: %+v", r.Cost, r.MaxDelay, want)
+		case k < 9:
+			i := rng.IntN(len(out))
+			h := out[i]
+			out = append(out[:i], out[i+1:]...)
+			mr, rr := withCost(req, h.cost), withCost(req, h.cost)
+			if rng.IntN(8) > 0 {
+				mr.Slot, rr.Slot = h.mem, h.redis
+			}
+			if err := mem.Return(ctx, mr); err != nil {
+				t.Fatal(err)
+			}
+			what = fmt.Sprintf("return cost %d slot %d of %d held, tat %v", h.cost, mr.Slot, len(out)+1, mustTake(t, mem, withCost(req, 0)).ResetAfter)
+			if cluster && rng.IntN(2) == 0 {
+				what += " (compensation)"
+				compensated(rs, rr)
+			} else if err := rs.Return(ctx, rr); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			want, got := mustTake(t, mem, withCost(req, 0)), mustTake(t, rs, withCost(req, 0))
+			if !sameResult(&entry{req: req, exact: true}, got, want) {
+				t.Fatalf("op %d: peek:\n redis  %+v\n memory %+v", op, got, want)
+			}
+		}
+		log = append(log, fmt.Sprintf("op %d +%v %s", op, clock.Now().Sub(ratelimittest.Epoch), what))
+		n, err := client.HLen(ctx, hk).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > lastHoles {
+			made += n - lastHoles
+		} else if n < lastHoles {
+			through += lastHoles - n
+		}
+		lastHoles = n
+	}
+	t.Logf("%d holes made, %d gone through or settled", made, through)
+	if made < 50 || through < 50 {
+		t.Fatalf("%d holes made, %d gone through: the run did not exercise holes", made, through)
+	}
+}
+
+// compensated gives r back as a TakeAll across Cluster slots gives back
+// the takes of its slots when another slot denied: in one script call of
+// mode "r", with the takes' tokens. It drops the key's cached denial, as
+// Return does.
+func compensated(rs *Store, r ratelimit.Request) {
+	if rs.denied != nil {
+		rs.denied.forget(&r)
+	}
+	k := stateKey(rs.prefix, &r)
+	rs.compensate(context.Background(), rs.now(), [][]int{{0}}, []string{k}, []ratelimit.Request{r}, func(int) bool { return true })
+}
