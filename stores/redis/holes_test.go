@@ -137,3 +137,93 @@ func compensated(rs *Store, r ratelimit.Request) {
 	k := stateKey(rs.prefix, &r)
 	rs.compensate(context.Background(), rs.now(), [][]int{{0}}, []string{k}, []ratelimit.Request{r}, func(int) bool { return true })
 }
+
+// holesQueue makes three reservations of one unit on a fresh key of s and
+// gives the second back with its token: a hole, the third still waiting.
+func holesQueue(t *testing.T, s *Store) (req ratelimit.Request, hk string, third ratelimit.Result) {
+	t.Helper()
+	req = paced(gcraReq("bounded", ratelimit.PerSecond(10).WithBurst(1), 1), time.Second)
+	mustTake(t, s, req)
+	second := mustTake(t, s, req)
+	third = mustTake(t, s, req)
+	ret := req
+	ret.Slot = second.Slot
+	if err := s.Return(context.Background(), ret); err != nil {
+		t.Fatal(err)
+	}
+	return req, holesKey(stateKey(s.prefix, &req)), third
+}
+
+// TestHolesBoundedPerKey: a key holds at most 4096 holes. Beyond them a
+// refund is lost (the key's time stays: it only denies more), unless
+// holes whose turns have passed make room; and the holes live at least as
+// long as the key.
+func TestHolesBoundedPerKey(t *testing.T) {
+	ctx := context.Background()
+	client := standaloneClient(t)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	s := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
+	req, hk, third := holesQueue(t, s)
+	k := stateKey(s.prefix, &req)
+	if n := client.HLen(ctx, hk).Val(); n != 1 {
+		t.Fatalf("%d holes after a middle refund, want 1", n)
+	}
+	// The holes' TTL first: read later, the key's can only be shorter.
+	if ht, kt := client.PTTL(ctx, hk).Val(), client.PTTL(ctx, k).Val(); ht < kt {
+		t.Fatalf("the holes expire in %v, before their key (%v)", ht, kt)
+	}
+	// Fill the key's holes up to the bound with turns still to come.
+	base := third.Slot + 1_000_000
+	fill := func(base uint64) {
+		client.Del(ctx, hk)
+		var args []any
+		for i := range 4096 {
+			args = append(args, base+uint64(i), 1)
+		}
+		client.HSet(ctx, hk, args...)
+	}
+	fill(base)
+	before := mustTake(t, s, withCost(req, 0))
+	fourth := mustTake(t, s, req)
+	mustTake(t, s, req) // a fifth behind it: the fourth is not the latest
+	ret := req
+	ret.Slot = fourth.Slot
+	if err := s.Return(ctx, ret); err != nil {
+		t.Fatal(err)
+	}
+	if n := client.HLen(ctx, hk).Val(); n != 4096 {
+		t.Fatalf("%d holes after a refund at the bound, want 4096", n)
+	}
+	if got := mustTake(t, s, withCost(req, 0)); got.ResetAfter != before.ResetAfter+2*100*time.Millisecond {
+		t.Fatalf("after a lost refund: %+v; want the key's time of two takes after %+v", got, before)
+	}
+	// Turns that passed make room: they are dropped, and the hole recorded.
+	fill(uint64(ratelimittest.Epoch.UnixMicro()) - 5000)
+	sixth := mustTake(t, s, req)
+	mustTake(t, s, req)
+	ret.Slot = sixth.Slot
+	if err := s.Return(ctx, ret); err != nil {
+		t.Fatal(err)
+	}
+	if n := client.HLen(ctx, hk).Val(); n != 1 {
+		t.Fatalf("%d holes after a refund with 4096 passed turns, want 1", n)
+	}
+}
+
+// TestResetDropsHoles: Reset of a GCRA key deletes its holes too, so that
+// a later refund never moves the fresh key's time through an old turn.
+func TestResetDropsHoles(t *testing.T) {
+	ctx := context.Background()
+	client := standaloneClient(t)
+	s := New(client, WithClock(ratelimittest.NewClock(ratelimittest.Epoch)), WithPrefix(uniquePrefix(t)))
+	req, hk, _ := holesQueue(t, s)
+	if client.Exists(ctx, hk).Val() != 1 {
+		t.Fatal("no holes after a middle refund")
+	}
+	if err := s.Reset(ctx, req.Rule, req.Key, req.Algorithm); err != nil {
+		t.Fatal(err)
+	}
+	if n := client.Exists(ctx, hk, stateKey(s.prefix, &req)).Val(); n != 0 {
+		t.Fatalf("%d of the key and its holes left after Reset", n)
+	}
+}
