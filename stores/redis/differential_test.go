@@ -29,16 +29,6 @@ type entry struct {
 	held []heldTake
 }
 
-// heldTake is a GCRA take of cost units whose tokens are mem and redis.
-type heldTake struct {
-	cost       int
-	mem, redis uint64
-}
-
-// maxHeld bounds an entry's held takes: the oldest are forgotten (they
-// stay consumed, as a caller's that never gives them back).
-const maxHeld = 24
-
 func randomEntry(rng *rand.Rand, i int) entry {
 	keys := []string{"k0", "k1{x}", "}k2", "%k3", "", "{k5}"}
 	e := entry{exact: true}

@@ -17,6 +17,16 @@ import (
 // while later ones wait leaves its turn empty, and the key's time moves
 // back through it once the later ones are given back.
 
+// heldTake is a GCRA take of cost units whose tokens are mem and redis.
+type heldTake struct {
+	cost       int
+	mem, redis uint64
+}
+
+// maxHeld bounds an entry's held takes: the oldest are forgotten (they
+// stay consumed, as a caller's that never gives them back).
+const maxHeld = 24
+
 // TestHolesMatchMemory runs a queue of reservations on one GCRA key, given
 // back in random order with their tokens (and sometimes without), among
 // plain takes, against the memory store, on every path a refund takes: a
@@ -44,11 +54,7 @@ func runHoles(t *testing.T, client redis.UniversalClient, rs *Store, mem ratelim
 	rng := rand.New(rand.NewPCG(7, 19))
 	req := paced(gcraReq("queue", ratelimit.PerSecond(50).WithBurst(3), 1), time.Second) // one per 20ms
 	hk := holesKey(stateKey(rs.prefix, &req))
-	type held struct {
-		cost       int
-		mem, redis uint64
-	}
-	var out []held
+	var out []heldTake
 	var made, through, lastHoles int64
 	var log []string
 	defer func() {
@@ -81,7 +87,7 @@ func runHoles(t *testing.T, client redis.UniversalClient, rs *Store, mem ratelim
 				t.Fatalf("op %d: Take cost %d max delay %v:\n redis  %+v\n memory %+v", op, r.Cost, r.MaxDelay, got, want)
 			}
 			if want.Allowed {
-				out = append(out, held{r.Cost, want.Slot, got.Slot})
+				out = append(out, heldTake{r.Cost, want.Slot, got.Slot})
 			}
 			what = fmt.Sprintf("take cost %d max delay %v: %+v", r.Cost, r.MaxDelay, want)
 		case k < 9:
