@@ -233,3 +233,29 @@ func TestResetDropsHoles(t *testing.T) {
 		t.Fatalf("%d of the key and its holes left after Reset", n)
 	}
 }
+
+// TestLeaseTakesCarryTokens: a take served from a lease carries the key's
+// time after the grant as its token, and its refund with that token while
+// no reservation waits is exact, as a plain take's.
+func TestLeaseTakesCarryTokens(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	s := New(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)), WithLease(0.5, time.Minute))
+	other := New(standaloneClient(t), WithClock(clock), WithPrefix(s.prefix), WithoutCoalescing())
+	req := gcraReq("k", ratelimit.PerSecond(10), 1) // capacity 10, leases of 5
+	first := mustTake(t, s, req)
+	second := mustTake(t, s, req)
+	if s.Stats().LeaseHits != 1 || first.Slot == 0 || second.Slot != first.Slot {
+		t.Fatalf("grant %+v, lease hit %+v (stats %+v): want one token, the grant's", first, second, s.Stats())
+	}
+	if got := mustTake(t, other, withCost(req, 0)).Remaining; got != 5 {
+		t.Fatalf("Redis holds %d units after a lease of 5, want 5", got)
+	}
+	ret := req
+	ret.Slot = second.Slot
+	if err := s.Return(context.Background(), ret); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustTake(t, other, withCost(req, 0)).Remaining; got != 6 {
+		t.Fatalf("Redis holds %d units after a refund with the lease's token, want 6", got)
+	}
+}

@@ -676,7 +676,7 @@ local function one(out, i)
         nst = nst + extra * p
         rem, reset, lifetime = rem - extra, nst - now, nst - now
       end
-      code, token = cost + max(extra, 0), 0
+      code, token = cost + max(extra, 0), nst
     end
     if nst ~= nil and (ok and code > 0 and (cost > 0 or lease) or force and cost > 0) then
       mark(k, alg, nst, lifetime)
