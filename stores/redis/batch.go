@@ -46,7 +46,7 @@ type op struct {
 	n    int // opLease: the most units to take in all
 	now  instant
 
-	vals [takeWidth]int64 // the reply: code, remaining, retry µs, reset µs
+	vals [takeWidth]int64 // the reply: code, remaining, retry µs, reset µs, token
 	err  error
 	done chan struct{} // receives once when vals and err are set (queued ops)
 }

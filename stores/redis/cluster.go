@@ -143,7 +143,7 @@ func (s *Store) takeAllGroups(ctx context.Context, now instant, groups [][]int, 
 			v := outs[g].vals[peekWidth*j:]
 			if outs[g].consumed {
 				// Report the state from before the call, as a cost-0 peek.
-				results[i] = peekResult(&reqs[i], true, v[4:7])
+				results[i] = peekResult(&reqs[i], true, v[takeWidth:peekWidth])
 			} else {
 				results[i] = peekResult(&reqs[i], v[0] == 1, v[1:4])
 			}

@@ -24,6 +24,9 @@ type entry struct {
 	offset   time.Duration
 	// The Slot of the entry's last allowed window take, in each store.
 	memSlot, redisSlot uint64
+	// held are GCRA takes not given back yet, with their tokens in each
+	// store: the returns give them back in random order.
+	held []heldTake
 }
 
 func randomEntry(rng *rand.Rand, i int) entry {
@@ -76,8 +79,11 @@ func (e *entry) at(now time.Time, cost int) ratelimit.Request {
 // shape makes req, sometimes, a reservation (GCRA: a MaxDelay up to two
 // periods), a settlement (Force, any algorithm but Concurrency, with a
 // cost up to twice the capacity), and for a settlement or a return (take
-// false) of a window the one of the entry's last allowed take. It returns
-// the request for the memory store and for this one, which differ in Slot.
+// false) of a window the one of the entry's last allowed take. A GCRA
+// return gives back, two times in three, a random take the entry holds,
+// with its cost and tokens (holes when later reservations wait). It
+// returns the request for the memory store and for this one, which differ
+// in Slot.
 func (e *entry) shape(rng *rand.Rand, req ratelimit.Request, take bool) (mreq, rreq ratelimit.Request) {
 	alg := req.Algorithm
 	if take && alg == ratelimit.GCRA && rng.IntN(3) == 0 {
@@ -91,12 +97,31 @@ func (e *entry) shape(rng *rand.Rand, req ratelimit.Request, take bool) (mreq, r
 	if window && (req.Force || !take) && e.memSlot != 0 && rng.IntN(2) == 0 {
 		mreq.Slot, rreq.Slot = e.memSlot, e.redisSlot
 	}
+	if alg == ratelimit.GCRA && !take && len(e.held) > 0 && rng.IntN(3) > 0 {
+		i := rng.IntN(len(e.held))
+		h := e.held[i]
+		e.held = append(e.held[:i], e.held[i+1:]...)
+		mreq.Cost, rreq.Cost = h.cost, h.cost
+		mreq.Slot, rreq.Slot = h.mem, h.redis
+	}
 	return mreq, rreq
 }
 
-// keepSlot remembers the Slots of an allowed window take.
-func (e *entry) keepSlot(got, want ratelimit.Result) {
-	if want.Slot != 0 && e.req.Algorithm != ratelimit.Concurrency {
+// keepSlot remembers the Slots of an allowed window take, and the takes
+// of cost GCRA units (reservations, forced or plain; at most the capacity,
+// as a Return) with their tokens.
+func (e *entry) keepSlot(cost int, got, want ratelimit.Result) {
+	switch {
+	case want.Slot == 0:
+	case e.req.Algorithm == ratelimit.GCRA:
+		if cost > e.req.Limit.Capacity() { // a settlement beyond a Return's bound
+			return
+		}
+		if len(e.held) == maxHeld {
+			e.held = e.held[1:]
+		}
+		e.held = append(e.held, heldTake{cost, want.Slot, got.Slot})
+	case e.req.Algorithm != ratelimit.Concurrency:
 		e.memSlot, e.redisSlot = want.Slot, got.Slot
 	}
 }
@@ -117,7 +142,8 @@ func ceilMicro(d time.Duration) time.Duration {
 
 // sameResult compares a Result of this store with the memory store's. Slot
 // tokens are each store's own: both must be present or absent together; a
-// window's is its end, in µs here and in ns in the memory store.
+// window's is its end and a GCRA take's the key's time after it, in µs
+// here and in ns in the memory store.
 func sameResult(e *entry, got, want ratelimit.Result) bool {
 	if !e.exact {
 		want.RetryAfter = ceilMicro(want.RetryAfter)
@@ -133,7 +159,7 @@ func sameResult(e *entry, got, want ratelimit.Result) bool {
 // store's want.
 func sameSlot(alg ratelimit.Algorithm, got, want uint64) bool {
 	switch alg {
-	case ratelimit.FixedWindow, ratelimit.SlidingWindow:
+	case ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.GCRA:
 		return int64(got)*1000 == int64(want)
 	}
 	return (got == 0) == (want == 0)
@@ -168,9 +194,9 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 		entries[i] = randomEntry(rng, i)
 	}
 	var log []string
-	var allowed, denied, refunds, batches, shaped int
+	var allowed, denied, refunds, tokened, batches, shaped int
 	defer func() {
-		t.Logf("%d ops: %d allowed, %d denied, %d refunds, %d TakeAll, %d reservations or settlements", ops, allowed, denied, refunds, batches, shaped)
+		t.Logf("%d ops: %d allowed, %d denied, %d refunds (%d GCRA with a token), %d TakeAll, %d reservations or settlements", ops, allowed, denied, refunds, tokened, batches, shaped)
 	}()
 	count := func(r ratelimit.Result) {
 		if r.Allowed {
@@ -215,7 +241,7 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 			if !sameResult(e, got, want) {
 				fail("op %d Take(%s/%q %v %v cost %d max delay %v force %v):\n redis  %+v\n memory %+v", op, req.Rule, req.Key, req.Algorithm, req.Limit, req.Cost, req.MaxDelay, req.Force, got, want)
 			}
-			e.keepSlot(got, want)
+			e.keepSlot(req.Cost, got, want)
 		case k < 16:
 			n := 1 + rng.IntN(4)
 			reqs := make([]ratelimit.Request, 0, n)
@@ -248,12 +274,15 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 				}
 			}
 			for i := range reqs { // a denied TakeAll reports no Slot
-				es[i].keepSlot(got[i], want[i])
+				es[i].keepSlot(reqs[i].Cost, got[i], want[i])
 			}
 		default:
 			req, rreq := e.shape(rng, e.at(now, randomCost(rng, e.req.Limit.Capacity())), false)
 			log = append(log, fmt.Sprintf("#%d +%v Return %s/%q %v cost %d slot %d", op, now.Sub(ratelimittest.Epoch), req.Rule, req.Key, req.Algorithm, req.Cost, req.Slot))
 			refunds++
+			if req.Slot != 0 && req.Algorithm == ratelimit.GCRA {
+				tokened++
+			}
 			err1 := mem.Return(ctx, req)
 			err2 := rs.Return(ctx, rreq)
 			if err1 != nil || err2 != nil {

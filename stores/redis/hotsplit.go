@@ -86,7 +86,7 @@ func (s *Store) resetSplit(ctx context.Context, req *ratelimit.Request) (bool, e
 	if err != nil || n < 2 || n > maxSplitShards { // an error: the DEL reports it
 		return false, nil
 	}
-	for _, k := range splitPartKeys(s.prefix, main, req.Rule, n) {
+	for _, k := range append(splitPartKeys(s.prefix, main, req.Rule, n), holesKey(main)) {
 		if err := s.client.Del(ctx, k).Err(); err != nil { // parts are in other slots: one at a time
 			return true, fmt.Errorf("ratelimit: redis: reset: %w", err)
 		}
@@ -279,14 +279,16 @@ func (s *Store) demoted(e *hotEntry, sp *splitKey) {
 
 // splitReturn gives req's units back to one part of a split key: any part
 // will do, since only the parts' sum counts (a part already full ignores
-// it, which only makes the limit stricter).
+// it, which only makes the limit stricter). The units come off the part's
+// latest take: a token names a time of the part that served the take,
+// which need not be this one (reservations never take from parts).
 func (s *Store) splitReturn(ctx context.Context, now instant, req *ratelimit.Request, sp *splitKey) error {
 	i := int(sp.next.Load()) % sp.n
 	for j := range sp.denied {
 		sp.denied[j].Store(0)
 	}
 	sub := *req
-	sub.Limit = sp.limits[i]
+	sub.Limit, sub.Slot = sp.limits[i], 0
 	_, err := s.checkKey(ctx, now, sp.keys[i], &sub, opReturn, 0)
 	return err
 }

@@ -70,6 +70,16 @@ func writeTag(b *strings.Builder, key string, escape bool) {
 	}
 }
 
+// holesKey returns the key of the holes of GCRA state key k (see Holes in
+// script.lua, which derives it alike): "h" in place of the algorithm code,
+// a code no algorithm has, so no state key is a holes key.
+//
+//	<prefix>{<tag>}:h:<rule>
+func holesKey(k string) string {
+	j := strings.IndexByte(k, '}')
+	return k[:j+1] + ":h" + k[j+3:]
+}
+
 // hashTag returns the hash tag of a key built by stateKey: the bytes
 // between its first '{' and the first '}' after it.
 func hashTag(key string) string {

@@ -21,10 +21,11 @@ import (
 // let through in the window stretched by one lifetime.
 
 type lease struct {
-	left     int   // units still to spend
-	rem      int   // Redis's Remaining after the grant
-	reset    int64 // Redis's ResetAfter after the grant, µs
-	at       int64 // when the grant was requested, µs
+	left     int    // units still to spend
+	rem      int    // Redis's Remaining after the grant
+	reset    int64  // Redis's ResetAfter after the grant, µs
+	at       int64  // when the grant was requested, µs
+	slot     uint64 // the key's time after the grant: the token of its takes
 	expires  int64
 	limit    ratelimit.Limit
 	fetching bool // a grant is in flight
@@ -80,6 +81,7 @@ func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Reque
 		res := ratelimit.Result{
 			Allowed: true, Limit: req.Limit, Remaining: l.rem + l.left,
 			ResetAfter: time.Duration(max(0, l.reset-(t-l.at))) * time.Microsecond,
+			Slot:       l.slot,
 		}
 		sh.mu.Unlock()
 		s.stats.leaseHits.Add(1)
@@ -105,6 +107,7 @@ func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Reque
 	if granted > 0 {
 		res.Allowed = true
 		res.Remaining += granted - req.Cost
+		res.Slot = uint64(vals[4])
 	}
 	if cache {
 		s.denied.observe(req, &res, t)
@@ -113,7 +116,7 @@ func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Reque
 	if granted > 0 {
 		// Units left from an earlier lease (fewer than this cost) are
 		// dropped: the limit is stricter by them, never looser.
-		*l = lease{left: granted - req.Cost, rem: int(vals[1]), reset: vals[3], at: t, expires: t + int64(s.leaseLife/time.Microsecond), limit: req.Limit}
+		*l = lease{left: granted - req.Cost, rem: int(vals[1]), reset: vals[3], at: t, slot: res.Slot, expires: t + int64(s.leaseLife/time.Microsecond), limit: req.Limit}
 	} else {
 		l.left, l.fetching = 0, false
 	}

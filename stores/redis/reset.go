@@ -9,7 +9,8 @@ import (
 
 var _ ratelimit.Resetter = (*Store)(nil)
 
-// Reset deletes the Redis key that holds the state of (rule, key, alg), so
+// Reset deletes the Redis key that holds the state of (rule, key, alg)
+// (for GCRA, with the holes of its reservations given back early), so
 // that the key starts again with full capacity on every instance, and drops
 // what this instance keeps of it (a cached denial, a lease). Other
 // instances may still answer from a cached denial until it expires (at
@@ -37,7 +38,11 @@ func (s *Store) Reset(ctx context.Context, rule, key string, alg ratelimit.Algor
 			return err
 		}
 	}
-	if err := s.client.Del(ctx, stateKey(s.prefix, &req)).Err(); err != nil {
+	keys := []string{stateKey(s.prefix, &req)}
+	if alg == ratelimit.GCRA { // and its holes (script.lua), in the same slot
+		keys = append(keys, holesKey(keys[0]))
+	}
+	if err := s.client.Del(ctx, keys...).Err(); err != nil {
 		return fmt.Errorf("ratelimit: redis: reset: %w", err)
 	}
 	return nil

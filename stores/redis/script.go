@@ -30,10 +30,11 @@ const (
 	modeIndependent = "i"
 )
 
-// Reply widths per request.
+// Reply widths per request: allowed, remaining, retry µs, reset µs and
+// the token; a peek adds its remaining, retry and reset.
 const (
-	takeWidth = 4
-	peekWidth = 7
+	takeWidth = 5
+	peekWidth = takeWidth + 3
 )
 
 // fieldsPerRequest is the number of script arguments per request.
@@ -119,13 +120,18 @@ func seventh(req *ratelimit.Request) string {
 }
 
 // sixth returns the sixth script field of a request: a fixed window's
-// explicit bounds, or the slot token of a Concurrency request (which only
-// a return reads).
+// explicit bounds, or the token of a Concurrency or GCRA request (which
+// only a return reads). A GCRA token beyond the script's exact range is no
+// time the key ever held: it is sent as one that matches none.
 func sixth(req *ratelimit.Request, cost int) any {
 	w := req.Window
 	switch {
 	case req.Algorithm == ratelimit.Concurrency:
 		return strconv.FormatUint(req.Slot, 10)
+	case req.Algorithm == ratelimit.GCRA && req.Slot == 0:
+		return ""
+	case req.Algorithm == ratelimit.GCRA:
+		return strconv.FormatUint(min(req.Slot, maxSafe), 10)
 	case w == (ratelimit.Window{}):
 		return ""
 	case w.PrevStart == 0 && w.NextEnd == 0:
@@ -252,7 +258,7 @@ func (s *Store) callKey(ctx context.Context, keys []string, args []any) []string
 const maxCallKeep = 10 * time.Second
 
 // result converts one request's reply (allowed, remaining, retry µs,
-// reset µs) to a Result.
+// reset µs, ...) to a Result, without its token.
 func result(l ratelimit.Limit, v []int64) ratelimit.Result {
 	return ratelimit.Result{
 		Allowed:    v[0] == 1,
@@ -263,21 +269,18 @@ func result(l ratelimit.Limit, v []int64) ratelimit.Result {
 	}
 }
 
-// takeResult converts the reply to a Take of req. An allowed take carries
-// where RetryAfter would be: for GCRA its Delay (a reservation), for a
-// window or Concurrency take of non-zero cost its Slot token. A forced
-// window take replies RetryAfter as it is.
+// takeResult converts the reply to a Take of req. An allowed GCRA take
+// carries its Delay (a reservation's) where RetryAfter would be. The
+// fifth value is the Slot token of a take of non-zero cost that consumed:
+// for GCRA the key's time after it, in µs; for a window its end, in µs;
+// for Concurrency the first id of its slots.
 func takeResult(req *ratelimit.Request, v []int64) ratelimit.Result {
 	res := result(req.Limit, v)
-	if v[0] != 1 {
-		return res
-	}
-	switch {
-	case req.Algorithm == ratelimit.GCRA:
+	if v[0] == 1 && req.Algorithm == ratelimit.GCRA && !req.Force {
 		res.RetryAfter, res.Delay = 0, res.RetryAfter
-	case req.Force && req.Algorithm != ratelimit.Concurrency:
-	case req.Cost > 0:
-		res.RetryAfter, res.Slot = 0, uint64(v[2])
+	}
+	if req.Cost > 0 {
+		res.Slot = uint64(v[4])
 	}
 	return res
 }
@@ -291,5 +294,5 @@ func peekResult(req *ratelimit.Request, allowed bool, v []int64) ratelimit.Resul
 	if allowed {
 		code = 1
 	}
-	return takeResult(&peek, []int64{code, v[0], v[1], v[2]})
+	return takeResult(&peek, []int64{code, v[0], v[1], v[2], 0})
 }

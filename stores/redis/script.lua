@@ -25,23 +25,26 @@
 --          epoch-aligned window, "<end>", or "<prev>:<start>:<end>:<next>"
 --          with the neighbours' outer bounds (0: unknown); for a
 --          concurrency return the slot token (0: the soonest to expire);
+--          for a GCRA return the token of the take it gives back ("" or
+--          0: unknown, the units come off the latest take; see Holes);
 --          and a seventh, "" for most requests, or "[!]<n>": "!" marks a
 --          forced take (a settlement: consumed whether or not it fits,
 --          mode "i" only), and n is, for GCRA, the most a reservation may
 --          wait in µs (pacing), for the windows the end of the window a
 --          forced take or a return applies to (0 or none: the current one).
 --
--- Reply, modes "t", "p" and "i": four integers per request, allowed (1 or
--- 0), remaining, retry-after µs and reset-after µs; mode "p" adds three
--- more, the peek's remaining, retry-after and reset-after. An allowed take
--- replies in place of retry-after (which is 0 when allowed): for GCRA the
--- delay of a reservation, for a window of non-zero cost the end of the
--- window it counted in (its token), for concurrency of non-zero cost its
--- slot token. A forced window take replies its retry-after as it is.
--- Mode "r" replies 0. In mode "i" a
--- return replies 0 0 0 0, a request whose key holds another type of value
--- replies -1 0 0 0 (the others still run), and a lease replies the units
--- granted in place of allowed.
+-- Reply, modes "t", "p" and "i": five integers per request, allowed (1 or
+-- 0), remaining, retry-after µs, reset-after µs and the token; mode "p"
+-- adds three more, the peek's remaining, retry-after and reset-after. An
+-- allowed GCRA take replies its delay (a reservation's) in place of
+-- retry-after; other allowed takes reply 0 there, but a forced window take
+-- replies its retry-after as it is. The token of a take of non-zero cost
+-- that consumed (0 otherwise): for GCRA the key's time just after it (a
+-- forced take's too), for a window the end of the window it counted in
+-- (not for a forced take), for concurrency its first slot id. Mode "r"
+-- replies 0. In mode "i" a return replies 0 0 0 0 0, a request whose key
+-- holds another type of value replies -1 0 0 0 0 (the others still run),
+-- and a lease replies the units granted in place of allowed.
 --
 -- A lease (algorithm 4, mode "i") is a GCRA take of cost units that, when
 -- allowed, also takes up to rate-cost more units if they are available now,
@@ -59,6 +62,9 @@
 --   GCRA            "<tat>"                  the theoretical arrival time
 --   sliding window  "<start>:<cur>:<prev>"   current window start and counts
 --   fixed window    "<end>:<count>"          the window end and its count
+--   GCRA holes      a hash beside a GCRA key, "<prefix>{<tag>}:h:<rule>":
+--                   end -> units of the reservations given back while
+--                   later ones waited (see Holes below)
 --   concurrency     a sorted set: one member per slot in flight, its id
 --                   (a take of cost c holds c consecutive ids, the first
 --                   is its token), scored by its deadline
@@ -120,8 +126,10 @@ end
 -- END ARITHMETIC
 
 -- Each algorithm takes the decoded state (nil when absent) and returns the
--- new state, allowed, remaining, retry-after, reset-after, and the state's
--- lifetime in µs from now (only used when the state is written).
+-- new state, allowed, remaining, retry-after (for GCRA, the delay of an
+-- allowed reservation; 0 for other allowed takes), reset-after, the
+-- state's lifetime in µs from now (only used when the state is written),
+-- and the token of a take of non-zero cost that consumed (0 otherwise).
 
 -- GCRA times saturate at TAT_CEIL (2^52 µs, the year 2112), below every
 -- split marker (MARKER, hotmarker.go): a forced debt never reaches one.
@@ -140,16 +148,17 @@ local function gcra(tat, now, t, cap, cost, wmax, force)
   if tat >= MARKER then wmax, force = 0, false end
   local wait = (tat - now - tau) + max(cost, 1) * t
   if wait > (wmax or 0) and not force then
-    return nil, false, max(0, idiv(tau - (tat - now), t)), wait, tat - now, 0
+    return nil, false, max(0, idiv(tau - (tat - now), t)), wait, tat - now, 0, 0
   end
   local nt = min(tat + cost * t, TAT_CEIL)
   local rem = max(0, idiv(tau - (nt - now), t))
+  local token = 0
+  if cost > 0 then token = nt end
   if force then
-    local next = nt + t - tau - now
-    if wait <= 0 then return nt, true, rem, max(0, next), nt - now, nt - now end
-    return nt, false, rem, next, nt - now, nt - now
+    if wait <= 0 then return nt, true, rem, 0, nt - now, nt - now, token end
+    return nt, false, rem, nt + t - tau - now, nt - now, nt - now, token
   end
-  return nt, true, rem, max(0, wait), nt - now, nt - now
+  return nt, true, rem, max(0, wait), nt - now, nt - now, token
 end
 
 local function sliding_reset(cur, prev, start, now, p)
@@ -210,7 +219,7 @@ local function sliding(st, at, rate, p, cost)
   if reset > 0 then reset = reset + d end
   local token = 0
   if cost > 0 then token = start + p end
-  return {start, cur, prev}, true, rate - cur - weighted, token, reset, (start - now) + 2 * p + d
+  return {start, cur, prev}, true, rate - cur - weighted, 0, reset, (start - now) + 2 * p + d, token
 end
 
 -- window_end returns the end of the fixed window of a request at now: the
@@ -241,7 +250,7 @@ local function fixed(st, now, rate, p, cost, spec)
   local reset, token = 0, 0
   if count > 0 then reset = left end
   if cost > 0 then token = stop end
-  return {stop, count}, true, rate - count, token, reset, stop - now
+  return {stop, count}, true, rate - count, 0, reset, stop - now, token
 end
 
 -- Settlements: delta units (a forced take, or a return when negative) for
@@ -307,17 +316,6 @@ local function extra(x)
   return false, tonumber(x) or 0
 end
 
--- Refunds: the new state and its lifetime, or nil to leave the key alone,
--- or false to delete it.
-local function gcra_return(tat, now, t, cost)
-  -- A split key's marker (hotmarker.go) is no GCRA state: a refund that
-  -- reaches it is dropped, never written into it.
-  if tat >= 7000000000000000 then return nil end
-  tat = max(now, tat - cost * t)
-  if tat <= now then return false, 0 end
-  return tat, tat - now
-end
-
 local function decode(alg, v)
   if not v then return nil end
   if alg == 0 then return tonumber(v) end
@@ -375,6 +373,73 @@ local function finish(out)
   return out
 end
 
+-- Holes. A GCRA reservation given back while later ones wait cannot move
+-- the key's time back: the freed turn would go to a newcomer while the
+-- reservation behind it still holds the turn it was promised. Its turn is
+-- kept as a hole instead: a field of a hash beside the key (same hash tag,
+-- "h" in place of the algorithm code), its end (the key's time just after
+-- the take, the take's token) mapped to its units in µs. When the
+-- reservations after it are given back, the time moves back through it;
+-- once nobody waits (tat <= now + tau), everything the holes owe is given
+-- back at once and the hash is deleted. See internal/memstore/gcraholes.go.
+local MAX_HOLES = 4096 -- per key; beyond it a refund is lost (denies more)
+
+local function holes_key(k)
+  local j = string.find(k, "}", 1, true) -- the end of the hash tag
+  return string.sub(k, 1, j) .. ":h" .. string.sub(k, j + 3)
+end
+
+-- add_hole records the hole ending at slot of units µs, unless one ends
+-- there already, and keeps the hash at least as long as the key (whose
+-- time is tat) and the hole.
+local function add_hole(hk, slot, units, tat)
+  local n = redis.call("HLEN", hk)
+  if n >= MAX_HOLES then -- drop the holes that ended: their turns passed
+    local gone = {}
+    for _, e in ipairs(redis.call("HKEYS", hk)) do
+      if tonumber(e) <= now then gone[#gone + 1] = e end
+    end
+    for i = 1, #gone, 500 do redis.call("HDEL", hk, unpack(gone, i, min(#gone, i + 499))) end
+    if n - #gone >= MAX_HOLES then return end
+  end
+  if redis.call("HSETNX", hk, int(slot), int(units)) == 0 then return end
+  local ms = max(redis.call("PTTL", hk), idiv(max(tat, slot) - now + 999, 1000) + slack)
+  redis.call("PEXPIRE", hk, int(max(1, ms)))
+end
+
+-- Refunds: the new state and its lifetime, or nil to leave the key alone,
+-- or false to delete it. A GCRA refund of cost units of the take whose
+-- token is slot (0: unknown) on key k at tat, for tau = t*cap: a hole
+-- when it is not the latest and later reservations wait; otherwise the
+-- time moves back by its units, then through the holes that end there,
+-- and by all the holes owe once nobody waits.
+local function gcra_refund(k, tat, t, cap, cost, slot)
+  -- A split key's marker (hotmarker.go) is no GCRA state: a refund that
+  -- reaches it is dropped, never written into it.
+  if tat >= MARKER then return nil end
+  local tau, units = t * cap, cost * t
+  local hk = holes_key(k)
+  if slot ~= 0 and slot ~= tat and tat > now + tau then
+    add_hole(hk, slot, units, tat)
+    return nil
+  end
+  tat = max(now, tat - units)
+  local n = redis.call("HLEN", hk)
+  while n > 0 and tat > now do
+    local u = redis.call("HGET", hk, int(tat))
+    if not u then break end
+    redis.call("HDEL", hk, int(tat))
+    n, tat = n - 1, max(now, tat - tonumber(u))
+  end
+  if n > 0 and tat <= now + tau then -- nobody waits: give back all that is owed
+    for _, u in ipairs(redis.call("HVALS", hk)) do tat = tat - tonumber(u) end
+    tat = max(now, tat)
+    redis.call("DEL", hk)
+  end
+  if tat <= now then return false, 0 end
+  return tat, tat - now
+end
+
 -- Concurrency. A key is a sorted set of the slots in flight, scored by
 -- their deadlines: each slot expires on its own. slots_load drops the
 -- expired ones and returns the state {n, last, next} (slots in flight, the
@@ -410,23 +475,23 @@ end
 
 -- slots_take decides a take of cost slots against st and, when allowed,
 -- records it in st.adds (slots_write adds it to the set). It returns the
--- new state, allowed, remaining, retry-after (the token when allowed) and
--- reset-after.
+-- new state, allowed, remaining, retry-after, reset-after and the token (0
+-- unless it took slots).
 local function slots_take(k, st, rate, p, cost)
   local need = max(cost, 1)
   if st.n + need > rate then
     local at = now + p
     local r = redis.call("ZRANGE", k, st.n + need - rate - 1, st.n + need - rate - 1, "WITHSCORES")
     if r[2] then at = tonumber(r[2]) end
-    return st, false, max(0, rate - st.n), min(CONCURRENCY_RETRY_HINT, at - now), st.last - now
+    return st, false, max(0, rate - st.n), min(CONCURRENCY_RETRY_HINT, at - now), st.last - now, 0
   end
-  if cost == 0 then return st, true, rate - st.n, 0, st.last - now end
+  if cost == 0 then return st, true, rate - st.n, 0, st.last - now, 0 end
   local id = slot_id(k, st, cost)
   local adds = {}
   for i, a in ipairs(st.adds) do adds[i] = a end
   adds[#adds + 1] = {id, cost, now + p}
   local nst = {n = st.n + cost, last = max(st.last, now + p), next = id + cost, adds = adds}
-  return nst, true, rate - nst.n, id, nst.last - now
+  return nst, true, rate - nst.n, 0, nst.last - now, id
 end
 
 local function zadd(k, from, count, score)
@@ -473,17 +538,17 @@ end
 -- take_gcra is a whole GCRA take of cost units on key k, whose stored value
 -- is v (false when absent), with the seventh field x, without the tables
 -- of the general case below: the fast path of the most common checks. It
--- returns allowed (1 or 0), remaining, retry-after (or delay) and
--- reset-after, and writes the new state when it consumed.
+-- returns allowed (1 or 0), remaining, retry-after (or delay),
+-- reset-after and the token, and writes the new state when it consumed.
 local function take_gcra(k, v, t, cap, cost, x)
   local force, wmax = extra(x)
-  local tat, ok, rem, retry, reset = gcra(tonumber(v), now, t, cap, cost, wmax, force)
+  local tat, ok, rem, retry, reset, _, token = gcra(tonumber(v), now, t, cap, cost, wmax, force)
   if tat and cost > 0 then
     local ms = floor((tat - now + 999) / 1000)
     if ms < 1 then ms = 1 end
     redis.call("SET", k, string.format("%.0f", tat), "PX", string.format("%.0f", ms + slack))
   end
-  return ok and 1 or 0, rem, retry, reset
+  return ok and 1 or 0, rem, retry, reset, token
 end
 
 -- Fast path: one GCRA take, the most common call.
@@ -492,6 +557,12 @@ if n == 1 and ARGV[5] == "0" and (mode == "t" or mode == "i") then
   if cost >= 0 then
     return finish({take_gcra(KEYS[1], redis.call("GET", KEYS[1]), t, cap, cost, ARGV[11])})
   end
+end
+
+-- W is the reply's width per request; reply writes request b/W+1's.
+local W = 5
+local function reply(out, b, code, rem, retry, reset, token)
+  out[b + 1], out[b + 2], out[b + 3], out[b + 4], out[b + 5] = code, rem, retry, reset, token or 0
 end
 
 local cache, orig = {}, {}
@@ -512,11 +583,14 @@ end
 
 local function apply(k, alg, st, rate, p, cap, cost, spec, x, force)
   if alg == 0 then return gcra(st, now, p, cap, cost, x, force) end
-  if force and alg ~= 3 then return settle(alg, st, now, rate, p, cost, spec, x) end
+  if force and alg ~= 3 then
+    local nst, ok, rem, retry, reset, lifetime = settle(alg, st, now, rate, p, cost, spec, x)
+    return nst, ok, rem, retry, reset, lifetime, 0
+  end
   if alg == 1 then return sliding(st, now, rate, p, cost) end
   if alg == 2 then return fixed(st, now, rate, p, cost, spec) end
-  local nst, ok, rem, retry, reset = slots_take(k, st, rate, p, cost)
-  return nst, ok, rem, retry, reset, 0
+  local nst, ok, rem, retry, reset, token = slots_take(k, st, rate, p, cost)
+  return nst, ok, rem, retry, reset, 0, token
 end
 
 local dirty, life, algs, order = {}, {}, {}, {}
@@ -543,7 +617,7 @@ local function field(i, j) return ARGV[4 + 7 * (i - 1) + j] end
 
 -- one runs request i of mode "i" into out.
 local function one(out, i)
-  local b = 4 * (i - 1)
+  local b = W * (i - 1)
   local k = KEYS[i]
   local alg = tonumber(field(i, 1))
   local rate, p, cap = tonumber(field(i, 2)), tonumber(field(i, 3)), tonumber(field(i, 4))
@@ -554,17 +628,17 @@ local function one(out, i)
     local ok = true
     if cost < 0 then
       ok = slots_return(k, -cost, tonumber(spec) or 0)
-      out[b + 1], out[b + 2], out[b + 3], out[b + 4] = 0, 0, 0, 0
+      reply(out, b, 0, 0, 0, 0, 0)
     else
       local st = slots_load(k)
       ok = st ~= nil
       if ok then
-        local nst, allowed, rem, retry, reset = slots_take(k, st, rate, p, cost)
+        local nst, allowed, rem, retry, reset, token = slots_take(k, st, rate, p, cost)
         slots_write(k, nst)
-        out[b + 1], out[b + 2], out[b + 3], out[b + 4] = allowed and 1 or 0, rem, retry, reset
+        reply(out, b, allowed and 1 or 0, rem, retry, reset, token)
       end
     end
-    if not ok then out[b + 1], out[b + 2], out[b + 3], out[b + 4] = -1, 0, 0, 0 end
+    if not ok then reply(out, b, -1, 0, 0, 0, 0) end
     return
   end
   local lease = alg == 4
@@ -580,20 +654,20 @@ local function one(out, i)
     end
   end
   if st == nil then
-    out[b + 1], out[b + 2], out[b + 3], out[b + 4] = -1, 0, 0, 0
+    reply(out, b, -1, 0, 0, 0, 0)
   elseif cost < 0 then
     if st then
       local nst, lifetime
       if alg == 0 then
-        nst, lifetime = gcra_return(st, now, p, -cost)
+        nst, lifetime = gcra_refund(k, st, p, cap, -cost, tonumber(spec) or 0)
       else
         nst, lifetime = settled(alg, st, now, rate, p, cost, spec, x)
       end
       if nst ~= nil then mark(k, alg, nst, lifetime) end
     end
-    out[b + 1], out[b + 2], out[b + 3], out[b + 4] = 0, 0, 0, 0
+    reply(out, b, 0, 0, 0, 0, 0)
   else
-    local nst, ok, rem, retry, reset, lifetime = apply(k, alg, st or nil, rate, p, cap, cost, spec, x, force)
+    local nst, ok, rem, retry, reset, lifetime, token = apply(k, alg, st or nil, rate, p, cap, cost, spec, x, force)
     local code = ok and 1 or 0
     if ok and lease then
       -- Grant up to rate units in all: the cost, and whatever else fits.
@@ -602,12 +676,12 @@ local function one(out, i)
         nst = nst + extra * p
         rem, reset, lifetime = rem - extra, nst - now, nst - now
       end
-      code = cost + max(extra, 0)
+      code, token = cost + max(extra, 0), nst
     end
     if nst ~= nil and (ok and code > 0 and (cost > 0 or lease) or force and cost > 0) then
       mark(k, alg, nst, lifetime)
     end
-    out[b + 1], out[b + 2], out[b + 3], out[b + 4] = code, rem, retry, reset
+    reply(out, b, code, rem, retry, reset, token)
   end
 end
 
@@ -621,16 +695,15 @@ if mode == "i" then
     count[k] = (count[k] or 0) + 1
   end
   for i = 1, n do
-    local b = 4 * (i - 1)
+    local b = W * (i - 1)
     local k = KEYS[i]
     local cost = tonumber(field(i, 5))
     if field(i, 1) == "0" and cost >= 0 and count[k] == 1 then
       local v = redis.pcall("GET", k)
       if type(v) == "table" then
-        out[b + 1], out[b + 2], out[b + 3], out[b + 4] = -1, 0, 0, 0
+        reply(out, b, -1, 0, 0, 0, 0)
       else
-        out[b + 1], out[b + 2], out[b + 3], out[b + 4] =
-          take_gcra(k, v, tonumber(field(i, 3)), tonumber(field(i, 4)), cost, field(i, 7))
+        reply(out, b, take_gcra(k, v, tonumber(field(i, 3)), tonumber(field(i, 4)), cost, field(i, 7)))
       end
     else
       one(out, i)
@@ -643,7 +716,8 @@ end
 if mode == "r" then
   for i = 1, n do
     local alg = tonumber(field(i, 1))
-    local rate, p, cost, spec = tonumber(field(i, 2)), tonumber(field(i, 3)), tonumber(field(i, 5)), field(i, 6)
+    local rate, p, cap = tonumber(field(i, 2)), tonumber(field(i, 3)), tonumber(field(i, 4))
+    local cost, spec = tonumber(field(i, 5)), field(i, 6)
     if alg == 3 then
       if not slots_return(KEYS[i], cost, tonumber(spec) or 0) then
         return error("WRONGTYPE " .. KEYS[i] .. " holds another type of value")
@@ -653,7 +727,7 @@ if mode == "r" then
       if st then
         local nst, lifetime
         if alg == 0 then
-          nst, lifetime = gcra_return(st, now, p, cost)
+          nst, lifetime = gcra_refund(KEYS[i], st, p, cap, cost, tonumber(spec) or 0)
         else
           local _, x = extra(field(i, 7))
           nst, lifetime = settled(alg, st, now, rate, p, -cost, spec, x)
@@ -676,13 +750,10 @@ for i = 1, n do
   local _, x = extra(field(i, 7)) -- never forced: all or nothing
   params[i] = {alg, rate, p, cap, spec, x}
   local st = load(i, alg)
-  local nst, ok, rem, retry, reset, lifetime = apply(KEYS[i], alg, st, rate, p, cap, cost, spec, x, false)
+  local nst, ok, rem, retry, reset, lifetime, token = apply(KEYS[i], alg, st, rate, p, cap, cost, spec, x, false)
   if ok and cost > 0 then mark(KEYS[i], alg, nst, lifetime) end
   if not ok then denied = true end
-  out[#out + 1] = ok and 1 or 0
-  out[#out + 1] = rem
-  out[#out + 1] = retry
-  out[#out + 1] = reset
+  reply(out, W * (i - 1), ok and 1 or 0, rem, retry, reset, token)
 end
 
 -- The cost-0 peek of request i against the state from before this call.
@@ -693,11 +764,13 @@ local function peek(i)
 end
 
 if denied then
-  -- Nothing is written; allowed requests report their state as it stands.
+  -- Nothing is written; allowed requests report their state as it
+  -- stands, and no token.
   for i = 1, n do
-    local b = 4 * (i - 1)
+    local b = W * (i - 1)
     if out[b + 1] == 1 then
       out[b + 2], out[b + 3], out[b + 4] = peek(i)
+      out[b + 5] = 0
     end
   end
 else
@@ -707,9 +780,9 @@ end
 if mode == "p" then
   local res = {}
   for i = 1, n do
-    local b, r = 4 * (i - 1), 7 * (i - 1)
-    for j = 1, 4 do res[r + j] = out[b + j] end
-    res[r + 5], res[r + 6], res[r + 7] = peek(i)
+    local b, r = W * (i - 1), (W + 3) * (i - 1)
+    for j = 1, W do res[r + j] = out[b + j] end
+    res[r + W + 1], res[r + W + 2], res[r + W + 3] = peek(i)
   end
   return finish(res)
 end

@@ -205,7 +205,7 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 }
 
 // check sends one request to Redis, coalesced or on its own, and returns
-// its reply: code, remaining, retry µs, reset µs.
+// its reply: code, remaining, retry µs, reset µs, token.
 func (s *Store) check(ctx context.Context, now instant, req *ratelimit.Request, kind opKind, n int) ([takeWidth]int64, error) {
 	return s.checkKey(ctx, now, stateKey(s.prefix, req), req, kind, n)
 }
