@@ -55,11 +55,11 @@
 // window, in the same single call. An allowed GCRA Take of non-zero cost
 // returns the key's time just after it, in microseconds, as Result.Slot: a
 // Return with it gives a reservation back exactly when it is the latest,
-// or when none waits behind it; otherwise the turn is kept empty as a
-// hole (in a hash beside the key, at most 4096 per key) that the key's
-// time moves back through once the later reservations are given back, so
-// a freed turn is never handed to a newcomer while a later reservation
-// keeps its own. Reset deletes the holes too. Such requests bypass every local
+// or when none waits behind it and the key has no hole; otherwise the
+// turn is kept empty as a hole (in a hash beside the key, at most 4096 per
+// key) that the key's time moves back through once every later
+// reservation has been given back, so a freed turn is never handed to a
+// newcomer while a later reservation keeps its own. Reset deletes the holes too. Such requests bypass every local
 // answer: the denied cache (which they also clear for their key), leases
 // and a hot key's share. On a split hot key a settlement is charged to one
 // of its parts and a reservation is denied for the marker's time. A window

@@ -378,10 +378,11 @@ end
 -- reservation behind it still holds the turn it was promised. Its turn is
 -- kept as a hole instead: a field of a hash beside the key (same hash tag,
 -- "h" in place of the algorithm code), its end (the key's time just after
--- the take, the take's token) mapped to its units in µs. When the
--- reservations after it are given back, the time moves back through it;
--- once nobody waits (tat <= now + tau), everything the holes owe is given
--- back at once and the hash is deleted. See internal/memstore/gcraholes.go.
+-- the take, the take's token) mapped to its units in µs. When every
+-- reservation after it has been given back, the time moves back through
+-- it; once one after it has been served it is a lost turn, and it lapses
+-- when its end passes. While a key has holes, token refunds follow this
+-- rule even when nobody waits. See internal/memstore/gcraholes.go.
 local MAX_HOLES = 4096 -- per key; beyond it a refund is lost (denies more)
 
 local function holes_key(k)
@@ -393,6 +394,7 @@ end
 -- there already, and keeps the hash at least as long as the key (whose
 -- time is tat) and the hole.
 local function add_hole(hk, slot, units, tat)
+  if slot <= now then return end -- its turn has passed
   local n = redis.call("HLEN", hk)
   if n >= MAX_HOLES then -- drop the holes that ended: their turns passed
     local gone = {}
@@ -410,31 +412,34 @@ end
 -- Refunds: the new state and its lifetime, or nil to leave the key alone,
 -- or false to delete it. A GCRA refund of cost units of the take whose
 -- token is slot (0: unknown) on key k at tat, for tau = t*cap: a hole
--- when it is not the latest and later reservations wait; otherwise the
--- time moves back by its units, then through the holes that end there,
--- and by all the holes owe once nobody waits.
+-- when it is not the latest and later reservations wait or the key has
+-- holes; otherwise the time moves back by its units, then through the
+-- holes that end there.
 local function gcra_refund(k, tat, t, cap, cost, slot)
   -- A split key's marker (hotmarker.go) is no GCRA state: a refund that
   -- reaches it is dropped, never written into it.
   if tat >= MARKER then return nil end
   local tau, units = t * cap, cost * t
   local hk = holes_key(k)
-  if slot ~= 0 and slot ~= tat and tat > now + tau then
+  local n = redis.call("HLEN", hk)
+  if n > 0 then -- the holes that have passed lapse
+    local gone = {}
+    for _, e in ipairs(redis.call("HKEYS", hk)) do
+      if tonumber(e) <= now then gone[#gone + 1] = e end
+    end
+    for i = 1, #gone, 500 do redis.call("HDEL", hk, unpack(gone, i, min(#gone, i + 499))) end
+    n = n - #gone
+  end
+  if slot ~= 0 and slot ~= tat and (tat > now + tau or n > 0) then
     add_hole(hk, slot, units, tat)
     return nil
   end
   tat = max(now, tat - units)
-  local n = redis.call("HLEN", hk)
   while n > 0 and tat > now do
     local u = redis.call("HGET", hk, int(tat))
     if not u then break end
     redis.call("HDEL", hk, int(tat))
     n, tat = n - 1, max(now, tat - tonumber(u))
-  end
-  if n > 0 and tat <= now + tau then -- nobody waits: give back all that is owed
-    for _, u in ipairs(redis.call("HVALS", hk)) do tat = tat - tonumber(u) end
-    tat = max(now, tat)
-    redis.call("DEL", hk)
   end
   if tat <= now then return false, 0 end
   return tat, tat - now
