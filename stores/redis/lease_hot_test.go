@@ -76,10 +76,11 @@ func TestLeaseHotKeyWithinBudget(t *testing.T) {
 		budget, def.admitted.Load(), def.calls.Load(), def.budgetErrs.Load(),
 		lease.admitted.Load(), lease.calls.Load(), lease.budgetErrs.Load(), elapsed)
 
-	// No more, within a few: both modes meet the same scheduling noise; the
-	// defect this guards against caused hundreds (934 in one second, against
-	// 0 for the default mode).
-	if slack := int64(25); lease.budgetErrs.Load() > def.budgetErrs.Load()+slack {
+	// No more, within the noise: both modes meet the same scheduling noise,
+	// which on a loaded machine reaches tens of errors either way (40 against
+	// 5 was seen without -race); the defect this guards against caused
+	// hundreds (934 in one second, against 0 for the default mode).
+	if slack := 50 + def.budgetErrs.Load(); lease.budgetErrs.Load() > def.budgetErrs.Load()+slack {
 		t.Errorf("lease mode: %d budget errors, default mode %d (+%d allowed)", lease.budgetErrs.Load(), def.budgetErrs.Load(), slack)
 	}
 	// The bound: the burst, the refill while the run lasted (on the
