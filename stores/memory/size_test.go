@@ -34,7 +34,7 @@ func heapPerKey(n int, alg ratelimit.Algorithm) (float64, int) {
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(s)
 	runtime.KeepAlive(keys)
-	return float64(after.HeapAlloc-before.HeapAlloc) / float64(s.Len()), s.Len()
+	return (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(s.Len()), s.Len() // memory freed elsewhere must not wrap around
 }
 
 // TestMemoryPerKey holds the memory store to its budget of at most 32
