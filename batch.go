@@ -22,10 +22,11 @@ type ruleVerdict struct {
 	by    Store
 	call  int
 	state ruleState
-	lat   time.Duration // store latency, when observed
-	err   error         // why no store decided (failedOpen, failedClosed, misconfigured)
-	// waiting: the request holds a waiting place of the rule's pacer.
+	// waiting: the request holds a waiting place of the rule's pacer
+	// (beside state, so that the two share a word).
 	waiting bool
+	lat     time.Duration // store latency, when observed
+	err     error         // why no store decided (failedOpen, failedClosed, misconfigured)
 }
 
 // ruleState is what became of one rule's request.
