@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/adaptive"
+	"github.com/sluicehq/ratelimit/ratelimittest"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -425,6 +426,22 @@ func TestAllowAtMostNeverWaitsForATurn(t *testing.T) {
 		granted, res, err := l.AllowAtMost(context.Background(), "k", 5)
 		if err != nil || granted != 2 || time.Since(start) != 0 {
 			t.Fatalf("AllowAtMost(5) with 2 left = %d, %+v, %v after %v; want 2 at once", granted, res, err, time.Since(start))
+		}
+	})
+}
+
+// TestPacedResponseFieldsDescribeTheMomentServed: a request that waited a
+// minute for its turn reports the reset as seen when it is served, not
+// when it was decided.
+func TestPacedResponseFieldsDescribeTheMomentServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := pacedHandler(ratelimit.PerMinute(1).WithBurst(1), ratelimit.Pace{MaxDelay: 2 * time.Minute})
+		serve(h, keyed("k"))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, keyed("k")) // waits 60s for its turn
+		f, err := ratelimittest.ParseRateLimit(rec.Result().Header)
+		if rec.Code != 200 || err != nil || f.Reset != time.Minute {
+			t.Fatalf("status %d, fields %+v (%v); want 200 with a reset of 60s at the moment served (120s when decided)", rec.Code, f, err)
 		}
 	})
 }
