@@ -234,7 +234,7 @@ func TestAdaptiveKeyErrorPolicy(t *testing.T) {
 	if res := ratelimittest.Do(ratelimit.NewRules(rules)(next), ratelimittest.NewRequest("GET", "/", "")); res.Code != 400 {
 		t.Fatalf("keyless request: %d, want 400", res.Code)
 	}
-	lim := ratelimit.NewRulesLimiter(rules, ratelimit.OnKeyError(ratelimit.SharedBucketOnKeyError))
+	lim := ratelimit.NewRulesLimiter(rules, ratelimit.OnKeyError(ratelimit.SharedBucketOnKeyError()))
 	if res := ratelimittest.Do(lim.Handler(next), ratelimittest.NewRequest("GET", "/", "")); res.Code != 200 {
 		t.Fatalf("keyless request with a shared bucket: %d, want 200", res.Code)
 	}

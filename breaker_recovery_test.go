@@ -59,7 +59,7 @@ func (f storeFn) Return(ctx context.Context, _ ratelimit.Request) error { return
 // breaker was closed is not locked out for its whole Period when the
 // circuit is open as the request finishes.
 func TestBreakerOpenAtReleaseLeaksNoSlot(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	st := &switchStore{Store: memory.New(memory.WithClock(clock))}
 	br := breaker.New(st, breaker.Config{Failures: 1, Cooldown: time.Second, Clock: clock})
 	l := ratelimit.NewLimiter(ratelimit.Limit{Rate: 1, Period: time.Minute}, ratelimit.ByIP(),
@@ -88,7 +88,7 @@ func TestBreakerOpenAtReleaseLeaksNoSlot(t *testing.T) {
 // TestBreakerCancelledProbeKeepsCircuitOpen: a probe cancelled by its
 // caller says nothing about the store: the circuit does not close.
 func TestBreakerCancelledProbeKeepsCircuitOpen(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	var cancelledOnly atomic.Bool
 	st := storeFn(func(ctx context.Context) error {
 		if cancelledOnly.Load() {
@@ -118,7 +118,7 @@ func TestBreakerCancelledProbeKeepsCircuitOpen(t *testing.T) {
 // TestBreakerHungProbeDoesNotBlockRecovery: a probe that never returns
 // does not keep the breaker half-open once the store is healthy again.
 func TestBreakerHungProbeDoesNotBlockRecovery(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	var mode atomic.Int32 // 0 fail, 1 hang, 2 healthy
 	block := make(chan struct{})
 	entered := make(chan struct{}) // closed when the probe reaches the store
@@ -157,7 +157,7 @@ func TestBreakerHungProbeDoesNotBlockRecovery(t *testing.T) {
 // store flaps and time moves; once the store stays up and a cooldown has
 // passed, the breaker closes.
 func TestBreakerRecoversAfterFlapping(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	st := &switchStore{Store: memory.New(memory.WithClock(clock))}
 	var mu sync.Mutex
 	opened := 0

@@ -29,7 +29,7 @@ func (localFailing) Local() bool { return true }
 // AllowN's contract says ("Allowed under FailOpen (unless another rule
 // denied)") and as with the rule alone.
 func TestStoreErrorIsReportedWhenAnotherRuleDenies(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	down := errors.New("connection refused")
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 		{Name: "broken", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: localFailing{ratelimittest.FailingStore{Err: down}}},
@@ -58,7 +58,7 @@ func TestStoreErrorIsReportedWhenAnotherRuleDenies(t *testing.T) {
 // had already decided still reports its decision: one event per rule, as
 // when another rule denies.
 func TestRulesThatDecidedAreObservedWhenAnotherFailsClosed(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	ev := &recorder{}
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 		{Name: "local", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: memory.New(memory.WithClock(clock))},
@@ -157,7 +157,7 @@ func (ctxStore) Take(ctx context.Context, _ ratelimit.Request) (ratelimit.Result
 // first store granted are given back on a context that is not cancelled,
 // so the key keeps its full capacity.
 func TestCompensationOutlivesTheRequestContext(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	first := ctxCheckingStore{memory.New(memory.WithClock(clock))}
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 		{Name: "first", Limit: ratelimit.PerMinute(2), Key: ratelimit.Global(), Store: first},
@@ -205,7 +205,7 @@ func (s *flakyStore) TakeAll(ctx context.Context, reqs []ratelimit.Request, res 
 // StoreError, or a Fallback followed by Allowed or Denied; never one
 // after another, even when units are given back.
 func TestOneEventPerRulePerDecisionUnderFailures(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	one := &flakyStore{Store: memory.New(memory.WithClock(clock))}
 	two := &flakyStore{Store: memory.New(memory.WithClock(clock))}
 	var mu sync.Mutex

@@ -38,8 +38,16 @@ const (
 )
 
 // ClientIPConfig configures a key function for the client address behind
-// proxies: its KeyFunc method is the general form of ByClientIP,
-// ByClientIPHops and ByClientIPHeader.
+// proxies: its KeyFunc method is the general form of ByClientIP, and the
+// one for a single-address header set by your edge (Source: SourceHeader)
+// or a fixed chain of proxies (Hops):
+//
+//	// Behind Cloudflare, which overwrites CF-Connecting-IP:
+//	ratelimit.ClientIPConfig{
+//		Source:         ratelimit.SourceHeader,
+//		Header:         "CF-Connecting-IP",
+//		TrustedProxies: cloudflareRanges,
+//	}.KeyFunc()
 //
 // # Trust model
 //
@@ -193,33 +201,6 @@ func (cfg ClientIPConfig) KeyFunc() KeyFunc {
 // if trustedProxies is empty or holds an invalid entry.
 func ByClientIP(trustedProxies ...string) KeyFunc {
 	return ClientIPConfig{TrustedProxies: trustedProxies}.keyFunc("ByClientIP")
-}
-
-// ByClientIPHops keys requests by the n-th address from the right of
-// X-Forwarded-For, for a server reachable only through a fixed chain of n
-// proxies (n = 1 for one load balancer). The peer is not checked: use it only
-// when a client cannot connect to the server directly, or use ClientIPConfig
-// with both Hops and TrustedProxies. Fewer than n addresses, or any invalid
-// one among the n, fail closed. It panics if n is not between 1 and 32.
-func ByClientIPHops(n int) KeyFunc {
-	if n < 1 || n > defaultMaxMembers {
-		panic(fmt.Sprintf("ratelimit: ByClientIPHops(%d): n must be 1 to %d", n, defaultMaxMembers))
-	}
-	return ClientIPConfig{Hops: n}.keyFunc("ByClientIPHops")
-}
-
-// ByClientIPHeader keys requests by the single address in header (such as
-// "X-Real-IP" or "CF-Connecting-IP"), set by your edge proxy, when the
-// request comes from one of trustedProxies; other peers are keyed by their
-// own address and the header is ignored.
-//
-// The header must hold exactly one address on exactly one line: a missing,
-// repeated or invalid header from a trusted proxy fails closed. The edge must
-// overwrite the header, not pass a client's value through. It panics with a
-// "ratelimit: ByClientIPHeader: ..." message if trustedProxies is empty or
-// invalid, or header is not a header name.
-func ByClientIPHeader(header string, trustedProxies ...string) KeyFunc {
-	return ClientIPConfig{Source: SourceHeader, Header: header, TrustedProxies: trustedProxies}.keyFunc("ByClientIPHeader")
 }
 
 // clientIPPlan is a validated ClientIPConfig.

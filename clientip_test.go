@@ -198,14 +198,14 @@ func TestClientIPConfigKeyFuncReadsForwarded(t *testing.T) {
 	})
 }
 
-func TestByClientIPHops(t *testing.T) {
-	runKeyCases(t, ratelimit.ByClientIPHops(1), []keyCase{
+func TestClientIPHopsTakesTheNthMemberFromTheRight(t *testing.T) {
+	runKeyCases(t, ratelimit.ClientIPConfig{Hops: 1}.KeyFunc(), []keyCase{
 		{"one hop", "10.0.0.1:1", []string{"X-Forwarded-For: 1.1.1.1, 203.0.113.7"}, "203.0.113.7"},
 		{"peer not checked", "198.51.100.1:1", []string{"X-Forwarded-For: 203.0.113.7"}, "203.0.113.7"},
 		{"missing", "10.0.0.1:1", nil, ""},
 		{"garbage", "10.0.0.1:1", []string{"X-Forwarded-For: 1.1.1.1, unknown"}, ""},
 	})
-	runKeyCases(t, ratelimit.ByClientIPHops(2), []keyCase{
+	runKeyCases(t, ratelimit.ClientIPConfig{Hops: 2}.KeyFunc(), []keyCase{
 		{"two hops", "10.0.0.1:1", []string{"X-Forwarded-For: 1.1.1.1, 203.0.113.7, 10.9.9.9"}, "203.0.113.7"},
 		{"over lines", "10.0.0.1:1", []string{"X-Forwarded-For: 203.0.113.7", "X-Forwarded-For: 10.9.9.9"}, "203.0.113.7"},
 		{"too few", "10.0.0.1:1", []string{"X-Forwarded-For: 203.0.113.7"}, ""},
@@ -218,8 +218,8 @@ func TestByClientIPHops(t *testing.T) {
 	})
 }
 
-func TestByClientIPHeader(t *testing.T) {
-	kf := ratelimit.ByClientIPHeader("CF-Connecting-IP", "173.245.48.0/20", "2400:cb00::/32")
+func TestClientIPHeaderTrustsOneAddressFromTrustedPeers(t *testing.T) {
+	kf := ratelimit.ClientIPConfig{Source: ratelimit.SourceHeader, Header: "CF-Connecting-IP", TrustedProxies: []string{"173.245.48.0/20", "2400:cb00::/32"}}.KeyFunc()
 	const cf = "173.245.48.1:443"
 	runKeyCases(t, kf, []keyCase{
 		{"from edge", cf, []string{"CF-Connecting-IP: 203.0.113.7"}, "203.0.113.7"},
@@ -251,12 +251,20 @@ func TestClientIPConfigPanics(t *testing.T) {
 		{"hostname", func() { ratelimit.ByClientIP("lb.internal") }, "ratelimit: ByClientIP: invalid trusted proxy"},
 		{"empty entry", func() { ratelimit.ByClientIP("") }, "ratelimit: ByClientIP: empty trusted proxy"},
 		{"leading zero", func() { ratelimit.ByClientIP("010.0.0.1") }, "ratelimit: ByClientIP: invalid trusted proxy"},
-		{"hops zero", func() { ratelimit.ByClientIPHops(0) }, "ratelimit: ByClientIPHops(0)"},
-		{"hops big", func() { ratelimit.ByClientIPHops(33) }, "ratelimit: ByClientIPHops(33)"},
-		{"header empty", func() { ratelimit.ByClientIPHeader("", "10.0.0.1") }, "ratelimit: ByClientIPHeader: SourceHeader needs a Header"},
-		{"header invalid", func() { ratelimit.ByClientIPHeader("X Real IP", "10.0.0.1") }, "ratelimit: ByClientIPHeader: invalid header name"},
-		{"header list", func() { ratelimit.ByClientIPHeader("x-forwarded-for", "10.0.0.1") }, "is a list"},
-		{"header no proxies", func() { ratelimit.ByClientIPHeader("X-Real-IP") }, "ratelimit: ByClientIPHeader: no trusted proxies"},
+		{"hops negative", func() { ratelimit.ClientIPConfig{Hops: -1}.KeyFunc() }, "ratelimit: ClientIPConfig.KeyFunc: Hops -1"},
+		{"hops big", func() { ratelimit.ClientIPConfig{Hops: 33}.KeyFunc() }, "ratelimit: ClientIPConfig.KeyFunc: Hops 33"},
+		{"header empty", func() {
+			ratelimit.ClientIPConfig{Source: ratelimit.SourceHeader, Header: "", TrustedProxies: []string{"10.0.0.1"}}.KeyFunc()
+		}, "ratelimit: ClientIPConfig.KeyFunc: SourceHeader needs a Header"},
+		{"header invalid", func() {
+			ratelimit.ClientIPConfig{Source: ratelimit.SourceHeader, Header: "X Real IP", TrustedProxies: []string{"10.0.0.1"}}.KeyFunc()
+		}, "ratelimit: ClientIPConfig.KeyFunc: invalid header name"},
+		{"header list", func() {
+			ratelimit.ClientIPConfig{Source: ratelimit.SourceHeader, Header: "x-forwarded-for", TrustedProxies: []string{"10.0.0.1"}}.KeyFunc()
+		}, "is a list"},
+		{"header no proxies", func() {
+			ratelimit.ClientIPConfig{Source: ratelimit.SourceHeader, Header: "X-Real-IP", TrustedProxies: nil}.KeyFunc()
+		}, "ratelimit: ClientIPConfig.KeyFunc: no trusted proxies"},
 		{"source", func() {
 			ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, Source: 9}.KeyFunc()
 		}, "unknown ClientIPSource"},
@@ -296,7 +304,7 @@ func TestClientIPConfigPanics(t *testing.T) {
 	// Valid configurations do not panic.
 	for _, f := range []func(){
 		func() { ratelimit.ByClientIP("10.0.0.0/8", "192.0.2.1", "2001:db8::/32", "::1", "::ffff:10.0.0.0/104") },
-		func() { ratelimit.ByClientIPHops(32) },
+		func() { ratelimit.ClientIPConfig{Hops: 32}.KeyFunc() },
 		func() {
 			ratelimit.ClientIPConfig{Hops: 3, MaxMembers: 3, Source: ratelimit.SourceForwarded, Header: "X-Forwarded"}.KeyFunc()
 		},

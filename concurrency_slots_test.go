@@ -30,7 +30,7 @@ func admit(l *ratelimit.Limiter) (func(), bool) {
 // Period after it was taken, although other requests keep taking and
 // releasing slots on the same key all along.
 func TestLostSlotExpiresWhileTrafficContinues(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	l := concurrencyLimiter(clock, 2)
 	if _, ok := admit(l); !ok { // lost: done is never called
 		t.Fatal("first request denied")
@@ -56,7 +56,7 @@ func TestLostSlotExpiresWhileTrafficContinues(t *testing.T) {
 // releases, when it finishes, nothing: not the slot another request took
 // since.
 func TestLateReleaseFreesNoOtherSlot(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	l := concurrencyLimiter(clock, 1)
 	slow, ok := admit(l)
 	if !ok {
@@ -81,7 +81,7 @@ func TestLateReleaseFreesNoOtherSlot(t *testing.T) {
 // rules on two stores (the multi-rule path releases each rule's slots by
 // token too).
 func TestLateReleaseFreesNoOtherSlotMultiRule(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	slot := ratelimit.Limit{Rate: 1, Period: time.Minute}
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 		{Name: "a", Limit: slot, Algorithm: ratelimit.Concurrency, Key: ratelimit.Global(), Store: memory.New(memory.WithClock(clock))},

@@ -57,7 +57,7 @@ var exactAlgorithms = []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindo
 // read the clock before queueing) used to restart the window every time and
 // admit all 100.
 func TestAlternatingStampsAcrossBoundary(t *testing.T) {
-	boundary := ratelimittest.Epoch.Add(time.Minute)
+	boundary := ratelimittest.Epoch().Add(time.Minute)
 	for _, alg := range exactAlgorithms {
 		s := memory.New()
 		req := ratelimit.Request{Key: "k", Limit: ratelimit.PerMinute(10), Algorithm: alg, Cost: 1}
@@ -102,7 +102,7 @@ func TestOutOfOrderStampsUnderContention(t *testing.T) {
 					defer wg.Done()
 					rng := rand.New(rand.NewPCG(uint64(g), 7))
 					for i := 0; i < 40; i++ {
-						b := ratelimittest.Epoch.Add(time.Duration(1+rng.IntN(3)) * time.Minute)
+						b := ratelimittest.Epoch().Add(time.Duration(1+rng.IntN(3)) * time.Minute)
 						at := b.Add(time.Duration(rng.IntN(20)-10) * time.Microsecond)
 						res, err := s.TakeAt(at, req)
 						if err != nil {
@@ -130,7 +130,7 @@ func TestOutOfOrderStampsUnderContention(t *testing.T) {
 func TestDailyQuotaSharedBySkewedLimiters(t *testing.T) {
 	for _, skew := range []time.Duration{100 * time.Millisecond, 2 * time.Second} {
 		t.Run(skew.String(), func(t *testing.T) {
-			midnight := ratelimittest.Epoch.Add(24 * time.Hour)
+			midnight := ratelimittest.Epoch().Add(24 * time.Hour)
 			store := memory.New(memory.WithClock(ratelimittest.NewClock(midnight)))
 			rules := []ratelimit.Rule{{Name: "daily", Quota: ratelimit.Daily(10, nil), Key: ratelimit.Global()}}
 			ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
@@ -160,7 +160,7 @@ func TestDailyQuotaSharedBySkewedLimiters(t *testing.T) {
 // clock stepped back across midnight, does not grant yesterday's quota again.
 func TestClockSteppedBackQuota(t *testing.T) {
 	for _, step := range []time.Duration{time.Second, time.Minute, time.Hour} {
-		clock := ratelimittest.NewClock(ratelimittest.Epoch.Add(24*time.Hour + 30*time.Second))
+		clock := ratelimittest.NewClock(ratelimittest.Epoch().Add(24*time.Hour + 30*time.Second))
 		h := ratelimit.NewRules([]ratelimit.Rule{{Name: "daily", Quota: ratelimit.Daily(5, nil), Key: ratelimit.Global()}},
 			ratelimit.WithStore(memory.New(memory.WithClock(clock))), ratelimit.WithClock(clock))(http.NotFoundHandler())
 		admitted := 0

@@ -18,7 +18,7 @@ func TestLongPolicyNameDenialFormatsHeaders(t *testing.T) {
 	for _, n := range []int{1, 61, 62, 63, 64} {
 		name := strings.Repeat("a", n)
 		h := ratelimit.New(ratelimit.PerSecond(1), ratelimit.ByIP(), ratelimit.WithName(name),
-			ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch)))(http.NotFoundHandler())
+			ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch())))(http.NotFoundHandler())
 		for i, want := range []int{http.StatusNotFound, http.StatusTooManyRequests} {
 			code, _, p := serve(h, ratelimittest.NewRequest("GET", "/", ""))
 			if p != nil {
@@ -50,7 +50,7 @@ func TestExtremeLimitFieldsStayInRange(t *testing.T) {
 		t.Fatalf("%v rejected: %v", lim, err)
 	}
 	h := ratelimit.New(lim, ratelimit.ByIP(), ratelimit.WithHeaders(ratelimit.HeadersIETF|ratelimit.HeadersLegacy),
-		ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch)))(http.NotFoundHandler())
+		ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch())))(http.NotFoundHandler())
 	resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
 	if resp.Code != http.StatusNotFound {
 		t.Fatalf("status %d", resp.Code)

@@ -21,8 +21,8 @@ const (
 //
 // # Key format
 //
-// Every IP key function (ByIP, ByIPPrefix, ByClientIP, ByClientIPHops,
-// ByClientIPHeader, ClientIPConfig.KeyFunc) returns the same key format, so
+// Every IP key function (ByIP, ByIPPrefix, ByClientIP,
+// ClientIPConfig.KeyFunc) returns the same key format, so
 // switching between them never changes how a client is counted:
 //
 //   - an IPv4 address as dotted quad, "192.0.2.1" (or its prefix, "192.0.2.0/24",

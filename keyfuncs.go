@@ -25,8 +25,8 @@ import (
 //
 //   - ByUser, after authentication: the identity your auth middleware
 //     established. Clients cannot mint identities.
-//   - ByIP when clients connect directly; ByClientIP (or ByClientIPHops,
-//     ByClientIPHeader) behind proxies. Never ByHeader("X-Forwarded-For").
+//   - ByIP when clients connect directly; ByClientIP (or
+//     ClientIPConfig.KeyFunc) behind proxies. Never ByHeader("X-Forwarded-For").
 //   - ByBearerToken / ByAPIKey, hashed, only after the credential has been
 //     verified (or together with an IP limit): an unverified random token is
 //     a fresh bucket.
@@ -43,12 +43,12 @@ type KeyFunc func(r *http.Request) (string, error)
 var reservedHeaders = map[string]string{
 	"X-Forwarded-For":          "ByClientIP",
 	"Forwarded":                "ClientIPConfig.KeyFunc with SourceForwarded",
-	"X-Real-Ip":                "ByClientIPHeader",
-	"True-Client-Ip":           "ByClientIPHeader",
-	"Cf-Connecting-Ip":         "ByClientIPHeader",
-	"Fastly-Client-Ip":         "ByClientIPHeader",
-	"X-Client-Ip":              "ByClientIPHeader",
-	"X-Cluster-Client-Ip":      "ByClientIPHeader",
+	"X-Real-Ip":                "ClientIPConfig.KeyFunc with SourceHeader",
+	"True-Client-Ip":           "ClientIPConfig.KeyFunc with SourceHeader",
+	"Cf-Connecting-Ip":         "ClientIPConfig.KeyFunc with SourceHeader",
+	"Fastly-Client-Ip":         "ClientIPConfig.KeyFunc with SourceHeader",
+	"X-Client-Ip":              "ClientIPConfig.KeyFunc with SourceHeader",
+	"X-Cluster-Client-Ip":      "ClientIPConfig.KeyFunc with SourceHeader",
 	"X-Original-Forwarded-For": "ClientIPConfig.KeyFunc",
 	"Authorization":            "ByBearerToken or ByAPIKey",
 	"Proxy-Authorization":      "ByAPIKey",
@@ -70,7 +70,7 @@ var reservedHeaders = map[string]string{
 //
 // It panics if name is not a valid header name, and for headers that have a
 // safer key function: X-Forwarded-For, Forwarded, X-Real-IP and other client
-// address headers (use ByClientIP or ByClientIPHeader), and Authorization,
+// address headers (use ByClientIP or ClientIPConfig.KeyFunc), and Authorization,
 // Proxy-Authorization and Cookie (use ByBearerToken, ByAPIKey or ByUser).
 func ByHeader(name string) KeyFunc {
 	if !validHeaderName(name) {
@@ -289,14 +289,14 @@ func Keys(parts ...KeyFunc) KeyFunc {
 // inlined into its caller would get a new code pointer there; the tests call
 // every constructor from another package to catch it.)
 var builtinKinds = map[uintptr]string{
-	codeOf(ByIP()):             "ip",
-	codeOf(ByClientIPHops(1)):  "client_ip",
-	codeOf(ByHeader("X-Kind")): "header",
+	codeOf(ByIP()): "ip",
+	codeOf(ClientIPConfig{Hops: 1}.KeyFunc()):                               "client_ip",
+	codeOf(ByHeader("X-Kind")):                                              "header",
 	codeOf(ByUser(func(*http.Request) (string, bool) { return "", false })): "user",
-	codeOf(ByRoute()): "route",
-	codeOf(ByRouteFunc(func(*http.Request) string { return "" })): "route",
-	codeOf(ByBearerToken()):    "bearer",
-	codeOf(ByAPIKey("X-Kind")): "api_key",
+	codeOf(ByRoute()):                                                       "route",
+	codeOf(ByRouteFunc(func(*http.Request) string { return "" })):           "route",
+	codeOf(ByBearerToken()):                                                 "bearer",
+	codeOf(ByAPIKey("X-Kind")):                                              "api_key",
 }
 
 // codeOf returns the entry point of f's code, shared by every closure made

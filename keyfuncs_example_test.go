@@ -126,8 +126,8 @@ func ExampleClientIPConfig_KeyFunc() {
 // A server reachable only through one cloud load balancer whose addresses
 // are not known in advance: the client is the rightmost X-Forwarded-For
 // member.
-func ExampleByClientIPHops() {
-	key := ratelimit.ByClientIPHops(1)
+func ExampleClientIPConfig_KeyFunc_hops() {
+	key := ratelimit.ClientIPConfig{Hops: 1}.KeyFunc()
 
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "172.31.5.9:41000"
@@ -140,8 +140,12 @@ func ExampleByClientIPHops() {
 // Behind Cloudflare, which sets CF-Connecting-IP. Only requests from
 // Cloudflare's published ranges are believed (two of them shown; list them
 // all).
-func ExampleByClientIPHeader() {
-	key := ratelimit.ByClientIPHeader("CF-Connecting-IP", "173.245.48.0/20", "2400:cb00::/32")
+func ExampleClientIPConfig_KeyFunc_header() {
+	key := ratelimit.ClientIPConfig{
+		Source:         ratelimit.SourceHeader,
+		Header:         "CF-Connecting-IP",
+		TrustedProxies: []string{"173.245.48.0/20", "2400:cb00::/32"},
+	}.KeyFunc()
 
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "173.245.48.10:443"

@@ -17,14 +17,13 @@ import (
 // The key functions are built here, in another package, so that a
 // constructor inlined into its caller (which would give its closure a new
 // code pointer) fails this test.
-func keyKindOfRule(t *testing.T, key ratelimit.KeyFunc, opts ...ratelimit.Option) string {
+func keyKindOfRule(t *testing.T, key ratelimit.KeyFunc, kind string) string {
 	t.Helper()
-	var kind string
 	seen := false
-	opts = append(opts, ratelimit.WithObserver(ratelimit.ObserverFunc(func(e ratelimit.Event) {
+	obs := ratelimit.WithObserver(ratelimit.ObserverFunc(func(e ratelimit.Event) {
 		kind, seen = e.KeyKind, true
-	})))
-	h := ratelimit.New(ratelimit.PerMinute(10), key, opts...)(http.NotFoundHandler())
+	}))
+	h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerMinute(10), Key: key, KeyKind: kind}}, obs)(http.NotFoundHandler())
 	ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/x", "203.0.113.7:1234", "Authorization", "Bearer abc", "X-API-Key", "k"))
 	if !seen {
 		t.Fatal("no event observed")
@@ -43,8 +42,8 @@ func TestBuiltinKeyFuncsReportTheirKind(t *testing.T) {
 		{"ByIP", ratelimit.ByIP(), "ip"},
 		{"ByIPPrefix", ratelimit.ByIPPrefix(32, 48), "ip"},
 		{"ByClientIP", ratelimit.ByClientIP("10.0.0.0/8"), "client_ip"},
-		{"ByClientIPHops", ratelimit.ByClientIPHops(2), "client_ip"},
-		{"ByClientIPHeader", ratelimit.ByClientIPHeader("CF-Connecting-IP", "10.0.0.0/8"), "client_ip"},
+		{"ClientIPConfig.KeyFunc with Hops", ratelimit.ClientIPConfig{Hops: 2}.KeyFunc(), "client_ip"},
+		{"ClientIPConfig.KeyFunc with SourceHeader", ratelimit.ClientIPConfig{Source: ratelimit.SourceHeader, Header: "CF-Connecting-IP", TrustedProxies: []string{"10.0.0.0/8"}}.KeyFunc(), "client_ip"},
 		{"ClientIPConfig.KeyFunc", ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.0/8"}, Source: ratelimit.SourceForwarded}.KeyFunc(), "client_ip"},
 		{"ByHeader", ratelimit.ByHeader("X-Tenant"), "header"},
 		{"ByUser", ratelimit.ByUser(user), "user"},
@@ -56,15 +55,15 @@ func TestBuiltinKeyFuncsReportTheirKind(t *testing.T) {
 		{"custom", custom, "key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := keyKindOfRule(t, tc.key); got != tc.want {
+			if got := keyKindOfRule(t, tc.key, ""); got != tc.want {
 				t.Fatalf("KeyKind %q, want %q", got, tc.want)
 			}
 		})
 	}
 }
 
-func TestWithKeyKindOverridesTheBuiltinKind(t *testing.T) {
-	if got := keyKindOfRule(t, ratelimit.ByIP(), ratelimit.WithKeyKind("office")); got != "office" {
+func TestRuleKeyKindOverridesTheBuiltinKind(t *testing.T) {
+	if got := keyKindOfRule(t, ratelimit.ByIP(), "office"); got != "office" {
 		t.Fatalf("KeyKind %q, want office", got)
 	}
 }
@@ -85,7 +84,7 @@ func policies(h http.Header) []string {
 func TestNestedLimitersWithoutNamesReportDistinctPolicies(t *testing.T) {
 	perIP := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP())
 	perKey := ratelimit.New(ratelimit.PerSecond(1).WithBurst(1), ratelimit.ByAPIKey("X-API-Key"),
-		ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))) // a second between the requests must not refill it
+		ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch()))) // a second between the requests must not refill it
 	h := perIP(perKey(http.NotFoundHandler()))
 	req := func() *ratelimittest.Response {
 		return ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "203.0.113.7:1", "X-API-Key", "k"))
@@ -118,14 +117,27 @@ func TestDefaultNameDescribesTheRule(t *testing.T) {
 		{ratelimit.Limit{Rate: 3, Period: 90 * time.Second}, ratelimit.ByIP(), nil, "ip-3-per-90s"},
 		{ratelimit.Limit{Rate: 5, Period: 1500 * time.Millisecond}, ratelimit.ByIP(), nil, "ip-5-per-1500ms"},
 		{ratelimit.PerSecond(10), ratelimit.ByIP(), []ratelimit.Option{ratelimit.WithAlgorithm(ratelimit.SlidingWindow)}, "ip-10-per-1s-sliding-window"},
-		{ratelimit.PerSecond(10), ratelimit.ByIP(), []ratelimit.Option{ratelimit.WithKeyKind("tenant id")}, "tenant_id-10-per-1s"},
-		{ratelimit.PerSecond(10), ratelimit.ByIP(), []ratelimit.Option{ratelimit.WithKeyKind(strings.Repeat("k", 80))}, strings.Repeat("k", 64)},
 		{ratelimit.PerSecond(10), ratelimit.ByIP(), []ratelimit.Option{ratelimit.WithName("login")}, "login"},
 	} {
 		h := ratelimit.New(tc.limit, tc.key, tc.opts...)(http.NotFoundHandler())
 		resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "203.0.113.7:1"))
 		if got := policies(resp.Header); len(got) != 1 || got[0] != tc.want {
 			t.Errorf("%+v %v: policies %q, want %q", tc.limit, tc.opts, got, tc.want)
+		}
+	}
+}
+
+// TestDefaultNameUsesTheRuleKeyKind: a Rule's KeyKind, sanitised and cut
+// to the name's 64 characters, leads its default name.
+func TestDefaultNameUsesTheRuleKeyKind(t *testing.T) {
+	for kind, want := range map[string]string{
+		"tenant id":             "tenant_id-10-per-1s",
+		strings.Repeat("k", 80): strings.Repeat("k", 64),
+	} {
+		h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(10), Key: ratelimit.ByIP(), KeyKind: kind}})(http.NotFoundHandler())
+		resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "203.0.113.7:1"))
+		if got := policies(resp.Header); len(got) != 1 || got[0] != want {
+			t.Errorf("KeyKind %q: policies %q, want %q", kind, got, want)
 		}
 	}
 }

@@ -63,7 +63,7 @@ func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 		name = "" // compileRule derives one from the limit and the key
 	}
 	r := Rule{
-		Name: name, Limit: limit, Key: key, KeyKind: c.keyKind, Algorithm: c.algorithm,
+		Name: name, Limit: limit, Key: key, Algorithm: c.algorithm,
 		Cost: c.costFunc, OnStoreError: c.failure, Pace: c.pace, Settled: c.settled,
 	}
 	return newLimiter([]Rule{r}, c)

@@ -10,33 +10,30 @@ import (
 type Option func(*config)
 
 type config struct {
-	store        Store
-	clock        Clock
-	name         string
-	algorithm    Algorithm
-	costFunc     func(*http.Request) int
-	headers      HeaderStyle
-	carveOuts    []string
-	skippers     []func(*http.Request) bool
-	denied       http.Handler
-	onError      func(http.ResponseWriter, *http.Request, error)
-	onKeyError   KeyErrorPolicy
-	keyErrStatus int
-	observers    []Observer
-	timeout      time.Duration
-	keyKind      string
-	failure      FailurePolicy
-	pace         Pace
-	settled      bool
-	ruleOpts     []string // rule-level options used, rejected by NewRules
+	store      Store
+	clock      Clock
+	name       string
+	algorithm  Algorithm
+	costFunc   func(*http.Request) int
+	headers    HeaderStyle
+	carveOuts  []string
+	skippers   []func(*http.Request) bool
+	denied     http.Handler
+	onError    func(http.ResponseWriter, *http.Request, error)
+	onKeyError KeyErrorPolicy
+	observers  []Observer
+	timeout    time.Duration
+	failure    FailurePolicy
+	pace       Pace
+	settled    bool
+	ruleOpts   []string // rule-level options used, rejected by NewRules
 }
 
 func defaultConfig() config {
 	return config{
-		name:         "default",
-		headers:      HeadersIETF,
-		carveOuts:    DefaultCarveOuts(),
-		keyErrStatus: http.StatusBadRequest,
+		name:      "default",
+		headers:   HeadersIETF,
+		carveOuts: DefaultCarveOuts(),
 	}
 }
 
@@ -170,35 +167,42 @@ func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error))
 }
 
 // KeyErrorPolicy is what happens to a request whose key cannot be extracted
-// (the KeyFunc returned an error): never a silent bypass.
-type KeyErrorPolicy uint8
-
-const (
-	// RejectKeyError answers 400 Bad Request (or the status given to
-	// OnKeyErrorStatus) with an RFC 9457 problem body. The default.
-	RejectKeyError KeyErrorPolicy = iota
-
-	// SharedBucketOnKeyError counts every request without a key in one bucket
-	// per rule, under the same limit: anonymous traffic as a whole is limited
-	// as one client would be.
-	SharedBucketOnKeyError
-)
-
-// OnKeyError sets the key-error policy; RejectKeyError unless set.
-func OnKeyError(p KeyErrorPolicy) Option {
-	if p > SharedBucketOnKeyError {
-		panic(fmt.Sprintf("ratelimit: OnKeyError(%d): unknown policy", p))
-	}
-	return func(c *config) { c.onKeyError = p }
+// (the KeyFunc returned an error): never a silent bypass. Make one with
+// RejectKeyError or SharedBucketOnKeyError. The zero value is
+// RejectKeyError(http.StatusBadRequest), the default.
+type KeyErrorPolicy struct {
+	shared bool
+	status int // 0 means 400
 }
 
-// OnKeyErrorStatus sets the status of RejectKeyError responses (400 unless
-// set), for example 401 for a rule keyed by an authenticated user.
-func OnKeyErrorStatus(status int) Option {
-	if status < 400 || status > 599 {
-		panic(fmt.Sprintf("ratelimit: OnKeyErrorStatus(%d): use a 4xx or 5xx status", status))
+// RejectKeyError answers the request with status, a 4xx or 5xx (0 means
+// 400 Bad Request; 401 suits a rule keyed by an authenticated user), and an
+// RFC 9457 problem body, without running the handler. It panics on another
+// status.
+func RejectKeyError(status int) KeyErrorPolicy {
+	if status != 0 && (status < 400 || status > 599) {
+		panic(fmt.Sprintf("ratelimit: RejectKeyError(%d): use a 4xx or 5xx status", status))
 	}
-	return func(c *config) { c.keyErrStatus = status }
+	return KeyErrorPolicy{status: status}
+}
+
+// SharedBucketOnKeyError counts every request without a key in one bucket
+// per rule, under the same limit: anonymous traffic as a whole is limited as
+// one client would be.
+func SharedBucketOnKeyError() KeyErrorPolicy { return KeyErrorPolicy{shared: true} }
+
+// rejectStatus is the status of a rejected request without a key.
+func (p KeyErrorPolicy) rejectStatus() int {
+	if p.status == 0 {
+		return http.StatusBadRequest
+	}
+	return p.status
+}
+
+// OnKeyError sets the key-error policy of every rule of the Limiter;
+// RejectKeyError(400) unless set.
+func OnKeyError(p KeyErrorPolicy) Option {
+	return func(c *config) { c.onKeyError = p }
 }
 
 // WithFailurePolicy sets what the rule of New does when its store fails;
@@ -216,12 +220,6 @@ func WithTimeout(d time.Duration) Option {
 		panic(fmt.Sprintf("ratelimit: WithTimeout(%v): negative budget", d))
 	}
 	return func(c *config) { c.timeout = d }
-}
-
-// WithKeyKind labels the key of New's rule in events and metrics, such as
-// "ip" or "user"; "key" unless set.
-func WithKeyKind(kind string) Option {
-	return func(c *config) { c.keyKind = kind; c.ruleOpts = append(c.ruleOpts, "WithKeyKind") }
 }
 
 // WithObserver sends every decision to o: allowed, denied, shadow-denied,

@@ -61,10 +61,10 @@ func keyProblemBody(status int) []byte {
 // writeKeyProblem answers a request that ru's key function failed on.
 func writeKeyProblem(w http.ResponseWriter, ru *rule, err error) {
 	body := ru.keyProblem
-	if b := keyProblemDetail(ru.keyErrStatus, err); b != nil {
+	if b := keyProblemDetail(ru.onKeyError.rejectStatus(), err); b != nil {
 		body = b
 	}
-	writeBody(w, ru.keyErrStatus, body)
+	writeBody(w, ru.onKeyError.rejectStatus(), body)
 }
 
 // costProblemBody is the RFC 9457 body of a request that costs more than

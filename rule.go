@@ -101,7 +101,6 @@ type rule struct {
 	problem      []byte // the 429 body naming this rule alone
 	keyProblem   []byte
 	onKeyError   KeyErrorPolicy
-	keyErrStatus int
 	static       bool // no LimitFunc, Quota or QuotaFunc
 	local        bool // its store answers from process memory
 	storeID      int  // rules with the same store share an ID
@@ -127,12 +126,11 @@ func compileRule(r Rule, c config) *rule {
 		r.Store = c.store
 	}
 	ru := &rule{
-		Rule:         r,
-		quotedName:   strconv.Quote(r.Name),
-		noKeyRule:    r.Name + "#nokey",
-		onKeyError:   c.onKeyError,
-		keyErrStatus: c.keyErrStatus,
-		static:       r.LimitFunc == nil && r.QuotaFunc == nil && r.Quota.IsZero(),
+		Rule:       r,
+		quotedName: strconv.Quote(r.Name),
+		noKeyRule:  r.Name + "#nokey",
+		onKeyError: c.onKeyError,
+		static:     r.LimitFunc == nil && r.QuotaFunc == nil && r.Quota.IsZero(),
 	}
 	if ls, ok := r.Store.(LocalStore); ok && ls.Local() {
 		ru.local = true
@@ -162,7 +160,7 @@ func compileRule(r Rule, c config) *rule {
 		panic(fmt.Sprintf("ratelimit: rule %q: a concurrency limit holds slots, it has no cost to settle", r.Name))
 	}
 	ru.problem = problemBody([]string{r.Name})
-	ru.keyProblem = keyProblemBody(c.keyErrStatus)
+	ru.keyProblem = keyProblemBody(c.onKeyError.rejectStatus())
 	return ru
 }
 
@@ -244,7 +242,7 @@ func (ru *rule) request(r *http.Request, now time.Time, req *Request) (use, erro
 	*req = Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
 	key, err := ru.Key(r)
 	switch {
-	case err != nil && ru.onKeyError == RejectKeyError:
+	case err != nil && !ru.onKeyError.shared:
 		return keyFailed, err
 	case err != nil:
 		req.Rule = ru.noKeyRule

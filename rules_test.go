@@ -387,6 +387,8 @@ func TestNewRulesConfigErrors(t *testing.T) {
 		"invalid limit":    func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Key: byPeer}}) },
 		"bad quota":        func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Key: byPeer, Quota: ratelimit.Daily(0, nil)}}) },
 		"bad fail status":  func() { ratelimit.FailClosed(500) },
+		"key error 200":    func() { ratelimit.RejectKeyError(200) },
+		"key error 600":    func() { ratelimit.RejectKeyError(600) },
 		"tiers w/o plans":  func() { ratelimit.Tiers("t", byPeer, func(*http.Request) (string, bool) { return "", false }, nil) },
 		"negative timeout": func() { ratelimit.WithTimeout(-1) },
 	}

@@ -58,7 +58,7 @@ func probeRemaining(t *testing.T, h http.Handler) int {
 // estimate is charged ten times, and the next request sees it; one that
 // reports less gets the difference back.
 func TestSettledCostIsChargedInFull(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	h := settling(ratelimit.PerHour(100), 2, nil, ratelimit.WithClock(clock))
 	serve(h, actual(20))
 	if got := probeRemaining(t, h); got != 100-20-2 {
@@ -74,7 +74,7 @@ func TestSettledCostIsChargedInFull(t *testing.T) {
 // context is cancelled), the handler still reports its cost, and the
 // settlement is made on a context that is not the client's.
 func TestSettlementOutlivesTheClient(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	store := liveCtxStore{memory.New(memory.WithClock(clock))}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := settling(ratelimit.PerHour(100), 1, func(*http.Request) { cancel() }, ratelimit.WithClock(clock), ratelimit.WithStore(store))
@@ -110,7 +110,7 @@ func (s liveCtxStore) Return(ctx context.Context, r ratelimit.Request) error {
 func TestSettlementCountsInTheRequestsWindow(t *testing.T) {
 	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow} {
 		t.Run(alg.String(), func(t *testing.T) {
-			clock := ratelimittest.NewClock(ratelimittest.Epoch)
+			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			store := memory.New(memory.WithClock(clock))
 			late := func(*http.Request) { clock.Advance(time.Minute) } // the handler runs into the next window
 			opts := []ratelimit.Option{ratelimit.WithClock(clock), ratelimit.WithAlgorithm(alg), ratelimit.WithStore(store)}
@@ -149,7 +149,7 @@ func TestSettlementsKeepTheExactBounds(t *testing.T) {
 			func(a, b time.Duration) bool { return a/time.Hour == b/time.Hour }},
 	} {
 		t.Run(tc.alg.String(), func(t *testing.T) {
-			clock := ratelimittest.NewClock(ratelimittest.Epoch)
+			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			h := settling(tc.limit, 2, nil, ratelimit.WithClock(clock), ratelimit.WithAlgorithm(tc.alg))
 			rng := rand.New(rand.NewPCG(7, 11))
 			type charge struct {
@@ -162,7 +162,7 @@ func TestSettlementsKeepTheExactBounds(t *testing.T) {
 				clock.Advance(time.Duration(rng.IntN(60)) * time.Second)
 				n := rng.IntN(7) // 0..6 against the estimate of 2
 				if code, _, _ := serve(h, actual(n)); code == 200 {
-					charges = append(charges, charge{clock.Now().Sub(ratelimittest.Epoch), n})
+					charges = append(charges, charge{clock.Now().Sub(ratelimittest.Epoch()), n})
 				} else {
 					denied++
 				}
@@ -189,7 +189,7 @@ func TestSettleReachesNestedLimiters(t *testing.T) {
 	if ratelimit.Settle(context.Background(), 5) {
 		t.Fatal("Settle outside a limiter reported a settled rule")
 	}
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	outer := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement(), ratelimit.WithName("outer"))
 	inner := ratelimit.NewLimiter(ratelimit.PerHour(50), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement(), ratelimit.WithName("inner"))
 	h := outer.Handler(inner.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
@@ -207,7 +207,7 @@ func TestSettleReachesNestedLimiters(t *testing.T) {
 // TestAllowAtMostGrantsWhatFits: a batch caller gets as many of its events
 // as fit, never more, and zero with the wait when none fit.
 func TestAllowAtMostGrantsWhatFits(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 		{Name: "wide", Limit: ratelimit.PerMinute(100), Key: ratelimit.Global()},
 		{Name: "narrow", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global()},
@@ -252,7 +252,7 @@ func TestSettlesReportsSettledRules(t *testing.T) {
 // from one verdict (an adapter, then a wrapper of the user's) neither
 // loops nor charges twice.
 func TestVerdictContextTwiceIsHarmless(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	l := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement())
 	r := httptest.NewRequest("GET", "/", nil)
 	v := l.Check(r)
@@ -270,7 +270,7 @@ func TestVerdictContextTwiceIsHarmless(t *testing.T) {
 // served, Settle (from a goroutine the handler left behind) changes
 // nothing and says so.
 func TestSettleAfterTheResponseReportsFalse(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	l := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement())
 	var ctx context.Context
 	serve(l.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ctx = r.Context() })), httptest.NewRequest("GET", "/", nil))
@@ -285,7 +285,7 @@ func TestSettleAfterTheResponseReportsFalse(t *testing.T) {
 // TestHugeSettlementIsBounded: Settle(ctx, math.MaxInt) puts the key in
 // the largest debt, and the next response's fields stay well-formed.
 func TestHugeSettlementIsBounded(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	l := ratelimit.NewLimiter(ratelimit.PerMinute(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement())
 	h := l.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ratelimit.Settle(r.Context(), math.MaxInt) }))
 	serve(h, httptest.NewRequest("GET", "/", nil))
@@ -301,7 +301,7 @@ func TestHugeSettlementIsBounded(t *testing.T) {
 // units left, the rule with more left having the longer wait: AllowAtMost
 // grants the 6 the tightest rule has left.
 func TestAllowAtMostFindsWhatFitsAcrossRules(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 		{Name: "day", Limit: ratelimit.PerDay(19), Key: ratelimit.Global()},
 		{Name: "hour", Limit: ratelimit.PerHour(18), Key: ratelimit.Global()},

@@ -69,7 +69,7 @@ func (v Verdict) Status() int {
 	case verdictAdaptive, verdictCanceled:
 		return http.StatusServiceUnavailable
 	case verdictKeyError:
-		return v.top.keyErrStatus
+		return v.top.onKeyError.rejectStatus()
 	case verdictFailedClosed:
 		return v.top.OnStoreError.status
 	case verdictMisconfigured:

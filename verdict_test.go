@@ -266,7 +266,7 @@ func (s *countingStore) Return(ctx context.Context, req ratelimit.Request) error
 // rule allows, every slot taken is given back exactly once (compensation
 // included), and the limiter ends with its full capacity.
 func TestVerdictCopiesReleaseSlotsOnceUnderContention(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	wide := &countingStore{Store: memory.New(memory.WithClock(clock))}
 	tight := &countingStore{Store: memory.New(memory.WithClock(clock))}
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{

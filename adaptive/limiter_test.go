@@ -40,8 +40,8 @@ func TestAdaptiveWindowOfTimeoutsLowersLimit(t *testing.T) {
 	for _, initial := range []int{2, 7, 20, 100, 1000} {
 		for _, inflight := range []int{1, initial / 2, initial} {
 			for _, rtt := range []time.Duration{time.Microsecond, 5 * time.Millisecond, 30 * time.Second} {
-				l := adaptive.NewAt(adaptive.Config{Initial: initial, Max: 1000}, ratelimittest.Epoch)
-				now := ratelimittest.Epoch
+				l := adaptive.NewAt(adaptive.Config{Initial: initial, Max: 1000}, ratelimittest.Epoch())
+				now := ratelimittest.Epoch()
 				// Learn a minimum RTT and close a few healthy windows.
 				for range 5 {
 					now = fillWindow(t, l, now, max(inflight, 10), 5*time.Millisecond, adaptive.SampleSuccess)
@@ -69,8 +69,8 @@ func TestAdaptiveWindowOfTimeoutsLowersLimit(t *testing.T) {
 // the in-flight count below zero, and never panic.
 func TestAdaptiveBoundsHoldUnderHostileInput(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
-	l := adaptive.NewAt(adaptive.Config{Min: 3, Max: 40, Initial: 10, MinSamples: 2, Window: time.Millisecond}, ratelimittest.Epoch)
-	now := ratelimittest.Epoch
+	l := adaptive.NewAt(adaptive.Config{Min: 3, Max: 40, Initial: 10, MinSamples: 2, Window: time.Millisecond}, ratelimittest.Epoch())
+	now := ratelimittest.Epoch()
 	var held []adaptive.Ticket
 	for i := range 200_000 {
 		now = now.Add(time.Duration(rng.Int64N(int64(2*time.Millisecond))) - time.Millisecond/2) // sometimes backwards
@@ -96,8 +96,8 @@ func TestAdaptiveBoundsHoldUnderHostileInput(t *testing.T) {
 // TestAdaptiveLowPriorityRejectedFirst: at the limit, non-critical requests
 // may fill only LowPriorityShare of it, critical ones all of it.
 func TestAdaptiveLowPriorityRejectedFirst(t *testing.T) {
-	l := adaptive.NewAt(adaptive.Config{Min: 8, Max: 8, Initial: 8, LowPriorityShare: 0.5}, ratelimittest.Epoch)
-	now := ratelimittest.Epoch
+	l := adaptive.NewAt(adaptive.Config{Min: 8, Max: 8, Initial: 8, LowPriorityShare: 0.5}, ratelimittest.Epoch())
+	now := ratelimittest.Epoch()
 	low := 0
 	for {
 		if _, ok := l.AcquireAt(now, false); !ok {
@@ -155,8 +155,8 @@ func TestAdaptiveNeverAdmitsMoreThanTheLimit(t *testing.T) {
 // TestAdaptiveRequestPathDoesNotAllocate: acquire and release allocate
 // nothing, window closes included.
 func TestAdaptiveRequestPathDoesNotAllocate(t *testing.T) {
-	l := adaptive.NewAt(adaptive.Config{Window: time.Millisecond, MinSamples: 1}, ratelimittest.Epoch)
-	now := ratelimittest.Epoch
+	l := adaptive.NewAt(adaptive.Config{Window: time.Millisecond, MinSamples: 1}, ratelimittest.Epoch())
+	now := ratelimittest.Epoch()
 	allocs := testing.AllocsPerRun(1000, func() {
 		now = now.Add(300 * time.Microsecond)
 		tk, _ := l.AcquireAt(now, true)
@@ -181,8 +181,8 @@ func TestAdaptiveRequestPathDoesNotAllocate(t *testing.T) {
 // the limit, the minimum RTT and the sample RTT.
 func TestAdaptiveOnWindowReportsState(t *testing.T) {
 	var got []adaptive.State
-	l := adaptive.NewAt(adaptive.Config{OnWindow: func(s adaptive.State) { got = append(got, s) }}, ratelimittest.Epoch)
-	now := ratelimittest.Epoch
+	l := adaptive.NewAt(adaptive.Config{OnWindow: func(s adaptive.State) { got = append(got, s) }}, ratelimittest.Epoch())
+	now := ratelimittest.Epoch()
 	for range 3 {
 		now = fillWindow(t, l, now, 20, 5*time.Millisecond, adaptive.SampleSuccess).Add(100 * time.Millisecond)
 	}
@@ -227,11 +227,11 @@ func TestAdaptiveConfigPanics(t *testing.T) {
 // TestAdaptiveTicketReleasedTwiceDoesNotPanic: misuse (a ticket released
 // twice, the first requests' included) corrupts nothing beyond the count.
 func TestAdaptiveTicketReleasedTwiceDoesNotPanic(t *testing.T) {
-	l := adaptive.NewAt(adaptive.Config{}, ratelimittest.Epoch)
+	l := adaptive.NewAt(adaptive.Config{}, ratelimittest.Epoch())
 	for range 20 {
-		tk, _ := l.AcquireAt(ratelimittest.Epoch, true)
-		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), adaptive.SampleSuccess)
-		tk.ReleaseAt(ratelimittest.Epoch.Add(time.Millisecond), adaptive.SampleSuccess)
+		tk, _ := l.AcquireAt(ratelimittest.Epoch(), true)
+		tk.ReleaseAt(ratelimittest.Epoch().Add(time.Millisecond), adaptive.SampleSuccess)
+		tk.ReleaseAt(ratelimittest.Epoch().Add(time.Millisecond), adaptive.SampleSuccess)
 	}
 	var zero adaptive.Ticket
 	zero.Release(adaptive.SampleDrop)
@@ -246,8 +246,8 @@ func TestAdaptiveTicketReleasedTwiceDoesNotPanic(t *testing.T) {
 // whole traffic, and drops are counted in full.
 func TestAdaptiveSamplesAtHighRates(t *testing.T) {
 	const perWindow = 20000
-	l := adaptive.NewAt(adaptive.Config{Initial: 25000, Max: 50000}, ratelimittest.Epoch)
-	now := ratelimittest.Epoch
+	l := adaptive.NewAt(adaptive.Config{Initial: 25000, Max: 50000}, ratelimittest.Epoch())
+	now := ratelimittest.Epoch()
 	for range 5 {
 		now = fillWindow(t, l, now, perWindow, 5*time.Millisecond, adaptive.SampleSuccess).Add(100 * time.Millisecond)
 	}

@@ -28,7 +28,7 @@ func (s simAdaptive) Acquire(now time.Time, critical bool) (func(time.Time, bool
 func (s simAdaptive) Limit() int { return s.l.State().Limit }
 
 func newSimAdaptive(a adaptive.Config) simAdaptive {
-	return simAdaptive{adaptive.NewAt(a, ratelimittest.Epoch)}
+	return simAdaptive{adaptive.NewAt(a, ratelimittest.Epoch())}
 }
 
 const (

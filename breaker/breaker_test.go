@@ -40,7 +40,7 @@ var (
 // byPeer keys requests by RemoteAddr.
 func byPeer(r *http.Request) (string, error) { return r.RemoteAddr, nil }
 
-func newClock() *ratelimittest.Clock { return ratelimittest.NewClock(ratelimittest.Epoch) }
+func newClock() *ratelimittest.Clock { return ratelimittest.NewClock(ratelimittest.Epoch()) }
 
 // TestBreakerOpensProbesAndCloses walks the circuit through its states:
 // consecutive failures open it, an open circuit never calls the store, a

@@ -56,7 +56,7 @@ type Route struct {
 //   - a failing store fails open by default and answers 503 under
 //     FailClosed(503), without running the handler;
 //   - a key error gets the key-error policy's status (400, or the one set
-//     with OnKeyErrorStatus) without running the handler;
+//     with OnKeyError(RejectKeyError(status))) without running the handler;
 //   - WithSkip predicates let requests through without fields;
 //   - Concurrency slots are held while the handler runs and released when
 //     it returns or panics;
@@ -102,7 +102,7 @@ func (hs *handlers) expectCalls(t *testing.T, n int64, what string) {
 	}
 }
 
-func still() ratelimit.Option { return ratelimit.WithClock(NewClock(Epoch)) }
+func still() ratelimit.Option { return ratelimit.WithClock(NewClock(Epoch())) }
 
 func send(h http.Handler, method, target string, header ...string) *Response {
 	return Do(h, NewRequest(method, target, "", header...))

@@ -66,7 +66,7 @@ func (a Adapter) testSameAsCore(t *testing.T) {
 	styles := []ratelimit.HeaderStyle{ratelimit.HeadersIETF, ratelimit.HeadersIETF | ratelimit.HeadersLegacy}
 	for _, style := range styles {
 		var hs handlers
-		clockA, clockB := NewClock(Epoch), NewClock(Epoch)
+		clockA, clockB := NewClock(Epoch()), NewClock(Epoch())
 		opts := func(c *Clock) []ratelimit.Option {
 			return []ratelimit.Option{ratelimit.WithClock(c), ratelimit.WithHeaders(style), ratelimit.WithName("same")}
 		}

@@ -17,13 +17,16 @@ type Clock struct {
 // a time on the boundary of every common window (second, minute, hour, day).
 func NewClock(t time.Time) *Clock {
 	if t.IsZero() {
-		t = Epoch
+		t = Epoch()
 	}
 	return &Clock{now: t}
 }
 
-// Epoch is the default start of a Clock.
-var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+// Epoch returns the default start of a Clock, 2026-01-01 00:00:00 UTC: the
+// start of a year, a month, a day and every shorter window (not of an ISO
+// week: it is a Thursday). A function, so that no test can move it for
+// every other.
+func Epoch() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 // Now returns the clock's current time.
 func (c *Clock) Now() time.Time {

@@ -12,10 +12,10 @@ import (
 
 func TestClock(t *testing.T) {
 	c := ratelimittest.NewClock(time.Time{})
-	if !c.Now().Equal(ratelimittest.Epoch) {
+	if !c.Now().Equal(ratelimittest.Epoch()) {
 		t.Fatalf("zero start: %v", c.Now())
 	}
-	if got := c.Advance(90 * time.Second); !got.Equal(ratelimittest.Epoch.Add(90 * time.Second)) {
+	if got := c.Advance(90 * time.Second); !got.Equal(ratelimittest.Epoch().Add(90 * time.Second)) {
 		t.Fatalf("Advance: %v", got)
 	}
 	at := time.Date(2030, 5, 1, 0, 0, 0, 0, time.UTC)

@@ -152,7 +152,7 @@ func (s Simulation) Run(l SimLimiter) SimResult {
 	if s.Backoff <= 0 {
 		s.Backoff = s.Service
 	}
-	r := &simRun{s: &s, l: l, rng: rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15)), start: Epoch}
+	r := &simRun{s: &s, l: l, rng: rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15)), start: Epoch()}
 	if s.Sleep {
 		r.start = time.Now()
 	}

@@ -28,7 +28,7 @@ type NewStoreFunc func(t *testing.T, clock ratelimit.Clock) ratelimit.Store
 func TestStore(t *testing.T, newStore NewStoreFunc) {
 	for _, tc := range append(append(storeCases[:len(storeCases):len(storeCases)], exactCases...), shapeCases...) {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := NewClock(Epoch)
+			clock := NewClock(Epoch())
 			s := newStore(t, clock)
 			tc.run(t, &storeTester{t: t, s: s, clock: clock})
 		})
@@ -72,7 +72,7 @@ func (st *storeTester) remaining(req ratelimit.Request) int {
 	return got.Remaining
 }
 
-func (st *storeTester) elapsed() time.Duration { return st.clock.Now().Sub(Epoch) }
+func (st *storeTester) elapsed() time.Duration { return st.clock.Now().Sub(Epoch()) }
 
 func allowed(remaining int, reset time.Duration) ratelimit.Result {
 	return ratelimit.Result{Allowed: true, Remaining: remaining, ResetAfter: reset}
@@ -189,7 +189,7 @@ var storeCases = []struct {
 		st.take(req, allowed(4, 60*time.Second))
 	}},
 	{"FixedWindow/explicit-window", func(t *testing.T, st *storeTester) {
-		start := Epoch.Add(-6 * time.Hour) // a day starting 18:00 UTC the day before
+		start := Epoch().Add(-6 * time.Hour) // a day starting 18:00 UTC the day before
 		req := withAlg(gcra("k", ratelimit.PerDay(2), 1), ratelimit.FixedWindow)
 		req.Window = ratelimit.Window{Start: start.UnixNano(), End: start.Add(24 * time.Hour).UnixNano()}
 		st.take(req, allowed(1, 18*time.Hour))

@@ -58,7 +58,7 @@ var exactCases = []struct {
 	{"ClockSteppedBack/never-admits-more", func(t *testing.T, st *storeTester) {
 		for _, step := range []time.Duration{time.Second, time.Minute, time.Hour} {
 			for _, a := range bounded {
-				st.clock.Set(Epoch.Add(30 * time.Second))
+				st.clock.Set(Epoch().Add(30 * time.Second))
 				req := withAlg(gcra(fmt.Sprintf("%v-%v", a, step), ratelimit.PerMinute(10), 1), a)
 				for i := 0; i < 10; i++ {
 					if !st.admit(req) {
@@ -72,7 +72,7 @@ var exactCases = []struct {
 					}
 				}
 				// Once the clock is past the used window again, the key is usable.
-				st.clock.Set(Epoch.Add(3 * time.Minute))
+				st.clock.Set(Epoch().Add(3 * time.Minute))
 				if !st.admit(req) {
 					t.Fatalf("%v: still denied two windows after the clock caught up", a)
 				}
@@ -81,7 +81,7 @@ var exactCases = []struct {
 	}},
 	{"ClockSteppedBack/calendar-quota", func(t *testing.T, st *storeTester) {
 		for _, step := range []time.Duration{time.Second, time.Minute, time.Hour} {
-			st.clock.Set(Epoch.Add(24*time.Hour + 30*time.Minute))
+			st.clock.Set(Epoch().Add(24*time.Hour + 30*time.Minute))
 			req := daily(10, dayWindow(st.clock.Now()))
 			req.Key = "step-" + step.String()
 			for i := 0; i < 10; i++ {
@@ -102,7 +102,7 @@ var exactCases = []struct {
 	// Those stamped in the later window count in it (or a later one), so at
 	// most 10 of them are admitted, and at most 20 in all.
 	{"OutOfOrder/alternating-across-boundary", func(t *testing.T, st *storeTester) {
-		boundary := Epoch.Add(time.Minute)
+		boundary := Epoch().Add(time.Minute)
 		for _, a := range bounded {
 			req := withAlg(gcra("alt-"+a.String(), ratelimit.PerMinute(10), 1), a)
 			late, all := 0, 0
@@ -128,7 +128,7 @@ var exactCases = []struct {
 	// either side of a boundary before its request: arrivals out of order.
 	// Whatever the order, the key's two windows hold at most 10 each.
 	{"OutOfOrder/64-goroutines-one-key", func(t *testing.T, st *storeTester) {
-		boundary := Epoch.Add(time.Minute)
+		boundary := Epoch().Add(time.Minute)
 		for _, a := range bounded {
 			req := withAlg(gcra("hot-"+a.String(), ratelimit.PerMinute(10), 1), a)
 			n, err := concurrentTakes(st, req, 64, 8, func(g, i int) {
@@ -149,7 +149,7 @@ var exactCases = []struct {
 	// may count in yesterday: at most 10+1 in all.
 	{"SkewedInstances/daily-quota", func(t *testing.T, st *storeTester) {
 		for _, skew := range []time.Duration{100 * ms, 2 * time.Second} {
-			midnight := Epoch.Add(24 * time.Hour)
+			midnight := Epoch().Add(24 * time.Hour)
 			st.clock.Set(midnight.Add(skew / 2))
 			behind, ahead := midnight.Add(-skew/2), midnight.Add(skew/2)
 			all := 0

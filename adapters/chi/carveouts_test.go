@@ -26,7 +26,7 @@ func servedBy(name string) http.HandlerFunc {
 // p, on a clock that stands still.
 func exhaustible(p *ratelimittest.CarveOutProber) *ratelimit.Limiter {
 	return ratelimit.NewLimiter(ratelimit.PerHour(2), ratelimit.Global(),
-		ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch)),
+		ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch())),
 		ratelimit.WithCarveOuts(carveOutPaths...), ratelimit.WithObserver(p))
 }
 

@@ -178,7 +178,7 @@ func TestByRouteHandBuiltContext(t *testing.T) {
 
 // newClockOpts returns options making a limiter deterministic.
 func newClockOpts() []ratelimit.Option {
-	return []ratelimit.Option{ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))}
+	return []ratelimit.Option{ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch()))}
 }
 
 func TestGlobalGroupAndRouteLimitsNest(t *testing.T) {
@@ -269,7 +269,7 @@ func benchServe(b *testing.B, h http.Handler) {
 // handler that settles 10 units is charged 10: the next response's
 // RateLimit shows both requests' units. Carve-outs still hold.
 func TestSettledCostReachesTheLimiter(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	r := chi.NewRouter()
 	r.Use(ratelimitchi.New(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement()))
 	r.Get("/healthz", func(http.ResponseWriter, *http.Request) {})

@@ -19,7 +19,7 @@ func ok(c *echo.Context) error { return c.String(http.StatusOK, "ok") }
 func okHTTP(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }
 
 func clock() ratelimit.Option {
-	return ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))
+	return ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch()))
 }
 
 func TestByRoutePlacements(t *testing.T) {
@@ -155,8 +155,8 @@ func TestSkipper(t *testing.T) {
 func TestHookPathSameResponsesAsCore(t *testing.T) {
 	styles := []ratelimit.HeaderStyle{ratelimit.HeadersIETF, ratelimit.HeadersIETF | ratelimit.HeadersLegacy}
 	for _, style := range styles {
-		clockA := ratelimittest.NewClock(ratelimittest.Epoch)
-		clockB := ratelimittest.NewClock(ratelimittest.Epoch)
+		clockA := ratelimittest.NewClock(ratelimittest.Epoch())
+		clockB := ratelimittest.NewClock(ratelimittest.Epoch())
 		limit := ratelimit.PerMinute(3)
 		core := ratelimit.New(limit, ratelimit.ByIP(), ratelimit.WithClock(clockA), ratelimit.WithHeaders(style))(http.HandlerFunc(okHTTP))
 		cfg := ratelimitecho.Config{Limit: limit, Key: ratelimit.ByIP(),

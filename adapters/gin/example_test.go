@@ -94,7 +94,7 @@ func ExampleNewWithConfig() {
 		Limit: ratelimit.PerMinute(1),
 		Key:   ratelimit.ByIP(),
 		// A clock that stands still, for the output below.
-		Options: []ratelimit.Option{ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))},
+		Options: []ratelimit.Option{ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch()))},
 		DenyHandler: func(c *gin.Context, v *ratelimit.Verdict) {
 			c.JSON(http.StatusTooManyRequests, gin.H{
 				"error":       "rate_limited",

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 func ok(c *gin.Context) { c.String(http.StatusOK, "ok") }
 
 func clock() ratelimit.Option {
-	return ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch))
+	return ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch()))
 }
 
 func TestByRouteEveryPlacement(t *testing.T) {

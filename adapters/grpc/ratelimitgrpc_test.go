@@ -330,7 +330,7 @@ func TestSettledCostReachesTheLimiter(t *testing.T) {
 	for name, serve := range serves {
 		t.Run(name, func(t *testing.T) {
 			l := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithSettlement(),
-				ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch)))
+				ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch())))
 			if err := serve(l); err != nil {
 				t.Fatal(err)
 			}

@@ -42,7 +42,7 @@ func remaining(t *testing.T, resp *ratelimittest.Response) int {
 // tokens that use 100 are charged 100, so that the key's minute is spent
 // after ten of them; requests that use their estimate get a hundred.
 func TestUnderestimatedRequestsAreChargedInFull(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	h := newHandler(fakeModel, ratelimit.WithClock(clock))
 
 	resp := ratelimittest.Do(h, ask("sk-alice", 90, 10))
@@ -72,7 +72,7 @@ func TestUnderestimatedRequestsAreChargedInFull(t *testing.T) {
 // TestOverestimatedRequestsGetTheRestBack: a request without max_tokens is
 // admitted on the default estimate and charged what it used.
 func TestOverestimatedRequestsGetTheRestBack(t *testing.T) {
-	h := newHandler(fakeModel, ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch)))
+	h := newHandler(fakeModel, ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch())))
 	if got := remaining(t, ratelimittest.Do(h, ask("sk-alice", 3, 0))); got != tokensPerMinute-defaultMaxTokens {
 		t.Fatalf("first response: r=%d; want %d", got, tokensPerMinute-defaultMaxTokens)
 	}
@@ -85,7 +85,7 @@ func TestOverestimatedRequestsGetTheRestBack(t *testing.T) {
 // works; the tokens it used are charged all the same, by a store that
 // fails calls made on a context that has ended.
 func TestDisconnectedClientIsCharged(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	store := liveCtxStore{memory.New(memory.WithClock(clock))}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -119,7 +119,7 @@ func (s liveCtxStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit.
 // TestRefusedBeforeCounting: unknown keys and unusable bodies are refused
 // before the limiter counts anything.
 func TestRefusedBeforeCounting(t *testing.T) {
-	h := newHandler(fakeModel, ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch)))
+	h := newHandler(fakeModel, ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch())))
 	bad := func(r *http.Request) *http.Request { r.Body = http.NoBody; return r }
 	for name, tc := range map[string]struct {
 		r    *http.Request

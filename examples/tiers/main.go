@@ -101,7 +101,7 @@ func newHandler(reg prometheus.Registerer, gather prometheus.Gatherer) http.Hand
 	)
 	limit := ratelimit.NewRules(rules,
 		ratelimit.WithObserver(metrics),
-		ratelimit.OnKeyErrorStatus(http.StatusUnauthorized),
+		ratelimit.OnKeyError(ratelimit.RejectKeyError(http.StatusUnauthorized)),
 	)
 
 	mux := http.NewServeMux()

@@ -20,7 +20,7 @@ import (
 // match the same sentinels.
 func AdaptersAgree(t *testing.T, newA, newB NewStore) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	a, b := newA(clock), newB(clock)
 	slots := map[string][2]uint64{} // the last slot each store gave a key
 	ctx := context.Background()

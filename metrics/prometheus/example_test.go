@@ -25,7 +25,7 @@ func Example() {
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})) // carved out by default
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {})
 	h := ratelimit.New(ratelimit.PerMinute(2), ratelimit.ByIP(),
-		ratelimit.WithName("per-ip"), ratelimit.WithKeyKind("ip"),
+		ratelimit.WithName("per-ip"),
 		ratelimit.WithObserver(obs),
 		ratelimit.WithClock(ratelimittest.NewClock(time.Time{})), // for a deterministic example
 	)(mux)

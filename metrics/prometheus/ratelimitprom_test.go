@@ -179,7 +179,7 @@ func TestOutcomes(t *testing.T) {
 func TestKeyError(t *testing.T) {
 	obs := ratelimitprom.New()
 	h := ratelimit.New(ratelimit.PerMinute(10), ratelimit.ByAPIKey("X-API-Key"),
-		ratelimit.WithName("api"), ratelimit.WithKeyKind("api_key"),
+		ratelimit.WithName("api"),
 		ratelimit.WithClock(ratelimittest.NewClock(time.Time{})), ratelimit.WithObserver(obs),
 	)(http.NotFoundHandler())
 	if r := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/x", "")); r.Code != http.StatusBadRequest {

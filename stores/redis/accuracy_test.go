@@ -42,7 +42,7 @@ func TestAccuracyFourInstances(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			clock := ratelimittest.NewClock(ratelimittest.Epoch)
+			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			prefix := uniquePrefix(t)
 			stores := make([]*Store, instances)
 			for i := range stores {

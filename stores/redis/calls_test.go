@@ -44,7 +44,7 @@ func TestRetriedCallAppliesOnce(t *testing.T) {
 				proxy := startProxy(t, sharedServer.Addr)
 				client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: 3, ContextTimeoutEnabled: true})
 				t.Cleanup(func() { client.Close() })
-				clock := ratelimittest.NewClock(ratelimittest.Epoch)
+				clock := ratelimittest.NewClock(ratelimittest.Epoch())
 				prefix := uniquePrefix(t)
 				opts := []Option{WithPrefix(prefix), WithClock(clock), WithoutDeniedCache()}
 				if !coalesce {

@@ -75,7 +75,7 @@ func silentServer(t testing.TB) string {
 func TestCoalescing(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			clock := ratelimittest.NewClock(ratelimittest.Epoch)
+			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			s := New(b.client(t), WithClock(clock), WithPrefix(uniquePrefix(t)))
 			const workers, each, capacity = 32, 12, 200
 			for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency} {
@@ -315,7 +315,7 @@ func TestDeniedCache(t *testing.T) {
 	client := standaloneClient(t)
 	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow} {
 		t.Run(alg.String(), func(t *testing.T) {
-			clock := ratelimittest.NewClock(ratelimittest.Epoch)
+			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			mem := memory.New(memory.WithClock(clock))
 			prefix := uniquePrefix(t)
 			s := New(client, WithClock(clock), WithPrefix(prefix))
@@ -376,7 +376,7 @@ func TestDeniedCache(t *testing.T) {
 // TestLease: a GCRA lease of 10 units serves 10 checks with one round trip;
 // an expired lease is replaced; other algorithms are unaffected.
 func TestLease(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	s := New(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)), WithLease(0.1, time.Second))
 	req := gcraReq("k", ratelimit.PerMinute(100), 1)
 	for i := range 10 {

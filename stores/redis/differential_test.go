@@ -177,7 +177,7 @@ func TestDifferential(t *testing.T) {
 			for seed := range seeds[b.name] {
 				t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(seed), 42))
-					clock := ratelimittest.NewClock(ratelimittest.Epoch.Add(time.Duration(rng.IntN(1e6)) * time.Millisecond))
+					clock := ratelimittest.NewClock(ratelimittest.Epoch().Add(time.Duration(rng.IntN(1e6)) * time.Millisecond))
 					mem := memory.New(memory.WithClock(clock))
 					rs := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
 					runDifferential(t, rng, clock, mem, rs, b.name == "standalone", 400)
@@ -227,7 +227,7 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 			req, rreq := e.shape(rng, e.at(now, randomCost(rng, e.req.Limit.Capacity())), true)
 			want, err1 := mem.Take(ctx, req)
 			got, err2 := rs.Take(ctx, rreq)
-			log = append(log, fmt.Sprintf("#%d +%v Take %s/%q %v %v cost %d max delay %v force %v slot %d: %+v", op, now.Sub(ratelimittest.Epoch), req.Rule, req.Key, req.Algorithm, req.Limit, req.Cost, req.MaxDelay, req.Force, req.Slot, want))
+			log = append(log, fmt.Sprintf("#%d +%v Take %s/%q %v %v cost %d max delay %v force %v slot %d: %+v", op, now.Sub(ratelimittest.Epoch()), req.Rule, req.Key, req.Algorithm, req.Limit, req.Cost, req.MaxDelay, req.Force, req.Slot, want))
 			if err1 != nil || err2 != nil {
 				fail("Take errors: memory %v, redis %v", err1, err2)
 			}
@@ -262,7 +262,7 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 			got := make([]ratelimit.Result, len(reqs))
 			err1 := mem.TakeAll(ctx, reqs, want)
 			err2 := rs.TakeAll(ctx, reqs, got)
-			log = append(log, fmt.Sprintf("#%d +%v TakeAll %d: %+v", op, now.Sub(ratelimittest.Epoch), len(reqs), want))
+			log = append(log, fmt.Sprintf("#%d +%v TakeAll %d: %+v", op, now.Sub(ratelimittest.Epoch()), len(reqs), want))
 			if err1 != nil || err2 != nil {
 				fail("TakeAll errors: memory %v, redis %v", err1, err2)
 			}
@@ -278,7 +278,7 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 			}
 		default:
 			req, rreq := e.shape(rng, e.at(now, randomCost(rng, e.req.Limit.Capacity())), false)
-			log = append(log, fmt.Sprintf("#%d +%v Return %s/%q %v cost %d slot %d", op, now.Sub(ratelimittest.Epoch), req.Rule, req.Key, req.Algorithm, req.Cost, req.Slot))
+			log = append(log, fmt.Sprintf("#%d +%v Return %s/%q %v cost %d slot %d", op, now.Sub(ratelimittest.Epoch()), req.Rule, req.Key, req.Algorithm, req.Cost, req.Slot))
 			refunds++
 			if req.Slot != 0 && req.Algorithm == ratelimit.GCRA {
 				tokened++
@@ -319,7 +319,7 @@ func TestLargeSlidingWindow(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !sameResult(e, got, want) {
-					t.Fatalf("at +%v cost %d:\n redis  %+v\n memory %+v", clock.Now().Sub(ratelimittest.Epoch), cost, got, want)
+					t.Fatalf("at +%v cost %d:\n redis  %+v\n memory %+v", clock.Now().Sub(ratelimittest.Epoch()), cost, got, want)
 				}
 			}
 			// Jump to a window start, fill most of it, then probe the next
@@ -353,7 +353,7 @@ func TestDifferentialLoweredLimit(t *testing.T) {
 				name += "/window-ended"
 			}
 			t.Run(name, func(t *testing.T) {
-				clock := ratelimittest.NewClock(ratelimittest.Epoch)
+				clock := ratelimittest.NewClock(ratelimittest.Epoch())
 				mem := memory.New(memory.WithClock(clock))
 				rs := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
 				high := ratelimit.Limit{Rate: 10, Period: time.Minute}

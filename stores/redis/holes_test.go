@@ -38,7 +38,7 @@ func TestHolesMatchMemory(t *testing.T) {
 		for _, coalesce := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/coalesce=%v", b.name, coalesce), func(t *testing.T) {
 				client := b.client(t)
-				clock := ratelimittest.NewClock(ratelimittest.Epoch)
+				clock := ratelimittest.NewClock(ratelimittest.Epoch())
 				opts := []Option{WithClock(clock), WithPrefix(uniquePrefix(t))}
 				if !coalesce {
 					opts = append(opts, WithoutCoalescing())
@@ -114,7 +114,7 @@ func runHoles(t *testing.T, client redis.UniversalClient, rs *Store, mem ratelim
 				t.Fatalf("op %d: peek:\n redis  %+v\n memory %+v", op, got, want)
 			}
 		}
-		log = append(log, fmt.Sprintf("op %d +%v %s", op, clock.Now().Sub(ratelimittest.Epoch), what))
+		log = append(log, fmt.Sprintf("op %d +%v %s", op, clock.Now().Sub(ratelimittest.Epoch()), what))
 		n, err := client.HLen(ctx, hk).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -167,7 +167,7 @@ func holesQueue(t *testing.T, s *Store) (req ratelimit.Request, hk string, third
 func TestHolesBoundedPerKey(t *testing.T) {
 	ctx := context.Background()
 	client := standaloneClient(t)
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	s := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
 	req, hk, third := holesQueue(t, s)
 	k := stateKey(s.prefix, &req)
@@ -204,7 +204,7 @@ func TestHolesBoundedPerKey(t *testing.T) {
 		t.Fatalf("after a lost refund: %+v; want the key's time of two takes after %+v", got, before)
 	}
 	// Turns that passed make room: they are dropped, and the hole recorded.
-	fill(uint64(ratelimittest.Epoch.UnixMicro()) - 5000)
+	fill(uint64(ratelimittest.Epoch().UnixMicro()) - 5000)
 	sixth := mustTake(t, s, req)
 	mustTake(t, s, req)
 	ret.Slot = sixth.Slot
@@ -221,7 +221,7 @@ func TestHolesBoundedPerKey(t *testing.T) {
 func TestResetDropsHoles(t *testing.T) {
 	ctx := context.Background()
 	client := standaloneClient(t)
-	s := New(client, WithClock(ratelimittest.NewClock(ratelimittest.Epoch)), WithPrefix(uniquePrefix(t)))
+	s := New(client, WithClock(ratelimittest.NewClock(ratelimittest.Epoch())), WithPrefix(uniquePrefix(t)))
 	req, hk, _ := holesQueue(t, s)
 	if client.Exists(ctx, hk).Val() != 1 {
 		t.Fatal("no holes after a middle refund")
@@ -238,7 +238,7 @@ func TestResetDropsHoles(t *testing.T) {
 // time after the grant as its token, and its refund with that token while
 // no reservation waits is exact, as a plain take's.
 func TestLeaseTakesCarryTokens(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	s := New(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)), WithLease(0.5, time.Minute))
 	other := New(standaloneClient(t), WithClock(clock), WithPrefix(s.prefix), WithoutCoalescing())
 	req := gcraReq("k", ratelimit.PerSecond(10), 1) // capacity 10, leases of 5

@@ -35,7 +35,7 @@ func forced(r ratelimit.Request, cost int) ratelimit.Request {
 // debt made too short.
 func TestDeniedCacheLetsReservationsThrough(t *testing.T) {
 	ctx := context.Background()
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	mem := memory.New(memory.WithClock(clock))
 	s := New(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)))
 	req := gcraReq("k", ratelimit.PerSecond(10).WithBurst(1), 1) // one per 100ms
@@ -87,7 +87,7 @@ func TestDeniedCacheLetsReservationsThrough(t *testing.T) {
 // them one by one: none is merged into another's.
 func TestCoalescedBatchDecidesEachShapedRequestAlone(t *testing.T) {
 	ctx := context.Background()
-	clock := ratelimittest.NewClock(ratelimittest.Epoch.Add(17 * time.Second))
+	clock := ratelimittest.NewClock(ratelimittest.Epoch().Add(17 * time.Second))
 	mem := memory.New(memory.WithClock(clock))
 	s := New(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)))
 	g := gcraReq("g", ratelimit.PerSecond(10).WithBurst(2), 1)
@@ -181,7 +181,7 @@ func withCost(r ratelimit.Request, cost int) ratelimit.Request {
 // paced or forced check still goes to Redis (a lease's units are spent
 // now, at no delay, and a debt must reach the shared state).
 func TestLeaseNeverServesShapedRequests(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	s := New(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)), WithLease(0.5, time.Minute))
 	other := New(standaloneClient(t), WithClock(clock), WithPrefix(s.prefix), WithoutCoalescing())
 	req := gcraReq("k", ratelimit.PerSecond(10), 1) // capacity 10, lease of 5
@@ -214,7 +214,7 @@ func TestLeaseNeverServesShapedRequests(t *testing.T) {
 // sends paced and forced checks straight to Redis, and they do not count
 // towards making a key hot.
 func TestHotLeaseNeverServesShapedRequests(t *testing.T) {
-	clock := ratelimittest.NewClock(ratelimittest.Epoch)
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	s := New(standaloneClient(t), WithPrefix(uniquePrefix(t)), WithClock(clock),
 		WithHotKeys(HotKeys{Mode: HotLease, Threshold: 20, Window: time.Second, LeaseFraction: 0.1}))
 	req := gcraReq("hot", ratelimit.PerSecond(1000), 1)
@@ -284,7 +284,7 @@ func TestPacedReservationsFourInstances(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
 			prefix := uniquePrefix(t)
-			clock := ratelimittest.NewClock(ratelimittest.Epoch)
+			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			lim := ratelimit.PerSecond(20).WithBurst(5)
 			req := paced(gcraReq("paced", lim, 1), 2*time.Second)
 			type reservation struct {
@@ -313,7 +313,7 @@ func TestPacedReservationsFourInstances(t *testing.T) {
 							clock.Advance(time.Duration((i*7+w)%9) * 4 * time.Millisecond)
 						}
 						now := clock.Now()
-						us := now.Sub(ratelimittest.Epoch).Microseconds()
+						us := now.Sub(ratelimittest.Epoch()).Microseconds()
 						if i%5 == 4 && len(held) > 0 { // give one back before it acts
 							j := rng.IntN(len(held))
 							if r := held[j]; r.act > us {
@@ -339,7 +339,7 @@ func TestPacedReservationsFourInstances(t *testing.T) {
 						mu.Lock()
 						switch {
 						case res.Allowed:
-							held = append(held, reservation{now.Add(res.Delay).Sub(ratelimittest.Epoch).Microseconds(), r.Cost, res.Slot})
+							held = append(held, reservation{now.Add(res.Delay).Sub(ratelimittest.Epoch()).Microseconds(), r.Cost, res.Slot})
 							if res.Delay > 0 {
 								delayed++
 							}

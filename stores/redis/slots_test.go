@@ -38,7 +38,7 @@ func TestLostSlotExpiresWhileTrafficContinues(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			requireShared(t)
 			proxy := startProxy(t, sharedServer.Addr)
-			clock := ratelimittest.NewClock(ratelimittest.Epoch)
+			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			prefix := uniquePrefix(t)
 			viaProxy := New(faultClient(proxy.Addr()), WithPrefix(prefix), WithClock(clock))
 			direct := New(standaloneClient(t), WithPrefix(prefix), WithClock(clock))
@@ -110,7 +110,7 @@ func TestLostSlotExpiresWhileTrafficContinues(t *testing.T) {
 func TestSlotTokensReleaseExactlyTheirSlots(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			clock := ratelimittest.NewClock(ratelimittest.Epoch)
+			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			s := New(b.client(t), WithPrefix(uniquePrefix(t)), WithClock(clock))
 			req := slotReq("k", 5, 10*time.Second, 2)
 			a := mustTake(t, s, req)

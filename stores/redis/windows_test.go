@@ -45,7 +45,7 @@ func TestAlternatingStampsNeverRestartAWindow(t *testing.T) {
 			s := New(standaloneClient(t), WithPrefix(uniquePrefix(t)))
 			l := ratelimit.Limit{Rate: 10, Period: time.Second}
 			req := withAlg(gcraReq("k", l, 1), alg)
-			base := ratelimittest.Epoch
+			base := ratelimittest.Epoch()
 			admitted := 0
 			first, last := base, base
 			for b := 1; b <= 3; b++ {
@@ -93,7 +93,7 @@ func TestOutOfOrderStampsFourInstances(t *testing.T) {
 				l := ratelimit.Limit{Rate: 50, Period: 100 * time.Millisecond}
 				req := withAlg(gcraReq("hot", l, 1), alg)
 				const step = 100 * time.Microsecond
-				base := ratelimittest.Epoch.Add(time.Hour)
+				base := ratelimittest.Epoch().Add(time.Hour)
 				var seq, admitted atomic.Int64
 				var wg sync.WaitGroup
 				for g := range 64 {
@@ -135,7 +135,7 @@ func TestClockSteppedBackAdmitsNothingMore(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/%v", alg, back), func(t *testing.T) {
 				// Half a second into a minute: each step back crosses into an
 				// earlier window.
-				clock := ratelimittest.NewClock(ratelimittest.Epoch.Truncate(time.Minute).Add(time.Hour + 500*time.Millisecond))
+				clock := ratelimittest.NewClock(ratelimittest.Epoch().Truncate(time.Minute).Add(time.Hour + 500*time.Millisecond))
 				prefix := uniquePrefix(t)
 				stores := make([]*Store, 4)
 				for i := range stores {
