@@ -14,7 +14,8 @@ import (
 // rate-limit fields, and the 429, 503 or 4xx response when the request may
 // not proceed) and, when Allowed, Done once the request has been served.
 // Framework adapters build on Check, or on CheckRoute when their router
-// has matched a route; with net/http, use Handler.
+// has matched a route (ServeRoute runs the whole request path on it);
+// with net/http, use Handler.
 func (l *Limiter) Check(r *http.Request) Verdict {
 	var v Verdict
 	l.check(r, routing{}, &v)

@@ -261,15 +261,9 @@ func (mc *mountCache) lookup(routes chi.Routes, pattern string) mountEntry {
 // the verdict's context, through which ratelimit.Settle reaches it.
 func settling(l *ratelimit.Limiter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v := l.CheckRoute(r, route(r, l))
-		v.Write(w)
-		if !v.Allowed() {
-			return // the limiter wrote the response
-		}
-		defer v.Done() // settles, and releases Concurrency slots
-		if ctx := v.Context(r.Context()); ctx != r.Context() {
-			r = r.WithContext(ctx)
-		}
-		next.ServeHTTP(w, r)
+		l.ServeRoute(w, r, route(r, l), nil, nil, func(r *http.Request) error {
+			next.ServeHTTP(w, r)
+			return nil
+		})
 	})
 }

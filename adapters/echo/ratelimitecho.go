@@ -5,8 +5,9 @@
 // ratelimit.New and returns an echo.MiddlewareFunc; NewWithConfig adds echo's
 // conventions: a Skipper, and handlers that return errors for echo's
 // HTTPErrorHandler. Both run the core limiter (ratelimit.Limiter.AdmitRoute,
-// or CheckRoute when a handler renders the outcome the echo way): nothing
-// about limiting, headers or bodies is reimplemented here.
+// or ServeRoute when a handler renders the outcome the echo way or the
+// limiter settles costs): nothing about limiting, headers or bodies is
+// reimplemented here.
 //
 // # Global, per-group and per-route limits
 //
@@ -86,7 +87,6 @@
 package ratelimitecho
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -194,10 +194,10 @@ func NewWithConfig(cfg Config) echo.MiddlewareFunc {
 	return checked(ratelimit.NewLimiter(cfg.Limit, cfg.Key, cfg.Options...), cfg)
 }
 
-// checked is the middleware built on CheckRoute, with cfg's Skipper,
-// DenyHandler and ErrorHandler when set; an admitted request's handler gets
-// the verdict's context, through which it settles its cost
-// (ratelimit.Settle).
+// checked is the middleware built on ratelimit.Limiter.ServeRoute, with
+// cfg's Skipper, DenyHandler and ErrorHandler when set; an admitted
+// request's handler gets the verdict's context, through which it settles
+// its cost (ratelimit.Settle).
 func checked(l *ratelimit.Limiter, cfg Config) echo.MiddlewareFunc {
 	skipper := cfg.Skipper
 	if skipper == nil {
@@ -208,31 +208,21 @@ func checked(l *ratelimit.Limiter, cfg Config) echo.MiddlewareFunc {
 			if skipper(c) {
 				return next(c)
 			}
-			v := l.CheckRoute(setPattern(c), route(c, l))
-			switch {
-			case cfg.DenyHandler != nil && v.Denied():
-				v.SetHeaders(c.Response().Header())
-				d := v // the handler's copy: v stays on the stack
-				return cfg.DenyHandler(c, &d)
-			case cfg.ErrorHandler != nil && errors.Is(v.Err(), ratelimit.ErrStoreUnavailable):
-				if err := cfg.ErrorHandler(c, v.Err()); err != nil {
-					v.Done()
-					return err
+			var deny func(*ratelimit.Verdict) error
+			if cfg.DenyHandler != nil {
+				deny = func(v *ratelimit.Verdict) error { return cfg.DenyHandler(c, v) }
+			}
+			var onError func(error) error
+			if cfg.ErrorHandler != nil {
+				onError = func(err error) error { return cfg.ErrorHandler(c, err) }
+			}
+			_, err := l.ServeRoute(c.Response(), setPattern(c), route(c, l), deny, onError, func(r *http.Request) error {
+				if r != c.Request() {
+					c.SetRequest(r) // Settle reads its context
 				}
-				if !v.Allowed() { // failed closed, but the handler lets it through
-					return next(c)
-				}
-			}
-			v.Write(c.Response())
-			if !v.Allowed() {
-				return nil // Write answered
-			}
-			r := c.Request()
-			if ctx := v.Context(r.Context()); ctx != r.Context() {
-				c.SetRequest(r.WithContext(ctx)) // Settle reads ctx
-			}
-			defer v.Done() // releases Concurrency slots; otherwise a no-op
-			return next(c)
+				return next(c)
+			})
+			return err
 		}
 	}
 }

@@ -2,7 +2,8 @@
 //
 // New takes the same limits, key functions, stores and options as
 // ratelimit.New and returns a gin.HandlerFunc. It runs the core limiter
-// (ratelimit.Limiter.AdmitRoute, or CheckRoute with a DenyHandler): an allowed request gets the rate-limit fields
+// (ratelimit.Limiter.AdmitRoute, or ServeRoute with a DenyHandler or a
+// limiter that settles costs): an allowed request gets the rate-limit fields
 // and goes on down the chain; a denied one gets the core's 429 (the same
 // fields, Retry-After, Cache-Control and RFC 9457 problem+json body) and the
 // chain is aborted with c.Abort. Nothing about limiting is reimplemented here.
@@ -160,29 +161,26 @@ func NewWithConfig(cfg Config) gin.HandlerFunc {
 	return checked(ratelimit.NewLimiter(cfg.Limit, cfg.Key, cfg.Options...), cfg.DenyHandler)
 }
 
-// checked is the middleware built on CheckRoute: deny, if not nil, renders
-// denials, and an admitted request's handler gets the verdict's context,
-// through which it settles its cost (ratelimit.Settle).
+// checked is the middleware built on ratelimit.Limiter.ServeRoute: deny,
+// if not nil, renders denials, and an admitted request's handler gets the
+// verdict's context, through which it settles its cost (ratelimit.Settle).
+// A request that does not reach the rest of the chain is aborted.
 func checked(l *ratelimit.Limiter, deny func(*gin.Context, *ratelimit.Verdict)) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		v := l.CheckRoute(pattern(c), c.FullPath())
-		if deny != nil && v.Denied() {
-			v.SetHeaders(c.Writer.Header())
-			d := v // the handler's copy: v stays on the stack
-			deny(c, &d)
+		var onDeny func(*ratelimit.Verdict) error
+		if deny != nil {
+			onDeny = func(v *ratelimit.Verdict) error { deny(c, v); return nil }
+		}
+		// gin's writer reports the status to adaptive rules when the
+		// limiter is done with the request.
+		served, _ := l.ServeRoute(c.Writer, pattern(c), c.FullPath(), onDeny, nil, func(r *http.Request) error {
+			c.Request = r // Settle reads its context
+			c.Next()
+			return nil
+		})
+		if !served {
 			c.Abort()
-			return
 		}
-		v.Write(c.Writer)
-		if !v.Allowed() {
-			c.Abort()
-			return
-		}
-		if ctx := v.Context(c.Request.Context()); ctx != c.Request.Context() {
-			c.Request = c.Request.WithContext(ctx) // Settle reads ctx
-		}
-		defer v.Done() // gin's writer reports the status to adaptive rules
-		c.Next()
 	}
 }
 

@@ -2,6 +2,7 @@ package ratelimitgrpc_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,26 @@ func TestHealthServiceExemptByDefault(t *testing.T) {
 	// The health checks consumed nothing.
 	if _, err := call(t, conn, ping, "x"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHealthMethodsCannotBeChanged: HealthMethods returns a new slice, so
+// that an importer editing it changes no interceptor's default.
+func TestHealthMethodsCannotBeChanged(t *testing.T) {
+	m := ratelimitgrpc.HealthMethods()
+	if !slices.Equal(m, []string{"/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"}) {
+		t.Fatalf("HealthMethods() = %q", m)
+	}
+	m[0], m[1] = pong, pong
+	if got := ratelimitgrpc.HealthMethods(); got[0] != "/grpc.health.v1.Health/Check" {
+		t.Fatalf("after editing a returned slice: %q", got)
+	}
+	l := ratelimit.NewLimiter(ratelimit.PerMinute(1), ratelimit.ByIP(), ratelimit.WithClock(ratelimittest.NewClock(time.Time{})))
+	client := healthpb.NewHealthClient(newEnv(t, l).dial(peerAddr(1)))
+	for i := range 3 {
+		if _, err := client.Check(ctx(t), &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("check %d after editing a returned slice: %v", i, err)
+		}
 	}
 }
 

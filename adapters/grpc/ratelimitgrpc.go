@@ -93,13 +93,15 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// HealthMethods are the methods exempt by default: those of the standard
-// gRPC health service, grpc.health.v1.Health, that probes call. The
-// interceptors copy it when built; change the exemptions with
-// WithExemptMethods, not by modifying it.
-var HealthMethods = []string{
-	"/grpc.health.v1.Health/Check",
-	"/grpc.health.v1.Health/Watch",
+// HealthMethods returns the methods exempt by default: those of the
+// standard gRPC health service, grpc.health.v1.Health, that probes call.
+// The slice is new on every call; change the exemptions with
+// WithExemptMethods.
+func HealthMethods() []string {
+	return []string{
+		"/grpc.health.v1.Health/Check",
+		"/grpc.health.v1.Health/Watch",
+	}
 }
 
 // An Option configures the interceptors.
@@ -135,7 +137,7 @@ func newConfig(fn string, l *ratelimit.Limiter, opts []Option) *config {
 		panic("ratelimit: ratelimitgrpc." + fn + ": nil Limiter")
 	}
 	c := &config{l: l}
-	WithExemptMethods(HealthMethods...)(c)
+	WithExemptMethods(HealthMethods()...)(c)
 	for _, o := range opts {
 		if o == nil {
 			panic("ratelimit: ratelimitgrpc." + fn + ": nil Option")

@@ -1,0 +1,255 @@
+package ratelimit_test
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores/memory"
+)
+
+// routeCalls is what ServeRoute's callbacks saw for one request.
+type routeCalls struct {
+	denied   *ratelimit.Verdict // deny's verdict
+	storeErr error              // onError's error
+	next     *http.Request      // next's request
+	nexts    int                // calls of next
+}
+
+// serveRoute runs l.ServeRoute on a request to path, with deny and
+// onError returning denyErr and storeErr when not nil and next returning
+// nil, and records what they saw in rt.
+func (rt *routeCalls) serveRoute(l *ratelimit.Limiter, w http.ResponseWriter, deny, onError bool, denyErr, storeErr error) (bool, error) {
+	var d func(*ratelimit.Verdict) error
+	if deny {
+		d = func(v *ratelimit.Verdict) error { rt.denied = v; return denyErr }
+	}
+	var e func(error) error
+	if onError {
+		e = func(err error) error { rt.storeErr = err; return storeErr }
+	}
+	return l.ServeRoute(w, ratelimittest.NewRequest("GET", "/", ""), "", d, e, func(r *http.Request) error {
+		rt.next = r
+		rt.nexts++
+		return nil
+	})
+}
+
+// TestServeRouteDenyGetsTheVerdictAndFields: deny answers a denied request
+// with the rate-limit fields, Retry-After and Cache-Control already on the
+// header and nothing written; its error is returned and next is not
+// called. An admitted request is served by next.
+func TestServeRouteDenyGetsTheVerdictAndFields(t *testing.T) {
+	l := ratelimit.NewLimiter(ratelimit.PerMinute(1), ratelimit.Global(), ratelimit.WithName("one"), ratelimit.WithClock(newClock()))
+	errRendered := errors.New("rendered by the framework")
+	var rt routeCalls
+	w := ratelimittest.NewDiscardWriter()
+	if served, err := rt.serveRoute(l, w, true, false, errRendered, nil); !served || err != nil || rt.nexts != 1 || rt.denied != nil {
+		t.Fatalf("first request: served %v, err %v, next called %d times, deny got %v; want it served", served, err, rt.nexts, rt.denied)
+	}
+	if got := w.Header().Get("RateLimit"); got != `"one";r=0;t=60` {
+		t.Fatalf("admitted request's RateLimit %q", got)
+	}
+	w.Reset()
+	served, err := rt.serveRoute(l, w, true, false, errRendered, nil)
+	if served || err != errRendered || rt.nexts != 1 {
+		t.Fatalf("denied request: served %v, err %v, next called %d times; want deny's error and no next", served, err, rt.nexts)
+	}
+	v := rt.denied
+	if v == nil || !v.Denied() || v.Rule() != "one" || v.Result().Allowed || !slices.Equal(v.Violated(), []string{"one"}) {
+		t.Fatalf("deny got %+v", v)
+	}
+	h := w.Header()
+	if h.Get("RateLimit") != `"one";r=0;t=60` || h.Get("Retry-After") != "60" || h.Get("Cache-Control") != "no-store" || h.Get("Content-Type") != "" {
+		t.Fatalf("denial header %v: want the fields, Retry-After and Cache-Control, no problem body's type", h)
+	}
+	if w.Code != 0 {
+		t.Fatalf("ServeRoute wrote status %d: the response is deny's", w.Code)
+	}
+
+	// Without deny, the core answers.
+	w.Reset()
+	if served, err := rt.serveRoute(l, w, false, false, nil, nil); served || err != nil || w.Code != http.StatusTooManyRequests || rt.nexts != 1 {
+		t.Fatalf("without deny: served %v, err %v, status %d; want the core's 429", served, err, w.Code)
+	}
+}
+
+// TestServeRouteErrorHandlerLetsAFailedClosedRequestThrough: onError gets
+// the store's error; returning nil serves a request its rule's FailClosed
+// would stop, without rate-limit fields.
+func TestServeRouteErrorHandlerLetsAFailedClosedRequestThrough(t *testing.T) {
+	l := ratelimit.NewLimiter(ratelimit.PerMinute(1), ratelimit.Global(), ratelimit.WithStore(failingStore),
+		ratelimit.WithFailurePolicy(ratelimit.FailClosed(503)))
+	var rt routeCalls
+	w := ratelimittest.NewDiscardWriter()
+	served, err := rt.serveRoute(l, w, false, true, nil, nil)
+	if !served || err != nil || rt.nexts != 1 {
+		t.Fatalf("served %v, err %v, next called %d times; want the request let through", served, err, rt.nexts)
+	}
+	if !errors.Is(rt.storeErr, ratelimit.ErrStoreUnavailable) || !errors.Is(rt.storeErr, errDown) {
+		t.Fatalf("onError got %v, want the store's error wrapping ErrStoreUnavailable", rt.storeErr)
+	}
+	if w.Code != 0 || len(w.Header()) != 0 {
+		t.Fatalf("status %d, header %v: want nothing written", w.Code, w.Header())
+	}
+}
+
+// TestServeRouteErrorHandlerStopsAndReleases: onError's error stops a
+// request admitted under FailOpen: nothing is written, next is not called
+// and the Concurrency slot it took on a healthy rule is given back.
+func TestServeRouteErrorHandlerStopsAndReleases(t *testing.T) {
+	clock := newClock()
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "failing", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: failingStore},
+		{Name: "inflight", Limit: ratelimit.Limit{Rate: 1, Period: time.Minute}, Key: ratelimit.Global(),
+			Algorithm: ratelimit.Concurrency, Store: memory.New(memory.WithClock(clock))},
+	}, ratelimit.WithClock(clock))
+	errClosed := errors.New("fail closed")
+	var rt routeCalls
+	w := ratelimittest.NewDiscardWriter()
+	served, err := rt.serveRoute(l, w, false, true, nil, errClosed)
+	if served || err != errClosed || rt.nexts != 0 {
+		t.Fatalf("served %v, err %v, next called %d times; want onError's error", served, err, rt.nexts)
+	}
+	if w.Code != 0 || len(w.Header()) != 0 {
+		t.Fatalf("status %d, header %v: want nothing written", w.Code, w.Header())
+	}
+	// The slot is free: with onError letting store failures through, the
+	// next request is admitted by the Concurrency rule.
+	if served, err := rt.serveRoute(l, w, false, true, nil, nil); !served || err != nil {
+		t.Fatalf("after the stopped request: served %v, err %v; its slot was not given back", served, err)
+	}
+}
+
+// TestServeRouteErrorHandlerLetsNoDenialThrough: a request that one rule
+// denies while another's store failed open is answered with the 429 when
+// onError returns nil; only a request its store failure stopped is let
+// through.
+func TestServeRouteErrorHandlerLetsNoDenialThrough(t *testing.T) {
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		// Local, the failing store is asked first, as the denying one is.
+		{Name: "failing", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: localFailing{failingStore}},
+		{Name: "one", Limit: ratelimit.PerMinute(1), Key: ratelimit.Global()},
+	}, ratelimit.WithClock(newClock()))
+	var rt routeCalls
+	w := ratelimittest.NewDiscardWriter()
+	rt.serveRoute(l, w, false, true, nil, nil)
+	w.Reset()
+	rt.storeErr = nil
+	served, err := rt.serveRoute(l, w, false, true, nil, nil)
+	if served || err != nil || rt.nexts != 1 || w.Code != http.StatusTooManyRequests {
+		t.Fatalf("served %v, err %v, status %d, next called %d times; want the 429 and next called once", served, err, w.Code, rt.nexts)
+	}
+	if !errors.Is(rt.storeErr, errDown) {
+		t.Fatalf("onError got %v", rt.storeErr)
+	}
+}
+
+// TestServeRouteHandlerSettles: under a settling limiter next gets a
+// request whose context reaches Settle, and the settled cost is charged;
+// otherwise it gets the request itself.
+func TestServeRouteHandlerSettles(t *testing.T) {
+	l := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithSettlement(), ratelimit.WithClock(newClock()))
+	r := ratelimittest.NewRequest("GET", "/", "")
+	settled := false
+	if served, err := l.ServeRoute(ratelimittest.NewDiscardWriter(), r, "", nil, nil, func(r *http.Request) error {
+		settled = ratelimit.Settle(r.Context(), 10)
+		return nil
+	}); !served || err != nil || !settled {
+		t.Fatalf("served %v, err %v, Settle %v: want Settle to reach the limiter", served, err, settled)
+	}
+	w := ratelimittest.NewDiscardWriter()
+	var rt routeCalls
+	rt.serveRoute(l, w, false, false, nil, nil)
+	if f, err := ratelimittest.ParseRateLimit(w.Header()); err != nil || f.Remaining != 100-10-1 {
+		t.Fatalf("next request's RateLimit %+v, %v: want Remaining 89 (the first charged 10)", f, err)
+	}
+
+	plain := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global())
+	var got *http.Request
+	plain.ServeRoute(ratelimittest.NewDiscardWriter(), r, "", nil, nil, func(r *http.Request) error { got = r; return nil })
+	if got != r {
+		t.Fatal("a limiter that does not settle gave next another request")
+	}
+}
+
+// TestServeRouteDoneGivesTheSlotsBack: a Concurrency slot is held while
+// next runs and given back, once, when it returns or panics.
+func TestServeRouteDoneGivesTheSlotsBack(t *testing.T) {
+	l := concurrencyLimiter(newClock(), 2)
+	for i := range 2 {
+		if n := freeSlots(l); n != 2 {
+			t.Fatalf("round %d: %d requests admitted one inside another, want 2", i, n)
+		}
+	}
+	inside := 0
+	serveGet(l, func(*http.Request) error { inside = freeSlots(l); return nil })
+	if inside != 1 {
+		t.Fatalf("while a request is served: %d more admitted, want 1", inside)
+	}
+	func() {
+		defer func() { recover() }()
+		serveGet(l, func(*http.Request) error { panic("handler") })
+	}()
+	if n := freeSlots(l); n != 2 {
+		t.Fatalf("after a handler panicked: %d admitted, want 2", n)
+	}
+}
+
+// freeSlots counts the requests l admits one inside another's next until
+// one is denied.
+func freeSlots(l *ratelimit.Limiter) int {
+	n := 0
+	var nest func(*http.Request) error
+	nest = func(*http.Request) error {
+		n++
+		serveGet(l, nest)
+		return nil
+	}
+	serveGet(l, nest)
+	return n
+}
+
+// serveGet serves a GET request to / through l.ServeRoute with next and
+// reports whether next was called.
+func serveGet(l *ratelimit.Limiter, next func(*http.Request) error) bool {
+	served, _ := l.ServeRoute(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", ""), "", nil, nil, next)
+	return served
+}
+
+// TestServeRouteCallbacksDoNotAllocate: closures given to ServeRoute cost
+// no allocation: an admitted request with all three allocates as much as
+// CheckRoute, Write and Done by hand.
+func TestServeRouteCallbacksDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own: allocation counts say nothing")
+	}
+	l := ratelimit.NewLimiter(ratelimit.PerSecond(1e9), ratelimit.ByIP())
+	r := ratelimittest.NewRequest("GET", "/x", "192.0.2.1:1")
+	w := ratelimittest.NewDiscardWriter()
+	calls := 0
+	withCallbacks := testing.AllocsPerRun(200, func() {
+		w.Reset()
+		l.ServeRoute(w, r, "/x",
+			func(*ratelimit.Verdict) error { calls--; return nil },
+			func(error) error { calls--; return nil },
+			func(*http.Request) error { calls++; return nil })
+	})
+	byHand := testing.AllocsPerRun(200, func() {
+		w.Reset()
+		v := l.CheckRoute(r, "/x")
+		v.Write(w)
+		calls++
+		v.Done()
+	})
+	if calls != 2*201 {
+		t.Fatalf("next ran %d times in all, want %d", calls, 2*201)
+	}
+	if withCallbacks > byHand {
+		t.Fatalf("ServeRoute with callbacks: %.1f allocations, by hand: %.1f", withCallbacks, byHand)
+	}
+}
