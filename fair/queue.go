@@ -65,16 +65,20 @@ func (f *Scheduler) wait(w http.ResponseWriter, r *http.Request, lv *levelState)
 	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	ev.Outcome = TimedOut
+	ended := false // the context ended, rather than MaxWait
 	select {
 	case <-wt.ready:
 		return f.admitted(lv, wt, start, ev)
 	case <-ctx.Done():
-		ev.Outcome = Canceled
+		ended = true
+		if ctx.Err() == context.Canceled { // a deadline is a time-out
+			ev.Outcome = Canceled
+		}
 	case <-timer.C:
 	}
 	now := time.Now()
 	f.mu.Lock()
-	if wt.granted && ev.Outcome == TimedOut {
+	if wt.granted && !ended {
 		f.mu.Unlock() // the seat came as the time ran out: keep it
 		return f.admitted(lv, wt, start, ev)
 	}
