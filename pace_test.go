@@ -445,3 +445,35 @@ func TestPacedResponseFieldsDescribeTheMomentServed(t *testing.T) {
 		}
 	})
 }
+
+// TestPacedWaitersHoldNoGoroutineOfTheirOwn: while 100 requests wait for
+// their turns, the process runs 100 goroutines more than before (the
+// requests' own), not one more per waiter: the limiter waits on a timer in
+// the request's goroutine, with no goroutine, AfterFunc or polling loop of
+// its own.
+func TestPacedWaitersHoldNoGoroutineOfTheirOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, served := pacedHandler(ratelimit.PerSecond(10).WithBurst(1), ratelimit.Pace{MaxDelay: time.Hour})
+		serve(h, keyed("k")) // the bucket is empty: the next requests wait
+		synctest.Wait()
+		before := runtime.NumGoroutine()
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range 100 {
+			wg.Go(func() { serve(h, keyed("k").WithContext(ctx)) })
+		}
+		synctest.Wait()
+		if extra := runtime.NumGoroutine() - before; extra != 100 {
+			t.Errorf("%d goroutines more while 100 requests wait for their turns; want 100 (their own)", extra)
+		}
+		cancel()
+		wg.Wait()
+		synctest.Wait()
+		if n := runtime.NumGoroutine(); n != before {
+			t.Errorf("%d goroutines after the waiters left; want %d", n, before)
+		}
+		if len(served()) != 1 {
+			t.Fatalf("%d served; want only the first", len(served()))
+		}
+	})
+}
