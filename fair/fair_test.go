@@ -425,3 +425,35 @@ func TestDeadlineWhileWaitingIsReportedAsTimedOut(t *testing.T) {
 		}
 	})
 }
+
+// TestGrowingSeatsFuncAdmitsWaitersAtACompletion: SeatsFunc grows from 1
+// to 3 while two requests wait and no new request arrives (every client
+// is waiting, as under overload with closed-loop clients); when the
+// request in its seat completes, both waiters get seats, as the docs say
+// ("admitted at the next admission or completion"), rather than one, the
+// other waiting for a new arrival or its MaxWait.
+func TestGrowingSeatsFuncAdmitsWaitersAtACompletion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seats atomic.Int64
+		seats.Store(1)
+		f := fair.New(fair.Config{
+			SeatsFunc: func() int { return int(seats.Load()) },
+			Levels:    []fair.Level{{Name: "l", Shares: 1}},
+		})
+		hold, _ := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		w1 := admitAsync(f, httptest.NewRequest("GET", "/", nil))
+		w2 := admitAsync(f, httptest.NewRequest("GET", "/", nil))
+		synctest.Wait()
+		seats.Store(3)
+		hold()
+		synctest.Wait()
+		if s := f.Stats(); s.Seats != 3 || s.Queued != 0 || s.InUse != 2 {
+			t.Errorf("after the completion, with SeatsFunc at 3: %+v; want 3 seats, both waiters in seats", s)
+		}
+		for _, w := range []<-chan admission{w1, w2} {
+			if a := <-w; a.ok {
+				a.done()
+			}
+		}
+	})
+}

@@ -130,11 +130,13 @@ func (f *Scheduler) release(lv *levelState, wt *waiter) {
 	if wt != nil {
 		now = time.Now()
 	}
+	seats := f.readSeats() // outside the lock, as in Admit
 	f.mu.Lock()
 	f.free(lv)
 	if wt != nil {
 		lv.charge(wt, now)
 	}
+	f.setSeats(seats) // seats that grew go to the waiters now, not at the next arrival
 	f.dispatch()
 	f.mu.Unlock()
 }
