@@ -345,3 +345,16 @@ func TestSettlementRefundWhileTheKeyIsInDebt(t *testing.T) {
 			res, err, want, res.RetryAfter-want)
 	}
 }
+
+// TestNegativeSettlementCountsAsZero: a handler that reports a negative
+// cost (a bug, or a refund it should not claim) is settled at zero: its
+// estimate is given back, never more.
+func TestNegativeSettlementCountsAsZero(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
+	h := settling(ratelimit.PerHour(100), 3, nil, ratelimit.WithClock(clock))
+	serve(h, actual(10))  // 10 charged
+	serve(h, actual(-50)) // estimate 3 given back, nothing more
+	if got := probeRemaining(t, h); got != 100-10-3 {
+		t.Fatalf("after settlements of 10 and -50 (estimates 3): Remaining %d after the probe; want 87", got)
+	}
+}
