@@ -445,3 +445,58 @@ func TestPacedResponseFieldsDescribeTheMomentServed(t *testing.T) {
 		}
 	})
 }
+
+// TestPacedWaitersHoldNoGoroutineOfTheirOwn: while 100 requests wait for
+// their turns, the test's bubble runs 100 goroutines more than before (the
+// requests' own), not one more per waiter: the limiter waits on a timer in
+// the request's goroutine, with no goroutine, AfterFunc or polling loop of
+// its own.
+func TestPacedWaitersHoldNoGoroutineOfTheirOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, served := pacedHandler(ratelimit.PerSecond(10).WithBurst(1), ratelimit.Pace{MaxDelay: time.Hour})
+		serve(h, keyed("k")) // the bucket is empty: the next requests wait
+		synctest.Wait()
+		before := bubbleGoroutines()
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range 100 {
+			wg.Go(func() { serve(h, keyed("k").WithContext(ctx)) })
+		}
+		synctest.Wait()
+		if extra := bubbleGoroutines() - before; extra != 100 {
+			t.Errorf("%d goroutines more while 100 requests wait for their turns; want 100 (their own)", extra)
+		}
+		cancel()
+		wg.Wait()
+		synctest.Wait()
+		if n := bubbleGoroutines(); n != before {
+			t.Errorf("%d goroutines after the waiters left; want %d", n, before)
+		}
+		if len(served()) != 1 {
+			t.Fatalf("%d served; want only the first", len(served()))
+		}
+	})
+}
+
+// bubbleGoroutines counts the goroutines of synctest bubbles: those of the
+// running test (tests of this package do not run in parallel), whatever
+// other goroutines of the process start or end meanwhile.
+func bubbleGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, "synctest bubble") {
+			count++
+		}
+	}
+	return count
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
@@ -240,5 +241,41 @@ func TestReloadableAddsNoAllocation(t *testing.T) {
 		if reloadable != bare {
 			t.Errorf("%s: %.1f allocs through a Reloadable, %.1f served directly", name, reloadable, bare)
 		}
+	}
+}
+
+// TestReloadableKeepsAnAdaptiveRulesRequestsInFlight: an adaptive rule
+// fixed at 2 requests in flight, both held, then the same rules stored
+// again (a reload of an unchanged file): a third request still finds the
+// server at its limit. The adaptive state lives in the Limiter, not in a
+// store, so the new Limiter starts with nothing in flight and admits 2
+// more: each reload raises the concurrency bound by the requests still in
+// flight under the old one.
+func TestReloadableKeepsAnAdaptiveRulesRequestsInFlight(t *testing.T) {
+	build := func() *ratelimit.Limiter {
+		return ratelimit.NewRulesLimiter([]ratelimit.Rule{
+			{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: 2, Max: 2, Initial: 2}},
+		})
+	}
+	h := ratelimit.NewReloadable(build())
+	var dones []func()
+	defer func() {
+		for _, d := range dones {
+			d()
+		}
+	}()
+	for range 2 {
+		done, ok := h.Admit(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", "10.0.0.1:1"))
+		if !ok {
+			t.Fatal("setup: a request under the limit was rejected")
+		}
+		dones = append(dones, done)
+	}
+	h.Store(build())
+	w := ratelimittest.NewDiscardWriter()
+	done, ok := h.Admit(w, ratelimittest.NewRequest("GET", "/", "10.0.0.1:1"))
+	if ok {
+		dones = append(dones, done)
+		t.Fatalf("after a reload of the same rules, a third request was admitted with 2 in flight under a limit of 2")
 	}
 }

@@ -99,6 +99,14 @@ func (h *held) settleAll() {
 			_, err = s.store.Take(ctx, req)
 		} else {
 			req.Cost = -delta
+			if s.ru.pacer == nil && s.ru.Algorithm == GCRA {
+				// A rule that never reserves has no turns to keep: its
+				// refund comes off the key's time. With the token, a store
+				// would keep it as a hole whenever the key's time is past
+				// its burst, as a debt from another settlement puts it,
+				// and the refund would be lost.
+				req.Slot = 0
+			}
 			err = s.store.Return(ctx, req)
 		}
 		cancel()

@@ -315,3 +315,46 @@ func TestAllowAtMostFindsWhatFitsAcrossRules(t *testing.T) {
 		t.Fatalf("AllowAtMost(10) with 9, 8, 7 and 6 left = %d, %+v, %v; want 6", granted, res, err)
 	}
 }
+
+// TestSettlementRefundWhileTheKeyIsInDebt: two requests of a settled GCRA
+// rule (no pacing) are served at once, estimate 5 each. The first reports
+// 200, which puts the key in debt; the second reports 0, so its 5 units
+// are given back. 200 units were used in all: the key's debt is that of
+// 200 units, not 205 (the refund is not lost because the key's time is
+// beyond its burst).
+func TestSettlementRefundWhileTheKeyIsInDebt(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
+	limit := ratelimit.PerHour(100) // interval 36s, burst 100
+	l := ratelimit.NewLimiter(limit, ratelimit.Global(), ratelimit.WithClock(clock),
+		ratelimit.WithStore(memory.New(memory.WithClock(clock))),
+		ratelimit.WithSettlement(), ratelimit.WithCostFunc(func(*http.Request) int { return 5 }))
+	r := httptest.NewRequest("GET", "/", nil)
+	a, b := l.Check(r), l.Check(r)
+	if !a.Allowed() || !b.Allowed() {
+		t.Fatal("setup: both requests should be admitted")
+	}
+	ratelimit.Settle(a.Context(r.Context()), 200)
+	a.Done()
+	ratelimit.Settle(b.Context(r.Context()), 0)
+	b.Done()
+	res, err := l.AllowN(context.Background(), "global", 1)
+	// 200 units charged on a burst of 100: the next unit fits after 101
+	// intervals.
+	if want := 101 * 36 * time.Second; err != nil || res.Allowed || res.RetryAfter != want {
+		t.Fatalf("after settlements of 200 and 0 (estimates 5 and 5): %+v, %v; want denied with RetryAfter %v (%v: the refund of 5 was lost)",
+			res, err, want, res.RetryAfter-want)
+	}
+}
+
+// TestNegativeSettlementCountsAsZero: a handler that reports a negative
+// cost (a bug, or a refund it should not claim) is settled at zero: its
+// estimate is given back, never more.
+func TestNegativeSettlementCountsAsZero(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
+	h := settling(ratelimit.PerHour(100), 3, nil, ratelimit.WithClock(clock))
+	serve(h, actual(10))  // 10 charged
+	serve(h, actual(-50)) // estimate 3 given back, nothing more
+	if got := probeRemaining(t, h); got != 100-10-3 {
+		t.Fatalf("after settlements of 10 and -50 (estimates 3): Remaining %d after the probe; want 87", got)
+	}
+}

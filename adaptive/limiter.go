@@ -248,6 +248,14 @@ func (t Ticket) release(now int64, v Sample) {
 func (l *Limiter) maybeClose(t int64) {
 	start := l.winStart.Load()
 	age := t - start
+	if age < -l.window {
+		// The clock stepped back by more than a window (times a little
+		// out of order are only requests racing): the window restarts at
+		// t, keeping its samples, rather than waiting for the clock to
+		// reach its start again, with the limit frozen meanwhile.
+		l.winStart.CompareAndSwap(start, t)
+		return
+	}
 	if age < l.window {
 		return
 	}

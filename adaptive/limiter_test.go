@@ -330,3 +330,27 @@ func TestAdaptiveUnsampledRequestsSkipTheClock(t *testing.T) {
 		}
 	})
 }
+
+// TestAdaptiveKeepsControllingAfterTheClockStepsBack: the times given
+// step back an hour (a wall clock set back, a test clock rewound); windows
+// keep closing from the new times, so a run of windows holding only
+// timeouts still lowers the limit, rather than the limit being frozen
+// until the clock has caught up with the window's start.
+func TestAdaptiveKeepsControllingAfterTheClockStepsBack(t *testing.T) {
+	l := adaptive.NewAt(adaptive.Config{Initial: 100, Max: 1000}, ratelimittest.Epoch())
+	now := ratelimittest.Epoch().Add(2 * time.Hour)
+	for range 5 {
+		now = fillWindow(t, l, now, 50, 5*time.Millisecond, adaptive.SampleSuccess)
+		now = now.Add(100 * time.Millisecond)
+	}
+	before := l.State()
+	now = now.Add(-time.Hour) // the clock steps back
+	for range 5 {
+		now = fillWindow(t, l, now, 50, time.Millisecond, adaptive.SampleDrop)
+		now = now.Add(200 * time.Millisecond)
+	}
+	if after := l.State(); after.Limit >= before.Limit || after.Windows <= before.Windows {
+		t.Fatalf("after the clock stepped back an hour, five windows of only drops: limit %d -> %d, windows %d -> %d; want the limit lowered",
+			before.Limit, after.Limit, before.Windows, after.Windows)
+	}
+}

@@ -9,7 +9,7 @@ import (
 // window latency of the current and the previous half-horizon, and
 // returns it.
 func (l *Limiter) learn(t, lat int64) int64 {
-	if t-l.baseAt >= l.horizon/2 {
+	if d := t - l.baseAt; d >= l.horizon/2 || d < 0 { // d < 0: the clock stepped back
 		l.base[1], l.base[0], l.baseAt = l.base[0], 0, t
 	}
 	if pb := l.probeBase.Swap(0); pb != 0 && (l.base[0] == 0 || pb < l.base[0]) {

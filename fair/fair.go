@@ -17,9 +17,10 @@ type Config struct {
 
 	// SeatsFunc, if set, supplies the current number of seats instead of
 	// Seats (an adaptive concurrency limit, for example). It is called on
-	// every admission, outside any lock, so it must be fast and safe for
-	// concurrent use; values below 1 count as 1. When it grows, waiting requests are
-	// admitted at the next admission or completion.
+	// every admission and every completion, outside any lock, so it must be
+	// fast and safe for concurrent use; values below 1 count as 1. When it
+	// grows, waiting requests are admitted at the next admission or
+	// completion.
 	SeatsFunc func() int
 
 	// Levels are the priority levels, highest priority first. Level names

@@ -376,3 +376,84 @@ func TestRequestWithAnEndedContextIsNotQueued(t *testing.T) {
 		t.Errorf("queued %d, outcome %v; want 0 and canceled", f.Stats().Queued, got[1])
 	}
 }
+
+// TestDeadlineWhileWaitingIsReportedAsTimedOut: a waiter whose context
+// deadline comes before a seat is refused with 503 and reported TimedOut
+// (no seat before its deadline), as one whose deadline had already passed
+// is; Canceled is for a context canceled while it waited.
+func TestDeadlineWhileWaitingIsReportedAsTimedOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var got []fair.Outcome
+		// The flow key takes a microsecond, as the work between reading
+		// the clock and arming the wait's timer takes some on a real
+		// clock: the deadline then comes a little before the timer.
+		slowKey := func(*http.Request) (string, error) { time.Sleep(time.Microsecond); return "k", nil }
+		f := fair.New(fair.Config{
+			Seats: 1, MaxWait: time.Minute,
+			Observer: fair.ObserverFunc(func(e fair.Event) {
+				mu.Lock()
+				got = append(got, e.Outcome)
+				mu.Unlock()
+			}),
+			Levels: []fair.Level{{Name: "l", Shares: 1, Queues: 1, HandSize: 1, QueueLength: 100, Flow: slowKey}},
+		})
+		hold, _ := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		defer hold()
+		for i := range 20 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(10+i)*time.Millisecond)
+			a := <-admitAsync(f, httptest.NewRequestWithContext(ctx, "GET", "/", nil))
+			cancel()
+			if a.ok || a.rec.Code != 503 {
+				t.Fatalf("waiter %d: ok=%v status %d, want 503", i, a.ok, a.rec.Code)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		res := admitAsync(f, httptest.NewRequestWithContext(ctx, "GET", "/", nil))
+		synctest.Wait()
+		cancel()
+		<-res
+		mu.Lock()
+		defer mu.Unlock()
+		for i, o := range got[1:21] {
+			if o != fair.TimedOut {
+				t.Errorf("waiter %d, past its deadline: outcome %v, want %v", i, o, fair.TimedOut)
+			}
+		}
+		if o := got[21]; o != fair.Canceled {
+			t.Errorf("canceled waiter: outcome %v, want %v", o, fair.Canceled)
+		}
+	})
+}
+
+// TestGrowingSeatsFuncAdmitsWaitersAtACompletion: SeatsFunc grows from 1
+// to 3 while two requests wait and no new request arrives (every client
+// is waiting, as under overload with closed-loop clients); when the
+// request in its seat completes, both waiters get seats, as the docs say
+// ("admitted at the next admission or completion"), rather than one, the
+// other waiting for a new arrival or its MaxWait.
+func TestGrowingSeatsFuncAdmitsWaitersAtACompletion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seats atomic.Int64
+		seats.Store(1)
+		f := fair.New(fair.Config{
+			SeatsFunc: func() int { return int(seats.Load()) },
+			Levels:    []fair.Level{{Name: "l", Shares: 1}},
+		})
+		hold, _ := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		w1 := admitAsync(f, httptest.NewRequest("GET", "/", nil))
+		w2 := admitAsync(f, httptest.NewRequest("GET", "/", nil))
+		synctest.Wait()
+		seats.Store(3)
+		hold()
+		synctest.Wait()
+		if s := f.Stats(); s.Seats != 3 || s.Queued != 0 || s.InUse != 2 {
+			t.Errorf("after the completion, with SeatsFunc at 3: %+v; want 3 seats, both waiters in seats", s)
+		}
+		for _, w := range []<-chan admission{w1, w2} {
+			if a := <-w; a.ok {
+				a.done()
+			}
+		}
+	})
+}

@@ -65,16 +65,20 @@ func (f *Scheduler) wait(w http.ResponseWriter, r *http.Request, lv *levelState)
 	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	ev.Outcome = TimedOut
+	ended := false // the context ended, rather than MaxWait
 	select {
 	case <-wt.ready:
 		return f.admitted(lv, wt, start, ev)
 	case <-ctx.Done():
-		ev.Outcome = Canceled
+		ended = true
+		if ctx.Err() == context.Canceled { // a deadline is a time-out
+			ev.Outcome = Canceled
+		}
 	case <-timer.C:
 	}
 	now := time.Now()
 	f.mu.Lock()
-	if wt.granted && ev.Outcome == TimedOut {
+	if wt.granted && !ended {
 		f.mu.Unlock() // the seat came as the time ran out: keep it
 		return f.admitted(lv, wt, start, ev)
 	}
@@ -126,11 +130,13 @@ func (f *Scheduler) release(lv *levelState, wt *waiter) {
 	if wt != nil {
 		now = time.Now()
 	}
+	seats := f.readSeats() // outside the lock, as in Admit
 	f.mu.Lock()
 	f.free(lv)
 	if wt != nil {
 		lv.charge(wt, now)
 	}
+	f.setSeats(seats) // seats that grew go to the waiters now, not at the next arrival
 	f.dispatch()
 	f.mu.Unlock()
 }
