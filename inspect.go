@@ -46,6 +46,26 @@ func (l *Limiter) Peek(ctx context.Context, rule, key string) (Result, error) {
 	return ru.Store.Take(ctx, req)
 }
 
+// PeekUnder is Peek against limit instead of the rule's Limit: for a rule
+// whose LimitFunc gives some keys a limit of their own (a tenant's plan, a
+// rules file's per-key override), read a key under the limit its requests
+// are checked against. It is refused, with an error wrapping
+// ErrInvalidRequest, for a Quota or QuotaFunc rule (their windows come
+// from the calendar) and for an invalid limit.
+func (l *Limiter) PeekUnder(ctx context.Context, rule, key string, limit Limit) (Result, error) {
+	ru := l.ruleNamed(rule)
+	if ru == nil {
+		return Result{}, fmt.Errorf("%w %q", ErrUnknownRule, rule)
+	}
+	if !ru.Quota.IsZero() || ru.QuotaFunc != nil {
+		return Result{}, fmt.Errorf("%w: rule %q is a quota: use Peek", ErrInvalidRequest, rule)
+	}
+	if err := limit.Validate(); err != nil {
+		return Result{}, fmt.Errorf("%w: rule %q: %w", ErrInvalidRequest, rule, err)
+	}
+	return ru.Store.Take(ctx, Request{Rule: ru.Name, Key: compactKey(key), Limit: limit, Algorithm: ru.Algorithm})
+}
+
 // Reset forgets the state of key under the rule named rule, in the rule's
 // store, so that the key starts again with full capacity: to lift a block
 // early or undo a mistaken limit. key is the value the rule's KeyFunc

@@ -109,6 +109,47 @@ func TestPeekAndResetErrors(t *testing.T) {
 	}
 }
 
+// TestPeekUnderReadsAKeyUnderItsOwnLimit: a LimitFunc rule gives one
+// tenant 5/min; after 3 of its requests PeekUnder with that limit reads 2
+// left (Peek, against the rule's 2/min, reads none). Quotas and invalid
+// limits are refused.
+func TestPeekUnderReadsAKeyUnderItsOwnLimit(t *testing.T) {
+	ctx := context.Background()
+	clock := ratelimittest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	big := ratelimit.PerMinute(5)
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "plan", Limit: ratelimit.PerMinute(2), Key: ratelimit.ByHeader("X-Tenant"),
+			LimitFunc: func(r *http.Request) (ratelimit.Limit, bool) {
+				if r.Header.Get("X-Tenant") == "big" {
+					return big, true
+				}
+				return ratelimit.PerMinute(2), true
+			}},
+		{Name: "daily", Quota: ratelimit.Daily(5, time.UTC), Key: ratelimit.Global()},
+	}, ratelimit.WithClock(clock))
+	h := l.Handler(ok)
+	for range 3 {
+		if c := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "10.0.0.1:1", "X-Tenant", "big")).Code; c != 200 {
+			t.Fatalf("status %d", c)
+		}
+	}
+	if res, err := l.PeekUnder(ctx, "plan", "big", big); err != nil || !res.Allowed || res.Remaining != 2 || res.Limit != big {
+		t.Fatalf("PeekUnder(big, 5/min) after 3: %+v, %v; want 2 left of 5/min", res, err)
+	}
+	if res, err := l.Peek(ctx, "plan", "big"); err != nil || res.Allowed {
+		t.Fatalf("Peek(big) against the rule's 2/min after 3: %+v, %v; want not allowed", res, err)
+	}
+	if _, err := l.PeekUnder(ctx, "daily", "global", big); !errors.Is(err, ratelimit.ErrInvalidRequest) {
+		t.Errorf("PeekUnder of a quota: %v, want ErrInvalidRequest", err)
+	}
+	if _, err := l.PeekUnder(ctx, "plan", "big", ratelimit.Limit{}); !errors.Is(err, ratelimit.ErrInvalidRequest) {
+		t.Errorf("PeekUnder with a zero limit: %v, want ErrInvalidRequest", err)
+	}
+	if _, err := l.PeekUnder(ctx, "nope", "big", big); !errors.Is(err, ratelimit.ErrUnknownRule) {
+		t.Errorf("PeekUnder of an unknown rule: %v, want ErrUnknownRule", err)
+	}
+}
+
 func TestPeekOfQuotaReadsTheCurrentWindow(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(time.Date(2026, 3, 1, 23, 0, 0, 0, time.UTC))

@@ -152,7 +152,7 @@ func (c *compiler) file(n *yaml.Node) *Config {
 		}
 		if cr.rule != nil {
 			cfg.Rules = append(cfg.Rules, *cr.rule)
-			fe.rule, fe.name, fe.served = len(cfg.Rules)-1, cr.rule.Name, *cr.served
+			fe.rule, fe.name, fe.served, fe.ov = len(cfg.Rules)-1, cr.rule.Name, *cr.served, cr.ov
 		}
 		cfg.entries = append(cfg.entries, fe)
 		cr.entry.limited = cr.rule != nil
@@ -171,6 +171,7 @@ func (c *compiler) file(n *yaml.Node) *Config {
 type fileEntry struct {
 	rule   int                      // in Config.Rules; -1 for an unlimited rule
 	served ratelimit.Rule           // the rule as the groups of a Set check it
+	ov     *overrides               // its per-key limits, for Set.Peek
 	skip   func(*http.Request) bool // an unlimited rule's, in those groups
 	name   string
 	node   *yaml.Node

@@ -24,6 +24,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,64}$`)
 // and its entry in the index.
 type compiledRule struct {
 	rule, served *ratelimit.Rule
+	ov           *overrides // the rule's per-key limits, nil without
 	skip         func(*http.Request) bool
 	name         string // an unlimited rule's (a limited one's is rule.Name)
 	entry        entry
@@ -93,7 +94,7 @@ func (c *compiler) rule(n *yaml.Node, path string) compiledRule {
 	served := *r
 	attach(r, match, ov)
 	attach(&served, rest, ov)
-	return compiledRule{rule: r, served: &served, entry: ent}
+	return compiledRule{rule: r, served: &served, ov: ov, entry: ent}
 }
 
 func (c *compiler) ruleKey(f map[string]field, n *yaml.Node, path string, r *ratelimit.Rule) {

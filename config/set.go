@@ -23,7 +23,7 @@ import (
 type Set struct {
 	index  *index
 	groups []*ratelimit.Limiter // nil: no limited rule in the group
-	byName map[string]*ratelimit.Limiter
+	byName map[string]named
 	rules  int
 }
 
@@ -33,7 +33,7 @@ func (c *Config) Build(opts ...ratelimit.Option) *Set {
 	s := &Set{
 		index:  c.index,
 		groups: make([]*ratelimit.Limiter, len(c.groups)),
-		byName: make(map[string]*ratelimit.Limiter, len(c.Rules)),
+		byName: make(map[string]named, len(c.Rules)),
 		rules:  len(c.Rules),
 	}
 	rules := make([]ratelimit.Rule, 0, ratelimit.MaxRules)
@@ -52,9 +52,9 @@ func (c *Config) Build(opts ...ratelimit.Option) *Set {
 		}
 		l := ratelimit.NewRulesLimiter(rules, append(o, opts...)...)
 		s.groups[gi] = l
-		for _, r := range rules {
-			if s.byName[r.Name] == nil {
-				s.byName[r.Name] = l
+		for _, e := range g.entries {
+			if fe := c.entries[e]; fe.rule >= 0 && s.byName[fe.name].l == nil {
+				s.byName[fe.name] = named{l: l, limit: fe.served.Limit, ov: fe.ov}
 			}
 		}
 	}
@@ -123,22 +123,46 @@ func (s *Set) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok boo
 	return func() {}, true
 }
 
-// Peek is Limiter.Peek on the rule named rule, whichever groups hold it.
-// The error wraps ratelimit.ErrUnknownRule for a name s does not have.
+// named is a rule of a Set as Peek and Reset find it: the Limiter of one
+// of the groups that hold it, its limit and its overrides.
+type named struct {
+	l     *ratelimit.Limiter
+	limit ratelimit.Limit
+	ov    *overrides
+}
+
+// Peek is Limiter.Peek on the rule named rule, whichever groups hold it,
+// reading key as the middleware decides it: a key with an override of its
+// own limit is read under that limit (Limiter.PeekUnder); a blocked key
+// (limit 0) is never allowed, and reads as not allowed with nothing left
+// and no Retry-After, without asking the store; an unlimited key reads as
+// allowed with a zero Limit (no limit applies to it). The error wraps
+// ratelimit.ErrUnknownRule for a name s does not have.
 func (s *Set) Peek(ctx context.Context, rule, key string) (ratelimit.Result, error) {
-	l := s.byName[rule]
-	if l == nil {
+	n := s.byName[rule]
+	if n.l == nil {
 		return ratelimit.Result{}, fmt.Errorf("%w %q", ratelimit.ErrUnknownRule, rule)
 	}
-	return l.Peek(ctx, rule, key)
+	if n.ov != nil {
+		if o := n.ov.lookup(key); o != nil {
+			switch o.kind {
+			case blocked:
+				return ratelimit.Result{Limit: n.limit}, nil
+			case unlimited:
+				return ratelimit.Result{Allowed: true}, nil
+			}
+			return n.l.PeekUnder(ctx, rule, key, o.limit)
+		}
+	}
+	return n.l.Peek(ctx, rule, key)
 }
 
 // Reset is Limiter.Reset on the rule named rule: its state is shared by
 // every group that holds it.
 func (s *Set) Reset(ctx context.Context, rule, key string) error {
-	l := s.byName[rule]
-	if l == nil {
+	n := s.byName[rule]
+	if n.l == nil {
 		return fmt.Errorf("%w %q", ratelimit.ErrUnknownRule, rule)
 	}
-	return l.Reset(ctx, rule, key)
+	return n.l.Reset(ctx, rule, key)
 }

@@ -180,3 +180,45 @@ rules:
 		}
 	}
 }
+
+// TestPeekReadsAnOverriddenKeyUnderItsOwnLimit: Peek (and so the admin
+// handler) reports a key with an override as the middleware decides it:
+// a blocked key is not allowed, and a key with its own limit of 5/min
+// that has used 3 has 2 left (under the rule's 2/min it would read as
+// exhausted).
+func TestPeekReadsAnOverriddenKeyUnderItsOwnLimit(t *testing.T) {
+	src := `
+rules:
+  - name: writes
+    key: tenant
+    limit: 2/min
+    overrides: {big: 5/min, bad: 0, vip: unlimited}
+`
+	cfg, err := config.Parse("inline.yaml", []byte(src), testRegistry(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := cfg.Build()
+	h := set.Handler(okHandler)
+	for range 3 {
+		if c := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "10.0.0.1:1", "X-Tenant", "big")).Code; c != 200 {
+			t.Fatalf("big: status %d", c)
+		}
+	}
+	if c := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "10.0.0.1:1", "X-Tenant", "bad")).Code; c != 429 {
+		t.Fatalf("bad: status %d; want 429", c)
+	}
+	ctx := t.Context()
+	if res, err := set.Peek(ctx, "writes", "big"); err != nil || !res.Allowed || res.Remaining != 2 || res.Limit != ratelimit.PerMinute(5) {
+		t.Errorf("Peek(big) after 3 of its 5/min: %+v, %v; want allowed, 2 remaining of 5/min", res, err)
+	}
+	if res, err := set.Peek(ctx, "writes", "bad"); err != nil || res.Allowed || res.Remaining != 0 || res.RetryAfter != 0 {
+		t.Errorf("Peek(bad), a blocked key: %+v, %v; want not allowed, nothing left, no Retry-After", res, err)
+	}
+	if res, err := set.Peek(ctx, "writes", "vip"); err != nil || !res.Allowed || res.Limit != (ratelimit.Limit{}) {
+		t.Errorf("Peek(vip), an unlimited key: %+v, %v; want allowed with no limit", res, err)
+	}
+	if res, err := set.Peek(ctx, "writes", "small"); err != nil || !res.Allowed || res.Remaining != 2 || res.Limit != ratelimit.PerMinute(2) {
+		t.Errorf("Peek(small), no override: %+v, %v; want the rule's 2/min, untouched", res, err)
+	}
+}
