@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -30,6 +31,19 @@ type adaptiveSet struct {
 	problem  []byte      // the 503 body
 }
 
+// sameSettings reports whether o was built from the same settings as s: the
+// same normalised Config but for its functions (which cannot be compared),
+// and the same clock.
+func (s *adaptiveSet) sameSettings(o *adaptiveSet) bool {
+	a, b := s.cfg, o.cfg
+	a.Classify, a.Critical, a.OnWindow = nil, nil, nil
+	b.Classify, b.Critical, b.OnWindow = nil, nil, nil
+	if !reflect.DeepEqual(a, b) || s.system != o.system {
+		return false
+	}
+	return s.system || reflect.TypeOf(s.clock).Comparable() && s.clock == o.clock
+}
+
 // compileAdaptive prepares ru, whose Adaptive is set, for admitAdaptive.
 func compileAdaptive(ru *rule, clock Clock) {
 	cfg := ru.Adaptive.Normalize(ru.Name)
@@ -39,7 +53,7 @@ func compileAdaptive(ru *rule, clock Clock) {
 	s.keys.Store(&map[string]*adaptive.Limiter{})
 	s.problem = []byte(`{"type":"` + reducedCapacityType + `","title":"Service Unavailable","status":503,` +
 		`"detail":"The server is at its concurrency limit; retry shortly.","violated-policies":[` + strconv.Quote(ru.Name) + "]}\n")
-	ru.adaptive = s
+	ru.adaptive.Store(s)
 }
 
 const reducedCapacityType = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
@@ -104,7 +118,7 @@ func (s *adaptiveSet) states() []adaptive.State {
 func (l *Limiter) Adaptive(rule string) []adaptive.State {
 	for _, ru := range l.adaptive {
 		if ru.Name == rule {
-			return ru.adaptive.states()
+			return ru.adaptive.Load().states()
 		}
 	}
 	return nil
@@ -119,9 +133,10 @@ func (s *adaptiveSet) now() time.Time {
 	return s.clock.Now()
 }
 
-// adaptiveHeld is one adaptive slot a request holds.
+// adaptiveHeld is one adaptive slot a request holds, and the rule state it
+// was taken from.
 type adaptiveHeld struct {
-	ru     *rule
+	s      *adaptiveSet
 	ticket adaptive.Ticket
 }
 
@@ -159,7 +174,7 @@ func (d *adaptiveDone) release(sampled bool, status int) {
 
 func releaseHeld(held []adaptiveHeld, r *http.Request, sampled bool, status int) {
 	for _, h := range held {
-		s := h.ru.adaptive
+		s := h.s
 		now := s.now()
 		v := adaptive.SampleIgnore
 		if sampled {
@@ -177,7 +192,7 @@ func releaseHeld(held []adaptiveHeld, r *http.Request, sampled bool, status int)
 func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) bool {
 	d.r = r
 	for _, ru := range l.adaptive {
-		s := ru.adaptive
+		s := ru.adaptive.Load()
 		key, err := ru.Key(r)
 		var lim *adaptive.Limiter
 		switch {
@@ -198,7 +213,7 @@ func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) 
 		tk, ok := lim.AcquireAt(s.now(), critical)
 		switch {
 		case ok:
-			d.add(adaptiveHeld{ru, tk})
+			d.add(adaptiveHeld{s, tk})
 			if len(l.observers) > 0 {
 				l.observers.result(r, ru, adaptiveResult(lim, true), OutcomeDenied, 0)
 			}

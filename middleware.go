@@ -138,7 +138,7 @@ func newLimiter(rules []Rule, c config) *Limiter {
 			panic(fmt.Sprintf("ratelimit: two rules are named %q; names key the state and must differ", ru.Name))
 		}
 		names[ru.Name] = true
-		if ru.adaptive != nil {
+		if ru.adaptive.Load() != nil {
 			l.adaptive = append(l.adaptive, ru)
 			continue
 		}

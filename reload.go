@@ -45,11 +45,37 @@ func (h *Reloadable) Load() *Limiter { return h.cur.Load() }
 
 // Store makes l the current Limiter and returns the previous one. Requests
 // that arrive after Store returns are decided by l. It panics if l is nil.
+//
+// An adaptive rule keeps its state in its Limiter, not in a store: Store
+// hands each adaptive rule of l the state of the current Limiter's rule of
+// the same name and settings (bounds, window, tolerance, key limit, clock),
+// so that its limit, what it learned and the requests in flight carry
+// over; its Classify, Critical and OnWindow functions stay those of the
+// rule it continues. An adaptive rule that is new, or whose settings
+// changed, starts afresh.
 func (h *Reloadable) Store(l *Limiter) (old *Limiter) {
 	if l == nil {
 		panic("ratelimit: Reloadable.Store(nil)")
 	}
+	if cur := h.cur.Load(); cur != nil {
+		l.continueAdaptive(cur)
+	}
 	return h.cur.Swap(l)
+}
+
+// continueAdaptive gives l's adaptive rules the state of old's rules of the
+// same name and settings.
+func (l *Limiter) continueAdaptive(old *Limiter) {
+	if old == l {
+		return
+	}
+	for _, ru := range l.adaptive {
+		for _, o := range old.adaptive {
+			if prev := o.adaptive.Load(); o.Name == ru.Name && prev.sameSettings(ru.adaptive.Load()) {
+				ru.adaptive.Store(prev)
+			}
+		}
+	}
 }
 
 // Handler returns next wrapped by whichever Limiter is current when each

@@ -278,4 +278,55 @@ func TestReloadableKeepsAnAdaptiveRulesRequestsInFlight(t *testing.T) {
 		dones = append(dones, done)
 		t.Fatalf("after a reload of the same rules, a third request was admitted with 2 in flight under a limit of 2")
 	}
+	// The requests admitted before the reload give their slots back to the
+	// state the new Limiter continues.
+	dones[0]()
+	dones = dones[1:]
+	done, ok = h.Admit(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", "10.0.0.1:1"))
+	if !ok {
+		t.Fatal("a slot released through the old Limiter did not free the continued state")
+	}
+	dones = append(dones, done)
+	if got := h.Load().Adaptive("inflight"); len(got) != 1 || got[0].InFlight != 2 {
+		t.Fatalf("Adaptive state after the reload: %+v, want one key with 2 in flight", got)
+	}
+}
+
+// TestReloadableStartsAChangedAdaptiveRuleAfresh: an adaptive rule whose
+// settings changed (a limit of 3 instead of 2) does not continue the old
+// state: the new bound applies to the requests that arrive after Store.
+func TestReloadableStartsAChangedAdaptiveRuleAfresh(t *testing.T) {
+	build := func(n int) *ratelimit.Limiter {
+		return ratelimit.NewRulesLimiter([]ratelimit.Rule{
+			{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: n, Max: n, Initial: n}},
+		})
+	}
+	h := ratelimit.NewReloadable(build(2))
+	var dones []func()
+	defer func() {
+		for _, d := range dones {
+			d()
+		}
+	}()
+	admit := func() bool {
+		done, ok := h.Admit(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", "10.0.0.1:1"))
+		if ok {
+			dones = append(dones, done)
+		}
+		return ok
+	}
+	for range 2 {
+		if !admit() {
+			t.Fatal("setup: a request under the limit was rejected")
+		}
+	}
+	h.Store(build(3))
+	for i := range 3 {
+		if !admit() {
+			t.Fatalf("request %d under the new rule of 3 was rejected: the old state was continued", i)
+		}
+	}
+	if admit() {
+		t.Fatal("a fourth request was admitted under a limit of 3")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/ratelimit/adaptive"
@@ -101,10 +102,10 @@ type rule struct {
 	problem      []byte // the 429 body naming this rule alone
 	keyProblem   []byte
 	onKeyError   KeyErrorPolicy
-	static       bool // no LimitFunc, Quota or QuotaFunc
-	local        bool // its store answers from process memory
-	storeID      int  // rules with the same store share an ID
-	adaptive     *adaptiveSet
+	static       bool                        // no LimitFunc, Quota or QuotaFunc
+	local        bool                        // its store answers from process memory
+	storeID      int                         // rules with the same store share an ID
+	adaptive     atomic.Pointer[adaptiveSet] // set once compiled; a Reloadable may hand it an older one
 	fast         *fastRule
 	pacer        *pacer // with Pace.MaxDelay set
 }

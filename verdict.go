@@ -131,7 +131,7 @@ func (v *Verdict) setHeaders(h http.Header, problem bool) {
 		f := rateFields{style: v.l.headers, policy: policy, name: v.top.quotedName, capacity: v.top.capacityText, limit: v.limit, now: v.now}
 		f.write(h, &v.res, problem)
 	case verdictAdaptive:
-		f := v.top.adaptive.rejectionFields(v.top.quotedName, v.res.Limit.Rate)
+		f := v.top.adaptive.Load().rejectionFields(v.top.quotedName, v.res.Limit.Rate)
 		if v.l.headers&HeadersIETF != 0 {
 			addShared(h, hdrPolicy, f.vals[0:1:1])
 			addShared(h, hdrRateLimit, f.vals[1:2:2])
@@ -184,7 +184,7 @@ func (v *Verdict) write(w http.ResponseWriter) {
 	case verdictAdaptive:
 		v.setHeaders(w.Header(), true)
 		w.WriteHeader(http.StatusServiceUnavailable)
-		w.Write(v.top.adaptive.problem)
+		w.Write(v.top.adaptive.Load().problem)
 	case verdictCostExceeded:
 		writeBody(w, http.StatusTooManyRequests, costProblemBody(v.top.Name, v.cost, v.limit.Capacity()))
 	case verdictKeyError:
