@@ -118,6 +118,44 @@ func TestAdaptiveCarveOutsNeverSampled(t *testing.T) {
 	}
 }
 
+// TestAdaptivePanickingHandlerIsClassifiedAs500: a handler that writes 200
+// and then panics is classified with status 500, not as the success its
+// recorded status would say (a request that failed fast would otherwise
+// pull the minimum RTT down); one that returns is classified with what it
+// wrote, and its slot comes back either way.
+func TestAdaptivePanickingHandlerIsClassifiedAs500(t *testing.T) {
+	var seen []int
+	cfg := fixedAdaptive(1)
+	cfg.Classify = func(r *http.Request, status int, elapsed time.Duration) adaptive.Sample {
+		seen = append(seen, status)
+		return adaptive.DefaultClassify(r, status, elapsed)
+	}
+	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: cfg}})
+	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		if r.URL.Path == "/panic" {
+			panic("handler failed")
+		}
+	}))
+	serve := func(path string) (panicked bool) {
+		defer func() { panicked = recover() != nil }()
+		ratelimittest.Do(h, ratelimittest.NewRequest("GET", path, ""))
+		return false
+	}
+	if !serve("/panic") {
+		t.Fatal("the handler's panic did not reach the caller")
+	}
+	if serve("/ok") {
+		t.Fatal("a handler that returns panicked")
+	}
+	if len(seen) != 2 || seen[0] != http.StatusInternalServerError || seen[1] != http.StatusOK {
+		t.Fatalf("classified statuses %v, want [500 200]", seen)
+	}
+	if st := lim.Adaptive("inflight")[0]; st.InFlight != 0 {
+		t.Fatalf("%d in flight after both requests ended", st.InFlight)
+	}
+}
+
 // TestAdaptiveUpstream503sLowerTheLimit: the handler's 503s and 504s are
 // drops, and windows of them lower the limit; 200s do not. Through Admit,
 // on a writer that reports its status.

@@ -234,7 +234,17 @@ func (h *held) done(status int) {
 
 // doneRecorded is done with the status recorded by the ResponseWriter given
 // to Write, when it records one.
-func (h *held) doneRecorded() {
+func (h *held) doneRecorded() { h.doneServed(true) }
+
+// doneServed is doneRecorded for a handler that returned (served) or
+// panicked: a panic counts as a 500 whatever the handler wrote before it,
+// so that an adaptive rule never samples a request that failed fast as a
+// fast success.
+func (h *held) doneServed(served bool) {
+	if !served {
+		h.done(http.StatusInternalServerError)
+		return
+	}
 	status := 0
 	if s, ok := h.w.(interface{ Status() int }); ok {
 		status = s.Status()

@@ -241,11 +241,14 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if !ok {
 		return
 	}
-	if h != nil {
-		defer h.doneRecorded() // not a func value: that would allocate
-		r = l.settleRequest(r, h)
+	if h == nil {
+		next.ServeHTTP(w, r)
+		return
 	}
-	next.ServeHTTP(w, r)
+	served := false
+	defer func() { h.doneServed(served) }() // open-coded: no allocation
+	next.ServeHTTP(w, l.settleRequest(r, h))
+	served = true
 }
 
 // Admit is Check and Write: it applies the limiter to r, sets the
