@@ -15,10 +15,16 @@ import (
 //go:embed script.lua
 var scriptSource string
 
+// clockSource is the prelude of the Store's scripts that sets now, the
+// time of a call: the caller's (ARGV[2]) or the server's TIME.
+//
+//go:embed clock.lua
+var clockSource string
+
 // script is the one Lua script behind every call. Run sends EVALSHA and, on
 // NOSCRIPT (a restarted or flushed server, a new Cluster node), EVAL, which
 // also caches the script again.
-var script = redis.NewScript(scriptSource)
+var script = redis.NewScript(clockSource + scriptSource)
 
 // Script modes; see script.lua.
 const (
