@@ -23,7 +23,7 @@ const (
 
 // DefaultWaitBuckets are the bounds, in seconds, advised for the
 // fair-queuing wait histogram: 1 ms to 10 s, the range of MaxWait.
-var DefaultWaitBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+var DefaultWaitBuckets = labelcap.WaitBuckets()
 
 // numFairOutcomes counts the outcomes package fair defines. Outcomes a
 // newer core may add are recorded too, without precomputed attributes.

@@ -43,7 +43,7 @@ const Other = labelcap.Other
 
 // DefaultBuckets are the bounds, in seconds, of the store duration
 // histogram: 50µs to 1s. (The SDK's own default bounds suit milliseconds.)
-var DefaultBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+var DefaultBuckets = labelcap.DurationBuckets()
 
 // The instrument names.
 const (

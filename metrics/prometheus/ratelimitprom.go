@@ -41,7 +41,7 @@ const Other = labelcap.Other
 
 // DefaultBuckets are the bounds, in seconds, of the store duration
 // histogram: 50µs to 1s, for memory stores and networked ones alike.
-var DefaultBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+var DefaultBuckets = labelcap.DurationBuckets()
 
 // numOutcomes counts the outcomes ratelimit defines. Outcomes a newer core
 // may add are counted too, without a cached child.
