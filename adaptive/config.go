@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -139,36 +140,19 @@ const OverflowKey = "\x00overflow"
 // on a configuration that cannot work, as a ratelimit.Rule does when built.
 func (c Config) Normalize(rule string) Config { return c.normalized(rule) }
 
-// normalized fills a's defaults and panics on a configuration that cannot
-// work.
+// normalized fills a's defaults (cmp.Or keeps a field that is set, and
+// gives the default to one that is zero) and panics on a configuration
+// that cannot work.
 func (a Config) normalized(name string) Config {
-	if a.Max == 0 {
-		a.Max = 1000
-	}
-	if a.Min == 0 {
-		a.Min = 1
-	}
-	if a.Initial == 0 {
-		a.Initial = min(max(20, a.Min), a.Max)
-	}
-	if a.Window == 0 {
-		a.Window = 100 * time.Millisecond
-	}
-	if a.MinSamples == 0 {
-		a.MinSamples = 10
-	}
-	if a.Tolerance == 0 {
-		a.Tolerance = 1.25
-	}
-	if a.MinRTTHorizon == 0 {
-		a.MinRTTHorizon = 10 * time.Second
-	}
-	if a.LowPriorityShare == 0 {
-		a.LowPriorityShare = 0.75
-	}
-	if a.MaxKeys == 0 {
-		a.MaxKeys = 64
-	}
+	a.Max = cmp.Or(a.Max, 1000)
+	a.Min = cmp.Or(a.Min, 1)
+	a.Initial = cmp.Or(a.Initial, min(max(20, a.Min), a.Max))
+	a.Window = cmp.Or(a.Window, 100*time.Millisecond)
+	a.MinSamples = cmp.Or(a.MinSamples, 10)
+	a.Tolerance = cmp.Or(a.Tolerance, 1.25)
+	a.MinRTTHorizon = cmp.Or(a.MinRTTHorizon, 10*time.Second)
+	a.LowPriorityShare = cmp.Or(a.LowPriorityShare, 0.75)
+	a.MaxKeys = cmp.Or(a.MaxKeys, 64)
 	if a.Classify == nil {
 		a.Classify = DefaultClassify
 	}

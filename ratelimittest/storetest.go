@@ -62,14 +62,25 @@ func (st *storeTester) take(req ratelimit.Request, want ratelimit.Result) uint64
 	return slot
 }
 
-func (st *storeTester) remaining(req ratelimit.Request) int {
+// probe is the result of a cost-zero Take: the key's state, unchanged.
+func (st *storeTester) probe(req ratelimit.Request) ratelimit.Result {
 	st.t.Helper()
-	req.Cost = 0
-	got, err := st.s.Take(context.Background(), req)
+	req.Cost, req.MaxDelay, req.Force, req.Slot = 0, 0, false, 0
+	res, err := st.s.Take(context.Background(), req)
 	if err != nil {
-		st.t.Fatalf("Take(%s, cost 0): %v", req.Key, err)
+		st.t.Fatalf("Take(%s, cost 0) at +%v: %v", req.Key, st.elapsed(), err)
 	}
-	return got.Remaining
+	res.Slot = 0
+	return res
+}
+
+// wantRemaining fails the test unless a probe of req finds want units
+// remaining; after says what the test did before, for the message.
+func (st *storeTester) wantRemaining(req ratelimit.Request, want int, after string) {
+	st.t.Helper()
+	if got := st.probe(req).Remaining; got != want {
+		st.t.Fatalf("%s: Remaining %d at +%v, want %d", after, got, st.elapsed(), want)
+	}
 }
 
 func (st *storeTester) elapsed() time.Duration { return st.clock.Now().Sub(Epoch()) }
@@ -220,16 +231,12 @@ var storeCases = []struct {
 		if err := st.s.Return(context.Background(), req); err != nil {
 			t.Fatalf("Return: %v", err)
 		}
-		if got := st.remaining(req); got != 7 {
-			t.Fatalf("remaining after refund of 2 = %d, want 7", got)
-		}
+		st.wantRemaining(req, 7, "after a refund of 2")
 		req.Cost = 10
 		if err := st.s.Return(context.Background(), req); err != nil {
 			t.Fatalf("Return: %v", err)
 		}
-		if got := st.remaining(req); got != 10 {
-			t.Fatalf("remaining after over-refund = %d, want capacity 10", got)
-		}
+		st.wantRemaining(req, 10, "after a refund beyond the capacity (10)")
 		for _, a := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.FixedWindow} {
 			w := withAlg(gcra("w", ratelimit.PerMinute(10), 4), a)
 			st.take(w, ratelimit.Result{Allowed: true, Remaining: 6, ResetAfter: map[ratelimit.Algorithm]time.Duration{ratelimit.SlidingWindow: 120 * time.Second, ratelimit.FixedWindow: 60 * time.Second}[a]})
@@ -237,9 +244,7 @@ var storeCases = []struct {
 			if err := st.s.Return(context.Background(), w); err != nil {
 				t.Fatalf("Return(%v): %v", a, err)
 			}
-			if got := st.remaining(w); got != 9 {
-				t.Fatalf("%v remaining after refund = %d, want 9", a, got)
-			}
+			st.wantRemaining(w, 9, a.String()+" after a refund")
 		}
 	}},
 	{"Isolation/rule-key-algorithm", func(t *testing.T, st *storeTester) {
@@ -297,7 +302,7 @@ var storeCases = []struct {
 		if err := st.s.TakeAll(context.Background(), reqs, make([]ratelimit.Result, 2)); !errors.Is(err, ratelimit.ErrInvalidRequest) {
 			t.Errorf("TakeAll with an invalid request = %v; want ErrInvalidRequest", err)
 		}
-		if got := st.remaining(reqs[0]); got != 1 {
+		if got := st.probe(reqs[0]).Remaining; got != 1 {
 			t.Errorf("a rejected TakeAll consumed: remaining %d, want 1", got)
 		}
 	}},
@@ -333,10 +338,10 @@ var storeCases = []struct {
 				t.Errorf("denied TakeAll, rule %d:\n got %+v\nwant %+v", j, res[j], want[j])
 			}
 		}
-		if got := st.remaining(wide); got != 8 {
+		if got := st.probe(wide).Remaining; got != 8 {
 			t.Errorf("wide consumed while narrow denied: remaining %d, want 8", got)
 		}
-		if got := st.remaining(daily); got != 98 {
+		if got := st.probe(daily).Remaining; got != 98 {
 			t.Errorf("daily consumed while narrow denied: remaining %d, want 98", got)
 		}
 	}},
@@ -349,9 +354,7 @@ var storeCases = []struct {
 		if res[0].Allowed == res[1].Allowed || res[1].Allowed {
 			t.Fatalf("3 units cannot hold 2+2: got %+v", res)
 		}
-		if got := st.remaining(a); got != 3 {
-			t.Fatalf("remaining after denied TakeAll = %d, want 3", got)
-		}
+		st.wantRemaining(a, 3, "after a denied TakeAll")
 	}},
 	{"Concurrent/exact-under-contention", func(t *testing.T, st *storeTester) {
 		req := gcra("hot", ratelimit.PerHour(100), 1)

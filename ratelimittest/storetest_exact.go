@@ -196,18 +196,12 @@ var exactCases = []struct {
 			t.Fatalf("slot tokens %d, %d, %d are not unique", a, b, c)
 		}
 		st.release(req, a)
-		if got := st.remaining(req); got != 0 {
-			t.Fatalf("returning an expired slot released another: remaining %d, want 0", got)
-		}
+		st.wantRemaining(req, 0, "after returning an expired slot (it must release no other)")
 		st.release(req, b)
 		st.release(req, b) // twice: the second releases nothing
-		if got := st.remaining(req); got != 1 {
-			t.Fatalf("after returning b (twice): remaining %d, want 1", got)
-		}
+		st.wantRemaining(req, 1, "after returning b (twice)")
 		st.release(req, c)
-		if got := st.remaining(req); got != 2 {
-			t.Fatalf("after returning every slot: remaining %d, want 2", got)
-		}
+		st.wantRemaining(req, 2, "after returning every slot")
 	}},
 	{"Concurrency/zero-slot-releases-soonest", func(t *testing.T, st *storeTester) {
 		req := withAlg(gcra("k", ratelimit.Limit{Rate: 2, Period: time.Minute}, 1), ratelimit.Concurrency)

@@ -37,18 +37,6 @@ func (st *storeTester) settle(req ratelimit.Request, fits bool) ratelimit.Result
 	return res
 }
 
-// probe is the result of a cost-zero Take: the key's state, unchanged.
-func (st *storeTester) probe(req ratelimit.Request) ratelimit.Result {
-	st.t.Helper()
-	req.Cost, req.MaxDelay, req.Force, req.Slot = 0, 0, false, 0
-	res, err := st.s.Take(context.Background(), req)
-	if err != nil {
-		st.t.Fatalf("Take(%s, cost 0) at +%v: %v", req.Key, st.elapsed(), err)
-	}
-	res.Slot = 0
-	return res
-}
-
 // shapeCases are the pacing (Request.MaxDelay, Result.Delay) and
 // settlement (Request.Force, Request.Slot on windows) cases of TestStore.
 var shapeCases = []struct {
@@ -157,41 +145,27 @@ var shapeCases = []struct {
 		first := st.take(req, allowed(5, time.Minute))
 		st.clock.Advance(30 * time.Second)
 		st.release(withCost(req, 3), first)
-		if got := st.probe(req).Remaining; got != 8 {
-			t.Fatalf("after returning 3 of 5 to the window: Remaining %d, want 8", got)
-		}
+		st.wantRemaining(req, 8, "after returning 3 of 5 to the window")
 		st.settle(slotted(withCost(req, 4), first), true)
-		if got := st.probe(req).Remaining; got != 4 {
-			t.Fatalf("after settling 4 more: Remaining %d, want 4", got)
-		}
+		st.wantRemaining(req, 4, "after settling 4 more")
 		st.clock.Advance(40 * time.Second) // the first window ended at +60s
 		st.take(req, allowed(5, 50*time.Second))
 		st.release(withCost(req, 5), first)
 		st.settle(slotted(withCost(req, 9), first), true)
-		if got := st.probe(req).Remaining; got != 5 {
-			t.Fatalf("settlements of an ended window changed the current one: Remaining %d, want 5", got)
-		}
+		st.wantRemaining(req, 5, "after settlements of an ended window (they must not change the current one)")
 	}},
 	{"Settle/sliding-window-of-the-reservation", func(t *testing.T, st *storeTester) {
 		req := withAlg(gcra("k", ratelimit.PerMinute(10), 5), ratelimit.SlidingWindow)
 		first := st.take(req, allowed(5, 2*time.Minute))
-		st.clock.Advance(70 * time.Second)            // that window is now the previous one
-		if got := st.probe(req).Remaining; got != 5 { // 5 weighted by 50/60, rounded up
-			t.Fatalf("Remaining %d, want 5", got)
-		}
+		st.clock.Advance(70 * time.Second) // that window is now the previous one
+		st.wantRemaining(req, 5, "70s after the reservation, its 5 weighted by 50/60, rounded up")
 		st.release(withCost(req, 5), first)
-		if got := st.probe(req).Remaining; got != 10 {
-			t.Fatalf("after returning the previous window's 5: Remaining %d, want 10", got)
-		}
+		st.wantRemaining(req, 10, "after returning the previous window's 5")
 		st.settle(slotted(withCost(req, 3), first), true)
-		if got := st.probe(req).Remaining; got != 7 {
-			t.Fatalf("after settling 3 into the previous window: Remaining %d, want 7", got)
-		}
+		st.wantRemaining(req, 7, "after settling 3 into the previous window")
 		st.clock.Advance(time.Minute) // two windows later it no longer counts
 		st.settle(slotted(withCost(req, 9), first), true)
-		if got := st.probe(req).Remaining; got != 10 {
-			t.Fatalf("a settlement two windows late counted: Remaining %d, want 10", got)
-		}
+		st.wantRemaining(req, 10, "after a settlement two windows late (it must not count)")
 	}},
 	{"Settle/take-all-refuses-forced-requests", func(t *testing.T, st *storeTester) {
 		reqs := []ratelimit.Request{gcra("a", ratelimit.PerSecond(10), 1), gcra("b", ratelimit.PerSecond(10), 1)}
@@ -200,9 +174,7 @@ var shapeCases = []struct {
 		if !errors.Is(err, ratelimit.ErrInvalidRequest) {
 			t.Fatalf("TakeAll with a forced request: %v; want ErrInvalidRequest", err)
 		}
-		if got := st.probe(reqs[0]).Remaining; got != 10 {
-			t.Fatalf("the refused TakeAll consumed: Remaining %d, want 10", got)
-		}
+		st.wantRemaining(reqs[0], 10, "after a refused TakeAll (it must consume nothing)")
 	}},
 }
 

@@ -7,6 +7,20 @@ const DefaultMax = 1000
 // Other is the rule and key kind label of the pairs a Cap folds together.
 const Other = "other"
 
+// DurationBuckets returns the default bounds, in seconds, of the store
+// duration histogram of the metrics integrations: 50µs to 1s, for memory
+// stores and networked ones alike. Each call returns a new slice.
+func DurationBuckets() []float64 {
+	return []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+}
+
+// WaitBuckets returns the default bounds, in seconds, of the fair-queuing
+// wait histogram of the metrics integrations: 1 ms to 10 s, the range of
+// MaxWait. Each call returns a new slice.
+func WaitBuckets() []float64 {
+	return []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+}
+
 // Settings are the options the metrics integrations share: how many
 // distinct pairs get values of their own (the max of New) and the bucket
 // bounds, in seconds, of a histogram. The zero value has no cap and no

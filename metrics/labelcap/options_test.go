@@ -1,6 +1,7 @@
 package labelcap
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -53,5 +54,24 @@ func TestApplyStartsFromTheDefaultsAndAppliesOptionsInOrder(t *testing.T) {
 	s := Apply(def, []option{option(MaxRules("p", 5)), option(MaxRules("p", 7)), option(Buckets("p", []float64{3}))})
 	if s.MaxRules != 7 || len(s.Buckets) != 1 || s.Buckets[0] != 3 {
 		t.Errorf("Apply = %+v, want the last MaxRules (7) and bounds [3]", s)
+	}
+}
+
+func TestDefaultBucketsAscendAndAreNewEachCall(t *testing.T) {
+	for name, f := range map[string]func() []float64{"DurationBuckets": DurationBuckets, "WaitBuckets": WaitBuckets} {
+		b := f()
+		if !slices.IsSorted(b) || len(slices.Compact(slices.Clone(b))) != len(b) {
+			t.Errorf("%s() = %v, want strictly ascending bounds", name, b)
+		}
+		b[0] = 99 // an integration's exported default, changed by its user
+		if f()[0] == 99 {
+			t.Errorf("%s() returned a slice an earlier caller had changed", name)
+		}
+	}
+	if b := DurationBuckets(); b[0] != .00005 || b[len(b)-1] != 1 {
+		t.Errorf("DurationBuckets() = %v, want 50µs to 1s", b)
+	}
+	if b := WaitBuckets(); b[0] != .001 || b[len(b)-1] != 10 {
+		t.Errorf("WaitBuckets() = %v, want 1ms to 10s", b)
 	}
 }

@@ -23,7 +23,7 @@ const (
 
 // DefaultWaitBuckets are the bounds, in seconds, advised for the
 // fair-queuing wait histogram: 1 ms to 10 s, the range of MaxWait.
-var DefaultWaitBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+var DefaultWaitBuckets = labelcap.WaitBuckets()
 
 // numFairOutcomes counts the outcomes package fair defines. Outcomes a
 // newer core may add are recorded too, without precomputed attributes.
@@ -44,14 +44,7 @@ const numFairOutcomes = int(fair.Canceled) + 1
 type FairObserver struct {
 	decisions metric.Int64Counter
 	wait      metric.Float64Histogram
-	levels    *labelcap.Cap[*fairSeries]
-}
-
-// fairSeries holds the precomputed measurement options of one level.
-type fairSeries struct {
-	level  string
-	add    [numFairOutcomes][]metric.AddOption
-	record []metric.RecordOption
+	levels    *labelcap.Cap[*series[fair.Outcome]]
 }
 
 var _ fair.Observer = (*FairObserver)(nil)
@@ -78,34 +71,20 @@ func NewFairObserver(meter metric.Meter, opts ...Option) (*FairObserver, error) 
 		return nil, fmt.Errorf("ratelimitotel: %s: %w", FairWaitName, err)
 	}
 	return &FairObserver{decisions: decisions, wait: wait,
-		levels: labelcap.New(c.MaxRules, newFairSeries(Other, ""), newFairSeries)}, nil
+		levels: labelcap.New(c.MaxRules, newLevelSeries(Other, ""), newLevelSeries)}, nil
 }
 
-func newFairSeries(level, _ string) *fairSeries {
-	s := &fairSeries{level: level}
-	for i := range s.add {
-		s.add[i] = []metric.AddOption{metric.WithAttributeSet(fairAttrs(level, fair.Outcome(i)))}
-	}
-	s.record = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("level", level)))}
-	return s
-}
-
-func fairAttrs(level string, out fair.Outcome) attribute.Set {
-	return attribute.NewSet(attribute.String("level", level), attribute.String("outcome", out.String()))
+// newLevelSeries returns the series of a level (the Cap's key kind is
+// unused).
+func newLevelSeries(level, _ string) *series[fair.Outcome] {
+	return newSeries[fair.Outcome](numFairOutcomes, attribute.String("level", level))
 }
 
 // ObserveFair records e. It implements fair.Observer.
 func (o *FairObserver) ObserveFair(e fair.Event) {
-	ctx := context.Background()
-	if e.Request != nil {
-		ctx = e.Request.Context() // for exemplars
-	}
+	ctx := requestContext(e.Request)
 	s := o.levels.Get(e.Level, "")
-	if i := int(e.Outcome); i < numFairOutcomes {
-		o.decisions.Add(ctx, 1, s.add[i]...)
-	} else {
-		o.decisions.Add(ctx, 1, metric.WithAttributeSet(fairAttrs(s.level, e.Outcome)))
-	}
+	o.decisions.Add(ctx, 1, s.addOptions(e.Outcome)...)
 	if e.Outcome == fair.Admitted {
 		o.wait.Record(ctx, e.Wait.Seconds(), s.record...)
 	}

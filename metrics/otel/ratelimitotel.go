@@ -43,7 +43,7 @@ const Other = labelcap.Other
 
 // DefaultBuckets are the bounds, in seconds, of the store duration
 // histogram: 50µs to 1s. (The SDK's own default bounds suit milliseconds.)
-var DefaultBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+var DefaultBuckets = labelcap.DurationBuckets()
 
 // The instrument names.
 const (
@@ -82,15 +82,7 @@ type Observer struct {
 	decisions metric.Int64Counter
 	duration  metric.Float64Histogram
 	breaker   metric.Int64Gauge
-	series    *labelcap.Cap[*series] // at most maxRules (rule, key_kind) pairs
-}
-
-// series holds the precomputed measurement options of one (rule, key_kind)
-// pair, so that recording allocates nothing.
-type series struct {
-	rule, kind string
-	add        [numOutcomes][]metric.AddOption
-	record     []metric.RecordOption
+	series    *labelcap.Cap[*series[ratelimit.Outcome]] // at most maxRules (rule, key_kind) pairs
 }
 
 var _ ratelimit.Observer = (*Observer)(nil)
@@ -122,39 +114,21 @@ func New(meter metric.Meter, opts ...Option) (*Observer, error) {
 		return nil, fmt.Errorf("ratelimitotel: %s: %w", BreakerStateName, err)
 	}
 	o := &Observer{decisions: decisions, duration: duration, breaker: breaker,
-		series: labelcap.New(c.MaxRules, newSeries(Other, Other), newSeries)}
+		series: labelcap.New(c.MaxRules, newRuleSeries(Other, Other), newRuleSeries)}
 	return o, nil
 }
 
-func newSeries(rule, kind string) *series {
-	s := &series{rule: rule, kind: kind}
-	for i := range s.add {
-		s.add[i] = []metric.AddOption{metric.WithAttributeSet(decisionAttrs(rule, kind, ratelimit.Outcome(i)))}
-	}
-	s.record = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("rule", rule)))}
-	return s
-}
-
-func decisionAttrs(rule, kind string, out ratelimit.Outcome) attribute.Set {
-	return attribute.NewSet(
-		attribute.String("rule", rule),
-		attribute.String("key_kind", kind),
-		attribute.String("outcome", out.String()),
-	)
+// newRuleSeries returns the series of a (rule, key_kind) pair; its store
+// durations are recorded by rule.
+func newRuleSeries(rule, kind string) *series[ratelimit.Outcome] {
+	return newSeries[ratelimit.Outcome](numOutcomes, attribute.String("rule", rule), attribute.String("key_kind", kind))
 }
 
 // Observe records e. It implements ratelimit.Observer.
 func (o *Observer) Observe(e ratelimit.Event) {
-	ctx := context.Background()
-	if e.Request != nil {
-		ctx = e.Request.Context() // for exemplars
-	}
+	ctx := requestContext(e.Request)
 	s := o.series.Get(e.Rule, e.KeyKind)
-	if i := int(e.Outcome); i < numOutcomes {
-		o.decisions.Add(ctx, 1, s.add[i]...)
-	} else {
-		o.decisions.Add(ctx, 1, metric.WithAttributeSet(decisionAttrs(s.rule, s.kind, e.Outcome)))
-	}
+	o.decisions.Add(ctx, 1, s.addOptions(e.Outcome)...)
 	// A Fallback event shares its store call with the decision that
 	// follows it: time the call once.
 	if e.Latency > 0 && e.Outcome != ratelimit.OutcomeFallback {

@@ -1,8 +1,6 @@
 package ratelimitprom
 
 import (
-	"sync/atomic"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/ratelimit/fair"
 	"github.com/sluicehq/ratelimit/metrics/labelcap"
@@ -10,7 +8,7 @@ import (
 
 // DefaultWaitBuckets are the bounds, in seconds, of the fair-queuing wait
 // histogram: 1 ms to 10 s, the range of MaxWait.
-var DefaultWaitBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+var DefaultWaitBuckets = labelcap.WaitBuckets()
 
 // numFairOutcomes counts the outcomes package fair defines. Outcomes a
 // newer core may add are counted too, without a cached child.
@@ -38,15 +36,7 @@ const numFairOutcomes = int(fair.Canceled) + 1
 type FairObserver struct {
 	decisions *prometheus.CounterVec
 	wait      *prometheus.HistogramVec
-	levels    *labelcap.Cap[*fairSeries]
-}
-
-// fairSeries holds the pre-resolved metrics of one level.
-type fairSeries struct {
-	o        *FairObserver
-	level    string
-	counters [numFairOutcomes]atomic.Pointer[prometheus.Counter]
-	wait     atomic.Pointer[prometheus.Observer]
+	levels    *labelcap.Cap[*series[fair.Outcome]]
 }
 
 var (
@@ -70,10 +60,10 @@ func NewFairObserver(opts ...Option) *FairObserver {
 			Buckets: c.Buckets,
 		}, []string{"level"}),
 	}
-	newSeries := func(level, _ string) *fairSeries {
-		return &fairSeries{o: o, level: level}
+	newLevelSeries := func(level, _ string) *series[fair.Outcome] { // the Cap's key kind is unused
+		return newSeries[fair.Outcome](o.decisions, o.wait, numFairOutcomes, level)
 	}
-	o.levels = labelcap.New(c.MaxRules, newSeries(Other, ""), newSeries)
+	o.levels = labelcap.New(c.MaxRules, newLevelSeries(Other, ""), newLevelSeries)
 	return o
 }
 
@@ -85,29 +75,6 @@ func (o *FairObserver) ObserveFair(e fair.Event) {
 	if e.Outcome == fair.Admitted {
 		s.histogram().Observe(e.Wait.Seconds())
 	}
-}
-
-func (s *fairSeries) histogram() prometheus.Observer {
-	if h := s.wait.Load(); h != nil {
-		return *h
-	}
-	h := s.o.wait.WithLabelValues(s.level)
-	s.wait.Store(&h)
-	return h
-}
-
-func (s *fairSeries) counter(out fair.Outcome) prometheus.Counter {
-	i := int(out)
-	if i >= numFairOutcomes {
-		return s.o.decisions.WithLabelValues(s.level, out.String())
-	}
-	if c := s.counters[i].Load(); c != nil {
-		return *c
-	}
-	// Racing callers get the same child from the vector.
-	c := s.o.decisions.WithLabelValues(s.level, out.String())
-	s.counters[i].Store(&c)
-	return c
 }
 
 // Describe implements prometheus.Collector.

@@ -26,8 +26,6 @@
 package ratelimitprom
 
 import (
-	"sync/atomic"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/breaker"
@@ -43,7 +41,7 @@ const Other = labelcap.Other
 
 // DefaultBuckets are the bounds, in seconds, of the store duration
 // histogram: 50µs to 1s, for memory stores and networked ones alike.
-var DefaultBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+var DefaultBuckets = labelcap.DurationBuckets()
 
 // numOutcomes counts the outcomes ratelimit defines. Outcomes a newer core
 // may add are counted too, without a cached child.
@@ -79,16 +77,7 @@ type Observer struct {
 	decisions *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	breaker   *prometheus.GaugeVec
-	series    *labelcap.Cap[*series] // at most maxRules (rule, key_kind) pairs
-}
-
-// series holds the pre-resolved metrics of one (rule, key_kind) pair.
-type series struct {
-	o        *Observer
-	rule     string
-	kind     string
-	counters [numOutcomes]atomic.Pointer[prometheus.Counter]
-	duration atomic.Pointer[prometheus.Observer]
+	series    *labelcap.Cap[*series[ratelimit.Outcome]] // at most maxRules (rule, key_kind) pairs
 }
 
 var (
@@ -115,8 +104,10 @@ func New(opts ...Option) *Observer {
 			Help: "State of a store circuit breaker: 0 closed, 1 open, 2 half-open.",
 		}, []string{"name"}),
 	}
-	o.series = labelcap.New(c.MaxRules, &series{o: o, rule: Other, kind: Other},
-		func(rule, kind string) *series { return &series{o: o, rule: rule, kind: kind} })
+	newRuleSeries := func(rule, kind string) *series[ratelimit.Outcome] {
+		return newSeries[ratelimit.Outcome](o.decisions, o.duration, numOutcomes, rule, kind)
+	}
+	o.series = labelcap.New(c.MaxRules, newRuleSeries(Other, Other), newRuleSeries)
 	return o
 }
 
@@ -130,29 +121,6 @@ func (o *Observer) Observe(e ratelimit.Event) {
 	if e.Latency > 0 && e.Outcome != ratelimit.OutcomeFallback {
 		s.histogram().Observe(e.Latency.Seconds())
 	}
-}
-
-func (s *series) counter(out ratelimit.Outcome) prometheus.Counter {
-	i := int(out)
-	if i >= numOutcomes {
-		return s.o.decisions.WithLabelValues(s.rule, s.kind, out.String())
-	}
-	if c := s.counters[i].Load(); c != nil {
-		return *c
-	}
-	// Racing callers get the same child from the vector.
-	c := s.o.decisions.WithLabelValues(s.rule, s.kind, out.String())
-	s.counters[i].Store(&c)
-	return c
-}
-
-func (s *series) histogram() prometheus.Observer {
-	if h := s.duration.Load(); h != nil {
-		return *h
-	}
-	h := s.o.duration.WithLabelValues(s.rule)
-	s.duration.Store(&h)
-	return h
 }
 
 // BreakerStateChange returns a function for breaker.Config's

@@ -52,7 +52,7 @@ func TestAccuracyFourInstances(t *testing.T) {
 				if c.lease {
 					opts = append(opts, WithLease(0.005, time.Second))
 				}
-				stores[i] = New(client, opts...)
+				stores[i] = newStore(client, opts...)
 			}
 			ref := memory.New(memory.WithClock(clock))
 			req := withAlg(gcraReq("hot", c.limit, 1), c.alg)

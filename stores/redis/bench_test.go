@@ -164,7 +164,7 @@ func BenchmarkTake(b *testing.B) {
 			}
 			b.Run(w.name+"/"+v.name, func(b *testing.B) {
 				client, counter := benchClient(b)
-				s := New(client, append([]Option{WithPrefix(uniquePrefix(b))}, v.opts...)...)
+				s := newStore(client, append([]Option{WithPrefix(uniquePrefix(b))}, v.opts...)...)
 				runParallel(b, counter, func(ctx context.Context, key string) error {
 					_, err := s.Take(ctx, ratelimit.Request{Rule: "bench", Key: key, Limit: limit, Cost: 1})
 					return err
@@ -179,7 +179,7 @@ func BenchmarkTakeDenied(b *testing.B) {
 	for _, v := range storeVariants {
 		b.Run(v.name, func(b *testing.B) {
 			client, counter := benchClient(b)
-			s := New(client, append([]Option{WithPrefix(uniquePrefix(b))}, v.opts...)...)
+			s := newStore(client, append([]Option{WithPrefix(uniquePrefix(b))}, v.opts...)...)
 			req := ratelimit.Request{Rule: "bench", Key: "hot", Limit: ratelimit.PerHour(1), Cost: 1}
 			if _, err := s.Take(context.Background(), req); err != nil {
 				b.Fatal(err)

@@ -50,8 +50,8 @@ func TestRetriedCallAppliesOnce(t *testing.T) {
 				if !coalesce {
 					opts = append(opts, WithoutCoalescing())
 				}
-				s := New(client, opts...)
-				direct := New(standaloneClient(t), WithPrefix(prefix), WithClock(clock))
+				s := newStore(client, opts...)
+				direct := newStore(standaloneClient(t), WithPrefix(prefix), WithClock(clock))
 				start := c.req
 				start.Cost = 3
 				mustTake(t, s, start) // also warms the connection and caches the script
@@ -107,7 +107,7 @@ func TestBudgetWithoutContextTimeoutEnabled(t *testing.T) {
 			if !coalesce {
 				opts = append(opts, WithoutCoalescing())
 			}
-			s := New(client, opts...)
+			s := newStore(client, opts...)
 			req := gcraReq("k", ratelimit.PerSecond(5), 1)
 			for name, call := range map[string]func() error{
 				"Take": func() error { _, err := s.Take(context.Background(), req); return err },
@@ -136,8 +136,6 @@ func TestBudgetWithoutContextTimeoutEnabled(t *testing.T) {
 // a caller with no deadline of its own is bounded by it.
 func TestDefaultBudget(t *testing.T) {
 	addr := silentServer(t)
-	defer func(d time.Duration) { defaultTimeout = d }(defaultTimeout)
-	defaultTimeout = DefaultTimeout
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { client.Close() })
 	s := New(client)
@@ -163,9 +161,6 @@ func TestDefaultBudget(t *testing.T) {
 // opens.
 func TestPackageExampleSetupWhileRedisHangs(t *testing.T) {
 	addr := silentServer(t)
-	defer func(d time.Duration) { defaultTimeout = d }(defaultTimeout)
-	defaultTimeout = DefaultTimeout
-
 	// As in Example (example_test.go), with the silent server's address.
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	defer client.Close()

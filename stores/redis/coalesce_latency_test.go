@@ -24,7 +24,7 @@ import (
 // callers, no check ever waits for a batch: every round trip carries one
 // check, exactly as without coalescing.
 func TestCoalescingFewCallersSendAlone(t *testing.T) {
-	s := New(standaloneClient(t), WithPrefix(uniquePrefix(t)), WithoutDeniedCache())
+	s := newStore(standaloneClient(t), WithPrefix(uniquePrefix(t)), WithoutDeniedCache())
 	if s.maxInFlight != defaultMaxInFlight {
 		t.Fatalf("maxInFlight %d on a default pool, want %d", s.maxInFlight, defaultMaxInFlight)
 	}
@@ -60,7 +60,7 @@ func TestCoalescingQueuesOnlyWhenAllCallsInFlight(t *testing.T) {
 	requireShared(t)
 	proxy := startProxy(t, sharedServer.Addr)
 	client := faultClient(proxy.Addr())
-	s := New(client, WithPrefix(uniquePrefix(t)), WithoutDeniedCache())
+	s := newStore(client, WithPrefix(uniquePrefix(t)), WithoutDeniedCache())
 	mustTake(t, s, gcraReq("warm", ratelimit.PerMinute(5), 1)) // the script cached
 
 	proxy.Hold()
@@ -96,7 +96,7 @@ func TestCoalescingNeverExceedsPool(t *testing.T) {
 	requireShared(t)
 	for _, pool := range []int{1, 2, defaultMaxInFlight + 6} {
 		c := redis.NewClient(&redis.Options{Addr: sharedServer.Addr, PoolSize: pool})
-		s := New(c)
+		s := newStore(c)
 		if want := min(pool, defaultMaxInFlight); s.maxInFlight != want {
 			t.Errorf("pool of %d: maxInFlight %d, want %d", pool, s.maxInFlight, want)
 		}
@@ -108,7 +108,7 @@ func TestCoalescingNeverExceedsPool(t *testing.T) {
 // flight, checks share round trips, and the lane never has more than
 // maxInFlight calls, nor more than batchCap batches, in flight.
 func TestCoalescingManyCallersBatch(t *testing.T) {
-	s := New(standaloneClient(t), WithPrefix(uniquePrefix(t)), WithoutDeniedCache())
+	s := newStore(standaloneClient(t), WithPrefix(uniquePrefix(t)), WithoutDeniedCache())
 	stop := make(chan struct{})
 	var peakCalls, peakBatches int
 	sampled := make(chan struct{})
@@ -166,7 +166,7 @@ func BenchmarkCoalescingLatency(b *testing.B) {
 				if !coalesce {
 					opts = append(opts, WithoutCoalescing())
 				}
-				s := New(client, opts...)
+				s := newStore(client, opts...)
 				lat := measureLatency(b, callers, func(ctx context.Context, i int) error {
 					req := ratelimit.Request{Rule: "bench", Key: benchKeys[i%len(benchKeys)], Limit: limit, Cost: 1}
 					_, err := s.Take(ctx, req)

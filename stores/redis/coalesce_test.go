@@ -76,7 +76,7 @@ func TestCoalescing(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			clock := ratelimittest.NewClock(ratelimittest.Epoch())
-			s := New(b.client(t), WithClock(clock), WithPrefix(uniquePrefix(t)))
+			s := newStore(b.client(t), WithClock(clock), WithPrefix(uniquePrefix(t)))
 			const workers, each, capacity = 32, 12, 200
 			for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency} {
 				req := withAlg(gcraReq("hot", ratelimit.Limit{Rate: capacity, Period: time.Hour}, 1), alg)
@@ -139,7 +139,7 @@ func TestCoalescing(t *testing.T) {
 // TestCoalescedReturns: Returns are coalesced with Takes, and Concurrency
 // slots never exceed the limit.
 func TestCoalescedReturns(t *testing.T) {
-	s := New(standaloneClient(t), WithPrefix(uniquePrefix(t)))
+	s := newStore(standaloneClient(t), WithPrefix(uniquePrefix(t)))
 	cc := withAlg(gcraReq("slots", ratelimit.Limit{Rate: 4, Period: time.Minute}, 1), ratelimit.Concurrency)
 	var mu sync.Mutex
 	inflight, peak, acquired := 0, 0, 0
@@ -184,7 +184,7 @@ func TestCoalescedWrongType(t *testing.T) {
 	// held queue, and go out together, as one batch, once it returns.
 	client := faultClient(proxy.Addr(), func(o *redis.Options) { o.PoolSize = 1 })
 	prefix := uniquePrefix(t)
-	s := New(client, WithPrefix(prefix))
+	s := newStore(client, WithPrefix(prefix))
 	bad := gcraReq("bad", ratelimit.PerMinute(5), 1)
 	direct := standaloneClient(t)
 	direct.HSet(ctx, stateKey(prefix, &bad), "x", "y")
@@ -255,7 +255,7 @@ func TestCoalescingDeadlines(t *testing.T) {
 	addr := silentServer(t)
 	baseline := runtime.NumGoroutine()
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true, Protocol: 2, DisableIdentity: true, PoolSize: 4})
-	s := New(client, WithBatchTimeout(300*time.Millisecond))
+	s := newStore(client, WithBatchTimeout(300*time.Millisecond))
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {
@@ -289,7 +289,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	requireShared(t)
 	baseline := runtime.NumGoroutine()
 	client := redis.NewClient(&redis.Options{Addr: sharedServer.Addr})
-	s := New(client, WithPrefix(uniquePrefix(t)), WithLease(0.1, time.Second))
+	s := newStore(client, WithPrefix(uniquePrefix(t)), WithLease(0.1, time.Second))
 	var wg sync.WaitGroup
 	for i := range 32 {
 		wg.Go(func() {
@@ -318,8 +318,8 @@ func TestDeniedCache(t *testing.T) {
 			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			mem := memory.New(memory.WithClock(clock))
 			prefix := uniquePrefix(t)
-			s := New(client, WithClock(clock), WithPrefix(prefix))
-			other := New(client, WithClock(clock), WithPrefix(prefix)) // another instance
+			s := newStore(client, WithClock(clock), WithPrefix(prefix))
+			other := newStore(client, WithClock(clock), WithPrefix(prefix)) // another instance
 			req := withAlg(gcraReq("k", ratelimit.Limit{Rate: 3, Period: time.Minute}, 3), alg)
 			check := func(what string, cost int, wantHit bool) ratelimit.Result {
 				t.Helper()
@@ -377,7 +377,7 @@ func TestDeniedCache(t *testing.T) {
 // an expired lease is replaced; other algorithms are unaffected.
 func TestLease(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
-	s := New(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)), WithLease(0.1, time.Second))
+	s := newStore(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)), WithLease(0.1, time.Second))
 	req := gcraReq("k", ratelimit.PerMinute(100), 1)
 	for i := range 10 {
 		res := mustTake(t, s, req)

@@ -179,7 +179,7 @@ func TestDifferential(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(seed), 42))
 					clock := ratelimittest.NewClock(ratelimittest.Epoch().Add(time.Duration(rng.IntN(1e6)) * time.Millisecond))
 					mem := memory.New(memory.WithClock(clock))
-					rs := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
+					rs := newStore(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
 					runDifferential(t, rng, clock, mem, rs, b.name == "standalone", 400)
 				})
 			}
@@ -307,7 +307,7 @@ func TestLargeSlidingWindow(t *testing.T) {
 		t.Run(l.String(), func(t *testing.T) {
 			clock := ratelimittest.NewClock(time.Time{})
 			mem := memory.New(memory.WithClock(clock))
-			rs := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
+			rs := newStore(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
 			e := &entry{req: withAlg(gcraReq("big", l, 0), ratelimit.SlidingWindow)}
 			rng := rand.New(rand.NewPCG(7, uint64(l.Rate)))
 			check := func(cost int) {
@@ -355,7 +355,7 @@ func TestDifferentialLoweredLimit(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				clock := ratelimittest.NewClock(ratelimittest.Epoch())
 				mem := memory.New(memory.WithClock(clock))
-				rs := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
+				rs := newStore(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
 				high := ratelimit.Limit{Rate: 10, Period: time.Minute}
 				low := ratelimit.Limit{Rate: 3, Period: time.Minute}
 				req := withAlg(gcraReq("lowered", high, 8), alg)

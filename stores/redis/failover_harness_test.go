@@ -92,7 +92,7 @@ func newFoRigBudget(t *testing.T, client redis.UniversalClient, policy string, b
 	default:
 		p = ratelimit.FallbackTo(memory.New())
 	}
-	r.br = breaker.New(New(client, WithPrefix(r.prefix)), breaker.Config{
+	r.br = breaker.New(newStore(client, WithPrefix(r.prefix)), breaker.Config{
 		Failures: 3, Cooldown: 50 * time.Millisecond, MaxCooldown: 200 * time.Millisecond,
 		OnStateChange: func(_, to breaker.State) {
 			switch to {
@@ -262,7 +262,7 @@ type loser struct {
 func newLoser(t *testing.T, client redis.UniversalClient) *loser {
 	p := uniquePrefix(t)
 	now := time.Now().UnixNano()
-	return &loser{store: New(client, WithPrefix(p), WithTimeout(foBudget)), prefix: p,
+	return &loser{store: newStore(client, WithPrefix(p), WithTimeout(foBudget)), prefix: p,
 		admitted: map[int64]time.Time{}, failed: map[int64]bool{},
 		window: ratelimit.Window{Start: now - int64(time.Hour), End: now + int64(time.Hour)}}
 }
@@ -351,7 +351,7 @@ func (l *loser) check(t *testing.T, killAt time.Time, snap map[int64]bool) {
 	}
 	// A store of its own (no denied cache, a generous budget); a call that
 	// fails while the client finds the new primary is tried again.
-	again := New(l.store.client, WithPrefix(l.prefix), WithTimeout(2*time.Second))
+	again := newStore(l.store.client, WithPrefix(l.prefix), WithTimeout(2*time.Second))
 	over, retook, retries := 0, 0, 0
 	for n := range l.seq.Load() + 1 {
 		_, adm := l.admitted[n]

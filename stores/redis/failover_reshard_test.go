@@ -158,7 +158,7 @@ func TestReshardUnderLoad(t *testing.T) {
 	now := time.Now().UnixNano()
 	exact := ratelimit.Request{Rule: "exact", Key: tag, Limit: ratelimit.PerHour(limit), Algorithm: ratelimit.FixedWindow, Cost: 1,
 		Window: ratelimit.Window{Start: now - int64(time.Hour), End: now + int64(time.Hour)}}
-	counter := New(cc, WithPrefix(r.prefix), WithTimeout(2*time.Second))
+	counter := newStore(cc, WithPrefix(r.prefix), WithTimeout(2*time.Second))
 	var admitted, cerrs atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -84,7 +84,7 @@ func newRig(t *testing.T, client redis.UniversalClient, policy policyCase, limit
 // newRigBudget is newRig with another budget than faultBudget.
 func newRigBudget(t *testing.T, client redis.UniversalClient, policy policyCase, limit ratelimit.Limit, budget time.Duration, opts ...Option) *rig {
 	r := &rig{t: t, policy: policy.name, budget: budget}
-	r.store = New(client, append([]Option{WithPrefix(uniquePrefix(t))}, opts...)...)
+	r.store = newStore(client, append([]Option{WithPrefix(uniquePrefix(t))}, opts...)...)
 	r.br = breaker.New(r.store, breaker.Config{
 		Failures: 3, Cooldown: 50 * time.Millisecond, MaxCooldown: 200 * time.Millisecond,
 		OnStateChange: func(from, to breaker.State) {

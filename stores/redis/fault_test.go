@@ -21,7 +21,7 @@ func TestScriptFlush(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
 			client := b.client(t)
-			s := New(client, WithPrefix(uniquePrefix(t)))
+			s := newStore(client, WithPrefix(uniquePrefix(t)))
 			req := gcraReq("k", ratelimit.PerHour(5), 2)
 			mustTake(t, s, req)
 			var err error
@@ -55,7 +55,7 @@ func TestServerRestart(t *testing.T) {
 		MaxRetries: -1, ContextTimeoutEnabled: true,
 	})
 	defer client.Close()
-	s := New(client)
+	s := newStore(client)
 	req := gcraReq("k", ratelimit.PerMinute(10), 1)
 	if res := mustTake(t, s, req); !res.Allowed {
 		t.Fatal(res)
@@ -130,7 +130,7 @@ func TestUnresponsiveServer(t *testing.T) {
 
 	client := redis.NewClient(&redis.Options{Addr: l.Addr().String(), MaxRetries: -1, ContextTimeoutEnabled: true, Protocol: 2, DisableIdentity: true})
 	defer client.Close()
-	s := New(client)
+	s := newStore(client)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -155,7 +155,7 @@ func TestFourInstances(t *testing.T) {
 			prefix := uniquePrefix(t)
 			stores := make([]*Store, 4)
 			for i := range stores {
-				stores[i] = New(b.client(t), WithPrefix(prefix)) // server time
+				stores[i] = newStore(b.client(t), WithPrefix(prefix)) // server time
 			}
 			now := time.Now()
 			fixed := withAlg(gcraReq("hot", ratelimit.PerHour(100), 1), ratelimit.FixedWindow)

@@ -43,7 +43,7 @@ func TestHolesMatchMemory(t *testing.T) {
 				if !coalesce {
 					opts = append(opts, WithoutCoalescing())
 				}
-				runHoles(t, client, New(client, opts...), memory.New(memory.WithClock(clock)), clock, b.name == "cluster")
+				runHoles(t, client, newStore(client, opts...), memory.New(memory.WithClock(clock)), clock, b.name == "cluster")
 			})
 		}
 	}
@@ -168,7 +168,7 @@ func TestHolesBoundedPerKey(t *testing.T) {
 	ctx := context.Background()
 	client := standaloneClient(t)
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
-	s := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
+	s := newStore(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
 	req, hk, third := holesQueue(t, s)
 	k := stateKey(s.prefix, &req)
 	if n := client.HLen(ctx, hk).Val(); n != 1 {
@@ -221,7 +221,7 @@ func TestHolesBoundedPerKey(t *testing.T) {
 func TestResetDropsHoles(t *testing.T) {
 	ctx := context.Background()
 	client := standaloneClient(t)
-	s := New(client, WithClock(ratelimittest.NewClock(ratelimittest.Epoch())), WithPrefix(uniquePrefix(t)))
+	s := newStore(client, WithClock(ratelimittest.NewClock(ratelimittest.Epoch())), WithPrefix(uniquePrefix(t)))
 	req, hk, _ := holesQueue(t, s)
 	if client.Exists(ctx, hk).Val() != 1 {
 		t.Fatal("no holes after a middle refund")
@@ -239,8 +239,8 @@ func TestResetDropsHoles(t *testing.T) {
 // no reservation waits is exact, as a plain take's.
 func TestLeaseTakesCarryTokens(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
-	s := New(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)), WithLease(0.5, time.Minute))
-	other := New(standaloneClient(t), WithClock(clock), WithPrefix(s.prefix), WithoutCoalescing())
+	s := newStore(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)), WithLease(0.5, time.Minute))
+	other := newStore(standaloneClient(t), WithClock(clock), WithPrefix(s.prefix), WithoutCoalescing())
 	req := gcraReq("k", ratelimit.PerSecond(10), 1) // capacity 10, leases of 5
 	first := mustTake(t, s, req)
 	second := mustTake(t, s, req)

@@ -29,7 +29,7 @@ func hotBenchStore(b testing.TB, split, coalesce bool, key string) (*Store, *red
 	if split {
 		opts = append(opts, WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 100, Window: time.Minute, Shards: 3}))
 	}
-	s := New(c, opts...)
+	s := newStore(c, opts...)
 	req := ratelimit.Request{Rule: "bench", Key: key, Limit: hotBenchLimit, Cost: 1}
 	for range 200 { // past the threshold: split before the timer starts
 		if _, err := s.Take(context.Background(), req); err != nil {

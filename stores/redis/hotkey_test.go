@@ -223,7 +223,7 @@ func TestSplitPartsOnDistinctSlotRanges(t *testing.T) {
 func TestHotLeasePromotesOnlyHotKeys(t *testing.T) {
 	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
 	var events []HotKeyEvent
-	s := New(standaloneClient(t), WithPrefix(uniquePrefix(t)), WithClock(clock),
+	s := newStore(standaloneClient(t), WithPrefix(uniquePrefix(t)), WithClock(clock),
 		WithHotKeys(HotKeys{Mode: HotLease, Threshold: 20, Window: time.Second, LeaseFraction: 0.1,
 			OnChange: func(e HotKeyEvent) { events = append(events, e) }}))
 	limit := ratelimit.PerSecond(1000)

@@ -72,16 +72,10 @@ const (
 // there is none. "g": reply {n, phase, ms left}, or {-1, 0, 0} if the key holds
 // no marker. "e" empties the GCRA bucket KEYS[1], a part:
 // tat = max(tat, now + ARGV[6]), its TTL ARGV[7] ms more than the time to
-// full.
-var markerScript = redis.NewScript(`
+// full. Its clock, now, is clock.lua's, as the main script's is.
+var markerScript = redis.NewScript(clockSource + `
 local op = ARGV[1]
 local base = 7000000000000000
-local now = tonumber(ARGV[2])
-if not now then
-  if not redis.REDIS_VERSION_NUM and redis.replicate_commands then redis.replicate_commands() end
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local nowms = math.floor(now / 1000)
 local n, ttl, m, extra = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
 local v = tonumber(redis.call("GET", KEYS[1]) or "")

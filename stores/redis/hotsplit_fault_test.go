@@ -16,7 +16,7 @@ import (
 func splitBehindProxy(t *testing.T, proxy *faultProxy, req ratelimit.Request, budget time.Duration) (*Store, *splitKey) {
 	t.Helper()
 	ev := &hotEvents{}
-	s := New(faultClient(proxy.Addr()), WithPrefix(uniquePrefix(t)), WithTimeout(budget), WithoutDeniedCache(),
+	s := newStore(faultClient(proxy.Addr()), WithPrefix(uniquePrefix(t)), WithTimeout(budget), WithoutDeniedCache(),
 		WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 5, Window: time.Hour, Shards: 3, OnChange: ev.add}))
 	ctx := context.Background()
 	for range 5 {
@@ -87,9 +87,9 @@ func TestHotSplitAllPartsFailingIsAnError(t *testing.T) {
 func TestHotSplitFailedPromotionIsAnErrorNotADenial(t *testing.T) {
 	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
 	prefix := uniquePrefix(t)
-	s := New(clusterClient(t), WithPrefix(prefix), WithClock(clock), WithTimeout(time.Second), WithoutDeniedCache(),
+	s := newStore(clusterClient(t), WithPrefix(prefix), WithClock(clock), WithTimeout(time.Second), WithoutDeniedCache(),
 		WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 5, Window: time.Hour, Shards: 3}))
-	plain := New(clusterClient(t), WithPrefix(prefix), WithClock(clock), WithTimeout(time.Second), WithoutDeniedCache())
+	plain := newStore(clusterClient(t), WithPrefix(prefix), WithClock(clock), WithTimeout(time.Second), WithoutDeniedCache())
 	req := ratelimit.Request{Rule: "api", Key: "198.51.100.87", Limit: ratelimit.PerSecond(300), Cost: 1}
 	ctx := context.Background()
 	sp := newSplitKey(prefix, &req, 3)

@@ -40,7 +40,7 @@ func splitStores(t *testing.T, n int, ev *hotEvents, cfg HotKeys, opts ...Option
 	cfg.Mode, cfg.OnChange = HotSplit, ev.add
 	stores := make([]*Store, n)
 	for i := range stores {
-		stores[i] = New(clusterClient(t), append([]Option{WithPrefix(prefix), WithHotKeys(cfg), WithoutDeniedCache()}, opts...)...)
+		stores[i] = newStore(clusterClient(t), append([]Option{WithPrefix(prefix), WithHotKeys(cfg), WithoutDeniedCache()}, opts...)...)
 	}
 	return stores
 }
@@ -326,7 +326,7 @@ func TestHotSplitTakeAllPeek(t *testing.T) {
 func TestHotSplitWithLeaseFollowsTheSplit(t *testing.T) {
 	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.94", Limit: ratelimit.PerSecond(300), Cost: 1}
 	stores, clock := splitByTakes(t, hot, 40)
-	leasing := New(clusterClient(t), WithPrefix(stores[0].prefix), WithClock(clock), WithTimeout(time.Second),
+	leasing := newStore(clusterClient(t), WithPrefix(stores[0].prefix), WithClock(clock), WithTimeout(time.Second),
 		WithoutDeniedCache(), WithLease(0.01, 100*time.Millisecond),
 		WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 40, Window: time.Second, Shards: 3}))
 	clock.Advance(100 * time.Millisecond) // the parts refill 30 units
@@ -350,7 +350,7 @@ func TestHotSplitSkewedClocksKeepTheBound(t *testing.T) {
 	stores := make([]*Store, len(skews))
 	for i, d := range skews {
 		clocks[i] = ratelimittest.NewClock(base.Add(d))
-		stores[i] = New(clusterClient(t), WithPrefix(prefix), WithClock(clocks[i]), WithTimeout(time.Second), WithoutDeniedCache(),
+		stores[i] = newStore(clusterClient(t), WithPrefix(prefix), WithClock(clocks[i]), WithTimeout(time.Second), WithoutDeniedCache(),
 			WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 40, Window: 100 * time.Millisecond, Shards: 3, OnChange: ev.add}))
 	}
 	limit := ratelimit.PerSecond(300)
@@ -400,7 +400,7 @@ func TestHotSplitSkewedClocksKeepTheBound(t *testing.T) {
 // key must come back when the marker expires (its refill time plus two
 // budgets), not a refill time and a budget later still.
 func TestHotSplitSetUpMarkerLivesRefillPlusTwoBudgets(t *testing.T) {
-	s := New(clusterClient(t), WithPrefix(uniquePrefix(t)), WithTimeout(time.Second),
+	s := newStore(clusterClient(t), WithPrefix(uniquePrefix(t)), WithTimeout(time.Second),
 		WithHotKeys(HotKeys{Mode: HotSplit, Shards: 3}))
 	req := ratelimit.Request{Rule: "api", Key: "198.51.100.92", Limit: ratelimit.PerSecond(300), Cost: 1}
 	sp := newSplitKey(s.prefix, &req, 3)
@@ -467,9 +467,9 @@ func TestHotSplitMarkerDenialWaitsAtMostTheMarkersLife(t *testing.T) {
 	}
 	opts := []Option{WithPrefix(stores[0].prefix), WithClock(clock), WithTimeout(time.Second)}
 	others := map[string]*Store{
-		"plain":    New(clusterClient(t), opts...),
-		"lease":    New(clusterClient(t), append(opts, WithLease(0.01, 100*time.Millisecond))...),
-		"hotLease": New(clusterClient(t), append(opts, WithHotKeys(HotKeys{Mode: HotLease, Threshold: 1, Window: time.Hour}))...),
+		"plain":    newStore(clusterClient(t), opts...),
+		"lease":    newStore(clusterClient(t), append(opts, WithLease(0.01, 100*time.Millisecond))...),
+		"hotLease": newStore(clusterClient(t), append(opts, WithHotKeys(HotKeys{Mode: HotLease, Threshold: 1, Window: time.Hour}))...),
 	}
 	for name, s := range others {
 		for i := range 3 { // the first check, and those after it (caches, leases)

@@ -46,7 +46,7 @@ func TestLeaseHotKeyWithinBudget(t *testing.T) {
 			if m == 1 {
 				opts = append(opts, WithLease(fraction, lifetime))
 			}
-			s := New(client, opts...)
+			s := newStore(client, opts...)
 			for range callers / 4 {
 				wg.Go(func() {
 					req := gcraReq("hot", l, 1)

@@ -38,10 +38,6 @@ const (
 	DefaultTimeout = 50 * time.Millisecond
 )
 
-// defaultTimeout is DefaultTimeout; the tests of this package raise it, so
-// that a loaded machine never fails a test whose subject is not the budget.
-var defaultTimeout = DefaultTimeout
-
 // An Option configures a Store.
 type Option func(*config)
 
@@ -66,7 +62,7 @@ func defaultConfig() config {
 		maxBatch:     DefaultMaxBatch,
 		batchTimeout: DefaultBatchTimeout,
 		deniedSize:   DefaultDeniedCacheSize,
-		timeout:      defaultTimeout,
+		timeout:      DefaultTimeout,
 	}
 }
 

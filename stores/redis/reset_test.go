@@ -18,7 +18,7 @@ func TestResetDeletesTheKeyOfOneRuleAndAlgorithm(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			client := b.client(t)
 			clock := ratelimittest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-			s := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
+			s := newStore(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
 			for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency} {
 				l := ratelimit.Limit{Rate: 2, Period: time.Hour}
 				for _, rule := range []string{"a", "b"} {
@@ -51,7 +51,7 @@ func TestResetDeletesTheKeyOfOneRuleAndAlgorithm(t *testing.T) {
 
 func TestResetThroughTheLimiterAndItsErrors(t *testing.T) {
 	ctx := context.Background()
-	s := New(standaloneClient(t), WithPrefix(uniquePrefix(t)))
+	s := newStore(standaloneClient(t), WithPrefix(uniquePrefix(t)))
 	long := strings.Repeat("x", 400)
 	l := ratelimit.NewLimiter(ratelimit.PerHour(1), ratelimit.ByHeader("X-Key"), ratelimit.WithName("api"), ratelimit.WithStore(s))
 	h := l.Handler(nil2xx{})

@@ -15,10 +15,16 @@ import (
 //go:embed script.lua
 var scriptSource string
 
+// clockSource is the prelude of the Store's scripts that sets now, the
+// time of a call: the caller's (ARGV[2]) or the server's TIME.
+//
+//go:embed clock.lua
+var clockSource string
+
 // script is the one Lua script behind every call. Run sends EVALSHA and, on
 // NOSCRIPT (a restarted or flushed server, a new Cluster node), EVAL, which
 // also caches the script again.
-var script = redis.NewScript(scriptSource)
+var script = redis.NewScript(clockSource + scriptSource)
 
 // Script modes; see script.lua.
 const (
@@ -93,7 +99,7 @@ func appendFields(args []any, req *ratelimit.Request, alg, rate, cost int) []any
 	} else {
 		span = ceilMicros(int64(l.Period))
 	}
-	return append(args, alg, rate, span, l.Capacity(), cost, sixth(req, cost), seventh(req))
+	return append(args, alg, rate, span, l.Capacity(), cost, sixth(req), seventh(req))
 }
 
 // seventh returns the seventh script field of a request: "" for most, or
@@ -123,7 +129,7 @@ func seventh(req *ratelimit.Request) string {
 // explicit bounds, or the token of a Concurrency or GCRA request (which
 // only a return reads). A GCRA token beyond the script's exact range is no
 // time the key ever held: it is sent as one that matches none.
-func sixth(req *ratelimit.Request, cost int) any {
+func sixth(req *ratelimit.Request) any {
 	w := req.Window
 	switch {
 	case req.Algorithm == ratelimit.Concurrency:
@@ -167,9 +173,6 @@ func ceilMicros(ns int64) int64 {
 	}
 	return q
 }
-
-// wrapCtx wraps a ctx error as a Redis failure.
-func wrapCtx(err error) error { return fmt.Errorf("ratelimit: redis: %w", err) }
 
 // run executes the script and returns its integer reply.
 func (s *Store) run(ctx context.Context, keys []string, args []any, want int) ([]int64, error) {

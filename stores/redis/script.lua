@@ -14,7 +14,8 @@
 --          decided on its own in order, as if each were its own call (the
 --          coalesced checks of many callers): a negative cost returns -cost
 --          units, and algorithm 4 is a GCRA lease (see below).
--- ARGV[2]  now in Unix microseconds, or "" to read the server's TIME.
+-- ARGV[2]  now in Unix microseconds, or "" to read the server's TIME (see
+--          clock.lua, the prelude that sets now).
 -- ARGV[3]  extra TTL in milliseconds added to every write (0 with server time).
 -- ARGV[4]  how long the call key keeps the reply, in milliseconds; 0: no call key.
 -- ARGV[5+7(i-1)..] seven fields per request: algorithm (0 GCRA, 1 sliding
@@ -333,15 +334,8 @@ local function encode(alg, st)
 end
 
 local mode = ARGV[1]
-local now = tonumber(ARGV[2])
-if not now then
-  -- Redis 3.2 to 4 replicate scripts verbatim unless told to replicate
-  -- their effects, and refuse writes after TIME; from 5 on effects are the
-  -- default, and 7 (which added REDIS_VERSION_NUM) knows nothing else.
-  if not redis.REDIS_VERSION_NUM and redis.replicate_commands then redis.replicate_commands() end
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+-- now, the time of the call in Unix microseconds, comes from clock.lua,
+-- which script.go puts before this file.
 local slack = tonumber(ARGV[3])
 local keep = tonumber(ARGV[4])
 local n = #KEYS

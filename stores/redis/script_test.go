@@ -142,7 +142,7 @@ func TestSlidingWindowRoundingEdge(t *testing.T) {
 
 				clock := ratelimittest.NewClock(time.Time{})
 				mem := memory.New(memory.WithClock(clock))
-				rs := New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
+				rs := newStore(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
 				req := withAlg(gcraReq("edge", c.limit, c.prev), ratelimit.SlidingWindow)
 
 				nowUS := clock.Now().UnixMicro()

@@ -37,7 +37,7 @@ func TestDeniedCacheLetsReservationsThrough(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	mem := memory.New(memory.WithClock(clock))
-	s := New(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)))
+	s := newStore(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)))
 	req := gcraReq("k", ratelimit.PerSecond(10).WithBurst(1), 1) // one per 100ms
 	check := func(what string, r ratelimit.Request, wantHit bool) ratelimit.Result {
 		t.Helper()
@@ -89,7 +89,7 @@ func TestCoalescedBatchDecidesEachShapedRequestAlone(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(ratelimittest.Epoch().Add(17 * time.Second))
 	mem := memory.New(memory.WithClock(clock))
-	s := New(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)))
+	s := newStore(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)))
 	g := gcraReq("g", ratelimit.PerSecond(10).WithBurst(2), 1)
 	fixed := withAlg(gcraReq("f", ratelimit.PerMinute(10), 2), ratelimit.FixedWindow)
 	sliding := withAlg(gcraReq("s", ratelimit.PerMinute(10), 2), ratelimit.SlidingWindow)
@@ -182,8 +182,8 @@ func withCost(r ratelimit.Request, cost int) ratelimit.Request {
 // now, at no delay, and a debt must reach the shared state).
 func TestLeaseNeverServesShapedRequests(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
-	s := New(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)), WithLease(0.5, time.Minute))
-	other := New(standaloneClient(t), WithClock(clock), WithPrefix(s.prefix), WithoutCoalescing())
+	s := newStore(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)), WithLease(0.5, time.Minute))
+	other := newStore(standaloneClient(t), WithClock(clock), WithPrefix(s.prefix), WithoutCoalescing())
 	req := gcraReq("k", ratelimit.PerSecond(10), 1) // capacity 10, lease of 5
 	mustTake(t, s, req)                             // leases 5: 1 spent, 4 held
 	before := s.Stats()
@@ -215,7 +215,7 @@ func TestLeaseNeverServesShapedRequests(t *testing.T) {
 // towards making a key hot.
 func TestHotLeaseNeverServesShapedRequests(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
-	s := New(standaloneClient(t), WithPrefix(uniquePrefix(t)), WithClock(clock),
+	s := newStore(standaloneClient(t), WithPrefix(uniquePrefix(t)), WithClock(clock),
 		WithHotKeys(HotKeys{Mode: HotLease, Threshold: 20, Window: time.Second, LeaseFraction: 0.1}))
 	req := gcraReq("hot", ratelimit.PerSecond(1000), 1)
 	for range 100 { // paced checks alone never make the key hot
@@ -304,7 +304,7 @@ func TestPacedReservationsFourInstances(t *testing.T) {
 				}
 			}
 			for w := range 4 {
-				s := New(b.client(t), WithClock(clock), WithPrefix(prefix))
+				s := newStore(b.client(t), WithClock(clock), WithPrefix(prefix))
 				rng := rand.New(rand.NewPCG(uint64(w), 5))
 				wg.Go(func() {
 					var held []reservation

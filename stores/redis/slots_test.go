@@ -40,8 +40,8 @@ func TestLostSlotExpiresWhileTrafficContinues(t *testing.T) {
 			proxy := startProxy(t, sharedServer.Addr)
 			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			prefix := uniquePrefix(t)
-			viaProxy := New(faultClient(proxy.Addr()), WithPrefix(prefix), WithClock(clock))
-			direct := New(standaloneClient(t), WithPrefix(prefix), WithClock(clock))
+			viaProxy := newStore(faultClient(proxy.Addr()), WithPrefix(prefix), WithClock(clock))
+			direct := newStore(standaloneClient(t), WithPrefix(prefix), WithClock(clock))
 			req := slotReq("k", 2, 10*time.Second, 1)
 
 			// A warm connection, and the script cached: what is held below is
@@ -111,7 +111,7 @@ func TestSlotTokensReleaseExactlyTheirSlots(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			clock := ratelimittest.NewClock(ratelimittest.Epoch())
-			s := New(b.client(t), WithPrefix(uniquePrefix(t)), WithClock(clock))
+			s := newStore(b.client(t), WithPrefix(uniquePrefix(t)), WithClock(clock))
 			req := slotReq("k", 5, 10*time.Second, 2)
 			a := mustTake(t, s, req)
 			clock.Advance(time.Second)
@@ -186,7 +186,7 @@ func TestSlotTokensCoalescedAndTakeAll(t *testing.T) {
 			prefix := uniquePrefix(t)
 			stores := make([]*Store, 4)
 			for i := range stores {
-				stores[i] = New(b.client(t), WithPrefix(prefix))
+				stores[i] = newStore(b.client(t), WithPrefix(prefix))
 			}
 			req := slotReq("hot", 8, time.Hour, 1)
 			other := gcraReq("hot", ratelimit.PerHour(1_000_000), 1) // same slot: one script
@@ -247,7 +247,7 @@ func TestSlotTokensCoalescedAndTakeAll(t *testing.T) {
 func TestConcurrencyKeyTTLFollowsLatestSlot(t *testing.T) {
 	client := standaloneClient(t)
 	prefix := uniquePrefix(t)
-	s := New(client, WithPrefix(prefix))
+	s := newStore(client, WithPrefix(prefix))
 	req := slotReq("ttl", 3, 2*time.Second, 1)
 	mustTake(t, s, req)
 	ttl, err := client.PTTL(context.Background(), stateKey(prefix, &req)).Result()

@@ -28,10 +28,21 @@ func TestConformance(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			client := b.client(t)
 			ratelimittest.TestStore(t, func(t *testing.T, clock ratelimit.Clock) ratelimit.Store {
-				return New(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
+				return newStore(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
 			})
 		})
 	}
+}
+
+// testBudget is the time budget of the stores the tests build with
+// newStore: a loaded machine must never fail a test whose subject is not the
+// budget. The tests of the budget pass WithTimeout themselves, and those of
+// the default (DefaultTimeout) call New.
+const testBudget = time.Minute
+
+// newStore is New with a budget of testBudget, which opts may override.
+func newStore(client redis.UniversalClient, opts ...Option) *Store {
+	return New(client, append([]Option{WithTimeout(testBudget)}, opts...)...)
 }
 
 func gcraReq(key string, l ratelimit.Limit, cost int) ratelimit.Request {
@@ -63,7 +74,7 @@ func within(t *testing.T, what string, d, lo, hi time.Duration) {
 func TestServerTime(t *testing.T) {
 	for _, b := range backends[:2] {
 		t.Run(b.name, func(t *testing.T) {
-			s := New(b.client(t), WithPrefix(uniquePrefix(t)))
+			s := newStore(b.client(t), WithPrefix(uniquePrefix(t)))
 			req := gcraReq("k", ratelimit.PerMinute(3), 1)
 			for i := 2; i >= 0; i-- {
 				res := mustTake(t, s, req)
@@ -128,8 +139,8 @@ func TestServerTimeIgnoresClientClock(t *testing.T) {
 	client := standaloneClient(t)
 	prefix := uniquePrefix(t)
 	past := ratelimittest.NewClock(time.Now().AddDate(-10, 0, 0))
-	behind := New(client, WithPrefix(prefix), WithClock(past))
-	server := New(client, WithPrefix(prefix))
+	behind := newStore(client, WithPrefix(prefix), WithClock(past))
+	server := newStore(client, WithPrefix(prefix))
 	req := gcraReq("k", ratelimit.PerHour(1), 1)
 	if res := mustTake(t, behind, req); !res.Allowed {
 		t.Fatal(res)
@@ -148,7 +159,7 @@ func TestTTLs(t *testing.T) {
 			ctx := context.Background()
 			client := b.client(t)
 			prefix := uniquePrefix(t)
-			s := New(client, WithPrefix(prefix))
+			s := newStore(client, WithPrefix(prefix))
 			ttl := func(req ratelimit.Request) time.Duration {
 				t.Helper()
 				d, err := client.PTTL(ctx, stateKey(prefix, &req)).Result()
@@ -293,7 +304,7 @@ func TestSlotsMatchRedis(t *testing.T) {
 
 func TestInvalidRequests(t *testing.T) {
 	client := standaloneClient(t)
-	s := New(client, WithPrefix(uniquePrefix(t)))
+	s := newStore(client, WithPrefix(uniquePrefix(t)))
 	ctx := context.Background()
 
 	huge := gcraReq(strings.Repeat("k", MaxKeyLen+1), ratelimit.PerSecond(1), 1)
@@ -331,7 +342,7 @@ func TestInvalidRequests(t *testing.T) {
 func TestBackendErrors(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond, DialerRetries: 1})
 	defer client.Close()
-	s := New(client)
+	s := newStore(client)
 	ctx := context.Background()
 	req := gcraReq("k", ratelimit.PerSecond(1), 1)
 	res, err := s.Take(ctx, req)
@@ -345,7 +356,7 @@ func TestBackendErrors(t *testing.T) {
 		t.Errorf("TakeAll on a dead server = nil")
 	}
 
-	live := New(standaloneClient(t), WithPrefix(uniquePrefix(t)))
+	live := newStore(standaloneClient(t), WithPrefix(uniquePrefix(t)))
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := live.Take(cctx, req); !errors.Is(err, context.Canceled) {
@@ -357,7 +368,7 @@ func TestBackendErrors(t *testing.T) {
 	prefix := uniquePrefix(t)
 	c.HSet(ctx, stateKey(prefix, &req), "x", "y")
 	c.Expire(ctx, stateKey(prefix, &req), time.Minute)
-	if res, err := New(c, WithPrefix(prefix)).Take(ctx, req); err == nil || res != (ratelimit.Result{}) {
+	if res, err := newStore(c, WithPrefix(prefix)).Take(ctx, req); err == nil || res != (ratelimit.Result{}) {
 		t.Errorf("Take on a key of the wrong type = %+v, %v", res, err)
 	}
 }
@@ -371,7 +382,7 @@ func TestClusterTakeAllCompensation(t *testing.T) {
 			client := b.client(t)
 			prefix := uniquePrefix(t)
 			clock := ratelimittest.NewClock(time.Time{})
-			s := New(client, WithPrefix(prefix), WithClock(clock))
+			s := newStore(client, WithPrefix(prefix), WithClock(clock))
 			// Keys chosen to live in different slots and Ring shards.
 			var keys []string
 			for i := 0; len(keys) < 3; i++ {

@@ -42,7 +42,7 @@ func admittedBound(alg ratelimit.Algorithm, l ratelimit.Limit, first, last time.
 func TestAlternatingStampsNeverRestartAWindow(t *testing.T) {
 	for _, alg := range windowAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
-			s := New(standaloneClient(t), WithPrefix(uniquePrefix(t)))
+			s := newStore(standaloneClient(t), WithPrefix(uniquePrefix(t)))
 			l := ratelimit.Limit{Rate: 10, Period: time.Second}
 			req := withAlg(gcraReq("k", l, 1), alg)
 			base := ratelimittest.Epoch()
@@ -88,7 +88,7 @@ func TestOutOfOrderStampsFourInstances(t *testing.T) {
 				prefix := uniquePrefix(t)
 				stores := make([]*Store, 4)
 				for i := range stores {
-					stores[i] = New(b.client(t), WithPrefix(prefix))
+					stores[i] = newStore(b.client(t), WithPrefix(prefix))
 				}
 				l := ratelimit.Limit{Rate: 50, Period: 100 * time.Millisecond}
 				req := withAlg(gcraReq("hot", l, 1), alg)
@@ -139,7 +139,7 @@ func TestClockSteppedBackAdmitsNothingMore(t *testing.T) {
 				prefix := uniquePrefix(t)
 				stores := make([]*Store, 4)
 				for i := range stores {
-					stores[i] = New(standaloneClient(t), WithPrefix(prefix), WithClock(clock))
+					stores[i] = newStore(standaloneClient(t), WithPrefix(prefix), WithClock(clock))
 				}
 				l := ratelimit.PerMinute(10)
 				req := withAlg(gcraReq("k", l, 1), alg)
@@ -202,7 +202,7 @@ func TestDailyQuotaSkewedInstances(t *testing.T) {
 			prefix := uniquePrefix(t)
 			var handlers []http.Handler
 			for _, k := range []time.Duration{skew, -skew, skew / 2, -skew / 2} {
-				store := New(standaloneClient(t), WithPrefix(prefix), WithClock(server))
+				store := newStore(standaloneClient(t), WithPrefix(prefix), WithClock(server))
 				mw := ratelimit.NewRules([]ratelimit.Rule{{
 					Name: "daily", Quota: ratelimit.Daily(n, time.UTC), Key: ratelimit.Global(),
 				}}, ratelimit.WithStore(store), ratelimit.WithClock(skewedClock{server, k}))
@@ -257,7 +257,7 @@ func TestDailyQuotaOnServerTime(t *testing.T) {
 	for _, skew := range []time.Duration{2 * time.Minute, -2 * time.Minute} {
 		mw := ratelimit.NewRules([]ratelimit.Rule{{
 			Name: "daily", Quota: ratelimit.Daily(n, zone), Key: ratelimit.Global(),
-		}}, ratelimit.WithStore(New(client, WithPrefix(prefix))), ratelimit.WithClock(offsetClock(skew)))
+		}}, ratelimit.WithStore(newStore(client, WithPrefix(prefix))), ratelimit.WithClock(offsetClock(skew)))
 		handlers = append(handlers, mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	}
 	admitted := 0
