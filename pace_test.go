@@ -160,14 +160,14 @@ func TestCancelledWaitersGiveBackTheirPlaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		parked := ratelimit.New(ratelimit.PerSecond(1_000_000), ratelimit.ByHeader("X-Key"))(
 			http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
-		perParked, _ := parkThenCancel(t, parked, n)
+		perParked, _ := parkThenCancel(parked, n)
 
 		store := memory.New()
 		limit := ratelimit.PerSecond(1000).WithBurst(1)
 		h, served := pacedHandler(limit, ratelimit.Pace{MaxDelay: time.Minute, MaxWaiting: n},
 			ratelimit.WithStore(store), ratelimit.WithName("paced"))
 		serve(h, keyed("k")) // the bucket is now empty: every later request waits
-		perWaiter, recs := parkThenCancel(t, h, n)
+		perWaiter, recs := parkThenCancel(h, n)
 		if extra := perWaiter - perParked; extra > 1024 {
 			t.Errorf("a waiting request holds %d bytes of heap, %d more than one parked in a handler; want at most 1 KB more", perWaiter, extra)
 		}
@@ -193,7 +193,7 @@ func TestCancelledWaitersGiveBackTheirPlaces(t *testing.T) {
 // parkThenCancel serves n requests with h until all are blocked, measures
 // the heap they hold, then cancels them and waits for all to return. It
 // returns the heap per request and their responses.
-func parkThenCancel(t *testing.T, h http.Handler, n int) (int64, []*httptest.ResponseRecorder) {
+func parkThenCancel(h http.Handler, n int) (int64, []*httptest.ResponseRecorder) {
 	reqs := make([]*http.Request, n)
 	recs := make([]*httptest.ResponseRecorder, n)
 	cancels := make([]context.CancelFunc, n)

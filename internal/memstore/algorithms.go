@@ -237,16 +237,16 @@ func slidingNow(w window, now, p int64) int64 {
 }
 
 // fixedWindow: A is the count of the window that ends at Expires. The window
-// is [start, end), epoch-aligned unless the caller gave explicit bounds.
+// ends at end, or at the next epoch-aligned boundary when end is 0 (its
+// start never matters: a count belongs to the window it expires with).
 //
 // Windows never go back: when the key already counts in a later window than
 // the one now falls in (a request read the clock before another that was
 // served first, or the clock was stepped back), the request counts against
 // that later window. Only a later window starts a new count.
-func fixedWindow(w window, now int64, l Limit, cost int64, start, end int64) (window, Result) {
+func fixedWindow(w window, now int64, l Limit, cost int64, end int64) (window, Result) {
 	if end == 0 {
-		start = now - mod(now, l.Period)
-		end = start + l.Period
+		end = now - mod(now, l.Period) + l.Period
 	}
 	count := int64(0)
 	if w.Expires == end || w.A > 0 && w.Expires > end {

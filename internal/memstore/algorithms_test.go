@@ -81,11 +81,11 @@ func TestSlidingWindowHugeCounts(t *testing.T) {
 func TestWindowsBefore1970(t *testing.T) {
 	l := Limit{Rate: 1, Period: int64(time.Minute), Capacity: 1}
 	now := -int64(90 * time.Second) // 1969-12-31T23:58:30Z
-	w, res := fixedWindow(window{}, now, l, 1, 0, 0)
+	w, res := fixedWindow(window{}, now, l, 1, 0)
 	if !res.Allowed || w.Expires != -int64(time.Minute) {
 		t.Fatalf("window end %d, want -60s: %+v", w.Expires, res)
 	}
-	if _, res = fixedWindow(w, now, l, 1, 0, 0); res.RetryAfter != int64(30*time.Second) {
+	if _, res = fixedWindow(w, now, l, 1, 0); res.RetryAfter != int64(30*time.Second) {
 		t.Fatalf("retry after %v, want 30s", time.Duration(res.RetryAfter))
 	}
 }
@@ -116,8 +116,8 @@ func TestTakeAllTooMany(t *testing.T) {
 func TestLoweredLimitNeverNegative(t *testing.T) {
 	high := Limit{Rate: 10, Period: int64(time.Minute), Capacity: 10}
 	low := Limit{Rate: 2, Period: int64(time.Minute), Capacity: 2}
-	w, _ := fixedWindow(window{}, 0, high, 5, 0, 0)
-	if _, res := fixedWindow(w, 0, low, 1, 0, 0); res.Allowed || res.Remaining != 0 {
+	w, _ := fixedWindow(window{}, 0, high, 5, 0)
+	if _, res := fixedWindow(w, 0, low, 1, 0); res.Allowed || res.Remaining != 0 {
 		t.Fatalf("fixed window: %+v", res)
 	}
 	var c slots
@@ -127,7 +127,7 @@ func TestLoweredLimitNeverNegative(t *testing.T) {
 		t.Fatalf("concurrency: %+v", res)
 	}
 	// An explicit window that has already ended never reports negative waits.
-	if _, res := fixedWindow(window{}, 100, high, 1, 10, 50); res.ResetAfter != 0 || res.RetryAfter != 0 {
+	if _, res := fixedWindow(window{}, 100, high, 1, 50); res.ResetAfter != 0 || res.RetryAfter != 0 {
 		t.Fatalf("ended window: %+v", res)
 	}
 }

@@ -186,28 +186,6 @@ func (sh *gshard) get(h uint64) (int64, bool) {
 	return 0, false
 }
 
-// update applies f to h's state, if it has one, with the lock held:
-// lock-free checks may still swap it meanwhile, so f may run again.
-func (sh *gshard) update(h uint64, f func(int64) int64) {
-	sl := sh.slab.Load()
-	i := sl.find(h)
-	if i < 0 {
-		return
-	}
-	p := &sl.tats[i]
-	for {
-		old := p.Load()
-		if old == dead {
-			return
-		}
-		next := live(f(old))
-		if p.CompareAndSwap(old, next) {
-			sh.floor = min(sh.floor, next)
-			return
-		}
-	}
-}
-
 // hold marks h's slot dead, so that no lock-free check changes it until
 // release, and returns its state. The caller holds the lock until release.
 func (sh *gshard) hold(h uint64) (slot int, v int64, ok bool) {

@@ -234,7 +234,7 @@ func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int6
 		next, res = slidingWindow(old, now, r.Limit, r.Cost)
 		res.Slot = uint64(next.Expires - r.Limit.Period)
 	default:
-		next, res = fixedWindow(old, now, r.Limit, r.Cost, start, end)
+		next, res = fixedWindow(old, now, r.Limit, r.Cost, end)
 		res.Slot = uint64(next.Expires)
 	}
 	if res.Allowed && r.Cost > 0 {
