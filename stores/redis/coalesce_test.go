@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"runtime"
 	"slices"
@@ -406,5 +407,38 @@ func TestLease(t *testing.T) {
 	mustTake(t, s, other)
 	if st := s.Stats(); st.RoundTrips != 5 {
 		t.Fatalf("fixed window with lease mode on: %+v, want one round trip each", st)
+	}
+}
+
+// TestWithCoalescingSetsTheBatches: WithCoalescing turns coalescing back on
+// after WithoutCoalescing, with the batch size given (DefaultMaxBatch for
+// 0) and the wait given, and refuses negative values at start-up. No
+// server is needed: New does not dial.
+func TestWithCoalescingSetsTheBatches(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer client.Close()
+	for _, tc := range []struct {
+		batch     int
+		wait      time.Duration
+		wantBatch int
+	}{{0, time.Millisecond, DefaultMaxBatch}, {8, 0, 8}} {
+		s := New(client, WithoutCoalescing(), WithCoalescing(tc.batch, tc.wait))
+		if !s.coalesce || s.maxBatch != tc.wantBatch || s.maxWait != tc.wait {
+			t.Errorf("WithCoalescing(%d, %v): coalesce %v, batch %d, wait %v; want on, %d, %v",
+				tc.batch, tc.wait, s.coalesce, s.maxBatch, s.maxWait, tc.wantBatch, tc.wait)
+		}
+	}
+	if s := New(client, WithoutCoalescing()); s.coalesce {
+		t.Error("WithoutCoalescing left coalescing on")
+	}
+	for _, bad := range [][2]int{{-1, 0}, {0, -1}} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.HasPrefix(fmt.Sprint(r), "redisstore: WithCoalescing") {
+					t.Errorf("WithCoalescing(%d, %d): panic %v, want a redisstore: message", bad[0], bad[1], r)
+				}
+			}()
+			WithCoalescing(bad[0], time.Duration(bad[1]))
+		}()
 	}
 }
