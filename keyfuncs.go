@@ -197,20 +197,38 @@ func keyProblemDetail(status int, err error) []byte {
 // routers other than http.ServeMux: chi's RouteContext(ctx).RoutePattern(),
 // gin's FullPath(), echo's Path(). pattern must return the template that
 // matched ("/users/{id}"), never the request's path, and "" when nothing
-// matched, which gives an error wrapping ErrNoKey. It panics if pattern is
-// nil.
-func ByRouteFunc(pattern func(*http.Request) string) KeyFunc {
+// matched, which gives an error wrapping ErrNoKey. A pattern function that
+// can tell why it has no route returns that as its error instead (wrap
+// ErrNoKey in it, so that the key-error policy applies); the framework
+// adapters' ByRoute functions are made this way. Either way the key's kind
+// in events and metrics is "route". It panics if pattern is nil.
+func ByRouteFunc[P func(*http.Request) string | func(*http.Request) (string, error)](pattern P) KeyFunc {
 	if pattern == nil {
 		panic("ratelimit: ByRouteFunc: nil pattern function")
 	}
 	errNoRoute := fmt.Errorf("%w: ByRouteFunc: no route pattern matched", ErrNoKey)
-	return func(r *http.Request) (string, error) {
-		p := pattern(r)
-		if p == "" {
-			return "", errNoRoute
+	switch pattern := any(pattern).(type) {
+	case func(*http.Request) string:
+		return func(r *http.Request) (string, error) {
+			p := pattern(r)
+			if p == "" {
+				return "", errNoRoute
+			}
+			return p, nil
 		}
-		return p, nil
+	case func(*http.Request) (string, error):
+		return func(r *http.Request) (string, error) {
+			p, err := pattern(r)
+			if err == nil && p == "" {
+				err = errNoRoute
+			}
+			if err != nil {
+				return "", err
+			}
+			return p, nil
+		}
 	}
+	panic("unreachable") // P's type set has the two cases above
 }
 
 // Keys combines key functions into one composite key, such as a user and a
@@ -290,13 +308,14 @@ func Keys(parts ...KeyFunc) KeyFunc {
 // every constructor from another package to catch it.)
 var builtinKinds = map[uintptr]string{
 	codeOf(ByIP()): "ip",
-	codeOf(ClientIPConfig{Hops: 1}.KeyFunc()):                               "client_ip",
-	codeOf(ByHeader("X-Kind")):                                              "header",
-	codeOf(ByUser(func(*http.Request) (string, bool) { return "", false })): "user",
-	codeOf(ByRoute()):                                                       "route",
-	codeOf(ByRouteFunc(func(*http.Request) string { return "" })):           "route",
-	codeOf(ByBearerToken()):                                                 "bearer",
-	codeOf(ByAPIKey("X-Kind")):                                              "api_key",
+	codeOf(ClientIPConfig{Hops: 1}.KeyFunc()):                                   "client_ip",
+	codeOf(ByHeader("X-Kind")):                                                  "header",
+	codeOf(ByUser(func(*http.Request) (string, bool) { return "", false })):     "user",
+	codeOf(ByRoute()):                                                           "route",
+	codeOf(ByRouteFunc(func(*http.Request) string { return "" })):               "route",
+	codeOf(ByRouteFunc(func(*http.Request) (string, error) { return "", nil })): "route",
+	codeOf(ByBearerToken()):                                                     "bearer",
+	codeOf(ByAPIKey("X-Kind")):                                                  "api_key",
 }
 
 // codeOf returns the entry point of f's code, shared by every closure made

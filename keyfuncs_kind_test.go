@@ -49,6 +49,7 @@ func TestBuiltinKeyFuncsReportTheirKind(t *testing.T) {
 		{"ByUser", ratelimit.ByUser(user), "user"},
 		{"ByRoute", ratelimit.ByRoute(), "route"},
 		{"ByRouteFunc", ratelimit.ByRouteFunc(func(*http.Request) string { return "/x" }), "route"},
+		{"ByRouteFunc with errors", ratelimit.ByRouteFunc(func(*http.Request) (string, error) { return "/x", nil }), "route"},
 		{"ByBearerToken", ratelimit.ByBearerToken(ratelimit.HMACSecret([]byte("0123456789abcdef0123456789abcdef"))), "bearer"},
 		{"ByAPIKey", ratelimit.ByAPIKey("X-API-Key"), "api_key"},
 		{"Keys", ratelimit.Keys(ratelimit.ByIP(), ratelimit.ByRoute()), "key"},

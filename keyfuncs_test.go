@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -108,8 +109,30 @@ func TestByRoute(t *testing.T) {
 	if k, err := rf(httptest.NewRequest("GET", "/other", nil)); k != "" || !errors.Is(err, ratelimit.ErrNoKey) {
 		t.Errorf("ByRouteFunc no match = %q, %v", k, err)
 	}
-	if msg := kfPanics(func() { ratelimit.ByRouteFunc(nil) }); !strings.HasPrefix(msg, "ratelimit: ByRouteFunc") {
+	if msg := kfPanics(func() { ratelimit.ByRouteFunc[func(*http.Request) string](nil) }); !strings.HasPrefix(msg, "ratelimit: ByRouteFunc") {
 		t.Errorf("ByRouteFunc(nil) panic = %q", msg)
+	}
+
+	// A pattern function that says why it has no route: its error is the
+	// key's; an empty pattern without one is ErrNoKey as above.
+	errNotYet := fmt.Errorf("%w: not routed yet", ratelimit.ErrNoKey)
+	ef := ratelimit.ByRouteFunc(func(r *http.Request) (string, error) {
+		switch r.URL.Path {
+		case "/users/7":
+			return "/users/:id", nil
+		case "/early":
+			return "", errNotYet
+		}
+		return "", nil
+	})
+	if k, err := ef(httptest.NewRequest("GET", "/users/7", nil)); k != "/users/:id" || err != nil {
+		t.Errorf("ByRouteFunc with errors = %q, %v", k, err)
+	}
+	if k, err := ef(httptest.NewRequest("GET", "/early", nil)); k != "" || !errors.Is(err, errNotYet) {
+		t.Errorf("ByRouteFunc's own error = %q, %v; want errNotYet", k, err)
+	}
+	if k, err := ef(httptest.NewRequest("GET", "/other", nil)); k != "" || !errors.Is(err, ratelimit.ErrNoKey) {
+		t.Errorf("ByRouteFunc with errors, no match = %q, %v; want ErrNoKey", k, err)
 	}
 }
 

@@ -49,7 +49,8 @@ type Route struct {
 //
 //   - requests to one route pattern share a bucket when keyed by ByRoute
 //     ("/users/1" and "/users/2"), other routes have their own, and
-//     concurrent requests get exactly the quota of each;
+//     concurrent requests get exactly the quota of each; a rule keyed by
+//     ByRoute reports the key kind "route" in its events;
 //   - a denial is a 429 with the IETF RateLimit and RateLimit-Policy
 //     fields, Retry-After and an RFC 9457 problem body, and the handler
 //     does not run;
@@ -71,6 +72,7 @@ type Route struct {
 // moves it.
 func TestAdapter(t *testing.T, a Adapter) {
 	t.Run("RouteKeysSharePatternBucket", a.testRouteKeys)
+	t.Run("RouteKeyKindIsRoute", a.testRouteKeyKind)
 	t.Run("ConcurrentRequestsGetExactQuota", a.testConcurrent)
 	t.Run("DenialIsProblem429", a.testDenial)
 	t.Run("StoreFailure", a.testStoreFailure)
@@ -125,6 +127,32 @@ func (a Adapter) routeKeyed(t *testing.T, limit ratelimit.Limit, patterns ...str
 		routes = append(routes, Route{"GET", p, hs.named(p)})
 	}
 	return a.Router(ratelimit.NewLimiter(limit, ratelimit.Keys(ratelimit.ByIP(), a.ByRoute), still()), routes...), hs
+}
+
+// testRouteKeyKind: a rule keyed by the adapter's ByRoute alone reports
+// the key kind "route" to observers (and so in metrics), as the core's
+// ByRoute does, without the application naming it.
+func (a Adapter) testRouteKeyKind(t *testing.T) {
+	if a.ByRoute == nil {
+		t.Skip("no ByRoute in this placement")
+	}
+	var mu sync.Mutex
+	var kinds []string
+	obs := ratelimit.WithObserver(ratelimit.ObserverFunc(func(e ratelimit.Event) {
+		mu.Lock()
+		kinds = append(kinds, e.KeyKind)
+		mu.Unlock()
+	}))
+	hs := new(handlers)
+	h := a.Router(ratelimit.NewLimiter(ratelimit.PerMinute(5), a.ByRoute, still(), obs), Route{"GET", "/users/{id}", hs.named("users")})
+	if resp := send(h, "GET", "/users/1"); resp.Code != http.StatusOK {
+		t.Fatalf("GET /users/1: %d %q", resp.Code, resp.Body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(kinds) == 0 || kinds[0] != "route" {
+		t.Fatalf("key kinds observed %q, want \"route\"", kinds)
+	}
 }
 
 func (a Adapter) testRouteKeys(t *testing.T) {

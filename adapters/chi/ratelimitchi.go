@@ -183,7 +183,7 @@ var ErrNotRouted = fmt.Errorf("%w: ratelimitchi: chi has not matched the full ro
 // the package documentation for where to mount it.
 func ByRoute() ratelimit.KeyFunc {
 	var mounts mountCache
-	return func(r *http.Request) (string, error) {
+	return ratelimit.ByRouteFunc(func(r *http.Request) (string, error) { // key kind "route"
 		rctx := chi.RouteContext(r.Context())
 		if rctx == nil || len(rctx.RoutePatterns) == 0 {
 			return "", ErrNotRouted
@@ -201,7 +201,7 @@ func ByRoute() ratelimit.KeyFunc {
 			return p, nil
 		}
 		return rctx.RoutePattern(), nil
-	}
+	})
 }
 
 // mountCache remembers, per router and pattern, which patterns are chi

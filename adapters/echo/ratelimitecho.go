@@ -272,7 +272,7 @@ var errNoRoute = fmt.Errorf("%w: ratelimitecho: no echo route matched (c.Path() 
 //
 //	ratelimit.Keys(ratelimit.ByIP(), ratelimitecho.ByRoute())
 func ByRoute() ratelimit.KeyFunc {
-	return routeKey
+	return ratelimit.ByRouteFunc(routeKey) // reported with key kind "route"
 }
 
 func routeKey(r *http.Request) (string, error) {

@@ -223,7 +223,7 @@ var errNoRoute = fmt.Errorf("%w: ratelimitgin: no gin route matched (FullPath is
 //
 //	ratelimit.Keys(ratelimit.ByIP(), ratelimitgin.ByRoute())
 func ByRoute() ratelimit.KeyFunc {
-	return routeKey
+	return ratelimit.ByRouteFunc(routeKey) // reported with key kind "route"
 }
 
 func routeKey(r *http.Request) (string, error) {
