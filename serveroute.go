@@ -60,9 +60,14 @@ func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route strin
 	if !v.Allowed() {
 		return false, nil
 	}
-	if v.held != nil {
-		defer v.held.doneRecorded()
-		r = l.settleRequest(r, v.held)
+	h := v.held
+	if h == nil {
+		return true, next(r)
 	}
-	return true, next(r)
+	returned := false
+	// A panic counts as a 500 for adaptive rules, as in Limiter.Handler.
+	defer func() { h.doneServed(returned) }()
+	err = next(l.settleRequest(r, h))
+	returned = true
+	return true, err
 }
