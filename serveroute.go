@@ -49,7 +49,9 @@ func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route strin
 		return false, deny(&d)
 	case onError != nil && errors.Is(v.err, ErrStoreUnavailable):
 		if err := onError(v.err); err != nil {
-			v.Done() // a request admitted under FailOpen may hold slots
+			if v.held != nil { // a request admitted under FailOpen may hold slots
+				v.held.abandon() // unsampled: it was never served
+			}
 			return false, err
 		}
 		if v.kind == verdictFailedClosed {
