@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
 // TestServeRouteLetThroughKeepsTheAdaptiveLimit: with an adaptive rule of 1
@@ -41,5 +42,32 @@ func TestServeRouteLetThroughKeepsTheAdaptiveLimit(t *testing.T) {
 		})
 	if !outerServed {
 		t.Fatal("setup: the first request was not let through")
+	}
+}
+
+// TestServeRouteLetThroughCountsUnderTheHealthyRules: a rule on a healthy
+// memory store allows 2 a minute; a second rule's store is down under
+// FailClosed, and onError returning nil lets each request through. The
+// healthy rule's unit is given back (compensated) for every request, as
+// for a stopped one, though next serves it: during the outage the healthy
+// limit is not enforced at all (5 of 5 served), where FailOpen would have
+// served 2.
+func TestServeRouteLetThroughCountsUnderTheHealthyRules(t *testing.T) {
+	clock := newClock()
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "local", Limit: ratelimit.PerMinute(2), Key: ratelimit.Global(), Store: memory.New(memory.WithClock(clock))},
+		{Name: "failing", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: failingStore,
+			OnStoreError: ratelimit.FailClosed(http.StatusServiceUnavailable)},
+	}, ratelimit.WithClock(clock))
+	served := 0
+	for range 5 {
+		ok, _ := l.ServeRoute(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", ""), "/", nil,
+			func(error) error { return nil }, func(*http.Request) error { return nil })
+		if ok {
+			served++
+		}
+	}
+	if served != 2 {
+		t.Fatalf("%d of 5 requests served under a healthy rule of 2 a minute while another rule's store is down; want 2", served)
 	}
 }
