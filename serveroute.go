@@ -32,7 +32,8 @@ import (
 // stops there, answered by the core's response. An admitted request is
 // served by next, given r or, under a limiter that settles costs, r with
 // the verdict's context (Verdict.Context) so that the handler's Settle
-// reaches the limiter; Done runs when next returns, also when it panics.
+// reaches the limiter; Done runs when next returns, also when it panics
+// (adaptive rules then classify the request as a 500, as with Handler).
 //
 // served reports whether next was called; err is what the last of deny,
 // onError and next to run returned (nil when Write answered). The
