@@ -41,7 +41,9 @@ func (s *adaptiveSet) sameSettings(o *adaptiveSet) bool {
 	if !reflect.DeepEqual(a, b) || s.system != o.system {
 		return false
 	}
-	return s.system || reflect.TypeOf(s.clock).Comparable() && s.clock == o.clock
+	// The value's comparability, not its type's: a comparable struct may
+	// hold a Clock of a type that is not, and == would panic on it.
+	return s.system || reflect.ValueOf(s.clock).Comparable() && s.clock == o.clock
 }
 
 // compileAdaptive prepares ru, whose Adaptive is set, for admitAdaptive.

@@ -232,6 +232,20 @@ func (h *held) done(status int) {
 	h.adaptive.release(true, status)
 }
 
+// abandon is done for an admitted request that is not served after all
+// (ServeRoute's onError stopped it): what it holds is given back and its
+// adaptive slots unsampled, as for a request another rule stopped. Its
+// handler never ran, so there is nothing to settle.
+func (h *held) abandon() {
+	if !h.once.CompareAndSwap(false, true) {
+		return
+	}
+	for _, s := range h.slots {
+		h.l.release(h.ctx, h.r, s.ru, s.store, s.req, s.slot)
+	}
+	h.adaptive.release(false, 0)
+}
+
 // doneRecorded is done with the status recorded by the ResponseWriter given
 // to Write, when it records one.
 func (h *held) doneRecorded() { h.doneServed(true) }

@@ -60,10 +60,11 @@ func (l *Limiter) PeekUnder(ctx context.Context, rule, key string, limit Limit) 
 	if !ru.Quota.IsZero() || ru.QuotaFunc != nil {
 		return Result{}, fmt.Errorf("%w: rule %q is a quota: use Peek", ErrInvalidRequest, rule)
 	}
-	if err := limit.Validate(); err != nil {
+	req := Request{Rule: ru.Name, Key: compactKey(key), Limit: limit, Algorithm: ru.Algorithm}
+	if err := req.Validate(); err != nil { // the limit, and its Burst under the rule's algorithm
 		return Result{}, fmt.Errorf("%w: rule %q: %w", ErrInvalidRequest, rule, err)
 	}
-	return ru.Store.Take(ctx, Request{Rule: ru.Name, Key: compactKey(key), Limit: limit, Algorithm: ru.Algorithm})
+	return ru.Store.Take(ctx, req)
 }
 
 // Reset forgets the state of key under the rule named rule, in the rule's

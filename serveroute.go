@@ -32,7 +32,8 @@ import (
 // stops there, answered by the core's response. An admitted request is
 // served by next, given r or, under a limiter that settles costs, r with
 // the verdict's context (Verdict.Context) so that the handler's Settle
-// reaches the limiter; Done runs when next returns, also when it panics.
+// reaches the limiter; Done runs when next returns, also when it panics
+// (adaptive rules then classify the request as a 500, as with Handler).
 //
 // served reports whether next was called; err is what the last of deny,
 // onError and next to run returned (nil when Write answered). The
@@ -49,7 +50,9 @@ func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route strin
 		return false, deny(&d)
 	case onError != nil && errors.Is(v.err, ErrStoreUnavailable):
 		if err := onError(v.err); err != nil {
-			v.Done() // a request admitted under FailOpen may hold slots
+			if v.held != nil { // a request admitted under FailOpen may hold slots
+				v.held.abandon() // unsampled: it was never served
+			}
 			return false, err
 		}
 		if v.kind == verdictFailedClosed {
@@ -60,9 +63,14 @@ func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route strin
 	if !v.Allowed() {
 		return false, nil
 	}
-	if v.held != nil {
-		defer v.held.doneRecorded()
-		r = l.settleRequest(r, v.held)
+	h := v.held
+	if h == nil {
+		return true, next(r)
 	}
-	return true, next(r)
+	returned := false
+	// A panic counts as a 500 for adaptive rules, as in Limiter.Handler.
+	defer func() { h.doneServed(returned) }()
+	err = next(l.settleRequest(r, h))
+	returned = true
+	return true, err
 }
