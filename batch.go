@@ -65,6 +65,7 @@ type decision struct {
 	ctx      context.Context
 	r        *http.Request // nil for Allow and AllowN
 	enforced int           // how many of the rules' verdicts are enforced (they come first)
+	failOpen bool          // a FailClosed rule's store failure lets the request through
 	now      time.Time
 	scratch  *groupScratch // for store calls of several requests; nil with one rule
 }

@@ -48,9 +48,13 @@ func (l *Limiter) check(r *http.Request, rt routing, v *Verdict) {
 // never reaches the stores; one stopped by another rule gives its adaptive
 // slots back unsampled. (Verdicts are filled in place rather than returned:
 // they are large enough for the copies to show on the request path.)
-func (l *Limiter) decide(r *http.Request, v *Verdict) {
+func (l *Limiter) decide(r *http.Request, v *Verdict) { l.decideFailing(r, v, false) }
+
+// decideFailing is decide; with failOpen, a store failure under FailClosed
+// is let through as under FailOpen (see ServeRoute's onError).
+func (l *Limiter) decideFailing(r *http.Request, v *Verdict, failOpen bool) {
 	if l.adaptive == nil {
-		l.decideAfter(r, nil, v)
+		l.decideAfter(r, nil, v, failOpen)
 		return
 	}
 	var adv adaptiveDone // on the stack: hold copies it for an admitted request
@@ -64,26 +68,26 @@ func (l *Limiter) decide(r *http.Request, v *Verdict) {
 			ad.release(false, 0)
 		}
 	}()
-	l.decideAfter(r, ad, v)
+	l.decideAfter(r, ad, v, failOpen)
 	settled = true
 }
 
-// decideAfter is decide once the adaptive rules, if any, have admitted r
-// (ad holds their slots).
-func (l *Limiter) decideAfter(r *http.Request, ad *adaptiveDone, v *Verdict) {
+// decideAfter is decideFailing once the adaptive rules, if any, have
+// admitted r (ad holds their slots).
+func (l *Limiter) decideAfter(r *http.Request, ad *adaptiveDone, v *Verdict, failOpen bool) {
 	var now time.Time
 	if l.needNow {
 		now = l.clock.Now()
 	}
 	if len(l.rules) <= 1 {
 		var one [1]ruleVerdict
-		d := decision{ctx: r.Context(), r: r, now: now}
+		d := decision{ctx: r.Context(), r: r, now: now, failOpen: failOpen}
 		l.decideRules(&d, one[:0], ad, v)
 		return
 	}
 	b := l.getBatch()
 	defer l.putBatch(b)
-	d := decision{ctx: r.Context(), r: r, now: now, scratch: &b.scratch}
+	d := decision{ctx: r.Context(), r: r, now: now, scratch: &b.scratch, failOpen: failOpen}
 	l.decideRules(&d, b.rvs[:0], ad, v)
 }
 

@@ -129,7 +129,7 @@ func (l *Limiter) fail(d *decision, rv *ruleVerdict, err error) (stop bool) {
 	}
 	l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeStoreError, Err: rv.err, Latency: rv.lat, Request: d.r})
 	rv.state = failedOpen
-	if p.mode == failClosed && !ru.Shadow {
+	if p.mode == failClosed && !ru.Shadow && !d.failOpen {
 		rv.state = failedClosed
 	}
 	return rv.state == failedClosed

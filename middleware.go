@@ -181,10 +181,13 @@ func newLimiter(rules []Rule, c config) *Limiter {
 }
 
 // storeID returns s's index in seen, appending it if new. Stores are told
-// apart with == where their type allows it; a store of a type that cannot
-// be compared (a struct holding a func or a map) is always its own.
+// apart with == where their value allows it; a store that cannot be
+// compared (a struct holding a func or a map, or a store that does) is
+// always its own.
 func storeID(seen []Store, s Store) (int, []Store) {
-	if reflect.TypeOf(s).Comparable() {
+	// The value's comparability, not its type's: a comparable struct may
+	// hold a Store whose dynamic type is not, and == would panic on it.
+	if reflect.ValueOf(s).Comparable() {
 		for i, x := range seen {
 			if reflect.TypeOf(x) == reflect.TypeOf(s) && x == s {
 				return i, seen

@@ -53,6 +53,37 @@ func (h funcFieldStore) Take(ctx context.Context, r ratelimit.Request) (ratelimi
 // store does not compare Store values with ==, and the rule on the
 // uncomparable store is enforced by it (its limit of 1 denies the second
 // request).
+// sliceStore is a Store whose dynamic type (a slice) is not comparable.
+type sliceStore []int
+
+func (sliceStore) Take(context.Context, ratelimit.Request) (ratelimit.Result, error) {
+	return ratelimit.Result{Allowed: true}, nil
+}
+func (sliceStore) TakeAll(_ context.Context, _ []ratelimit.Request, res []ratelimit.Result) error {
+	for i := range res {
+		res[i] = ratelimit.Result{Allowed: true}
+	}
+	return nil
+}
+func (sliceStore) Return(context.Context, ratelimit.Request) error { return nil }
+
+// wrappedStore is a comparable type whose values may not be: == on two of
+// them panics when both hold a sliceStore.
+type wrappedStore struct{ ratelimit.Store }
+
+// TestRulesAcceptAComparableTypeHoldingAnUncomparableStore: two rules on
+// stores of a comparable type that holds an uncomparable value build a
+// Limiter (their stores are not compared with ==) and serve requests.
+func TestRulesAcceptAComparableTypeHoldingAnUncomparableStore(t *testing.T) {
+	h := ratelimit.NewRules([]ratelimit.Rule{
+		{Name: "a", Limit: ratelimit.PerMinute(1), Key: ratelimit.ByIP(), Store: wrappedStore{sliceStore{1}}},
+		{Name: "b", Limit: ratelimit.PerMinute(1), Key: ratelimit.ByIP(), Store: wrappedStore{sliceStore{2}}},
+	})(http.NotFoundHandler())
+	if code, _, p := serve(h, ratelimittest.NewRequest("GET", "/", "")); p != nil || code != http.StatusNotFound {
+		t.Fatalf("%d (panic %v), want 404 from the handler", code, p)
+	}
+}
+
 func TestRulesAcceptUncomparableStore(t *testing.T) {
 	s := funcFieldStore{Store: memory.New(), onTake: func() {}}
 	h := ratelimit.NewRules([]ratelimit.Rule{

@@ -25,8 +25,10 @@ import (
 //     the request (fail closed): ServeRoute writes nothing, gives back what
 //     the request holds and returns the error for the framework to render.
 //     With nil the request goes on as if onError were not set, except that
-//     one its store failure stopped (FailClosed) is let through after all,
-//     without rate-limit fields.
+//     one its store failure stopped (FailClosed) is decided again with that
+//     failure let through as under FailOpen: the rules whose stores answer
+//     still count it (and may deny it), and adaptive and Concurrency rules
+//     hold its slots while next runs.
 //
 // Otherwise ServeRoute answers with Write; a request that may not proceed
 // stops there, answered by the core's response. An admitted request is
@@ -56,7 +58,11 @@ func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route strin
 			return false, err
 		}
 		if v.kind == verdictFailedClosed {
-			return true, next(r)
+			// onError lets through a request its store failure stopped:
+			// decide again, that failure let through as under FailOpen,
+			// so that the healthy rules count it and hold its slots.
+			v = Verdict{}
+			l.decideFailing(r, &v, true)
 		}
 	}
 	v.write(w)

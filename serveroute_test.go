@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
@@ -251,5 +252,137 @@ func TestServeRouteCallbacksDoNotAllocate(t *testing.T) {
 	}
 	if withCallbacks > byHand {
 		t.Fatalf("ServeRoute with callbacks: %.1f allocations, by hand: %.1f", withCallbacks, byHand)
+	}
+}
+
+// TestServeRouteLetThroughKeepsTheAdaptiveLimit: with an adaptive rule of 1
+// beside a rule whose store is down under FailClosed, onError returning nil
+// lets each request through. The adaptive rule has no store and did admit
+// the request, yet its slot is given back before next runs: a second
+// request arriving while the first is in the handler is let through too,
+// 2 in flight under a limit of 1. During a store outage with an error
+// handler that lets requests through (echo's ErrorHandler returning nil),
+// the adaptive overload protection is off.
+func TestServeRouteLetThroughKeepsTheAdaptiveLimit(t *testing.T) {
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1)},
+		{Name: "failing", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: failingStore,
+			OnStoreError: ratelimit.FailClosed(http.StatusServiceUnavailable)},
+	})
+	letThrough := func(error) error { return nil }
+	inner := 0
+	outerServed, _ := l.ServeRoute(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", ""), "/", nil, letThrough,
+		func(*http.Request) error {
+			if st := l.Adaptive("inflight"); len(st) != 1 || st[0].InFlight != 1 {
+				t.Errorf("while the first request is served: adaptive state %+v, want 1 in flight", st)
+			}
+			w := ratelimittest.NewDiscardWriter()
+			served, _ := l.ServeRoute(w, ratelimittest.NewRequest("GET", "/", ""), "/", nil, letThrough, func(*http.Request) error {
+				inner++
+				return nil
+			})
+			if served || inner != 0 || w.Code != http.StatusServiceUnavailable {
+				t.Errorf("a second request while the first is served: served %v (status %d); want the adaptive rule's 503", served, w.Code)
+			}
+			return nil
+		})
+	if !outerServed {
+		t.Fatal("setup: the first request was not let through")
+	}
+}
+
+// TestServeRouteLetThroughCountsUnderTheHealthyRules: a rule on a healthy
+// memory store allows 2 a minute; a second rule's store is down under
+// FailClosed, and onError returning nil lets each request through. The
+// healthy rule's unit is given back (compensated) for every request, as
+// for a stopped one, though next serves it: during the outage the healthy
+// limit is not enforced at all (5 of 5 served), where FailOpen would have
+// served 2.
+func TestServeRouteLetThroughCountsUnderTheHealthyRules(t *testing.T) {
+	clock := newClock()
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "local", Limit: ratelimit.PerMinute(2), Key: ratelimit.Global(), Store: memory.New(memory.WithClock(clock))},
+		{Name: "failing", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: failingStore,
+			OnStoreError: ratelimit.FailClosed(http.StatusServiceUnavailable)},
+	}, ratelimit.WithClock(clock))
+	served := 0
+	for range 5 {
+		ok, _ := l.ServeRoute(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", ""), "/", nil,
+			func(error) error { return nil }, func(*http.Request) error { return nil })
+		if ok {
+			served++
+		}
+	}
+	if served != 2 {
+		t.Fatalf("%d of 5 requests served under a healthy rule of 2 a minute while another rule's store is down; want 2", served)
+	}
+}
+
+// TestServeRouteErrorHandlerStopIsNotSampled: a request admitted under
+// FailOpen that onError stops (fail closed) never ran: its adaptive slot
+// must come back unsampled, as for a request another rule stopped. It was
+// released as served with status 0 and an elapsed time of nearly nothing,
+// a success under DefaultClassify: during a store outage with an error
+// handler that fails closed, every request pulls the minimum RTT down to
+// the cost of a failed store call.
+func TestServeRouteErrorHandlerStopIsNotSampled(t *testing.T) {
+	var seen []int
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "inflight", Key: ratelimit.Global(), Adaptive: classifyRecorder(1, &seen)},
+		{Name: "failing", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: failingStore},
+	})
+	errClosed := errors.New("fail closed")
+	served, err := l.ServeRoute(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", ""), "/", nil,
+		func(error) error { return errClosed }, func(*http.Request) error {
+			t.Fatal("next called for a request onError stopped")
+			return nil
+		})
+	if served || err != errClosed {
+		t.Fatalf("served %v, err %v; want onError's error", served, err)
+	}
+	if len(seen) != 0 {
+		t.Fatalf("Classify saw statuses %v for a request that never ran; want it released unsampled", seen)
+	}
+	if st := l.Adaptive("inflight")[0]; st.InFlight != 0 {
+		t.Fatalf("%d in flight after the request was stopped", st.InFlight)
+	}
+}
+
+// classifyRecorder returns a fixed adaptive rule of n whose Classify
+// records the statuses it is given.
+func classifyRecorder(n int, seen *[]int) *adaptive.Config {
+	cfg := fixedAdaptive(n)
+	cfg.Classify = func(r *http.Request, status int, elapsed time.Duration) adaptive.Sample {
+		*seen = append(*seen, status)
+		return adaptive.DefaultClassify(r, status, elapsed)
+	}
+	return cfg
+}
+
+// TestServeRoutePanickingHandlerIsClassifiedAs500: ServeRoute (the gin,
+// echo and chi request path) classifies a next that wrote 200 and then
+// panicked as a 500, as Limiter.Handler does since the panicking-handler
+// fix: otherwise a request that failed fast is sampled as a fast success
+// through every adapter.
+func TestServeRoutePanickingHandlerIsClassifiedAs500(t *testing.T) {
+	var seen []int
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: classifyRecorder(1, &seen)}})
+	w := ratelimittest.NewDiscardWriter() // reports its status, as gin's writer does
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("next's panic did not reach the caller")
+			}
+		}()
+		l.ServeRoute(w, ratelimittest.NewRequest("GET", "/", ""), "/", nil, nil, func(r *http.Request) error {
+			w.WriteHeader(http.StatusOK)
+			panic("handler failed")
+		})
+	}()
+	if len(seen) != 1 || seen[0] != http.StatusInternalServerError {
+		t.Fatalf("classified statuses %v, want [500]", seen)
+	}
+	if st := l.Adaptive("inflight")[0]; st.InFlight != 0 {
+		t.Fatalf("%d in flight after the request ended", st.InFlight)
 	}
 }

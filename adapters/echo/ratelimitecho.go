@@ -129,8 +129,9 @@ type Config struct {
 	// ErrorHandler, if set, is called when the store fails. A non-nil error
 	// is returned from the middleware and the request stops there (fail
 	// closed): return echo.NewHTTPError(http.StatusServiceUnavailable), say.
-	// A nil error lets the request through without rate-limit fields (fail
-	// open), as when ErrorHandler is not set. err wraps the store's error.
+	// A nil error lets the request through (fail open), as when
+	// ErrorHandler is not set: the rules whose stores answer still count it.
+	// err wraps the store's error.
 	ErrorHandler func(c echo.Context, err error) error
 }
 
