@@ -2,28 +2,40 @@ package ratelimittest
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sluicehq/ratelimit"
 )
 
 // FailingStore is a ratelimit.Store whose backend is down: every call
 // returns Err. Use it to test what your limits do when Redis fails (the
-// rule's FailurePolicy, a breaker, an error handler).
+// rule's FailurePolicy, a breaker, an error handler). The zero value is
+// ready to use: its calls fail with an error of its own.
 type FailingStore struct {
-	Err error
+	Err error // nil: an error saying the store is down
+}
+
+// errDown is the error of a FailingStore without Err.
+var errDown = errors.New("ratelimittest: FailingStore: the store is down")
+
+func (s FailingStore) err() error {
+	if s.Err == nil {
+		return errDown
+	}
+	return s.Err
 }
 
 var _ ratelimit.Store = FailingStore{}
 
 // Take returns s.Err.
 func (s FailingStore) Take(context.Context, ratelimit.Request) (ratelimit.Result, error) {
-	return ratelimit.Result{}, s.Err
+	return ratelimit.Result{}, s.err()
 }
 
 // TakeAll returns s.Err.
 func (s FailingStore) TakeAll(context.Context, []ratelimit.Request, []ratelimit.Result) error {
-	return s.Err
+	return s.err()
 }
 
 // Return returns s.Err.
-func (s FailingStore) Return(context.Context, ratelimit.Request) error { return s.Err }
+func (s FailingStore) Return(context.Context, ratelimit.Request) error { return s.err() }

@@ -1,6 +1,7 @@
 package ratelimittest_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -112,5 +113,34 @@ func TestKeyRecorderMustLast(t *testing.T) {
 	}()
 	if ft.failed == "" {
 		t.Fatal("MustLast on a recorder that saw nothing did not fail")
+	}
+}
+
+// TestZeroFailingStoreIsAnOutage: a FailingStore without Err fails every
+// call, so that a limiter treats it as a store that is down (its failure
+// policy applies: 503 under FailClosed(503), 200 under the default
+// FailOpen), never as a limit that denies.
+func TestZeroFailingStoreIsAnOutage(t *testing.T) {
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	for policy, want := range map[string]int{"fail-open": http.StatusOK, "fail-closed": http.StatusServiceUnavailable} {
+		p := ratelimit.FailOpen()
+		if policy == "fail-closed" {
+			p = ratelimit.FailClosed(http.StatusServiceUnavailable)
+		}
+		h := ratelimit.New(ratelimit.PerMinute(10), ratelimit.Global(),
+			ratelimit.WithStore(ratelimittest.FailingStore{}), ratelimit.WithFailurePolicy(p))(ok)
+		if resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")); resp.Code != want {
+			t.Errorf("%s: status %d, want %d", policy, resp.Code, want)
+		}
+	}
+	var s ratelimittest.FailingStore
+	if _, err := s.Take(context.Background(), ratelimit.Request{}); err == nil {
+		t.Error("Take: nil error")
+	}
+	if err := s.TakeAll(context.Background(), nil, nil); err == nil {
+		t.Error("TakeAll: nil error")
+	}
+	if err := s.Return(context.Background(), ratelimit.Request{}); err == nil {
+		t.Error("Return: nil error")
 	}
 }
