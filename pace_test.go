@@ -220,17 +220,8 @@ func parkThenCancel(h http.Handler, n int) (int64, []*httptest.ResponseRecorder)
 // functions named (all goroutines of the process are looked at, but only
 // this test's can be in them: other tests' counts do not matter).
 func goroutinesIn(funcs ...string) int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	count := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range goroutineStacks() {
 		for _, f := range funcs {
 			if strings.Contains(g, f) {
 				count++
@@ -482,21 +473,25 @@ func TestPacedWaitersHoldNoGoroutineOfTheirOwn(t *testing.T) {
 // running test (tests of this package do not run in parallel), whatever
 // other goroutines of the process start or end meanwhile.
 func bubbleGoroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	count := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range goroutineStacks() {
 		header, _, _ := strings.Cut(g, "\n")
 		if strings.Contains(header, "synctest bubble") {
 			count++
 		}
 	}
 	return count
+}
+
+// goroutineStacks returns the stack of every goroutine of the process, one
+// string each.
+func goroutineStacks() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Split(string(buf[:n]), "\n\n")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }

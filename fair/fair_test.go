@@ -249,14 +249,20 @@ func TestIdleSeatsAreBorrowed(t *testing.T) {
 	}
 }
 
+// growingSeats returns a Scheduler of one level whose SeatsFunc reads
+// seats, which starts at 1.
+func growingSeats() (*fair.Scheduler, *atomic.Int64) {
+	seats := new(atomic.Int64)
+	seats.Store(1)
+	return fair.New(fair.Config{
+		SeatsFunc: func() int { return int(seats.Load()) },
+		Levels:    []fair.Level{{Name: "l", Shares: 1}},
+	}), seats
+}
+
 func TestGrowingSeatsFuncAdmitsWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var seats atomic.Int64
-		seats.Store(1)
-		f := fair.New(fair.Config{
-			SeatsFunc: func() int { return int(seats.Load()) },
-			Levels:    []fair.Level{{Name: "l", Shares: 1}},
-		})
+		f, seats := growingSeats()
 		hold, _ := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 		defer hold()
 		waiter := admitAsync(f, httptest.NewRequest("GET", "/", nil))
@@ -438,12 +444,7 @@ func TestDeadlineWhileWaitingIsReportedAsTimedOut(t *testing.T) {
 // other waiting for a new arrival or its MaxWait.
 func TestGrowingSeatsFuncAdmitsWaitersAtACompletion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var seats atomic.Int64
-		seats.Store(1)
-		f := fair.New(fair.Config{
-			SeatsFunc: func() int { return int(seats.Load()) },
-			Levels:    []fair.Level{{Name: "l", Shares: 1}},
-		})
+		f, seats := growingSeats()
 		hold, _ := f.Admit(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 		w1 := admitAsync(f, httptest.NewRequest("GET", "/", nil))
 		w2 := admitAsync(f, httptest.NewRequest("GET", "/", nil))
