@@ -45,25 +45,28 @@ func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route strin
 	deny func(*Verdict) error, onError func(error) error, next func(*http.Request) error) (served bool, err error) {
 	var v Verdict
 	l.check(r, routing{route: route, routed: true}, &v)
-	switch {
-	case deny != nil && v.Denied():
+	if deny == nil || !v.Denied() {
+		if onError != nil && errors.Is(v.err, ErrStoreUnavailable) {
+			if err := onError(v.err); err != nil {
+				if v.held != nil { // a request admitted under FailOpen may hold slots
+					v.held.abandon() // unsampled: it was never served
+				}
+				return false, err
+			}
+			if v.kind == verdictFailedClosed {
+				// onError lets through a request its store failure stopped:
+				// decide again, that failure let through as under FailOpen,
+				// so that the healthy rules count it (and may deny it) and
+				// hold its slots.
+				v = Verdict{}
+				l.decideFailing(r, &v, true)
+			}
+		}
+	}
+	if deny != nil && v.Denied() {
 		v.setHeaders(w.Header(), false)
 		d := v // the callback's copy, so that v stays on the stack
 		return false, deny(&d)
-	case onError != nil && errors.Is(v.err, ErrStoreUnavailable):
-		if err := onError(v.err); err != nil {
-			if v.held != nil { // a request admitted under FailOpen may hold slots
-				v.held.abandon() // unsampled: it was never served
-			}
-			return false, err
-		}
-		if v.kind == verdictFailedClosed {
-			// onError lets through a request its store failure stopped:
-			// decide again, that failure let through as under FailOpen,
-			// so that the healthy rules count it and hold its slots.
-			v = Verdict{}
-			l.decideFailing(r, &v, true)
-		}
 	}
 	v.write(w)
 	if !v.Allowed() {

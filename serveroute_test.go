@@ -386,3 +386,34 @@ func TestServeRoutePanickingHandlerIsClassifiedAs500(t *testing.T) {
 		t.Fatalf("%d in flight after the request ended", st.InFlight)
 	}
 }
+
+// TestServeRouteLetThroughDeniedByAHealthyRuleGoesToDeny: when onError lets
+// through a request a FailClosed store failure stopped and, decided again,
+// a healthy rule denies it, the denial is rendered by deny (the framework's
+// way), as any other denial is, not by the core's 429.
+func TestServeRouteLetThroughDeniedByAHealthyRuleGoesToDeny(t *testing.T) {
+	clock := newClock()
+	// The failing store is asked first (both stores are remote, in rule
+	// order), so the healthy rule answers only in the second decision.
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "failing", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: failingStore,
+			OnStoreError: ratelimit.FailClosed(http.StatusServiceUnavailable)},
+		{Name: "healthy", Limit: ratelimit.PerMinute(1), Key: ratelimit.Global(), Store: remoteLike{memory.New(memory.WithClock(clock))}},
+	}, ratelimit.WithClock(clock))
+	var denied []string
+	deny := func(v *ratelimit.Verdict) error {
+		denied = append(denied, v.Result().Limit.String())
+		return nil
+	}
+	letThrough := func(error) error { return nil }
+	for i, wantServed := range []bool{true, false} {
+		w := ratelimittest.NewDiscardWriter()
+		served, _ := l.ServeRoute(w, ratelimittest.NewRequest("GET", "/", ""), "/", deny, letThrough, func(*http.Request) error { return nil })
+		if served != wantServed {
+			t.Fatalf("request %d: served %v, want %v", i+1, served, wantServed)
+		}
+		if !wantServed && (len(denied) != 1 || w.Code != 0) {
+			t.Fatalf("request %d: deny called for %v, status %d written; want deny called once and nothing written by the core", i+1, denied, w.Code)
+		}
+	}
+}
