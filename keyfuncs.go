@@ -207,28 +207,23 @@ func ByRouteFunc[P func(*http.Request) string | func(*http.Request) (string, err
 		panic("ratelimit: ByRouteFunc: nil pattern function")
 	}
 	errNoRoute := fmt.Errorf("%w: ByRouteFunc: no route pattern matched", ErrNoKey)
-	switch pattern := any(pattern).(type) {
+	var match func(*http.Request) (string, error)
+	switch p := any(pattern).(type) {
 	case func(*http.Request) string:
-		return func(r *http.Request) (string, error) {
-			p := pattern(r)
-			if p == "" {
-				return "", errNoRoute
-			}
-			return p, nil
-		}
+		match = func(r *http.Request) (string, error) { return p(r), nil }
 	case func(*http.Request) (string, error):
-		return func(r *http.Request) (string, error) {
-			p, err := pattern(r)
-			if err == nil && p == "" {
-				err = errNoRoute
-			}
-			if err != nil {
-				return "", err
-			}
-			return p, nil
-		}
+		match = p
 	}
-	panic("unreachable") // P's type set has the two cases above
+	return func(r *http.Request) (string, error) {
+		p, err := match(r)
+		if err == nil && p == "" {
+			err = errNoRoute
+		}
+		if err != nil {
+			return "", err
+		}
+		return p, nil
+	}
 }
 
 // Keys combines key functions into one composite key, such as a user and a
@@ -313,7 +308,7 @@ var builtinKinds = map[uintptr]string{
 	codeOf(ByUser(func(*http.Request) (string, bool) { return "", false })):     "user",
 	codeOf(ByRoute()):                                                           "route",
 	codeOf(ByRouteFunc(func(*http.Request) string { return "" })):               "route",
-	codeOf(ByRouteFunc(func(*http.Request) (string, error) { return "", nil })): "route",
+	codeOf(ByRouteFunc(func(*http.Request) (string, error) { return "", nil })): "route", // each instantiation has its own code
 	codeOf(ByBearerToken()):                                                     "bearer",
 	codeOf(ByAPIKey("X-Kind")):                                                  "api_key",
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // FailingStore is a ratelimit.Store whose backend is down: every call
-// returns Err. Use it to test what your limits do when Redis fails (the
+// fails with Err. Use it to test what your limits do when Redis fails (the
 // rule's FailurePolicy, a breaker, an error handler). The zero value is
 // ready to use: its calls fail with an error of its own.
 type FailingStore struct {
@@ -27,15 +27,15 @@ func (s FailingStore) err() error {
 
 var _ ratelimit.Store = FailingStore{}
 
-// Take returns s.Err.
+// Take fails with the store's error (Err, or its own).
 func (s FailingStore) Take(context.Context, ratelimit.Request) (ratelimit.Result, error) {
 	return ratelimit.Result{}, s.err()
 }
 
-// TakeAll returns s.Err.
+// TakeAll fails with the store's error.
 func (s FailingStore) TakeAll(context.Context, []ratelimit.Request, []ratelimit.Result) error {
 	return s.err()
 }
 
-// Return returns s.Err.
+// Return fails with the store's error.
 func (s FailingStore) Return(context.Context, ratelimit.Request) error { return s.err() }
