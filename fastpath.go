@@ -26,6 +26,7 @@ type fastRule struct {
 	problem []byte
 	system  bool                           // the store reads SystemClock
 	denials [16]atomic.Pointer[denyFields] // by t mod 16
+	values  valueCache                     // RateLimit values of allowed responses
 }
 
 // prepareFast sets up the direct path where the request needs nothing the
@@ -73,16 +74,17 @@ func (f *fastRule) admit(w http.ResponseWriter, r *http.Request, ru *rule) (ok, 
 			return false, false
 		}
 	}
-	res := f.check.Take(compactKey(key), f.now())
+	now := f.now()
+	res := f.check.Take(compactKey(key), now)
 	if res.Allowed {
-		f.setFields(h, res.Remaining, seconds(time.Duration(res.ResetAfter)))
+		f.setFields(h, res.Remaining, seconds(time.Duration(res.ResetAfter)), now)
 		return true, true
 	}
 	t := seconds(time.Duration(res.RetryAfter))
 	if res.Remaining == 0 {
 		f.denial(t).set(h)
 	} else { // not with a cost of 1, but the fields would say so
-		f.setFields(h, res.Remaining, t)
+		f.setFields(h, res.Remaining, t, now)
 		h[hdrRetryAfter] = []string{strconv.FormatInt(max(1, t), 10)}
 		h[hdrCacheControl] = []string{"no-store"}
 		h[hdrContentType] = []string{"application/problem+json"}
@@ -92,34 +94,58 @@ func (f *fastRule) admit(w http.ResponseWriter, r *http.Request, ru *rule) (ok, 
 	return false, true
 }
 
-// allowed is the one allocation of an allowed response: the two slices the
-// header map points to, and the bytes of the RateLimit value. The policy
-// string is shared (strings are immutable); the slices are not, so a
-// handler that assigns into them edits its own response only. The buffer
-// comes in two sizes, so that the usual value (a short name and a few
-// digits) costs a 64-byte allocation.
-type allowed[B [32]byte | [64]byte] struct {
-	vals [2]string
-	buf  B
-}
-
 // setFields writes the policy and RateLimit fields, with remaining and t
-// formatted as appendRateLimit does.
-func (f *fastRule) setFields(h http.Header, remaining, t int64) {
+// formatted as appendRateLimit does; now is the time of the check. The one
+// allocation is the two slices the header map points to, which belong to
+// this response alone, so that a handler that assigns into them edits its
+// own response only. The strings they hold are shared (strings are
+// immutable): the policy, and the RateLimit value that an earlier response
+// with the same remaining and t built, when the cache still holds it.
+func (f *fastRule) setFields(h http.Header, remaining, t, now int64) {
 	remaining = max(0, remaining)
 	var vals *[2]string
-	if len(f.quoted)+6+digits(remaining)+digits(t) <= 32 {
-		a := new(allowed[[32]byte])
-		a.vals[1] = f.format(a.buf[:0], remaining, t)
-		vals = &a.vals
+	if v := f.values.get(remaining, t); v != nil {
+		vals = new([2]string)
+		vals[1] = v.s
 	} else {
-		a := new(allowed[[64]byte])
-		a.vals[1] = f.format(a.buf[:0], remaining, t)
-		vals = &a.vals
+		vals = f.buildValue(remaining, t, admitValue(now))
 	}
 	vals[0] = f.policy
 	h[hdrPolicy] = vals[0:1:1]
 	h[hdrRateLimit] = vals[1:2:2]
+}
+
+// buildValue formats the RateLimit value of remaining and t and returns
+// the response's slices holding it, caching the value when cache is set,
+// all in one allocation. The buffer comes in two sizes, so that the usual
+// value (a short name and a few digits) costs a smaller allocation.
+func (f *fastRule) buildValue(remaining, t int64, cache bool) *[2]string {
+	small := len(f.quoted)+6+digits(remaining)+digits(t) <= 32
+	switch {
+	case !cache && small:
+		a := new(allowed[[32]byte])
+		a.vals[1] = f.format(a.buf[:0], remaining, t)
+		return &a.vals
+	case !cache:
+		a := new(allowed[[64]byte])
+		a.vals[1] = f.format(a.buf[:0], remaining, t)
+		return &a.vals
+	case small:
+		c := new(cachedAllowed[[32]byte])
+		return f.cacheValue(&c.v, &c.vals, c.buf[:0], remaining, t)
+	default:
+		c := new(cachedAllowed[[64]byte])
+		return f.cacheValue(&c.v, &c.vals, c.buf[:0], remaining, t)
+	}
+}
+
+// cacheValue formats the value into buf, records it in v, caches v and
+// returns vals holding it.
+func (f *fastRule) cacheValue(v *rateLimitValue, vals *[2]string, buf []byte, remaining, t int64) *[2]string {
+	*v = rateLimitValue{remaining: remaining, t: t, s: f.format(buf, remaining, t)}
+	vals[1] = v.s
+	f.values.put(v)
+	return vals
 }
 
 // format appends the RateLimit value to buf, an empty slice of an

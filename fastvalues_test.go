@@ -1,0 +1,93 @@
+package ratelimit
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// fixedClock is a Clock that reads one time, so that a test knows whether
+// a value that missed the cache was put into it.
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+
+// admittedTime returns a time at which admitValue caches what missed.
+func admittedTime(t *testing.T) time.Time {
+	base := time.Unix(1_700_000_000, 0)
+	for ns := range int64(1000) {
+		if at := base.Add(time.Duration(ns)); admitValue(at.UnixNano()) {
+			return at
+		}
+	}
+	t.Fatal("admitValue admitted none of 1000 times")
+	return time.Time{}
+}
+
+// TestValueCacheReturnsOnlyTheValueAsked: a value comes back for its own
+// remaining count and delay only, and one that displaced it from its slot
+// is not mistaken for it.
+func TestValueCacheReturnsOnlyTheValueAsked(t *testing.T) {
+	var c valueCache
+	a := &rateLimitValue{remaining: 5, t: 1, s: "a"}
+	c.put(a)
+	if got := c.get(5, 1); got != a {
+		t.Fatalf("get(5, 1) = %v, want %v", got, a)
+	}
+	for _, k := range [][2]int64{{5, 2}, {4, 1}, {1, 5}, {5 + 64, 1}} {
+		if got := c.get(k[0], k[1]); got != nil {
+			t.Fatalf("get(%d, %d) = %v, want nil", k[0], k[1], got)
+		}
+	}
+	b := &rateLimitValue{remaining: 5 + 64, t: 1, s: "b"} // a's slot
+	if c.slot(b.remaining, b.t) != c.slot(a.remaining, a.t) {
+		t.Fatal("the test expects a and b to share a slot")
+	}
+	c.put(b)
+	if got := c.get(5, 1); got != nil {
+		t.Fatalf("after b displaced a, get(5, 1) = %v, want nil", got)
+	}
+	if got := c.get(5+64, 1); got != b {
+		t.Fatalf("get(69, 1) = %v, want %v", got, b)
+	}
+}
+
+// TestCachedValueIsSharedAndItsSlicesAreNot: the first requests of two
+// clients state the same remaining count and delay, so the second response
+// reuses the first one's RateLimit string, but each response has slices
+// of its own: a handler that assigns into them changes no other response.
+func TestCachedValueIsSharedAndItsSlicesAreNot(t *testing.T) {
+	l := NewLimiter(PerHour(1000), ByIP(), WithClock(fixedClock{admittedTime(t)}))
+	if l.rules[0].fast == nil {
+		t.Fatal("the rule does not take the direct path")
+	}
+	var values []string
+	for i, addr := range []string{"192.0.2.1:1", "192.0.2.2:1", "192.0.2.3:1"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = addr
+		w := httptest.NewRecorder()
+		var seen http.Header
+		h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen = w.Header().Clone()
+			for _, v := range w.Header() {
+				v[0] = "tampered by " + r.RemoteAddr
+			}
+		}))
+		h.ServeHTTP(w, r)
+		want := `"ip-1000-per-1h";r=999;t=4`
+		if got := seen.Get("RateLimit"); got != want {
+			t.Fatalf("request %d: the handler saw RateLimit %q, want %q", i, got, want)
+		}
+		values = append(values, seen.Get("RateLimit"))
+		if got := w.Header().Get("RateLimit"); got != "tampered by "+addr {
+			t.Fatalf("request %d: the handler's own edit did not stick: %q", i, got)
+		}
+	}
+	for i := 1; i < len(values); i++ {
+		if unsafe.StringData(values[i]) != unsafe.StringData(values[0]) {
+			t.Errorf("response %d did not reuse the cached RateLimit value", i)
+		}
+	}
+}
