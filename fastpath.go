@@ -117,26 +117,26 @@ func (f *fastRule) setFields(h http.Header, remaining, t, now int64) {
 
 // buildValue formats the RateLimit value of remaining and t and returns
 // the response's slices holding it, caching the value when cache is set,
-// all in one allocation. The buffer comes in two sizes, so that the usual
-// value (a short name and a few digits) costs a smaller allocation.
+// all in one allocation, whose buffer is the smallest that the value fits.
 func (f *fastRule) buildValue(remaining, t int64, cache bool) *[2]string {
-	small := len(f.quoted)+6+digits(remaining)+digits(t) <= 32
-	switch {
-	case !cache && small:
-		a := new(allowed[[32]byte])
-		a.vals[1] = f.format(a.buf[:0], remaining, t)
-		return &a.vals
-	case !cache:
-		a := new(allowed[[64]byte])
-		a.vals[1] = f.format(a.buf[:0], remaining, t)
-		return &a.vals
-	case small:
-		c := new(cachedAllowed[[32]byte])
-		return f.cacheValue(&c.v, &c.vals, c.buf[:0], remaining, t)
-	default:
-		c := new(cachedAllowed[[64]byte])
-		return f.cacheValue(&c.v, &c.vals, c.buf[:0], remaining, t)
+	switch n := len(f.quoted) + 6 + digits(remaining) + digits(t); {
+	case n <= 32:
+		return newAllowed[[32]byte](f, remaining, t, cache)
+	case n <= 48:
+		return newAllowed[[48]byte](f, remaining, t, cache)
 	}
+	return newAllowed[[64]byte](f, remaining, t, cache) // or longer: format spills
+}
+
+// newAllowed is buildValue with a buffer of type B.
+func newAllowed[B valueBuf](f *fastRule, remaining, t int64, cache bool) *[2]string {
+	if cache {
+		c := new(cachedAllowed[B])
+		return f.cacheValue(&c.v, &c.vals, emptyBuf(&c.buf), remaining, t)
+	}
+	a := new(allowed[B])
+	a.vals[1] = f.format(emptyBuf(&a.buf), remaining, t)
+	return &a.vals
 }
 
 // cacheValue formats the value into buf, records it in v, caches v and
