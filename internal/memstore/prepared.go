@@ -44,5 +44,11 @@ func (p *Prepared) Take(key string, now int64) Result {
 	if h == 0 {
 		h = 1
 	}
-	return s.takeHashed(&p.req, h, now)
+	if p.req.Alg != GCRA {
+		return s.takeHashed(&p.req, h, now)
+	}
+	d := s.gcra[s.index(h)].take(s.perCap, h, &p.req, now) // takeHashed's GCRA case, inlined
+	res := d.result(now, &p.req)
+	res.Slot = d.slot(&p.req)
+	return res
 }
