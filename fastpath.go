@@ -23,6 +23,7 @@ type fastRule struct {
 	check   *memstore.Prepared
 	policy  string
 	quoted  string
+	quotedR string // quoted + ";r="
 	problem []byte
 	system  bool                           // the store reads SystemClock
 	denials [16]atomic.Pointer[denyFields] // by t mod 16
@@ -51,6 +52,7 @@ func (l *Limiter) prepareFast() {
 		check:   ms.engine.Prepare(toEngine(&req)),
 		policy:  l.policyHeader,
 		quoted:  ru.quotedName,
+		quotedR: ru.quotedName + ";r=",
 		problem: ru.problem,
 		system:  ms.clock == SystemClock(),
 	}
@@ -152,11 +154,14 @@ func (f *fastRule) cacheValue(v *rateLimitValue, vals *[2]string, buf []byte, re
 // allocation of its own, and returns it as a string sharing buf's memory
 // when it fit: those bytes are never written again.
 func (f *fastRule) format(buf []byte, remaining, t int64) string {
-	b := append(buf, f.quoted...)
-	b = append(b, ";r="...)
+	b := append(buf, f.quotedR...)
 	b = strconv.AppendInt(b, remaining, 10)
-	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, t, 10)
+	if 0 <= t && t < 10 { // the usual delay, without strconv's copy
+		b = append(b, ';', 't', '=', byte('0'+t))
+	} else {
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, t, 10)
+	}
 	if cap(buf) > 0 && &b[0] == &buf[:1][0] {
 		return unsafe.String(&b[0], len(b))
 	}
