@@ -22,6 +22,7 @@ type fastClock struct {
 type clockAnchor struct {
 	at   time.Time // with its monotonic reading
 	wall int64     // at.UnixNano()
+	_    [32]byte  // a whole cache line: see TestHotStateFillsWholeCacheLines
 }
 
 const anchorLife = time.Second

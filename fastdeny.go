@@ -21,6 +21,7 @@ type denyFields struct {
 	t      int64
 	vals   [5]string // policy, RateLimit, Retry-After, Cache-Control, Content-Type
 	intact [5]string // what vals must hold
+	_      [24]byte  // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 // denial returns the shared fields of a denial with delay t, building them

@@ -28,6 +28,7 @@ type fastRule struct {
 	system  bool                           // the store reads SystemClock
 	denials [16]atomic.Pointer[denyFields] // by t mod 16
 	values  valueCache                     // RateLimit values of allowed responses
+	_       [32]byte                       // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 // prepareFast sets up the direct path where the request needs nothing the

@@ -34,10 +34,11 @@ type Limiter struct {
 	timeout      time.Duration
 	needNow      bool // quotas or legacy headers read the clock
 	batches      sync.Pool
-	adaptive     []*rule // adaptive rules (adaptive_rule.go), checked first
-	slots        bool    // some rule is a Concurrency limit: admitted requests may hold slots
-	paced        bool    // some rule is paced: admitted requests may wait
-	settled      bool    // some rule settles costs after the response
+	adaptive     []*rule  // adaptive rules (adaptive_rule.go), checked first
+	slots        bool     // some rule is a Concurrency limit: admitted requests may hold slots
+	paced        bool     // some rule is paced: admitted requests may wait
+	settled      bool     // some rule settles costs after the response
+	_            [16]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 // New returns middleware that limits requests to limit per key. For example,
@@ -230,6 +231,7 @@ func wrap(next http.Handler) wrapped {
 type handler struct {
 	l *Limiter
 	wrapped
+	_ [32]byte // a whole cache line: see TestHotStateFillsWholeCacheLines
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

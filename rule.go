@@ -107,7 +107,8 @@ type rule struct {
 	storeID      int                         // rules with the same store share an ID
 	adaptive     atomic.Pointer[adaptiveSet] // set once compiled; a Reloadable may hand it an older one
 	fast         *fastRule
-	pacer        *pacer // with Pace.MaxDelay set
+	pacer        *pacer   // with Pace.MaxDelay set
+	_            [56]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 func compileRule(r Rule, c config) *rule {

@@ -52,6 +52,7 @@ type gshard struct {
 type slab struct {
 	keys []atomic.Uint64 // 0 marks an empty slot
 	tats []atomic.Int64  // dead marks a dropped or held key
+	_    [16]byte        // a whole cache line: see TestHotStateFillsWholeCacheLines
 }
 
 // dead is the time of a slot whose key has no state. No check stores it:

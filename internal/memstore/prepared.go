@@ -15,6 +15,7 @@ type Prepared struct {
 	s   *Store
 	mix uint64 // the hash of (rule, alg) that hash folds into the key's
 	req Request
+	_   [48]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 // Prepare returns the prepared form of r, whose Key is ignored. r must be

@@ -44,6 +44,7 @@ type Store struct {
 	gcra    []gshard
 	windows []shard[window]
 	conc    []shard[*slots]
+	_       [32]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 type state interface {
