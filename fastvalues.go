@@ -52,12 +52,12 @@ type cachedAllowed[B valueBuf] struct {
 }
 
 // admitValue reports whether a value that missed the cache, at time now
-// (Unix nanoseconds), is to be put into it: for one time in 64, picked
-// by a hash of now, so that a stream of values never seen again (a hot key
+// (Unix nanoseconds), is to be put into it: for one time in 64, picked by
+// a hash of now, so that a stream of values never seen again (a hot key
 // counting down) costs a store into the cache, which every core reads, on
-// one miss in 64 only, while a value that recurs is cached after some
-// tens of misses. (Which misses are cached changes what is allocated, never what
-// a response says.)
+// one miss in 64 only, while a value that recurs is cached after some tens
+// of misses. Which misses are cached changes what is allocated, never what
+// a response says.
 func admitValue(now int64) bool { return uint64(now)*0x9e3779b97f4a7c15>>58 == 0 }
 
 func (c *valueCache) slot(remaining, t int64) *atomic.Pointer[rateLimitValue] {
