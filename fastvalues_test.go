@@ -54,10 +54,10 @@ func TestValueCacheReturnsOnlyTheValueAsked(t *testing.T) {
 	}
 }
 
-// TestCachedValueIsSharedAndItsSlicesAreNot: the first requests of two
-// clients state the same remaining count and delay, so the second response
-// reuses the first one's RateLimit string, but each response has slices
-// of its own: a handler that assigns into them changes no other response.
+// TestCachedValueIsSharedAndItsSlicesAreNot: the first requests of three
+// clients state the same remaining count and delay, so the later responses
+// reuse the first one's RateLimit string, but each response has slices of
+// its own: a handler that assigns into them changes no other response.
 func TestCachedValueIsSharedAndItsSlicesAreNot(t *testing.T) {
 	l := NewLimiter(PerHour(1000), ByIP(), WithClock(fixedClock{admittedTime(t)}))
 	if l.rules[0].fast == nil {
