@@ -1,11 +1,6 @@
 package bench
 
-import (
-	"sync/atomic"
-	"testing"
-
-	"github.com/sluicehq/ratelimit/ratelimittest"
-)
+import "testing"
 
 // TestConfigurations checks every library's configuration before any number
 // is trusted: keyed by RemoteAddr's IP (not a header, not one global key),
@@ -40,27 +35,7 @@ func BenchmarkMiddleware(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer p.Close()
-				h, reqs, want, n := p.Handler, p.Reqs, p.Want, uint64(len(p.Reqs))
-				var seq atomic.Uint64
-				var bad atomic.Int64
-				b.ReportAllocs()
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					w := ratelimittest.NewDiscardWriter()
-					i := seq.Add(7919)
-					for pb.Next() {
-						w.Reset()
-						i++
-						h.ServeHTTP(w, reqs[i%n])
-						if w.Code != want && w.Status() != want {
-							bad.Add(1)
-						}
-					}
-				})
-				b.StopTimer()
-				if k := bad.Load(); k > 0 {
-					b.Fatalf("%d responses were not %d", k, want)
-				}
+				runParallel(b, p.Handler, p.Reqs, p.Want)
 			})
 		}
 	}
