@@ -96,22 +96,24 @@ const (
 	SampleIgnore
 )
 
-// DefaultClassify is the classifier used when Config.Classify is nil. Only
-// what the server decided counts as a drop: a 502, 503 or 504 its handler
-// answered (a dependency failed or timed out, a server-side timeout such as
-// http.TimeoutHandler's 503 inside the limiter). A deadline the caller
-// brought is not a capacity signal: the deadline on r's context (the one
-// the request carried when it entered the limiter: a gRPC client's
-// grpc-timeout, one your middleware took from a header) is the caller's
-// choice, and a client could otherwise shrink everyone's limit by sending
-// requests it gives up on at once. So a request whose context has ended
-// (its deadline passed, or the client went away) is ignored whatever its
-// status, and so is a 502-504 that ended once that deadline had passed
-// (the dependency gave up on the caller's deadline); 429, 499 (client
-// closed request) and other 5xx are ignored too. The rest, including status 0
-// (unknown, with Admit on a writer that does not report it), are
-// successes. elapsed is not used: set Classify to also count requests
-// slower than a deadline of yours as drops.
+// DefaultClassify is the classifier used when Config.Classify is nil.
+//
+// Only what the server decided counts as a drop: a 502, 503 or 504 its
+// handler answered while the caller still waited (a dependency failed or
+// timed out, or a server-side timeout such as the 503 of an
+// http.TimeoutHandler that the limiter wraps). A deadline the caller
+// brought is not a capacity signal: the deadline on r's context, which the
+// request carried into the limiter (a gRPC client's grpc-timeout, one your
+// middleware took from a header), is the caller's choice, and counting it
+// would let a client shrink everyone's limit by sending requests it gives
+// up on at once. So a request whose context has ended (its deadline
+// passed, or the client went away) is ignored whatever its status, and so
+// is a 502-504 that ends once that deadline has passed, before the
+// context's timer fired (a dependency gave up on the caller's deadline).
+// 429, 499 (client closed request) and other 5xx are ignored too. The
+// rest, including status 0 (unknown, with Admit on a writer that does not
+// report it), are successes. elapsed is not used: set Classify to also
+// count requests slower than a deadline of yours as drops.
 func DefaultClassify(r *http.Request, status int, elapsed time.Duration) Sample {
 	ctx := r.Context()
 	if ctx.Err() != nil {
