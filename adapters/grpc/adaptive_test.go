@@ -30,7 +30,7 @@ func TestClientDeadlinesDoNotShrinkTheAdaptiveLimit(t *testing.T) {
 		const (
 			clients = 20
 			warmUp  = time.Second // the limit grows from 20 to 27, to fit the clients
-			attack  = 2 * time.Second
+			attack  = time.Second
 			backoff = 5 * time.Millisecond // a refused client's wait before it retries
 		)
 		var (
