@@ -143,3 +143,49 @@ func TestCallerDeadlinesDoNotShrinkTheLimitOverHTTP(t *testing.T) {
 		}
 	})
 }
+
+// TestServerTimeoutIsADropOnlyWhereTheLimiterSeesIt: the 503 of an
+// http.TimeoutHandler the limiter wraps is the server's decision, a drop;
+// the deadline of one that wraps the limiter is on the request's context
+// when it enters the limiter, where nothing tells it from a caller's: it
+// is ignored, as docs/adaptive.md says.
+func TestServerTimeoutIsADropOnlyWhereTheLimiterSeesIt(t *testing.T) {
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // a dependency that takes a second, given the request's context
+		case <-time.After(time.Second):
+		case <-r.Context().Done():
+		}
+	})
+	for _, c := range []struct {
+		name string
+		wrap func(l *ratelimit.Limiter) http.Handler
+		want adaptive.Sample
+	}{
+		{"the limiter wraps the timeout", func(l *ratelimit.Limiter) http.Handler {
+			return l.Handler(http.TimeoutHandler(slow, 10*time.Millisecond, "timeout"))
+		}, adaptive.SampleDrop},
+		{"the timeout wraps the limiter", func(l *ratelimit.Limiter) http.Handler {
+			return http.TimeoutHandler(l.Handler(slow), 10*time.Millisecond, "timeout")
+		}, adaptive.SampleIgnore},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				seen := make(chan adaptive.Sample, 1)
+				cfg := &adaptive.Config{Classify: func(r *http.Request, status int, elapsed time.Duration) adaptive.Sample {
+					v := adaptive.DefaultClassify(r, status, elapsed)
+					seen <- v
+					return v
+				}}
+				l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: cfg}})
+				w := ratelimittest.NewDiscardWriter()
+				c.wrap(l).ServeHTTP(w, ratelimittest.NewRequest("GET", "/", "192.0.2.1:1234"))
+				if w.Code != http.StatusServiceUnavailable {
+					t.Fatalf("status %d, want the timeout's 503", w.Code)
+				}
+				if got := <-seen; got != c.want {
+					t.Fatalf("classified %v, want %v", got, c.want)
+				}
+			})
+		})
+	}
+}
