@@ -3,7 +3,6 @@ package adaptive
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -25,8 +24,8 @@ import (
 // limit drops to the in-flight count divided by the ratio, at most by half
 // in one window; if a cut took effect and latency did not follow, the
 // service got slower and the minimum RTT is relearned instead. A window
-// that holds only drops (timeouts, 502-504 from
-// behind, a deadline) halves it, one with more than 10% drops cuts it by a
+// that holds only drops (502-504 the server answered: a dependency failed
+// or timed out) halves it, one with more than 10% drops cuts it by a
 // fifth. Min and Max are always enforced. docs/adaptive.md has the details
 // and when not to use it.
 //
@@ -87,35 +86,62 @@ type Sample uint8
 const (
 	// SampleSuccess samples the request's latency.
 	SampleSuccess Sample = iota
-	// SampleDrop counts the request as lost to overload (a timeout, a 503
-	// from a dependency): windows of drops bring the limit down.
+	// SampleDrop counts the request as lost to overload (a server-side
+	// timeout, a 503 from a dependency): windows of drops bring the limit
+	// down. Never classify by a deadline the caller chose: see
+	// DefaultClassify.
 	SampleDrop
 	// SampleIgnore leaves the request out of the sample (a client that went
 	// away, a cached answer, a 500 that says nothing about load).
 	SampleIgnore
 )
 
-// DefaultClassify is the classifier used when Config.Classify is nil:
-// a request whose context hit its deadline, or that answered 502, 503 or
-// 504, is a drop; one whose client went away (context canceled) or that
-// answered 429 or another 5xx is ignored; the rest, including status 0
-// (unknown, with Admit on a writer that does not report it), are
-// successes. elapsed is not used: set Classify to also count requests
-// slower than a deadline of yours as drops.
+// DefaultClassify is the classifier used when Config.Classify is nil.
+//
+// Only what the server decided counts as a drop: a 502, 503 or 504 its
+// handler answered while the caller still waited (a dependency failed or
+// timed out, or a server-side timeout such as the 503 of an
+// http.TimeoutHandler that the limiter wraps). A deadline the caller
+// brought is not a capacity signal: the deadline on r's context, which the
+// request carried into the limiter (a gRPC client's grpc-timeout, one your
+// middleware took from a header), is the caller's choice, and counting it
+// would let a client shrink everyone's limit by sending requests it gives
+// up on at once. So a request whose context has ended (its deadline
+// passed, or the client went away) is ignored whatever its status, and so
+// is a 502-504 that ends once that deadline has passed, before the
+// context's timer fired (a dependency gave up on the caller's deadline).
+// 429, 499 (client closed request) and other 5xx are ignored too. The
+// rest, including status 0 (unknown, with Admit on a writer that does not
+// report it), are successes. elapsed is not used: set Classify to also
+// count requests slower than a deadline of yours as drops.
 func DefaultClassify(r *http.Request, status int, elapsed time.Duration) Sample {
-	if err := r.Context().Err(); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return SampleDrop
-		}
-		return SampleIgnore
+	ctx := r.Context()
+	if ctx.Err() != nil {
+		return SampleIgnore // the caller's deadline or cancellation
 	}
 	switch {
 	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+		if callerDeadlinePassed(ctx) {
+			// The deadline passed and its timer has yet to end the
+			// context: the dependency gave up on the caller's deadline.
+			return SampleIgnore
+		}
 		return SampleDrop
-	case status == http.StatusTooManyRequests || status >= 500:
+	case status == http.StatusTooManyRequests || status == statusClientClosedRequest || status >= 500:
 		return SampleIgnore
 	}
 	return SampleSuccess
+}
+
+// statusClientClosedRequest is 499, the status nginx and gRPC gateways log
+// for a request whose client went away before the answer.
+const statusClientClosedRequest = 499
+
+// callerDeadlinePassed reports whether ctx has a deadline that is now past.
+// It reads the clock only for a context with a deadline.
+func callerDeadlinePassed(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // State is a snapshot of one adaptive limit.

@@ -7,8 +7,10 @@
 //
 //	ratelimit.Rule{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Max: 500}}
 //
-// A Limiter is the same controller for callers outside net/http (a gRPC
-// interceptor, a queue consumer): Acquire a Ticket, Release it with the
-// request's Sample. The docs/adaptive.md page of the repository has the
-// algorithm, the figures and when not to use it.
+// gRPC services get it through the interceptors of the adapters/grpc
+// module. A Limiter is the same controller for other callers (a queue
+// consumer): Acquire a Ticket, Release it with the request's Sample, a
+// drop only for what your code decided (its own timeout), never for a
+// deadline the work arrived with. The docs/adaptive.md page of the
+// repository has the algorithm, the figures and when not to use it.
 package adaptive

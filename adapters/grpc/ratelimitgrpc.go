@@ -66,6 +66,21 @@
 // or while the stream is open, and releases it when the handler returns,
 // also when it panics (the panic then goes on to your recovery interceptor).
 //
+// # Adaptive rules
+//
+// An adaptive rule (ratelimit.Rule.Adaptive) holds its slot as a
+// Concurrency rule does, and is told how the call ended as the HTTP status
+// a handler would have written, for its classifier
+// (adaptive.DefaultClassify unless set): 200 for nil, 503 for
+// Unavailable, 504 for DeadlineExceeded (or context.DeadlineExceeded)
+// while the client's deadline is still ahead, 429 for ResourceExhausted,
+// 500 for Internal, Unknown (an error that is no status), DataLoss and a
+// panic, 499 for Canceled and for a DeadlineExceeded once the client's
+// deadline has passed, and 4xx for the client's errors. The RPC's deadline
+// is the client's choice, not the server's overload: a call it ended is
+// never counted as a drop, so that a client sending tiny deadlines cannot
+// shrink a limit others share.
+//
 // # Settled costs
 //
 // Under a limiter that settles costs (ratelimit.WithSettlement), handlers
@@ -153,13 +168,16 @@ func newConfig(fn string, l *ratelimit.Limiter, opts []Option) *config {
 // your recovery interceptor. It panics if l is nil.
 func UnaryServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
 	c := newConfig("UnaryServerInterceptor", l, opts)
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		done, sctx, err := c.admit(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) })
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		w, sctx, err := c.admit(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) })
 		if err != nil {
 			return nil, err
 		}
-		defer done()
-		return handler(sctx, req)
+		returned := false
+		defer func() { w.ended(ctx, err, returned) }() // also when the handler panics
+		resp, err = handler(sctx, req)
+		returned = true
+		return resp, err
 	}
 }
 
@@ -169,39 +187,45 @@ func UnaryServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.UnaryServ
 // l is nil.
 func StreamServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.StreamServerInterceptor {
 	c := newConfig("StreamServerInterceptor", l, opts)
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		done, ctx, err := c.admit(ss.Context(), info.FullMethod, ss.SetHeader)
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		rpc := ss.Context()
+		w, ctx, err := c.admit(rpc, info.FullMethod, ss.SetHeader)
 		if err != nil {
 			return err
 		}
-		defer done()
-		if ctx != ss.Context() {
+		returned := false
+		defer func() { w.ended(rpc, err, returned) }() // also when the handler panics
+		if ctx != rpc {
 			ss = settleStream{ss, ctx}
 		}
-		return handler(srv, ss)
+		err = handler(srv, ss)
+		returned = true
+		return err
 	}
 }
 
 // admit runs the limiter for one RPC. It sends the rate-limit fields with
-// setHeader and returns the release to run when the RPC ends and the
-// context to serve it with (ctx, or ctx carrying what ratelimit.Settle
-// needs when the limiter settles costs), or the status error that ends it
-// now.
-func (c *config) admit(ctx context.Context, fullMethod string, setHeader func(metadata.MD) error) (func(), context.Context, error) {
+// setHeader and returns the recorder whose ended method the caller must
+// call when the RPC ends (nil for an exempt method: ended does nothing)
+// and the context to serve it with (ctx, or ctx carrying what
+// ratelimit.Settle needs when the limiter settles costs), or the status
+// error that ends it now.
+func (c *config) admit(ctx context.Context, fullMethod string, setHeader func(metadata.MD) error) (*recorder, context.Context, error) {
 	if _, ok := c.exempt[fullMethod]; ok {
-		return noop, ctx, nil
+		return nil, ctx, nil
 	}
-	w := recorder{header: make(http.Header, 4)} // the fields of a denial
-	done, ok := noop, false
+	w := &recorder{header: make(http.Header, 4)} // the fields of a denial
+	ok := false
 	if c.l.Settles() {
 		// Admit cannot give the handler the context Settle reads.
 		v := c.l.Check(newRequest(ctx, fullMethod))
-		v.Write(&w)
+		v.Write(w)
 		if ok = v.Allowed(); ok {
-			done, ctx = v.Done, v.Context(ctx)
+			w.done, ctx = v.Done, v.Context(ctx)
 		}
 	} else {
-		done, ok = c.l.Admit(&w, newRequest(ctx, fullMethod))
+		// Done reads the outcome from w, the writer given to Admit.
+		w.done, ok = c.l.Admit(w, newRequest(ctx, fullMethod))
 	}
 	if md := responseMetadata(w.header); md != nil {
 		// It fails only once headers were sent, which no handler has
@@ -209,7 +233,7 @@ func (c *config) admit(ctx context.Context, fullMethod string, setHeader func(me
 		_ = setHeader(md)
 	}
 	if ok {
-		return done, ctx, nil
+		return w, ctx, nil
 	}
 	return nil, nil, w.status()
 }
@@ -222,5 +246,3 @@ type settleStream struct {
 }
 
 func (s settleStream) Context() context.Context { return s.ctx }
-
-func noop() {}

@@ -27,7 +27,11 @@ import (
 // The test service has a unary method and a bidirectional stream, both
 // taking and returning wrapperspb.StringValue. The value sent drives the
 // handler: "panic" panics, "block" reports on entered and waits for
-// proceed; anything else is echoed.
+// proceed, "work" takes workTime unless the RPC's context ends first (as a
+// handler calling a dependency with it would), "wait" waits for the RPC's
+// context to end, "code N" fails with gRPC code N, "error" with an error
+// that is no status, "timeout" with context.DeadlineExceeded (its own
+// deadline: a dependency's call timed out); anything else is echoed.
 type service struct {
 	entered chan struct{}
 	proceed chan struct{}
@@ -37,13 +41,35 @@ func newService() *service {
 	return &service{entered: make(chan struct{}, 16), proceed: make(chan struct{})}
 }
 
-func (s *service) handle(v string) (string, error) {
+// workTime is how long a "work" call takes.
+const workTime = 10 * time.Millisecond
+
+func (s *service) handle(ctx context.Context, v string) (string, error) {
+	var code codes.Code
+	if _, err := fmt.Sscanf(v, "code %d", &code); err == nil {
+		return "", status.Error(code, "the handler failed with "+code.String())
+	}
 	switch v {
 	case "panic":
 		panic("handler panicked")
 	case "block":
 		s.entered <- struct{}{}
 		<-s.proceed
+	case "work":
+		t := time.NewTimer(workTime)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return "", status.FromContextError(ctx.Err()).Err()
+		}
+	case "wait":
+		<-ctx.Done()
+		return "", status.FromContextError(ctx.Err()).Err()
+	case "error":
+		return "", errors.New("not a status")
+	case "timeout":
+		return "", fmt.Errorf("a dependency: %w", context.DeadlineExceeded)
 	}
 	return v, nil
 }
@@ -62,7 +88,7 @@ func (s *service) register(srv *grpc.Server, name, unary, stream string) {
 					return nil, err
 				}
 				h := func(ctx context.Context, req any) (any, error) {
-					v, err := s.handle(req.(*wrapperspb.StringValue).GetValue())
+					v, err := s.handle(ctx, req.(*wrapperspb.StringValue).GetValue())
 					return wrapperspb.String(v), err
 				}
 				if ic == nil {
@@ -84,7 +110,7 @@ func (s *service) register(srv *grpc.Server, name, unary, stream string) {
 					} else if err != nil {
 						return err
 					}
-					v, err := s.handle(in.GetValue())
+					v, err := s.handle(ss.Context(), in.GetValue())
 					if err != nil {
 						return err
 					}

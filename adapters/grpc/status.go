@@ -21,11 +21,15 @@ import (
 const maxBody = 4 << 10
 
 // recorder is the http.ResponseWriter given to Admit: it keeps the fields,
-// the status and the start of the body the limiter writes.
+// the status and the start of the body the limiter writes to refuse a
+// call. For an admitted call it holds the release Admit returned, and
+// reports the handler's outcome (outcome.go) to it.
 type recorder struct {
-	header http.Header
-	code   int
-	body   []byte
+	header  http.Header
+	code    int
+	body    []byte
+	done    func() // Verdict.Done, once admitted
+	outcome int    // the handler's outcome as an HTTP status, once it returned
 }
 
 func (w *recorder) Header() http.Header { return w.header }
