@@ -255,10 +255,15 @@ func (b *indexBuilder) insert(p string, e int32) {
 			n = b.child(n, seg)
 		}
 	}
+	// Two routes of one rule can end at one node ("/a/v1*" and "/a/v2*"
+	// are both "/a/*" here): the rule is there once. Entries are inserted
+	// in order, so a repeat is the last one.
+	list := &n.exact
 	if sub {
-		n.subtree = append(n.subtree, e)
-	} else {
-		n.exact = append(n.exact, e)
+		list = &n.subtree
+	}
+	if k := len(*list); k == 0 || (*list)[k-1] != e {
+		*list = append(*list, e)
 	}
 }
 
