@@ -103,4 +103,16 @@ func TestPathSpellingsNeverWalkAroundARule(t *testing.T) {
 	if code := do(cleaning, fresh, "/fetch/https://example.com/a"); code != 200 {
 		t.Fatalf("GET /fetch/https://example.com/a: %d, want 200", code)
 	}
+
+	// A split path is refused as such, whatever the client has left: a 400
+	// problem response, before the handler.
+	served = served[:0]
+	r := httptest.NewRequest("GET", "/", nil)
+	r.URL, r.RemoteAddr = &url.URL{Path: "//api/login"}, "192.0.2.4:1"
+	rec := httptest.NewRecorder()
+	cleaning.ServeHTTP(rec, r)
+	if rec.Code != 400 || rec.Header().Get("Content-Type") != "application/problem+json" || len(served) > 0 {
+		t.Fatalf("GET //api/login from a fresh client: %d %q, served %v; want a 400 problem response, nothing served",
+			rec.Code, rec.Header().Get("Content-Type"), served)
+	}
 }
