@@ -219,14 +219,7 @@ func buildIndex(entries []entry) (*index, []groupSpec, error) {
 		}
 		x.states[q] = st
 	}
-	x.routes = make([][]string, len(entries))
-	for i := range entries {
-		x.routes[i] = entries[i].routes
-	}
-	for _, g := range b.groups {
-		x.members = append(x.members, g.entries)
-	}
-	x.refuse = int32(len(b.groups))
+	x.keepReadings(entries, b.groups)
 	return x, b.groups, nil
 }
 

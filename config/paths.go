@@ -43,6 +43,20 @@ func (x *index) group(r *http.Request) int32 {
 	return g
 }
 
+// keepReadings keeps what group needs for paths with other readings: the
+// routes of each entry, the entries of each group, and the refuse group
+// after the file's groups.
+func (x *index) keepReadings(entries []entry, groups []groupSpec) {
+	x.routes = make([][]string, len(entries))
+	for i := range entries {
+		x.routes[i] = entries[i].routes
+	}
+	for _, g := range groups {
+		x.members = append(x.members, g.entries)
+	}
+	x.refuse = int32(len(groups))
+}
+
 // agree reports whether paths p and alt, in groups g and ga, match the
 // same rules: every rule of either group with routes matches both or
 // neither. (A rule outside both groups matches neither, and the other
