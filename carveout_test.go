@@ -219,3 +219,85 @@ func TestDefaultCarveOutsCannotBeChangedFromOutside(t *testing.T) {
 		t.Fatal("editing the returned slice changed the defaults")
 	}
 }
+
+// hostileHeaders are request headers that made other middleware skip its
+// checks, rewrite the path it checked or trust the client: Next.js skipped
+// every middleware for x-middleware-subrequest (CVE-2025-29927); proxies
+// and frameworks honour X-Original-URL, X-Rewrite-URL and method
+// overrides; the rest name internal, prefetch, upgrade or local traffic.
+var hostileHeaders = [][2]string{
+	{"X-Middleware-Subrequest", "middleware:middleware:middleware:middleware:middleware"},
+	{"X-Middleware-Subrequest", "src/middleware:pages/_middleware"},
+	{"X-Middleware-Prefetch", "1"},
+	{"X-Original-URL", "/healthz"},
+	{"X-Rewrite-URL", "/healthz"},
+	{"X-Forwarded-Uri", "/healthz"},
+	{"X-Forwarded-Prefix", "/healthz"},
+	{"X-Envoy-Original-Path", "/healthz"},
+	{"X-HTTP-Method-Override", "GET"},
+	{"X-HTTP-Method", "HEAD"},
+	{"X-Method-Override", "GET"},
+	{"X-Forwarded-For", "127.0.0.1"},
+	{"X-Real-IP", "127.0.0.1"},
+	{"Forwarded", "for=127.0.0.1;host=localhost"},
+	{"X-Forwarded-Host", "localhost"},
+	{"X-Forwarded-Proto", "https"},
+	{"Connection", "Upgrade, X-Forwarded-For, Authorization"},
+	{"Upgrade", "websocket"},
+	{"Purpose", "prefetch"},
+	{"Sec-Purpose", "prefetch"},
+	{"X-Internal", "true"},
+	{"X-RateLimit-Bypass", "1"},
+	{"X-Skip-RateLimit", "true"},
+	{"RateLimit-Policy", `"unlimited";q=1000000`},
+	{"Cache-Control", "no-cache"},
+	{"Expect", "100-continue"},
+}
+
+// TestNoRequestHeaderTurnsTheLimiterOff: a client that has spent its limit
+// stays limited whatever headers it sends, one at a time or all at once,
+// on a limited route and on a POST to a carve-out path, around a ServeMux
+// and through Admit (the adapters' entry). Only the route decides a
+// carve-out, and only the user's own WithSkip predicates skip anything
+// else: the limiter reads no header of its own to skip a request.
+func TestNoRequestHeaderTurnsTheLimiterOff(t *testing.T) {
+	mux := http.NewServeMux()
+	for _, p := range []string{"/healthz", "/metrics", "/api"} {
+		mux.Handle(p, served(p))
+	}
+	l := ratelimit.NewLimiter(ratelimit.PerHour(1), ratelimit.ByIP(), ratelimit.WithClock(newClock()))
+	around := l.Handler(mux)
+	admitted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := l.Admit(w, r); ok {
+			mux.ServeHTTP(w, r)
+		}
+	})
+	const peer = "192.0.2.1:1"
+	if resp := ratelimittest.Do(around, ratelimittest.NewRequest("GET", "/api", peer)); resp.Code != 200 {
+		t.Fatalf("first request: %d", resp.Code)
+	}
+	all := ratelimittest.NewRequest("GET", "/api", peer)
+	for _, h := range hostileHeaders {
+		all.Header.Add(h[0], h[1])
+	}
+	for _, h := range append(hostileHeaders, [2]string{"", ""}) {
+		for _, target := range []struct{ method, path string }{{"GET", "/api"}, {"POST", "/metrics"}, {"PUT", "/healthz"}} {
+			for name, handler := range map[string]http.Handler{"around the mux": around, "Admit": admitted} {
+				req := ratelimittest.NewRequest(target.method, target.path, peer)
+				sent := h[0] + ": " + h[1]
+				if h[0] == "" {
+					req.Header, sent = all.Header.Clone(), "every header at once"
+				} else {
+					req.Header.Set(h[0], h[1])
+				}
+				if resp := ratelimittest.Do(handler, req); resp.Code != 429 || resp.Header.Get(ratelimittest.ServedBy) != "" {
+					t.Errorf("%s %s with %s (%s): status %d, served by %q; want 429, not served",
+						target.method, target.path, sent, name, resp.Code, resp.Header.Get(ratelimittest.ServedBy))
+				}
+			}
+		}
+	}
+	if resp := ratelimittest.Do(around, ratelimittest.NewRequest("GET", "/healthz", peer)); resp.Code != 200 {
+		t.Fatalf("GET /healthz, carved out: %d", resp.Code)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,5 +179,61 @@ func TestClockSteppedBackQuota(t *testing.T) {
 		if admitted != 5 {
 			t.Errorf("%v", fmt.Sprintf("clock stepped back %v: %d admitted under Daily(5)", step, admitted))
 		}
+	}
+}
+
+// TestOneHotKeyUnderContentionAdmitsExactlyTheLimitPerWindow: 32
+// goroutines released together hammer one key, 100 tries each, in windows
+// of one second on a clock that stands still within each: the default
+// memory store admits exactly the burst (1,000) in the first window and
+// exactly the refill (500) in each next one, through the middleware's fast path
+// and through AllowN alike. golang.org/x/time/rate once admitted
+// thousands of times its limit under such contention (golang/go#71360):
+// an update that lost a race must be decided again, never admitted on
+// stale state.
+func TestOneHotKeyUnderContentionAdmitsExactlyTheLimitPerWindow(t *testing.T) {
+	const goroutines, tries, windows = 32, 100, 16
+	limit := ratelimit.PerSecond(500).WithBurst(1000)
+	for _, via := range []string{"middleware", "AllowN"} {
+		t.Run(via, func(t *testing.T) {
+			clock := ratelimittest.NewClock(ratelimittest.Epoch())
+			l := ratelimit.NewLimiter(limit, ratelimit.Global(), ratelimit.WithClock(clock))
+			h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			try := func(w *ratelimittest.DiscardWriter, r *http.Request) bool {
+				if via == "AllowN" {
+					res, err := l.AllowN(r.Context(), "hot", 1)
+					return err == nil && res.Allowed
+				}
+				w.Reset()
+				h.ServeHTTP(w, r)
+				return w.Status() == http.StatusOK
+			}
+			for win := range windows {
+				want := int64(limit.Rate) // the refill of one second
+				if win == 0 {
+					want = int64(limit.Capacity())
+				}
+				var admitted atomic.Int64
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for range goroutines {
+					wg.Go(func() {
+						w, r := ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", "192.0.2.1:1")
+						<-start
+						for range tries {
+							if try(w, r) {
+								admitted.Add(1)
+							}
+						}
+					})
+				}
+				close(start)
+				wg.Wait()
+				if got := admitted.Load(); got != want {
+					t.Fatalf("window %d: %d of %d requests admitted; the limit admits exactly %d", win, got, goroutines*tries, want)
+				}
+				clock.Advance(time.Second)
+			}
+		})
 	}
 }

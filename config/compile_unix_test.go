@@ -4,6 +4,8 @@ package config_test
 
 import (
 	"fmt"
+	"net/http/httptest"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -75,5 +77,49 @@ func BenchmarkCompile(b *testing.B) {
 			}
 			b.ReportMetric(float64(cpuTime(b)-start)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 		})
+	}
+}
+
+// TestGlobRouteMatchingGrowsLinearly: routers that compile route patterns
+// into backtracking regular expressions took exponential time on crafted
+// paths (path-to-regexp, CVE-2024-45296). A route here is a path.Match
+// glob, matched segment by segment and each star without backtracking
+// into earlier ones, so a path ten times longer costs about ten times the
+// CPU time against the worst glob this test can write, not a hundred
+// times or more. Like TestCompileTimeGrowsLinearly it compares the
+// cheapest of alternating runs, with a loose bound (50x).
+func TestGlobRouteMatchingGrowsLinearly(t *testing.T) {
+	const rules = `
+rules:
+  - name: files
+    key: tenant
+    limit: 1000000/s
+    match: {routes: ["/files/*a*a*a*a*a*a*a*b", "/files/[a-z]*a?a*a*a*a*a*c"]}
+`
+	cfg, err := config.Parse("glob.yaml", []byte(rules), testRegistry(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cfg.Build().Handler(okHandler)
+	serve := func(n int) time.Duration {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.URL.Path = "/files/" + strings.Repeat("a", n) // no b, no c: every star tries every position
+		req.Header.Set("X-Tenant", "t")
+		w := httptest.NewRecorder()
+		start := cpuTime(t)
+		for range 50 {
+			h.ServeHTTP(w, req)
+		}
+		return cpuTime(t) - start
+	}
+	cheapSmall, cheapBig := time.Hour, time.Hour
+	for range 7 {
+		cheapSmall = min(cheapSmall, serve(4_000))
+		cheapBig = min(cheapBig, serve(40_000))
+	}
+	ratio := float64(cheapBig) / float64(max(cheapSmall, time.Millisecond))
+	t.Logf("CPU time of 50 requests: 4,000-byte segment %v, 40,000-byte segment %v (%.1fx)", cheapSmall, cheapBig, ratio)
+	if ratio > 50 {
+		t.Fatalf("a 10x longer path took %.0fx the CPU time (%v vs %v)", ratio, cheapBig, cheapSmall)
 	}
 }

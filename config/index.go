@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -63,10 +62,18 @@ func (e *entry) takes(class int) bool {
 }
 
 // index maps a request to a group: an index into Set.groups, or -1 when
-// no rule can apply.
+// no rule can apply. Set.groups has one more entry than the groups of the
+// file, at index refuse.
 type index struct {
 	states []dstate
 	bare   []int32 // groups of paths that do not start with "/", by method class
+
+	// For requests whose path is not clean (see paths.go): the routes of
+	// each entry (nil: every path), the entries of each group, and the
+	// group that refuses a request its path's spellings would split.
+	routes  [][]string
+	members [][]int32
+	refuse  int32
 }
 
 type dstate struct {
@@ -75,15 +82,15 @@ type dstate struct {
 	end   []int32          // group when the path ends here, by method class
 }
 
-// group returns the group of r.
-func (x *index) group(r *http.Request) int32 {
-	class := methodClass(r.Method)
-	p := r.URL.Path
+// walk returns the group of a request of method class class for path p,
+// as the path is written, and whether p has an empty, "." or ".." segment
+// (a trailing slash aside): see group in paths.go for such paths.
+func (x *index) walk(class int, p string) (g int32, unclean bool) {
 	if p == "" {
-		return x.states[0].end[class] // only "/*" matches the empty path
+		return x.states[0].end[class], false // only "/*" matches the empty path
 	}
 	if p[0] != '/' {
-		return x.bare[class]
+		return x.bare[class], false
 	}
 	st := &x.states[0]
 	rest := p[1:]
@@ -93,13 +100,16 @@ func (x *index) group(r *http.Request) int32 {
 		if i >= 0 {
 			seg = rest[:i]
 		}
+		if len(seg) <= 2 && (i >= 0 && seg == "" || seg == "." || seg == "..") {
+			unclean = true
+		}
 		next, ok := st.lit[seg]
 		if !ok {
 			next = st.other
 		}
 		st = &x.states[next]
 		if i < 0 {
-			return st.end[class]
+			return st.end[class], unclean
 		}
 		rest = rest[i+1:]
 	}
@@ -209,6 +219,7 @@ func buildIndex(entries []entry) (*index, []groupSpec, error) {
 		}
 		x.states[q] = st
 	}
+	x.keepReadings(entries, b.groups)
 	return x, b.groups, nil
 }
 
@@ -237,10 +248,15 @@ func (b *indexBuilder) insert(p string, e int32) {
 			n = b.child(n, seg)
 		}
 	}
+	// Two routes of one rule can end at one node ("/a/v1*" and "/a/v2*"
+	// are both "/a/*" here): the rule is there once. Entries are inserted
+	// in order, so a repeat is the last one.
+	list := &n.exact
 	if sub {
-		n.subtree = append(n.subtree, e)
-	} else {
-		n.exact = append(n.exact, e)
+		list = &n.subtree
+	}
+	if k := len(*list); k == 0 || (*list)[k-1] != e {
+		*list = append(*list, e)
 	}
 }
 

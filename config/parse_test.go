@@ -2,7 +2,11 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -167,5 +171,68 @@ func TestParseRejectsDeepNestingWithoutCrashing(t *testing.T) {
 		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "depth") {
 			t.Errorf("%s: %v, want a syntax error about depth", name, err)
 		}
+	}
+}
+
+// TestParseRefusesAliasesSoNoFileExpands: YAML anchors and aliases let a
+// few hundred bytes stand for a document of billions of nodes ("billion
+// laughs"), and a merge key (<<: *r) lets one rule copy another unseen. A
+// rules file has neither: every alias, wherever it stands, is a problem
+// of the file, reported without expanding anything.
+func TestParseRefusesAliasesSoNoFileExpands(t *testing.T) {
+	var laughs strings.Builder
+	laughs.WriteString("rules:\n  - name: a\n    key: tenant\n    limit: 1/s\n    match:\n      headers: &l0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 10; i++ {
+		fmt.Fprintf(&laughs, "      when: &l%d [%s]\n", i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 10), ", "))
+	}
+	for name, src := range map[string]string{
+		"a rule by alias": "rules:\n  - &r {name: a, key: tenant, limit: 1/s}\n  - *r\n",
+		"merge key":       "rules:\n  - &r {name: a, key: tenant, limit: 1/s}\n  - {<<: *r, name: b}\n",
+		"a route by alias": "rules:\n  - {name: a, key: tenant, limit: 1/s, match: {routes: &p [/a]}}\n" +
+			"  - {name: b, key: tenant, limit: 1/s, match: {routes: *p}}\n",
+		"a billion laughs": laughs.String(),
+	} {
+		_, err := config.Parse("hostile.yaml", []byte(src), testRegistry(t, nil))
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "alias") && !strings.Contains(err.Error(), `unknown field "<<"`) {
+			t.Errorf("%s: %v; want a problem naming the alias (or the merge key)", name, err)
+		}
+	}
+}
+
+// TestLoadRefusesAFileOverMaxFileSize: Load (and so Watch) reads at most
+// MaxFileSize bytes; a longer file is an error, even when its first bytes
+// are valid rules, and is never parsed.
+func TestLoadRefusesAFileOverMaxFileSize(t *testing.T) {
+	valid := "rules:\n  - {name: a, key: tenant, limit: 1/s}\n"
+	line := "#" + strings.Repeat("x", 1022) + "\n"
+	name := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(name, []byte(valid+strings.Repeat(line, config.MaxFileSize/len(line))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var tooBig *http.MaxBytesError
+	if _, err := config.Load(name, testRegistry(t, nil)); !errors.As(err, &tooBig) {
+		t.Fatalf("Load of a file over MaxFileSize: %v; want a *http.MaxBytesError", err)
+	}
+}
+
+// TestRuleWhoseRoutesIndexAlikeBuilds: two globs of one rule that the
+// index reads as the same path ("/a/v1*" and "/a/v2*" are both "/a/*"
+// there) put the rule in its group once; the rule used to be there twice,
+// and Build panicked on a valid file.
+func TestRuleWhoseRoutesIndexAlikeBuilds(t *testing.T) {
+	cfg, err := config.Parse("globs.yaml", []byte(`
+rules:
+  - {name: v, key: tenant, limit: 1/hour, match: {routes: ["/a/v1*", "/a/v2*", "/b/*", "/b/*"]}}
+`), testRegistry(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cfg.Build().Handler(okHandler)
+	var codes []int
+	for _, p := range []string{"/a/v1x", "/a/v2x", "/a/v3x", "/b/c"} {
+		codes = append(codes, ratelimittest.Do(h, ratelimittest.NewRequest("GET", p, "10.0.0.1:1", "X-Tenant", "acme")).Code)
+	}
+	if want := []int{200, 429, 200, 429}; !slices.Equal(codes, want) {
+		t.Fatalf("codes %v, want %v: one bucket for the rule's routes, /a/v3x unmatched", codes, want)
 	}
 }

@@ -32,7 +32,7 @@ type Set struct {
 func (c *Config) Build(opts ...ratelimit.Option) *Set {
 	s := &Set{
 		index:  c.index,
-		groups: make([]*ratelimit.Limiter, len(c.groups)),
+		groups: make([]*ratelimit.Limiter, len(c.groups)+1), // the last refuses
 		byName: make(map[string]named, len(c.Rules)),
 		rules:  len(c.Rules),
 	}
@@ -58,11 +58,31 @@ func (c *Config) Build(opts ...ratelimit.Option) *Set {
 			}
 		}
 	}
+	s.groups[len(c.groups)] = refusing(append(slices.Clip(c.Options), opts...))
 	return s
 }
 
+// errSplitPath is the key error of a request whose path reads as two paths
+// that match different rules (see paths.go).
+var errSplitPath = fmt.Errorf("%w: config: the path is not clean, and its clean form matches other rules", ratelimit.ErrNoKey)
+
+// refusing returns the Limiter that answers every request it sees with a
+// 400 problem response: its one rule's key never exists. opts are the
+// Set's, for the response style, observer and carve-outs.
+func refusing(opts []ratelimit.Option) *ratelimit.Limiter {
+	rule := ratelimit.Rule{
+		Name:  "config-split-path",
+		Limit: ratelimit.PerSecond(1),
+		Key:   func(*http.Request) (string, error) { return "", errSplitPath },
+	}
+	return ratelimit.NewRulesLimiter([]ratelimit.Rule{rule}, append(opts, ratelimit.OnKeyError(ratelimit.RejectKeyError(http.StatusBadRequest)))...)
+}
+
 // Limiter returns the Limiter that decides r, or nil when no rule can
-// apply to r.
+// apply to r. A request whose path is not clean, and whose clean form
+// would match other rules than the path as written ("//api/login" against
+// a rule on "/api/login"), is decided by a Limiter that answers 400: the
+// rules never guess which path the router will serve.
 func (s *Set) Limiter(r *http.Request) *ratelimit.Limiter {
 	g := s.index.group(r)
 	if g < 0 {

@@ -70,3 +70,26 @@ func TestEvictionWhenFullOfLiveKeys(t *testing.T) {
 		t.Fatal("the key limited for a day was evicted before keys limited for a minute")
 	}
 }
+
+// TestFullStoreOfLiveKeysStillAdmitsNewKeys: a flood of distinct keys, each
+// limited for a day, fills the store ten times over; every new key's first
+// request is still admitted (a full table is never a denial of everyone
+// new), the store stays within its bound, and every key is limited
+// after its first request while it is in the store.
+func TestFullStoreOfLiveKeysStillAdmitsNewKeys(t *testing.T) {
+	const maxKeys = 64
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := memory.New(memory.WithMaxKeys(maxKeys), memory.WithShards(1))
+	for i := 0; i < 10*maxKeys; i++ {
+		req := ratelimit.Request{Key: "flood" + strconv.Itoa(i), Limit: ratelimit.PerDay(1), Cost: 1}
+		if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
+			t.Fatalf("key %d, new to a full store: %+v, %v; want admitted", i, res, err)
+		}
+		if res, _ := s.TakeAt(now, req); res.Allowed {
+			t.Fatalf("key %d admitted twice in a day", i)
+		}
+		if n := s.Len(); n > maxKeys {
+			t.Fatalf("store holds %d keys, bound is %d", n, maxKeys)
+		}
+	}
+}
