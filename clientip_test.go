@@ -103,6 +103,7 @@ func TestByIPKeysNAT64ClientsByTheirIPv4Address(t *testing.T) {
 		{"well-known", "[64:ff9b::198.51.100.7]:1234", nil, "198.51.100.7"},
 		{"well-known, another client", "[64:ff9b::198.51.100.8]:1234", nil, "198.51.100.8"},
 		{"well-known hex", "[64:ff9b::c633:6407]:1234", nil, "198.51.100.7"},
+		{"ipv4-mapped hex, as before", "[::ffff:c633:6407]:1234", nil, "198.51.100.7"},
 		{"local-use, not named", "[64:ff9b:1::198.51.100.7]:1", nil, "64:ff9b:1::/64"},
 		{"network-specific, not named", "[2001:db8:64::198.51.100.7]:1", nil, "2001:db8:64::/64"},
 	})
