@@ -148,6 +148,14 @@ type ClientIPConfig struct {
 	// ByIPPrefix does for the peer: 0 means 32 and 64 (see "Key format" at
 	// ByIP).
 	IPv4Prefix, IPv6Prefix int
+
+	// NAT64Prefixes names network-specific IPv4/IPv6 translation prefixes
+	// whose addresses are keyed by the IPv4 address they embed, whether the
+	// address is the client's or an untrusted peer's, as
+	// PeerIPConfig.NAT64Prefixes does. The well-known prefix 64:ff9b::/96 is
+	// always translated. Which proxies are trusted is decided on the address
+	// as it arrives, never on the IPv4 address it embeds.
+	NAT64Prefixes []string
 }
 
 type clientIPMode uint8
@@ -210,6 +218,7 @@ type clientIPPlan struct {
 	mode                     clientIPMode
 	header                   string // canonical
 	v4, v6, maxMembers, hops int
+	nat                      *clientip.Translators
 }
 
 // keyFunc validates cfg, panicking with fn's name, and returns its KeyFunc.
@@ -236,7 +245,7 @@ func (cfg ClientIPConfig) keyFunc(fn string) KeyFunc {
 			return "", errs[clientip.BadPeer]
 		}
 		if checkPeer && !p.trusted.Contains(addr) {
-			return clientip.Key(clientip.Node{Host: host, Addr: addr, Canon: canon}, p.v4, p.v6), nil
+			return clientip.Key(clientip.Node{Host: host, Addr: addr, Canon: canon}, p.v4, p.v6, p.nat), nil
 		}
 		lines := r.Header.Values(p.header)
 		var (
@@ -254,7 +263,7 @@ func (cfg ClientIPConfig) keyFunc(fn string) KeyFunc {
 		if reason != clientip.OK {
 			return "", errs[reason]
 		}
-		return clientip.Key(n, p.v4, p.v6), nil
+		return clientip.Key(n, p.v4, p.v6, p.nat), nil
 	}
 }
 
@@ -287,6 +296,11 @@ func (cfg ClientIPConfig) plan(fail func(format string, args ...any)) clientIPPl
 	if p.hops < 0 || p.hops > p.maxMembers {
 		fail("Hops %d must be 0 (walk the trusted proxies) or 1 to MaxMembers (%d)", p.hops, p.maxMembers)
 	}
+	nat, err := clientip.ParseTranslators(cfg.NAT64Prefixes)
+	if err != nil {
+		fail("NAT64Prefixes: %v", err)
+	}
+	p.nat = &nat
 	p.header = cfg.source(&p, fail)
 	if !validHeaderName(p.header) {
 		fail("invalid header name %q", p.header)

@@ -92,6 +92,87 @@ func TestByIP(t *testing.T) {
 	})
 }
 
+// TestByIPKeysNAT64ClientsByTheirIPv4Address: behind a stateless IPv4/IPv6
+// translator (SIIT, NAT64, NAT46) IPv4 clients connect from addresses of
+// the well-known prefix 64:ff9b::/96. Grouped by /64 they all had one key,
+// so one client could spend everyone's limit; each is keyed by the IPv4
+// address it embeds, in dotted or hex notation, exactly as if it had
+// connected over IPv4. A network-specific prefix is translated once named.
+func TestByIPKeysNAT64ClientsByTheirIPv4Address(t *testing.T) {
+	runKeyCases(t, ratelimit.ByIP(), []keyCase{
+		{"well-known", "[64:ff9b::198.51.100.7]:1234", nil, "198.51.100.7"},
+		{"well-known, another client", "[64:ff9b::198.51.100.8]:1234", nil, "198.51.100.8"},
+		{"well-known hex", "[64:ff9b::c633:6407]:1234", nil, "198.51.100.7"},
+		{"ipv4-mapped hex, as before", "[::ffff:c633:6407]:1234", nil, "198.51.100.7"},
+		{"local-use, not named", "[64:ff9b:1::198.51.100.7]:1", nil, "64:ff9b:1::/64"},
+		{"network-specific, not named", "[2001:db8:64::198.51.100.7]:1", nil, "2001:db8:64::/64"},
+	})
+	runKeyCases(t, ratelimit.ByIPPrefix(24, 64), []keyCase{
+		{"well-known /24", "[64:ff9b::198.51.100.7]:1", nil, "198.51.100.0/24"},
+	})
+	runKeyCases(t, ratelimit.PeerIPConfig{NAT64Prefixes: []string{"2001:db8:64::/96", "64:ff9b:1::/64"}}.KeyFunc(), []keyCase{
+		{"network-specific /96", "[2001:db8:64::198.51.100.7]:1", nil, "198.51.100.7"},
+		{"local-use /64", "[64:ff9b:1:0:c6:3364:700:0]:1", nil, "198.51.100.7"},
+		{"well-known still", "[64:ff9b::198.51.100.9]:1", nil, "198.51.100.9"},
+		{"plain IPv6", "[2001:db8:1:2::1]:1", nil, "2001:db8:1:2::/64"},
+		{"plain IPv4", "198.51.100.7:1", nil, "198.51.100.7"},
+	})
+}
+
+// TestClientIPKeysNAT64ClientsByTheirIPv4Address: the client address a
+// trusted proxy reports, and an untrusted peer's own address, are keyed by
+// the IPv4 address a translation prefix embeds, as ByIP keys the peer; the
+// trust check reads the address as it arrived.
+func TestClientIPKeysNAT64ClientsByTheirIPv4Address(t *testing.T) {
+	kf := ratelimit.ClientIPConfig{
+		TrustedProxies: []string{"2001:db8:ffff::/48"},
+		NAT64Prefixes:  []string{"2001:db8:64::/96"},
+	}.KeyFunc()
+	const lb = "[2001:db8:ffff::1]:443"
+	runKeyCases(t, kf, []keyCase{
+		{"xff well-known", lb, []string{"X-Forwarded-For: 64:ff9b::198.51.100.7"}, "198.51.100.7"},
+		{"xff well-known, another client", lb, []string{"X-Forwarded-For: 64:ff9b::198.51.100.8"}, "198.51.100.8"},
+		{"xff network-specific", lb, []string{"X-Forwarded-For: 2001:db8:64::c633:6407"}, "198.51.100.7"},
+		{"untrusted peer", "[64:ff9b::198.51.100.7]:1", []string{"X-Forwarded-For: 1.1.1.1"}, "198.51.100.7"},
+	})
+	fwd := ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.0/8"}, Source: ratelimit.SourceForwarded}.KeyFunc()
+	runKeyCases(t, fwd, []keyCase{
+		{"forwarded well-known", "10.0.0.1:1", []string{`Forwarded: for="[64:ff9b::198.51.100.7]:4711"`}, "198.51.100.7"},
+	})
+	// A proxy at an address that embeds a trusted IPv4 address is not
+	// trusted: trust is not translated.
+	v4lb := ratelimit.ByClientIP("198.51.100.0/24")
+	runKeyCases(t, v4lb, []keyCase{
+		{"embedded trusted address", "[64:ff9b::198.51.100.1]:1", []string{"X-Forwarded-For: 203.0.113.9"}, "198.51.100.1"},
+	})
+}
+
+// TestNAT64PrefixesPanicAtStartUp: a translation prefix that RFC 6052 does
+// not define, or that overlaps another, would make a key function extract
+// the wrong IPv4 address; the configuration is refused before it serves.
+func TestNAT64PrefixesPanicAtStartUp(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		f    func()
+		want string
+	}{
+		{"peer length", func() { ratelimit.PeerIPConfig{NAT64Prefixes: []string{"2001:db8::/72"}}.KeyFunc() }, "ratelimit: PeerIPConfig.KeyFunc: NAT64Prefixes"},
+		{"peer ipv4", func() { ratelimit.PeerIPConfig{NAT64Prefixes: []string{"10.0.0.0/8"}}.KeyFunc() }, "not an IPv6 prefix"},
+		{"peer overlap", func() { ratelimit.PeerIPConfig{NAT64Prefixes: []string{"64:ff9b::/32"}}.KeyFunc() }, "overlaps the well-known prefix"},
+		{"peer v4 prefix", func() { ratelimit.PeerIPConfig{IPv4Prefix: 33}.KeyFunc() }, "ratelimit: PeerIPConfig.KeyFunc: IPv4Prefix 33"},
+		{"client host bits", func() {
+			ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, NAT64Prefixes: []string{"2001:db8::1/96"}}.KeyFunc()
+		}, "ratelimit: ClientIPConfig.KeyFunc: NAT64Prefixes"},
+		{"client garbage", func() {
+			ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, NAT64Prefixes: []string{"nat64"}}.KeyFunc()
+		}, "invalid translation prefix"},
+	} {
+		if got := kfPanics(tt.f); !strings.HasPrefix(got, "ratelimit: ") || !strings.Contains(got, tt.want) {
+			t.Errorf("%s: panic %q, want one containing %q", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestByIPNoAllocs(t *testing.T) {
 	kf := ratelimit.ByIP()
 	r := kfReq("192.0.2.1:1234")
@@ -101,6 +182,10 @@ func TestByIPNoAllocs(t *testing.T) {
 	r6 := kfReq("[2001:db8::1]:1234")
 	if a := testing.AllocsPerRun(1000, func() { _, _ = kf(r6) }); a > 1 {
 		t.Errorf("ByIP IPv6: %v allocs/op, want at most 1", a)
+	}
+	r64 := kfReq("[64:ff9b::192.0.2.1]:1234")
+	if a := testing.AllocsPerRun(1000, func() { _, _ = kf(r64) }); a > 1 {
+		t.Errorf("ByIP NAT64: %v allocs/op, want at most 1", a)
 	}
 }
 

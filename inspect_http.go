@@ -22,18 +22,26 @@ type Inspector interface {
 //
 // Answers are JSON; errors are problem details (400 for a missing
 // parameter, 404 for an unknown rule, 501 when the store cannot reset, 502
-// when the store fails). Nothing is served unless the application mounts
-// the handler: mount it behind the application's own authentication, since
-// it lifts limits.
+// when the store fails).
+//
+// The handler refuses a cross-origin POST from a browser with 403, as
+// http.CrossOriginProtection decides it (Sec-Fetch-Site, else Origin
+// against Host): a page on another site cannot make an administrator's
+// browser reset a key with the administrator's cookie. Requests without
+// those headers (curl, scripts) are not browsers' and pass. The handler
+// does not authenticate anyone: nothing is served unless the application
+// mounts it, and it must mount it behind its own authentication, since it
+// lifts limits.
 func NewAdminHandler(in Inspector) http.Handler {
 	if in == nil {
 		panic("ratelimit: NewAdminHandler(nil)")
 	}
-	return adminHandler{in: in}
+	return adminHandler{in: in, origin: http.NewCrossOriginProtection()}
 }
 
 type adminHandler struct {
-	in Inspector
+	in     Inspector
+	origin *http.CrossOriginProtection // refuses cross-origin POSTs
 }
 
 // peekBody is the JSON answer of a GET.
@@ -63,6 +71,10 @@ func (h adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodPost {
+		if err := h.origin.Check(r); err != nil {
+			writeProblem(w, http.StatusForbidden, "about:blank", "ratelimit: cross-origin reset refused: "+err.Error())
+			return
+		}
 		if err := h.in.Reset(r.Context(), rule, key); err != nil {
 			writeProblem(w, adminStatus(err), "about:blank", err.Error())
 			return

@@ -211,6 +211,58 @@ func TestAdminHandlerPeeksAndResets(t *testing.T) {
 	}
 }
 
+// TestAdminHandlerRefusesCrossOriginReset: a page on another site that
+// submits a form to the admin handler makes the administrator's browser
+// POST with the administrator's cookie. The handler refuses it (403) as
+// http.CrossOriginProtection does, and the key stays limited; a same-origin
+// POST and one from a client that is not a browser still reset.
+func TestAdminHandlerRefusesCrossOriginReset(t *testing.T) {
+	clock := ratelimittest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "ip", Limit: ratelimit.PerMinute(1), Key: ratelimit.ByHeader("X-Key")}}, ratelimit.WithClock(clock))
+	admin := ratelimit.NewAdminHandler(l)
+	exhaust := func() {
+		ratelimittest.Do(l.Handler(ok), ratelimittest.NewRequest("GET", "/", "10.0.0.1:1", "X-Key", "k"))
+		if res, err := l.Peek(context.Background(), "ip", "k"); err != nil || res.Remaining != 0 {
+			t.Fatalf("peek before reset: %+v %v", res, err)
+		}
+	}
+	post := func(header ...string) *http.Request {
+		r := httptest.NewRequest("POST", "https://admin.example/ratelimit?rule=ip&key=k", strings.NewReader("x=1"))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Header.Set("Cookie", "session=admin")
+		for i := 0; i < len(header); i += 2 {
+			r.Header.Set(header[i], header[i+1])
+		}
+		return r
+	}
+	for _, c := range []struct {
+		name string
+		req  *http.Request
+		code int
+	}{
+		{"cross-site form", post("Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"), http.StatusForbidden},
+		{"same-site other origin", post("Sec-Fetch-Site", "same-site", "Origin", "https://blog.admin.example"), http.StatusForbidden},
+		{"Origin only (older browser)", post("Origin", "https://evil.example"), http.StatusForbidden},
+		{"same origin", post("Sec-Fetch-Site", "same-origin", "Origin", "https://admin.example"), http.StatusNoContent},
+		{"not a browser", post(), http.StatusNoContent},
+	} {
+		exhaust()
+		stdlib := http.StatusNoContent
+		if http.NewCrossOriginProtection().Check(c.req) != nil {
+			stdlib = http.StatusForbidden
+		}
+		w := httptest.NewRecorder()
+		admin.ServeHTTP(w, c.req)
+		if w.Code != c.code || stdlib != c.code {
+			t.Errorf("%s: %d %s (CrossOriginProtection: %d), want %d", c.name, w.Code, w.Body, stdlib, c.code)
+		}
+		res, err := l.Peek(context.Background(), "ip", "k")
+		if reset := err == nil && res.Remaining == 1; reset != (c.code == http.StatusNoContent) {
+			t.Errorf("%s: after a %d the key has %+v %v", c.name, w.Code, res, err)
+		}
+	}
+}
+
 // TestPeekUnderRefusesABurstAWindowRuleCannotTake: PeekUnder documents an
 // error wrapping ErrInvalidRequest for an invalid limit. A limit with a
 // Burst other than its Rate is valid on its own (Limit.Validate) but not

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 
@@ -31,7 +32,16 @@ const (
 //     one subscriber or one cloud VM commonly holds a whole /64 and could
 //     otherwise rotate through 2^64 keys;
 //   - IPv4-mapped IPv6 addresses ("::ffff:192.0.2.1") as plain IPv4, and IPv6
-//     zones ("%eth0") dropped, so one client has exactly one key.
+//     zones ("%eth0") dropped, so one client has exactly one key;
+//   - an IPv4 client behind a stateless IPv4/IPv6 translator (SIIT, NAT64,
+//     NAT46), which arrives as an address of RFC 6052's well-known prefix
+//     ("64:ff9b::192.0.2.1"), as that IPv4 address: grouped by /64 like
+//     other IPv6 addresses, every client of the translator would share one
+//     key. Addresses of a network-specific translation prefix are keyed the
+//     same way once named (PeerIPConfig.NAT64Prefixes,
+//     ClientIPConfig.NAT64Prefixes); the local-use prefix 64:ff9b:1::/48
+//     (RFC 8215) is not translated unless named, because where the IPv4
+//     address sits in it depends on the prefix length the network chose.
 //
 // An IPv4 key is a substring of the request (RemoteAddr or the header) and
 // costs no allocation; an IPv6 or prefixed key allocates one small string.
@@ -39,7 +49,7 @@ const (
 // The port is stripped. A RemoteAddr that is not an IP address (a Unix
 // socket, a request built by hand) gives an error wrapping ErrNoKey.
 func ByIP() KeyFunc {
-	return peerKey("ByIP", defaultIPv4Prefix, defaultIPv6Prefix)
+	return peerKey("ByIP", defaultIPv4Prefix, defaultIPv6Prefix, nil)
 }
 
 // ByIPPrefix is ByIP with clients grouped by address prefix: the first
@@ -54,16 +64,66 @@ func ByIPPrefix(ipv4Bits, ipv6Bits int) KeyFunc {
 	if ipv6Bits < 1 || ipv6Bits > 128 {
 		panic(fmt.Sprintf("ratelimit: ByIPPrefix: ipv6Bits %d must be 1 to 128", ipv6Bits))
 	}
-	return peerKey("ByIPPrefix", ipv4Bits, ipv6Bits)
+	return PeerIPConfig{IPv4Prefix: ipv4Bits, IPv6Prefix: ipv6Bits}.keyFunc("ByIPPrefix")
 }
 
-func peerKey(fn string, v4, v6 int) KeyFunc {
+// PeerIPConfig configures a key function for the address of the connecting
+// peer, http.Request.RemoteAddr: its KeyFunc method is the general form of
+// ByIP and ByIPPrefix. Behind proxies, use ClientIPConfig, which has the
+// same fields.
+type PeerIPConfig struct {
+	// IPv4Prefix and IPv6Prefix group addresses by prefix, as ByIPPrefix
+	// does: 0 means 32 and 64 (see "Key format" at ByIP).
+	IPv4Prefix, IPv6Prefix int
+
+	// NAT64Prefixes names the network-specific IPv4/IPv6 translation
+	// prefixes (RFC 6052) of the translators in front of the server, such as
+	// "2001:db8:64::/96" or "64:ff9b:1::/96" (a local-use prefix, RFC 8215).
+	// An address in one of them stands for an IPv4 client and is keyed by
+	// the IPv4 address it embeds, with IPv4Prefix. The well-known prefix
+	// 64:ff9b::/96 is always translated and need not be named.
+	//
+	// Each must be an IPv6 prefix of 32, 40, 48, 56, 64 or 96 bits (the
+	// lengths RFC 6052 defines) without host bits, and none may overlap
+	// another or the well-known prefix; at most 16. KeyFunc panics
+	// otherwise.
+	NAT64Prefixes []string
+}
+
+// KeyFunc returns the KeyFunc of cfg. It panics with a "ratelimit:
+// PeerIPConfig.KeyFunc: ..." message on an invalid configuration.
+func (cfg PeerIPConfig) KeyFunc() KeyFunc {
+	return cfg.keyFunc("PeerIPConfig.KeyFunc")
+}
+
+func (cfg PeerIPConfig) keyFunc(fn string) KeyFunc {
+	v4, v6 := cmp.Or(cfg.IPv4Prefix, defaultIPv4Prefix), cmp.Or(cfg.IPv6Prefix, defaultIPv6Prefix)
+	if v4 < 1 || v4 > 32 {
+		panic(fmt.Sprintf("ratelimit: %s: IPv4Prefix %d must be 1 to 32", fn, v4))
+	}
+	if v6 < 1 || v6 > 128 {
+		panic(fmt.Sprintf("ratelimit: %s: IPv6Prefix %d must be 1 to 128", fn, v6))
+	}
+	return peerKey(fn, v4, v6, parseNAT64(fn, cfg.NAT64Prefixes))
+}
+
+// parseNAT64 parses the NAT64Prefixes of a key config, panicking with fn's
+// name on an invalid one.
+func parseNAT64(fn string, prefixes []string) *clientip.Translators {
+	nat, err := clientip.ParseTranslators(prefixes)
+	if err != nil {
+		panic(fmt.Sprintf("ratelimit: %s: NAT64Prefixes: %v", fn, err))
+	}
+	return &nat
+}
+
+func peerKey(fn string, v4, v6 int, nat *clientip.Translators) KeyFunc {
 	errPeer := fmt.Errorf("%w: %s: %v", ErrNoKey, fn, clientip.BadPeer)
 	return func(r *http.Request) (string, error) {
 		host, addr, canon, ok := clientip.ParseHostPort(r.RemoteAddr)
 		if !ok {
 			return "", errPeer
 		}
-		return clientip.Key(clientip.Node{Host: host, Addr: addr, Canon: canon}, v4, v6), nil
+		return clientip.Key(clientip.Node{Host: host, Addr: addr, Canon: canon}, v4, v6, nat), nil
 	}
 }

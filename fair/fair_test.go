@@ -462,3 +462,61 @@ func TestGrowingSeatsFuncAdmitsWaitersAtACompletion(t *testing.T) {
 		}
 	})
 }
+
+// TestDoneCalledTwiceFreesOneSeat: done is a request's claim on its seat,
+// and a second call gives back nothing. Called twice, it freed the seat of
+// whichever request held it next: two requests served on one seat while
+// Stats counted one. For an uncontended admission and for one that waited,
+// a second call leaves the next holder's seat taken, so a third request is
+// not admitted while it holds it.
+func TestDoneCalledTwiceFreesOneSeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := oneLevel(1, 10, time.Minute, nil)
+		req := func() *http.Request { return httptest.NewRequest("GET", "/", nil) }
+		// seatHeld checks that the one seat is taken: a request that would
+		// have to wait, with its context already ended, is refused.
+		seatHeld := func(when string) {
+			t.Helper()
+			if s := f.Stats(); s.InUse != 1 {
+				t.Errorf("%s: %+v, want 1 seat in use", when, s)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			rec := httptest.NewRecorder()
+			if done, ok := f.Admit(rec, httptest.NewRequestWithContext(ctx, "GET", "/", nil)); ok {
+				t.Errorf("%s: a third request was admitted to the held seat", when)
+				done()
+			}
+		}
+
+		a, _ := f.Admit(httptest.NewRecorder(), req()) // uncontended
+		a()
+		b, ok := f.Admit(httptest.NewRecorder(), req())
+		if !ok {
+			t.Fatal("b refused")
+		}
+		a() // again: b still holds the seat
+		seatHeld("uncontended done called twice")
+
+		waiting := admitAsync(f, req())
+		synctest.Wait()
+		b()
+		c := <-waiting // admitted after waiting
+		if !c.ok {
+			t.Fatal("c refused")
+		}
+		b()
+		seatHeld("done called twice while a waiter took the seat")
+		waiting = admitAsync(f, req())
+		synctest.Wait()
+		c.done()
+		d := <-waiting
+		c.done() // a waiter's done, again
+		seatHeld("a waiter's done called twice")
+		d.done()
+		d.done()
+		if s := f.Stats(); s.InUse != 0 || s.Queued != 0 {
+			t.Errorf("at the end: %+v, want nothing in use or queued", s)
+		}
+	})
+}

@@ -62,8 +62,7 @@ const (
 // levelState is a Level's state. Its mutable fields are guarded by Scheduler.mu.
 type levelState struct {
 	Level
-	f       *Scheduler
-	release func() // done of an uncontended admission, built once
+	f *Scheduler
 
 	nominal, reserve int // seats, from Scheduler.seats
 	inUse, queued    int
@@ -119,7 +118,6 @@ func newLevelState(f *Scheduler, idx int, l Level) *levelState {
 		panic(fmt.Sprintf("ratelimit: fair.New: level %q: %d queues dealt %d at a time need more than 60 bits of hash", l.Name, l.Queues, l.HandSize))
 	}
 	lv := &levelState{Level: l, f: f, svc: svcInitial}
-	lv.release = func() { f.release(lv, nil) }
 	if !l.Exempt {
 		lv.queues = make([]queueState, l.Queues)
 		lv.flows = make(map[uint64]flowState)

@@ -21,7 +21,7 @@ type waiter struct {
 
 // wait is Admit's contended path: r joins the shortest queue of its flow's
 // hand and waits for a seat, MaxWait, or the end of its context.
-func (f *Scheduler) wait(w http.ResponseWriter, r *http.Request, lv *levelState) (func(), bool) {
+func (f *Scheduler) wait(w http.ResponseWriter, r *http.Request, lv *levelState) (seat, bool) {
 	start := time.Now()
 	key := ""
 	if lv.Flow != nil {
@@ -98,16 +98,16 @@ func (f *Scheduler) wait(w http.ResponseWriter, r *http.Request, lv *levelState)
 	return f.refuse(w, lv, 503, ra, ev)
 }
 
-// admitted reports a waiter's admission and returns its done function.
-func (f *Scheduler) admitted(lv *levelState, wt *waiter, start time.Time, ev Event) (func(), bool) {
+// admitted reports a waiter's admission and returns its seat.
+func (f *Scheduler) admitted(lv *levelState, wt *waiter, start time.Time, ev Event) (seat, bool) {
 	ev.Outcome = Admitted
 	ev.Wait = wt.grantedAt.Sub(start)
 	f.observe(ev)
-	return func() { f.release(lv, wt) }, true
+	return seat{lv: lv, wt: wt}, true
 }
 
 // refuse writes a 429 or 503 with its Retry-After and problem body.
-func (f *Scheduler) refuse(w http.ResponseWriter, lv *levelState, status int, retry int64, ev Event) (func(), bool) {
+func (f *Scheduler) refuse(w http.ResponseWriter, lv *levelState, status int, retry int64, ev Event) (seat, bool) {
 	ev.RetryAfter = time.Duration(retry) * time.Second
 	f.observe(ev)
 	h := w.Header()
@@ -120,7 +120,7 @@ func (f *Scheduler) refuse(w http.ResponseWriter, lv *levelState, status int, re
 	} else {
 		w.Write(lv.problem503)
 	}
-	return noop, false
+	return seat{}, false
 }
 
 // release frees a seat taken by an admission (wt is nil on the uncontended

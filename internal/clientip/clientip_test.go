@@ -165,7 +165,7 @@ func runWalk(t *testing.T, src Source, trusted *Set, tests []walkCase) {
 			n, r := RightmostUntrusted(src, tt.lines, trusted, 32)
 			got := ""
 			if r == OK {
-				got = Key(n, 32, 128)
+				got = Key(n, 32, 128, nil)
 			}
 			if got != tt.want || (tt.want == "" && r != tt.why) {
 				t.Errorf("RightmostUntrusted(%q) = %q, %v; want %q, %v", tt.lines, got, r, tt.want, tt.why)
@@ -360,7 +360,7 @@ func TestNthFromRight(t *testing.T) {
 		n, r := NthFromRight(tt.src, tt.lines, tt.n, 32)
 		got := ""
 		if r == OK {
-			got = Key(n, 32, 128)
+			got = Key(n, 32, 128, nil)
 		}
 		if got != tt.want || r != tt.why {
 			t.Errorf("NthFromRight(%v, %q, %d) = %q, %v; want %q, %v", tt.src, tt.lines, tt.n, got, r, tt.want, tt.why)
@@ -390,7 +390,7 @@ func TestSingle(t *testing.T) {
 		n, r := Single(tt.lines)
 		got := ""
 		if r == OK {
-			got = Key(n, 32, 128)
+			got = Key(n, 32, 128, nil)
 		}
 		if got != tt.want || r != tt.why {
 			t.Errorf("Single(%q) = %q, %v; want %q, %v", tt.lines, got, r, tt.want, tt.why)
@@ -417,9 +417,87 @@ func TestKey(t *testing.T) {
 		if !ok {
 			t.Fatalf("ParseIP(%q) failed", tt.in)
 		}
-		if got := Key(Node{Host: tt.in, Addr: a, Canon: canon}, tt.v4, tt.v6); got != tt.want {
+		if got := Key(Node{Host: tt.in, Addr: a, Canon: canon}, tt.v4, tt.v6, nil); got != tt.want {
 			t.Errorf("Key(%q, %d, %d) = %q, want %q", tt.in, tt.v4, tt.v6, got, tt.want)
 		}
+	}
+}
+
+// TestKeyOfTranslatedAddressIsItsIPv4: behind a stateless translator
+// (SIIT, NAT64, NAT46) every IPv4 client arrives as an address in one IPv6
+// /96, so keying it by its /64 gave all of them one key. An address in the
+// well-known prefix, in any notation, or in a network-specific prefix the
+// operator names (each RFC 6052 length, with the RFC's own examples) is
+// keyed as the IPv4 address it embeds, grouped by the IPv4 prefix length.
+func TestKeyOfTranslatedAddressIsItsIPv4(t *testing.T) {
+	nsp, err := ParseTranslators([]string{
+		"2001:db8::/32", "2001:db9:100::/40", "2001:dba:122::/48",
+		"2001:dbb:122:300::/56", "2001:dbc:122:344::/64", "2001:dbd:122:344::/96",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		in   string
+		nat  *Translators
+		v4   int
+		want string
+	}{
+		{"64:ff9b::192.0.2.33", nil, 32, "192.0.2.33"},
+		{"64:ff9b::c000:221", nil, 32, "192.0.2.33"},
+		{"64:FF9B:0:0:0:0:C000:221", nil, 32, "192.0.2.33"},
+		{"64:ff9b::192.0.2.34", nil, 32, "192.0.2.34"},
+		{"64:ff9b::192.0.2.33", nil, 24, "192.0.2.0/24"},
+		{"64:ff9b::192.0.2.33%eth0", &nsp, 32, "192.0.2.33"},
+		{"2001:db8:c000:221::", &nsp, 32, "192.0.2.33"},
+		{"2001:db9:1c0:2:21::", &nsp, 32, "192.0.2.33"},
+		{"2001:dba:122:c000:2:2100::", &nsp, 32, "192.0.2.33"},
+		{"2001:dbb:122:3c0:0:221::", &nsp, 32, "192.0.2.33"},
+		{"2001:dbc:122:344:c0:2:2100:0", &nsp, 32, "192.0.2.33"},
+		{"2001:dbd:122:344::192.0.2.33", &nsp, 32, "192.0.2.33"},
+		// Not translated: the local-use prefix unless named, a network
+		// prefix nobody named, and addresses just outside the well-known one.
+		{"64:ff9b:1::192.0.2.33", &nsp, 32, "64:ff9b:1::/64"},
+		{"2001:dbd:122:344::192.0.2.33", nil, 32, "2001:dbd:122:344::/64"},
+		{"64:ff9b:0:0:1::192.0.2.33", nil, 32, "64:ff9b::/64"},
+		{"64:ff9a:ffff:ffff:ffff:ffff:ffff:ffff", nil, 32, "64:ff9a:ffff:ffff::/64"},
+	}
+	for _, tt := range tests {
+		a, canon, ok := ParseIP(tt.in)
+		if !ok {
+			t.Fatalf("ParseIP(%q) failed", tt.in)
+		}
+		if got := Key(Node{Host: tt.in, Addr: a, Canon: canon}, tt.v4, 64, tt.nat); got != tt.want {
+			t.Errorf("Key(%q, %d, 64) = %q, want %q", tt.in, tt.v4, got, tt.want)
+		}
+	}
+}
+
+// TestParseTranslatorsRejectsAmbiguousPrefixes: a translation prefix that
+// is not one RFC 6052 defines, or that overlaps another, would embed a
+// different IPv4 address than the translator did; each is refused with a
+// message naming it.
+func TestParseTranslatorsRejectsAmbiguousPrefixes(t *testing.T) {
+	for _, entries := range [][]string{
+		{"2001:db8::/33"},
+		{"2001:db8::/128"},
+		{"2001:db8::1/96"},
+		{"10.0.0.0/8"},
+		{"::ffff:0:0/96"},
+		{"2001:db8::%eth0/96"},
+		{"2001:db8::"},
+		{""},
+		{"64:ff9b::/32"},
+		{"2001:db8::/32", "2001:db8:1::/48"},
+		{"2001:db8::/96", "2001:db8::/96"},
+		make([]string, MaxTranslators+1),
+	} {
+		if _, err := ParseTranslators(entries); err == nil {
+			t.Errorf("ParseTranslators(%q) accepted", entries)
+		}
+	}
+	if _, err := ParseTranslators([]string{"64:ff9b::/96", "64:ff9b:1::/96", "2001:db8::/32"}); err != nil {
+		t.Errorf("valid prefixes refused: %v", err)
 	}
 }
 
@@ -446,7 +524,7 @@ func TestNoAllocs(t *testing.T) {
 		"xff good":    func() { RightmostUntrusted(XForwardedFor, good, trusted, 32) },
 		"key v4": func() {
 			n, _ := RightmostUntrusted(XForwardedFor, good, trusted, 32)
-			_ = Key(n, 32, 64)
+			_ = Key(n, 32, 64, nil)
 		},
 	} {
 		if a := testing.AllocsPerRun(100, f); a != 0 {

@@ -52,12 +52,31 @@ func checkResult(t *testing.T, what string, n Node, r Reason) {
 		t.Fatalf("%s: host %q does not parse back to %v", what, n.Host, a)
 	}
 	for _, bits := range [][2]int{{32, 64}, {24, 128}, {1, 1}} {
-		k := Key(n, bits[0], bits[1])
+		k := Key(n, bits[0], bits[1], nil)
 		if k == "" {
 			t.Fatalf("%s: empty key", what)
 		}
 	}
+	// An address that embeds an IPv4 client has that client's key, and no
+	// other IPv6 address has an IPv4 key.
+	want := netip.PrefixFrom(a, 64).Masked().String()
+	if a.Is4() {
+		want = a.String()
+	} else if v4, ok := fuzzNAT.Embedded(a); ok {
+		want = v4.String()
+	}
+	if k := Key(n, 32, 64, fuzzNAT); k != want {
+		t.Fatalf("%s: key %q of %v, want %q", what, k, a, want)
+	}
 }
+
+var fuzzNAT = func() *Translators {
+	t, err := ParseTranslators([]string{"2001:db8:64::/96", "64:ff9b:1::/48"})
+	if err != nil {
+		panic(err)
+	}
+	return &t
+}()
 
 // refWalk is the reference: every member split out up front. Empty members
 // (only optional whitespace) are skipped but count against max.
@@ -252,7 +271,10 @@ func FuzzForwarded(f *testing.F) {
 }
 
 func FuzzParseHostPort(f *testing.F) {
-	for _, s := range []string{"192.0.2.1:80", "[2001:db8::1%eth0]:443", "::ffff:1.2.3.4", "01.2.3.4", "1.2.3", "@"} {
+	for _, s := range []string{
+		"192.0.2.1:80", "[2001:db8::1%eth0]:443", "::ffff:1.2.3.4", "01.2.3.4", "1.2.3", "@",
+		"64:ff9b::1.2.3.4", "[64:ff9b::102:304]:443", "64:ff9b:1:0:102:304::", "2001:db8:64::1.2.3.4", "::ffff:102:304",
+	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

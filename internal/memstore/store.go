@@ -98,7 +98,9 @@ func New(cfg Config) *Store {
 	// Each shard is bounded on its own, and keys spread over shards by
 	// hash, unevenly: a shard that fills first evicts while others have
 	// room. Shards of at least minShardKeys keys keep that unevenness to a
-	// few percent of MaxKeys.
+	// few percent of MaxKeys. Each holds MaxKeys/n keys, rounded down, so
+	// that a table never holds more than MaxKeys (and at most n-1 fewer,
+	// under 0.1% of it, when n does not divide MaxKeys).
 	n = min(n, max(1, cfg.MaxKeys/minShardKeys))
 	bitsN := bits.Len(uint(n - 1))
 	n = 1 << bitsN
@@ -109,7 +111,7 @@ func New(cfg Config) *Store {
 	s := &Store{
 		seed:    maphash.MakeSeed(),
 		shift:   uint(64 - bitsN),
-		perCap:  max(1, (cfg.MaxKeys+n-1)/n),
+		perCap:  cfg.MaxKeys / n, // rounded down: the shards together never exceed MaxKeys
 		gcra:    make([]gshard, n),
 		windows: make([]shard[window], n),
 		conc:    make([]shard[*slots], n),

@@ -48,3 +48,38 @@ func BenchmarkTake(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTakeFreshKeys measures a flood of new keys into a full store
+// (MaxKeys 65,536, every key limited for an hour): each check inserts a key
+// and evicts one, the path that keeps a table within its bound.
+func BenchmarkTakeFreshKeys(b *testing.B) {
+	names := make([]string, 1<<18)
+	for i := range names {
+		names[i] = "10." + strconv.Itoa(i)
+	}
+	algs := []struct {
+		name string
+		alg  Alg
+	}{{"gcra", GCRA}, {"sliding", SlidingWindow}, {"fixed", FixedWindow}, {"concurrency", Concurrency}}
+	for _, a := range algs {
+		b.Run(a.name, func(b *testing.B) {
+			s := New(Config{MaxKeys: 1 << 16})
+			l := Limit{Rate: 5, Period: int64(time.Hour), Capacity: 5}
+			l.Interval = l.interval()
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+			r := Request{Alg: a.alg, Limit: l, Cost: 1}
+			for i := range 1 << 17 { // fill past the bound
+				r.Key = names[i]
+				s.Take(&r, now)
+			}
+			b.ReportAllocs()
+			i := 1 << 17
+			for b.Loop() {
+				r.Key = names[i&(len(names)-1)]
+				i++
+				now += 1000
+				s.Take(&r, now)
+			}
+		})
+	}
+}

@@ -67,11 +67,15 @@ func makeRoom[V state](sh *shard[V], capacity int, h uint64, now int64) {
 	if now >= sh.floor && scan(sh, now) {
 		return
 	}
-	// Full of live entries: evict the soonest-expiring of a sample.
+	// Full of live entries: evict the soonest-expiring of a sample, which
+	// always holds an entry, so the table never exceeds its bound. Ties (the
+	// windows of one period all end together) go to the last entry seen:
+	// the first one after a random slot is likely to follow an empty run,
+	// and evicting it would lengthen the run.
 	var victim uint64
 	soonest := int64(math.MaxInt64)
 	sh.t.sample(h, 2*sweepSample, func(k uint64, v V) bool {
-		if e := v.expiry(); e < soonest {
+		if e := v.expiry(); e <= soonest {
 			victim, soonest = k, e
 		}
 		return true

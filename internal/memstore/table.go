@@ -140,15 +140,17 @@ func (t *table[V]) removeAt(i int) {
 }
 
 // sample calls f on up to n entries found from a pseudo-random slot picked
-// by seed, looking at most 8n slots; f reports whether to go on.
+// by seed, looking at most 8n slots, or on to the first entry if those held
+// none; f reports whether to go on. A table with an entry always yields
+// one, so that a full table always finds one to evict.
 func (t *table[V]) sample(seed uint64, n int, f func(h uint64, v V) bool) {
 	if t.n == 0 {
 		return
 	}
 	i := t.home(seed*0x9e3779b97f4a7c15 | 1)
-	for look := 0; look < 8*n && n > 0; look++ {
+	for look, found := 0, 0; found < n && (look < 8*n || found == 0); look++ {
 		if k := t.keys[i]; k != 0 {
-			n--
+			found++
 			if !f(k, t.vals[i]) {
 				return
 			}

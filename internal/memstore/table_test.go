@@ -79,3 +79,39 @@ func TestScanDropsEveryExpiredEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleFindsAnEntryBeyondAnEmptyRun: a table with entries yields at
+// least one to a sample, wherever the sample starts, even past a run of
+// empty slots longer than the sample looks at. Eviction relies on it: a
+// full shard whose sample came back empty let the new key in without a
+// victim, and the table grew past its bound.
+func TestSampleFindsAnEntryBeyondAnEmptyRun(t *testing.T) {
+	tb := newTable[int64](1000)
+	for k := uint64(1); tb.len() < 200; k++ {
+		tb.set(k, 1)
+	}
+	// Keep one entry: every other slot is empty, so most samples start
+	// hundreds of slots before it.
+	var keep uint64
+	for _, k := range tb.keys {
+		if k != 0 {
+			keep = k
+			break
+		}
+	}
+	for _, k := range append([]uint64(nil), tb.keys...) {
+		if k != 0 && k != keep {
+			tb.remove(k)
+		}
+	}
+	for seed := uint64(1); seed <= 200; seed++ {
+		var got []uint64
+		tb.sample(seed, 8, func(h uint64, _ int64) bool {
+			got = append(got, h)
+			return true
+		})
+		if len(got) != 1 || got[0] != keep {
+			t.Fatalf("seed %d: sample of a table holding only %x in %d slots gave %x", seed, keep, len(tb.keys), got)
+		}
+	}
+}

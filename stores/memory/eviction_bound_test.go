@@ -51,3 +51,36 @@ func shardsName(n int) string {
 	}
 	return fmt.Sprint(n, " shards")
 }
+
+// TestEveryTableStaysWithinMaxKeysUnderAFloodOfFreshKeys: a flood of
+// fresh keys, each limited for an hour, so that nothing expires and every
+// new key must evict one, never makes a table hold more than WithMaxKeys
+// keys: not GCRA's, not the fixed and sliding windows', not Concurrency's.
+// The window and Concurrency tables grew past the bound (1,100 to 1,250
+// keys at 1,024) whenever eviction's sample of a full shard met only empty
+// slots and the new key went in without a victim; and a bound the shards
+// do not divide (5,001 over 4) was rounded up per shard.
+func TestEveryTableStaysWithinMaxKeysUnderAFloodOfFreshKeys(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	algs := []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.Concurrency}
+	for _, c := range []struct{ bound, flood int }{{1024, 40 * 1024}, {5001, 12 * 5001}} {
+		bound := c.bound
+		for _, alg := range algs {
+			s := memory.New(memory.WithMaxKeys(bound))
+			req := ratelimit.Request{Limit: ratelimit.PerHour(5), Algorithm: alg, Cost: 1}
+			most := 0
+			for i := range c.flood {
+				req.Key = "k" + strconv.Itoa(i)
+				if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
+					t.Fatalf("%v: fresh key %s: %+v %v", alg, req.Key, res, err)
+				}
+				if i%64 == 0 || i >= c.flood-64 {
+					most = max(most, s.Len())
+				}
+			}
+			if most > bound {
+				t.Errorf("WithMaxKeys(%d), %v: the table held %d keys", bound, alg, most)
+			}
+		}
+	}
+}

@@ -60,10 +60,11 @@ type config struct {
 
 // WithMaxKeys bounds the number of keys kept per table. The default is
 // 1,048,576: about 22 MiB of GCRA state at its fullest, and 33 MiB of
-// window state if fixed or sliding windows fill their table too. The bound applies
-// per shard (MaxKeys/shards each, with shards of at least 1,024 keys), and
-// keys spread over shards by hash, so a shard may start evicting a few
-// percent before the store as a whole holds MaxKeys keys.
+// window state if fixed or sliding windows fill their table too. The bound is
+// exact: no table ever holds more than n keys, however many new keys arrive.
+// It applies per shard (n/shards each, rounded down, with shards of at least
+// 1,024 keys), and keys spread over shards by hash, so a shard may start
+// evicting a few percent before the store as a whole holds n keys.
 func WithMaxKeys(n int) Option {
 	if n <= 0 {
 		panic("memory: WithMaxKeys needs a positive bound")
