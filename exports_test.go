@@ -15,8 +15,9 @@ import (
 // types, functions, variables and constants of its non-test files (each
 // constant of a block counts; methods and struct fields do not). Lower it
 // when you cut names; raising it needs a reason in review. 159 before the
-// front door was cut (CHANGELOG, Renamed and removed); 106 now.
-const maxExports = 106
+// front door was cut (CHANGELOG, Renamed and removed); 106 then, 107 with
+// ParseLimit (users looked for a parser of "100/min" and found none).
+const maxExports = 107
 
 // rootExports parses the package's non-test files and returns its exported
 // top-level names, and separately its exported package-level variables.
