@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/config"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
@@ -174,5 +175,15 @@ func TestReadmeStaysShortAndLinksEveryDocsPage(t *testing.T) {
 		if link := "](docs/" + filepath.Base(page); !strings.Contains(string(readme), link) {
 			t.Errorf("README.md does not link %s", filepath.Base(page))
 		}
+	}
+}
+
+// TestReadmeRulesFileCompiles: the rules file the README shows, match:
+// included, is one the config module accepts.
+func TestReadmeRulesFileCompiles(t *testing.T) {
+	file := readmeBlock(t, "<!-- rules-file", "```yaml\n")
+	reg := &config.Registry{Keys: map[string]ratelimit.KeyFunc{"client_ip": ratelimit.ByClientIP("10.0.0.0/8")}}
+	if _, err := config.Parse("README.md", []byte(file), reg); err != nil {
+		t.Fatalf("the README's rules file does not compile:\n%v", err)
 	}
 }
