@@ -45,6 +45,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error)
 // allowN is AllowN, paced or not, also returning the fewest units any
 // decided rule has left (n when none decided).
 func (l *Limiter) allowN(ctx context.Context, key string, n int, paced bool) (Result, int, error) {
+	if l.zero() {
+		return Result{}, 0, errZeroLimiter
+	}
 	b := l.getBatch()
 	defer l.putBatch(b)
 	rvs, err := l.keyRequests(b.rvs[:0], key, n)
@@ -77,6 +80,13 @@ func (l *Limiter) allowN(ctx context.Context, key string, n int, paced bool) (Re
 	return v.res, fewest, v.err
 }
 
+// errZeroLimiter is what the zero Limiter answers: it has no rules.
+var errZeroLimiter = fmt.Errorf("%w: the zero Limiter has no rules; build one with NewLimiter or NewRulesLimiter", ErrInvalidRequest)
+
+// zero reports whether l is the zero Limiter: every Limiter built has at
+// least one rule.
+func (l *Limiter) zero() bool { return l.rules == nil && l.adaptive == nil }
+
 // keyRequests adds to rvs the request of n events for key under every
 // enforced static rule.
 func (l *Limiter) keyRequests(rvs []ruleVerdict, key string, n int) ([]ruleVerdict, error) {
@@ -106,6 +116,9 @@ func (l *Limiter) keyRequests(rvs []ruleVerdict, key string, n int) ([]ruleVerdi
 func (l *Limiter) Return(ctx context.Context, key string, n int) error {
 	if n < 0 {
 		return fmt.Errorf("%w: Return of %d events", ErrInvalidRequest, n)
+	}
+	if l.zero() {
+		return errZeroLimiter
 	}
 	var errs []error
 	found := false

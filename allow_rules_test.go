@@ -3,7 +3,10 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/ratelimit"
@@ -54,4 +57,40 @@ func TestReturnOfNegativeEventsIsInvalid(t *testing.T) {
 	if len(st.returned) != 0 {
 		t.Errorf("Return(-5) reached the store with %+v", st.returned)
 	}
+}
+
+// The zero Limiter (a Limiter field never built) has no rules: it must
+// neither panic on the programmatic calls nor let anything through.
+func TestZeroLimiterAllowsNothingAndSaysWhy(t *testing.T) {
+	var l ratelimit.Limiter
+	ctx := context.Background()
+	isZeroErr := func(err error) bool {
+		return errors.Is(err, ratelimit.ErrInvalidRequest) && strings.Contains(err.Error(), "zero Limiter")
+	}
+	if res, err := l.Allow(ctx, "k"); res.Allowed || !isZeroErr(err) {
+		t.Errorf("Allow: %+v, %v", res, err)
+	}
+	if res, err := l.AllowN(ctx, "k", 0); res.Allowed || !isZeroErr(err) {
+		t.Errorf("AllowN: %+v, %v", res, err)
+	}
+	if n, res, err := l.AllowAtMost(ctx, "k", 3); n != 0 || res.Allowed || !isZeroErr(err) {
+		t.Errorf("AllowAtMost: %d, %+v, %v", n, res, err)
+	}
+	if err := l.Return(ctx, "k", 1); !isZeroErr(err) {
+		t.Errorf("Return: %v", err)
+	}
+	v := l.Check(ratelimittest.NewRequest("GET", "/", "203.0.113.7:1"))
+	if v.Allowed() || v.Status() != http.StatusInternalServerError || !isZeroErr(v.Err()) {
+		t.Errorf("Check: allowed %v, status %d, err %v", v.Allowed(), v.Status(), v.Err())
+	}
+	w := httptest.NewRecorder()
+	if _, ok := l.Admit(w, ratelimittest.NewRequest("GET", "/", "203.0.113.7:1")); ok || w.Code != http.StatusInternalServerError {
+		t.Errorf("Admit: %v, %d", ok, w.Code)
+	}
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "zero Limiter") {
+			t.Errorf("Handler on the zero Limiter: recovered %v, want a panic naming it", p)
+		}
+	}()
+	l.Handler(http.NotFoundHandler())
 }

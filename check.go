@@ -80,6 +80,10 @@ func (l *Limiter) decideAfter(r *http.Request, ad *adaptiveDone, v *Verdict, fai
 		now = l.clock.Now()
 	}
 	if len(l.rules) <= 1 {
+		if l.rules == nil && ad == nil { // the zero Limiter
+			*v = Verdict{l: l, r: r, kind: verdictMisconfigured, err: errZeroLimiter}
+			return
+		}
 		var one [1]ruleVerdict
 		d := decision{ctx: r.Context(), r: r, now: now, failOpen: failOpen}
 		l.decideRules(&d, one[:0], ad, v)

@@ -47,7 +47,11 @@
 // NewRules stacks rules on one request: a global cap, a per-IP limit, a
 // daily quota per API key, a concurrency cap per tenant. Every rule is
 // checked; a request is admitted only if all allow it, and a denial by one
-// rule consumes nothing from the others. Tiers builds the rules of a tiered
+// rule consumes nothing from the others. Limiters nested around one handler
+// do not stack that way: each counts a request as it passes, so one the
+// inner limiter denies has been counted by the outer one; make a route's
+// limit a rule of the same limiter (a LimitFunc that exempts other routes)
+// when that matters. Tiers builds the rules of a tiered
 // API from a plan per tenant. A Rule can run in Shadow mode, reporting to an
 // Observer without ever denying.
 //

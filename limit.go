@@ -63,23 +63,31 @@ func (l Limit) Interval() time.Duration {
 // second), a Period over 50 years, or a Limit whose empty bucket would take
 // longer than 2^62 nanoseconds (about 146 years) to refill.
 func (l Limit) Validate() error {
-	switch {
-	case l.Rate <= 0:
-		return fmt.Errorf("%w: rate %d must be positive", ErrInvalidLimit, l.Rate)
-	case l.Period <= 0:
-		return fmt.Errorf("%w: period %v must be positive", ErrInvalidLimit, l.Period)
-	case l.Burst < 0:
-		return fmt.Errorf("%w: burst %d must not be negative", ErrInvalidLimit, l.Burst)
-	case l.Rate > maxCount || l.Burst > maxCount:
-		return fmt.Errorf("%w: %d events exceeds the maximum of %d", ErrInvalidLimit, max(l.Rate, l.Burst), maxCount)
-	case time.Duration(l.Rate) > l.Period: // more than one event per nanosecond
-		return fmt.Errorf("%w: %d per %v is faster than %g per second", ErrInvalidLimit, l.Rate, l.Period, maxRatePerSecond)
-	case l.Period > maxPeriod:
-		return fmt.Errorf("%w: period %v is longer than %v", ErrInvalidLimit, l.Period, maxPeriod)
-	case l.Interval() > maxSpan/time.Duration(l.Capacity()):
-		return fmt.Errorf("%w: %v takes longer than %v to refill", ErrInvalidLimit, l, maxSpan)
+	if p := l.problem(); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidLimit, p)
 	}
 	return nil
+}
+
+// problem says what makes l invalid (see Validate), or "" when l is valid.
+func (l Limit) problem() string {
+	switch {
+	case l.Rate <= 0:
+		return fmt.Sprintf("rate %d must be positive", l.Rate)
+	case l.Period <= 0:
+		return fmt.Sprintf("period %v must be positive", l.Period)
+	case l.Burst < 0:
+		return fmt.Sprintf("burst %d must not be negative", l.Burst)
+	case l.Rate > maxCount || l.Burst > maxCount:
+		return fmt.Sprintf("%d events exceeds the maximum of %d", max(l.Rate, l.Burst), maxCount)
+	case time.Duration(l.Rate) > l.Period: // more than one event per nanosecond
+		return fmt.Sprintf("%d per %v is faster than %g per second", l.Rate, l.Period, maxRatePerSecond)
+	case l.Period > maxPeriod:
+		return fmt.Sprintf("period %v is longer than %v", l.Period, maxPeriod)
+	case l.Interval() > maxSpan/time.Duration(l.Capacity()):
+		return fmt.Sprintf("%v takes longer than %v to refill", l, maxSpan)
+	}
+	return ""
 }
 
 // maxCount bounds Rate, Burst and Cost so that counts fit in 32 bits and all
@@ -95,7 +103,8 @@ const maxSpan = time.Duration(1 << 62)
 // two periods, in Unix nanoseconds) never overflows: 50 years.
 const maxPeriod = 50 * 365 * 24 * time.Hour
 
-// String returns a short form such as "100/1m0s" or "10/1s burst 20".
+// String returns a short form such as "100/1m0s" or "10/1s burst 20", which
+// ParseLimit reads back.
 func (l Limit) String() string {
 	s := fmt.Sprintf("%d/%v", l.Rate, l.Period)
 	if l.Burst != 0 && l.Burst != l.Rate {

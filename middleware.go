@@ -19,6 +19,12 @@ import (
 // want New (one rule) or NewRules (several), which return the middleware
 // directly; build a Limiter with NewLimiter or NewRulesLimiter to also check
 // limits programmatically.
+//
+// The zero Limiter has no rules and is not usable: it never lets a request
+// or an event through unlimited. Handler panics on it, as New does on a bad
+// configuration; Check, CheckRoute and Admit answer 500 (a misconfigured
+// limiter); Allow, AllowN, AllowAtMost and Return return an error wrapping
+// ErrInvalidRequest and allow nothing.
 type Limiter struct {
 	rules        []*rule // enforced rules first, local stores first; shadow rules last
 	enforced     int     // how many of rules are enforced
@@ -208,8 +214,12 @@ func rank(r *rule) int {
 	return 1
 }
 
-// Handler returns next wrapped by the limiter.
+// Handler returns next wrapped by the limiter. It panics if l is the zero
+// Limiter (build one with NewLimiter or NewRulesLimiter) or next is nil.
 func (l *Limiter) Handler(next http.Handler) http.Handler {
+	if l.zero() {
+		panic(errZeroLimiter.Error())
+	}
 	return &handler{l: l, wrapped: wrap(next)}
 }
 

@@ -213,8 +213,12 @@ func WithFailurePolicy(p FailurePolicy) Option {
 
 // WithTimeout bounds each call to the store: a slow or hung store adds at
 // most d to a request, after which the rule's FailurePolicy applies. Zero
-// (the default) sets no bound beyond the request's own context; set one
-// with any networked store, for example 50*time.Millisecond with Redis.
+// (the default) sets no bound beyond the request's own context and the
+// store's. The Redis store bounds each of its calls by itself
+// (redisstore.DefaultTimeout, 50 ms, unless its own WithTimeout says
+// otherwise), so it needs none; set one for a networked store of your own
+// that does not bound its calls, or for a tighter bound than the store's.
+// Where both are set, the shorter applies.
 func WithTimeout(d time.Duration) Option {
 	if d < 0 {
 		panic(fmt.Sprintf("ratelimit: WithTimeout(%v): negative budget", d))

@@ -229,6 +229,12 @@ type LocalStore interface {
 
 // Clock tells the time. Stores and middleware take one so that tests can
 // control time; see ratelimittest.NewClock. SystemClock is the default.
+//
+// Now is called by every goroutine serving a request, concurrently and
+// without a lock, so a Clock of your own must be safe for concurrent use
+// (ratelimittest.Clock is) and cheap: it is read on every decision. It
+// need not be monotonic: a reading earlier than one a key has already seen
+// never lets that key admit more (see docs/exact-limits.md).
 type Clock interface {
 	Now() time.Time
 }

@@ -1,63 +1,47 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/sluicehq/ratelimit"
 )
 
-// units are the period names of the short form, "100/min".
-var units = map[string]time.Duration{
-	"s": time.Second, "sec": time.Second, "second": time.Second,
-	"m": time.Minute, "min": time.Minute, "minute": time.Minute,
-	"h": time.Hour, "hour": time.Hour,
-	"d": 24 * time.Hour, "day": 24 * time.Hour,
-}
-
-// parseRate parses the short form of a limit: "<n>/<period>" with an
-// optional " burst <m>", where period is a unit (s, min, hour, day, ...) or
-// a Go duration ("30s", "1m30s"). n may be 0 only when allowZero is set (a
-// blocking override).
+// parseRate parses the short form of a limit, "100/min burst 20", with
+// ratelimit.ParseLimit, so that a rules file reads limits exactly as the
+// core does. n may be 0 only when allowZero is set (a blocking override):
+// the rest of the form is then checked as if n were 1.
 func parseRate(s string, allowZero bool) (ratelimit.Limit, error) {
-	f := strings.Fields(s)
-	if len(f) != 1 && (len(f) != 3 || f[1] != "burst") {
-		return ratelimit.Limit{}, fmt.Errorf("limit %q: want <n>/<period>, optionally followed by burst <n>, e.g. 100/min burst 20", s)
+	parsed, zero := s, false
+	if num, rest, ok := strings.Cut(strings.TrimSpace(s), "/"); allowZero && ok && num != "" && strings.Trim(num, "0") == "" {
+		parsed, zero = "1/"+rest, true
 	}
-	num, per, found := strings.Cut(f[0], "/")
-	if !found {
-		return ratelimit.Limit{}, fmt.Errorf("limit %q: want <n>/<period>, e.g. 100/min", s)
-	}
-	n, err := strconv.Atoi(num)
-	if err != nil || n < 0 {
-		return ratelimit.Limit{}, fmt.Errorf("limit %q: %q is not a count", s, num)
-	}
-	period, err := parsePeriod(per)
+	l, err := ratelimit.ParseLimit(parsed)
 	if err != nil {
-		return ratelimit.Limit{}, fmt.Errorf("limit %q: %v", s, err)
+		// "limit "100/fortnight": period ...", the core's words without
+		// its prefix, naming what the file says.
+		msg := strings.TrimPrefix(err.Error(), "ratelimit: invalid ")
+		return ratelimit.Limit{}, errors.New(strings.Replace(msg, strconv.Quote(parsed), strconv.Quote(s), 1))
 	}
-	l := ratelimit.Limit{Rate: n, Period: period}
-	if len(f) == 3 {
-		b, err := strconv.Atoi(f[2])
-		if err != nil || b < 0 {
-			return ratelimit.Limit{}, fmt.Errorf("limit %q: burst %q is not a count", s, f[2])
-		}
-		l.Burst = b
+	if zero {
+		l.Rate = 0
 	}
-	return l, checkLimit(l, allowZero)
+	return l, nil
 }
 
+// parsePeriod parses the period of the long form ({rate: 100, per: min}) as
+// the short form's: a unit or a Go duration.
 func parsePeriod(s string) (time.Duration, error) {
-	if d, ok := units[s]; ok {
-		return d, nil
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool { return r == '/' || unicode.IsSpace(r) }) {
+		if l, err := ratelimit.ParseLimit("1/" + s); err == nil {
+			return l.Period, nil
+		}
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("period %q: use s, min, hour, day or a duration such as 30s", s)
-	}
-	return d, nil
+	return 0, fmt.Errorf("period %q: use s, min, hour, day or a duration such as 30s", s)
 }
 
 // checkLimit validates l as the core does, except that a zero rate passes

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/config"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
@@ -43,8 +45,9 @@ func render(resp *ratelimittest.Response) string {
 	return b.String()
 }
 
-// readmeBlock returns the fenced block that follows marker in the README.
-func readmeBlock(t *testing.T, marker string) string {
+// readmeBlock returns the fenced block, opened by fence, that follows marker
+// in the README.
+func readmeBlock(t *testing.T, marker, fence string) string {
 	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -54,7 +57,7 @@ func readmeBlock(t *testing.T, marker string) string {
 	if !ok {
 		t.Fatalf("README.md has no %q", marker)
 	}
-	_, after, _ = strings.Cut(after, "```http\n")
+	_, after, _ = strings.Cut(after, fence)
 	block, _, ok := strings.Cut(after, "```")
 	if !ok {
 		t.Fatalf("README.md: no fenced block after %q", marker)
@@ -63,13 +66,36 @@ func readmeBlock(t *testing.T, marker string) string {
 }
 
 func TestReadmeSample429IsWhatTheQuickStartSends(t *testing.T) {
-	clock := ratelimittest.NewClock(time.Time{})
-	h := quickStart(ratelimit.WithClock(clock))(http.NotFoundHandler())
-	req := func() *http.Request { return ratelimittest.NewRequest("GET", "/hello", "203.0.113.7:4711") }
-	resp := ratelimittest.ExpectLimitedAt(t, h, 21, req) // the burst of 20, then a 429
-	got := render(resp)
-	if want := readmeBlock(t, "<!-- sample-429"); got != want {
-		t.Fatalf("the README's sample 429 is stale; the quick start sends:\n%s\n\nthe README shows:\n%s", got, want)
+	want := readmeBlock(t, "<!-- sample-429", "```http\n")
+	for name, h := range map[string]func(clock ratelimit.Clock) http.Handler{
+		"the quick start": func(clock ratelimit.Clock) http.Handler {
+			return quickStart(ratelimit.WithClock(clock))(http.NotFoundHandler())
+		},
+		"go run ./examples/basic": func(clock ratelimit.Clock) http.Handler {
+			return newHandler(ratelimit.WithClock(clock))
+		},
+	} {
+		h := h(ratelimittest.NewClock(time.Time{}))
+		req := func() *http.Request { return ratelimittest.NewRequest("GET", "/hello", "203.0.113.7:4711") }
+		resp := ratelimittest.ExpectLimitedAt(t, h, 21, req) // the burst of 20, then a 429
+		if got := render(resp); got != want {
+			t.Errorf("the README's sample 429 is stale; %s sends:\n%s\n\nthe README shows:\n%s", name, got, want)
+		}
+	}
+}
+
+// TestReadmeQuickStartIsThisExample: the first screen's program serves
+// GET /hello under the limit this example (and quickStart) applies.
+func TestReadmeQuickStartIsThisExample(t *testing.T) {
+	code := readmeBlock(t, "<!-- quick-start", "```go\n")
+	for _, want := range []string{
+		`mux.HandleFunc("GET /hello", `,
+		`ratelimit.New(ratelimit.PerMinute(100).WithBurst(20), ratelimit.ByIP())`,
+		`http.ListenAndServe(":8080", limit(mux))`,
+	} {
+		if !strings.Contains(code, want) {
+			t.Errorf("the README's quick start no longer holds %s; update examples/basic to match it:\n%s", want, code)
+		}
 	}
 }
 
@@ -128,5 +154,36 @@ func TestStrictAtMostNInAnyMinute(t *testing.T) {
 	// the next :00.
 	if _, most := maxInAnyMinute(t, ratelimit.PerMinute(100), ratelimit.WithAlgorithm(ratelimit.FixedWindow)); most != 200 {
 		t.Errorf("FixedWindow PerMinute(100): at most %d in any minute, want 200", most)
+	}
+}
+
+// TestReadmeStaysShortAndLinksEveryDocsPage: deep material belongs in
+// docs/, and a reader finds every page of it from the README.
+func TestReadmeStaysShortAndLinksEveryDocsPage(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Skipf("no README beside the module: %v", err)
+	}
+	if len(readme) > 32*1024 {
+		t.Errorf("README.md is %d bytes, over 32 KB: move deep material to docs/", len(readme))
+	}
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no docs pages: %v", err)
+	}
+	for _, page := range pages {
+		if link := "](docs/" + filepath.Base(page); !strings.Contains(string(readme), link) {
+			t.Errorf("README.md does not link %s", filepath.Base(page))
+		}
+	}
+}
+
+// TestReadmeRulesFileCompiles: the rules file the README shows, match:
+// included, is one the config module accepts.
+func TestReadmeRulesFileCompiles(t *testing.T) {
+	file := readmeBlock(t, "<!-- rules-file", "```yaml\n")
+	reg := &config.Registry{Keys: map[string]ratelimit.KeyFunc{"client_ip": ratelimit.ByClientIP("10.0.0.0/8")}}
+	if _, err := config.Parse("README.md", []byte(file), reg); err != nil {
+		t.Fatalf("the README's rules file does not compile:\n%v", err)
 	}
 }
