@@ -31,6 +31,7 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 	for _, q := range obs.quotas[:obs.n] {
 		if pol := find(&p.policies, q.name); pol != nil {
 			pol.apply(q, seq, count, now, t.maxDelay)
+			pol.capSpacing() // a client at the policy's rate is never slowed: see spacing.go
 		}
 	}
 	if throttled {
