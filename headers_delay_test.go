@@ -16,6 +16,7 @@ type delayCase struct {
 	name string
 	rule ratelimit.Rule
 	at   []time.Duration
+	opts []ratelimit.Option
 }
 
 // delayCases cover every rate algorithm, bursts, a calendar quota, and
@@ -40,14 +41,14 @@ func delayCases() []delayCase {
 		return ratelimit.Rule{Name: name, Limit: l, Algorithm: a, Key: ratelimit.Global()}
 	}
 	return []delayCase{
-		{"gcra burst", rule("gcra", ratelimit.PerMinute(5), ratelimit.GCRA), cat(burst(6), every(4, 7*time.Second, 10*time.Second))},
-		{"gcra steady", rule("gcra", ratelimit.PerMinute(5), ratelimit.GCRA), every(8, 12*time.Second, 3*time.Second)},
-		{"gcra burst above rate", rule("gcra", ratelimit.PerSecond(2).WithBurst(7), ratelimit.GCRA), cat(burst(8), every(6, 300*time.Millisecond, 4*time.Second))},
-		{"gcra sub-second", rule("gcra", ratelimit.PerSecond(100), ratelimit.GCRA), cat(burst(101), every(5, 3*time.Millisecond, time.Second))},
-		{"fixed", rule("fixed", ratelimit.PerMinute(5), ratelimit.FixedWindow), cat(every(7, 9*time.Second, 17*time.Second))},
-		{"sliding burst", rule("sliding", ratelimit.PerMinute(5), ratelimit.SlidingWindow), cat(burst(5), every(9, 11*time.Second, 50*time.Second))},
-		{"sliding steady", rule("sliding", ratelimit.PerMinute(4), ratelimit.SlidingWindow), every(12, 15*time.Second, 4*time.Second)},
-		{"quota", ratelimit.Rule{Name: "daily", Quota: ratelimit.Daily(3, nil), Key: ratelimit.Global()}, every(4, 5*time.Hour, 7*time.Hour)},
+		{name: "gcra burst", rule: rule("gcra", ratelimit.PerMinute(5), ratelimit.GCRA), at: cat(burst(6), every(4, 7*time.Second, 10*time.Second))},
+		{name: "gcra steady", rule: rule("gcra", ratelimit.PerMinute(5), ratelimit.GCRA), at: every(8, 12*time.Second, 3*time.Second)},
+		{name: "gcra burst above rate", rule: rule("gcra", ratelimit.PerSecond(2).WithBurst(7), ratelimit.GCRA), at: cat(burst(8), every(6, 300*time.Millisecond, 4*time.Second))},
+		{name: "gcra sub-second", rule: rule("gcra", ratelimit.PerSecond(20), ratelimit.GCRA), at: cat(burst(21), every(5, 30*time.Millisecond, time.Second))},
+		{name: "fixed", rule: rule("fixed", ratelimit.PerMinute(5), ratelimit.FixedWindow), at: cat(every(7, 9*time.Second, 17*time.Second))},
+		{name: "sliding burst", rule: rule("sliding", ratelimit.PerMinute(5), ratelimit.SlidingWindow), at: cat(burst(5), every(9, 11*time.Second, 50*time.Second))},
+		{name: "sliding steady", rule: rule("sliding", ratelimit.PerMinute(4), ratelimit.SlidingWindow), at: every(12, 15*time.Second, 4*time.Second)},
+		{name: "quota", rule: ratelimit.Rule{Name: "daily", Quota: ratelimit.Daily(3, nil), Key: ratelimit.Global()}, at: every(4, 5*time.Hour, 7*time.Hour)},
 	}
 }
 
@@ -57,7 +58,7 @@ func (c delayCase) replay(t *testing.T, n int) (http.Handler, *ratelimittest.Clo
 	t.Helper()
 	start := ratelimittest.Epoch().Add(7 * time.Second) // off every window boundary
 	clock := ratelimittest.NewClock(start)
-	h := ratelimit.NewRules([]ratelimit.Rule{c.rule}, ratelimit.WithClock(clock))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	h := ratelimit.NewRules([]ratelimit.Rule{c.rule}, append(c.opts, ratelimit.WithClock(clock))...)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	var resp *ratelimittest.Response
 	for _, at := range c.at[:n] {
 		if d := start.Add(at).Sub(clock.Now()); d > 0 {
@@ -90,7 +91,14 @@ func admitted(h http.Handler, n int) int {
 // r=1;t=48, while a unit comes back at +12 s), a sliding window when both
 // its windows would have expired (t up to 120 with w=60).
 func TestRateLimitDelayIsTheEffectiveWindow(t *testing.T) {
+	var cases []delayCase
 	for _, c := range delayCases() {
+		cases = append(cases, c) // a single static rule: the direct path
+		c.name += "/general path"
+		c.opts = []ratelimit.Option{ratelimit.WithHeaders(ratelimit.HeadersIETF | ratelimit.HeadersLegacy)}
+		cases = append(cases, c)
+	}
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for i := 1; i <= len(c.at); i++ {
 				_, _, resp := c.replay(t, i)
