@@ -1,5 +1,7 @@
 package ratelimitclient
 
+import "strings"
+
 // A policy whose quota unit is "concurrent-requests" (RateLimit-Policy:
 // "name";q=10;qu="concurrent-requests") limits the requests a client has in
 // flight, not how many it sends in a window: its RateLimit member's r is the
@@ -24,8 +26,8 @@ const (
 // "concurrent-requests". A malformed policy field drops nothing: it is
 // ignored, as parseRateLimit ignores it.
 func (o *observation) dropConcurrent(policyLines []string) {
-	if o.n == 0 || len(policyLines) == 0 {
-		return
+	if o.n == 0 || !mentions(policyLines, concurrentRequests) {
+		return // the usual case: no second parse of the policy field
 	}
 	var names [maxItems]string
 	k, ok := concurrentPolicies(policyLines, &names)
@@ -103,6 +105,16 @@ func (p *sfParser) unitItem() (name string, conc, ok bool) {
 		}
 	}
 	return name, conc, true
+}
+
+// mentions reports whether any of lines contains s.
+func mentions(lines []string, s string) bool {
+	for _, l := range lines {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(names []string, name string) bool {
