@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
@@ -95,6 +96,23 @@ func TestConcurrencyIsNoRateInTheFields(t *testing.T) {
 	only.Check(httptest.NewRequest("GET", "/", nil)).Write(rec)
 	if got := rec.Header().Get("RateLimit"); got != `"c";r=1` {
 		t.Errorf("Concurrency alone: RateLimit %q, want %q", got, `"c";r=1`)
+	}
+}
+
+// TestAdaptiveRejectionHasNoEffectiveWindow: an adaptive rule limits
+// requests in flight too, so its rejection's RateLimit member says r=0
+// without t (it said t=1); Retry-After: 1 tells when to come back.
+func TestAdaptiveRejectionHasNoEffectiveWindow(t *testing.T) {
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: 1, Max: 1, Initial: 1}}})
+	held := l.Check(httptest.NewRequest("GET", "/", nil)) // holds the one slot
+	defer held.Done()
+	rec := httptest.NewRecorder()
+	l.Check(httptest.NewRequest("GET", "/", nil)).Write(rec)
+	if got := rec.Header().Get("RateLimit"); rec.Code != http.StatusServiceUnavailable || got != `"inflight";r=0` || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("rejection: %d RateLimit %q Retry-After %q; want 503 %q 1", rec.Code, got, rec.Header().Get("Retry-After"), `"inflight";r=0`)
+	}
+	if got, want := rec.Header().Get("RateLimit-Policy"), `"inflight";q=1;qu="concurrent-requests"`; got != want {
+		t.Fatalf("rejection: RateLimit-Policy %q, want %q", got, want)
 	}
 }
 
