@@ -243,7 +243,7 @@ func (s *adaptiveSet) rejectionFields(quotedName string, limit int) *denyFields 
 	d := &denyFields{t: int64(limit)}
 	d.intact = [5]string{
 		quotedName + ";q=" + strconv.Itoa(limit) + `;qu="concurrent-requests"`,
-		quotedName + ";r=0;t=1",
+		quotedName + ";r=0", // requests in flight: no effective window; Retry-After says when to come back
 		"1",
 		"no-store",
 		"application/problem+json",

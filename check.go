@@ -331,7 +331,7 @@ func (l *Limiter) conclude(d *decision, rvs []ruleVerdict, denied bool, v *Verdi
 		if len(l.observers) > 0 {
 			l.observers.result(d.r, rv.ru, rv.res, OutcomeDenied, rv.lat)
 		}
-		if top < 0 || moreRestrictive(&rv.res, &rvs[top].res) {
+		if top < 0 || reportedBefore(rv, &rvs[top]) {
 			top = i
 		}
 	}
@@ -364,6 +364,20 @@ func (l *Limiter) conclude(d *decision, rvs []ruleVerdict, denied bool, v *Verdi
 			v.violated = append(v.violated, rv.ru.Name)
 		}
 	}
+}
+
+// reportedBefore reports whether a's result is reported rather than b's:
+// the more restrictive, except that an allowed Concurrency rule gives way
+// to an allowed rate rule. Free slots are requests in flight, not quota
+// left in a window: two slots left says nothing about the next minute,
+// and a client reading it as a rate would wait for nothing.
+func reportedBefore(a, b *ruleVerdict) bool {
+	if a.res.Allowed && b.res.Allowed {
+		if ac, bc := a.ru.Algorithm == Concurrency, b.ru.Algorithm == Concurrency; ac != bc {
+			return bc
+		}
+	}
+	return moreRestrictive(&a.res, &b.res)
 }
 
 // policy is the RateLimit-Policy value of d: "" for the limiter's

@@ -58,11 +58,13 @@
 // # Headers
 //
 // By default each limited response carries the fields of
-// draft-ietf-httpapi-ratelimit-headers-10, here for New(PerMinute(100), ByIP()):
+// draft-ietf-httpapi-ratelimit-headers-11, here for New(PerMinute(100), ByIP()):
 //
 //	RateLimit-Policy: "ip-100-per-1m";q=100;w=60
-//	RateLimit: "ip-100-per-1m";r=42;t=17
+//	RateLimit: "ip-100-per-1m";r=42;t=1
 //
+// r is the quota available now and t the seconds until one more unit is
+// (under GCRA, at most Period/Rate rounded up); see HeadersIETF.
 // The policy name is the rule's name: WithName (or Rule.Name) sets it;
 // without one it is made from the key kind and the limit ("ip-100-per-1m",
 // "api_key-10-per-1s-burst-20"), so that limiters nested around one handler

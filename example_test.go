@@ -23,8 +23,8 @@ func ExampleNew() {
 	}
 	// Output:
 	// 200 "ip-3-per-1m";r=2;t=20 retry-after=""
-	// 200 "ip-3-per-1m";r=1;t=40 retry-after=""
-	// 200 "ip-3-per-1m";r=0;t=60 retry-after=""
+	// 200 "ip-3-per-1m";r=1;t=20 retry-after=""
+	// 200 "ip-3-per-1m";r=0;t=20 retry-after=""
 	// 429 "ip-3-per-1m";r=0;t=20 retry-after="20"
 }
 

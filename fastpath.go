@@ -26,9 +26,12 @@ type fastRule struct {
 	quotedR string // quoted + ";r="
 	problem []byte
 	system  bool                           // the store reads SystemClock
+	gcra    bool                           // t comes from gcraNext, else from the engine's Next
+	unit    int64                          // GCRA: the limit's Interval
+	units   int64                          // GCRA: the limit's Capacity
 	denials [16]atomic.Pointer[denyFields] // by t mod 16
 	values  valueCache                     // RateLimit values of allowed responses
-	_       [32]byte                       // whole cache lines: see TestHotStateFillsWholeCacheLines
+	_       [16]byte                       // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 // prepareFast sets up the direct path where the request needs nothing the
@@ -56,6 +59,9 @@ func (l *Limiter) prepareFast() {
 		quotedR: ru.quotedName + ";r=",
 		problem: ru.problem,
 		system:  ms.clock == SystemClock(),
+		gcra:    ru.Algorithm == GCRA,
+		unit:    int64(ru.Limit.Interval()),
+		units:   int64(ru.Limit.Capacity()),
 	}
 }
 
@@ -80,7 +86,11 @@ func (f *fastRule) admit(w http.ResponseWriter, r *http.Request, ru *rule) (ok, 
 	now := f.now()
 	res := f.check.Take(compactKey(key), now)
 	if res.Allowed {
-		f.setFields(h, res.Remaining, seconds(time.Duration(res.ResetAfter)), now)
+		next := res.Next // a window's: see nextAfter
+		if f.gcra {
+			next = gcraNext(res.ResetAfter, f.unit, f.units, res.Remaining)
+		}
+		f.setFields(h, res.Remaining, seconds(time.Duration(next)), now)
 		return true, true
 	}
 	t := seconds(time.Duration(res.RetryAfter))

@@ -14,21 +14,32 @@ import (
 type HeaderStyle uint8
 
 const (
-	// HeadersIETF writes the fields of draft-ietf-httpapi-ratelimit-headers-10,
-	// the default:
+	// HeadersIETF writes the fields of draft-ietf-httpapi-ratelimit-headers-11
+	// (May 2026), the default:
 	//
 	//	RateLimit-Policy: "default";q=100;w=60
 	//	RateLimit: "default";r=42;t=17
 	//
 	// q is the policy's capacity (Burst, or Rate) and w the seconds an empty
 	// quota takes to refill: the Period for window algorithms, rounded up to
-	// whole seconds, and Capacity*Period/Rate for GCRA. Concurrency rules
-	// are listed as "name";q=N;qu="concurrent-requests", without w. r is the remaining quota and t a delay in
-	// seconds, rounded up and never negative: on an allowed response, until
-	// the quota is back to full; on a denied one, until the request would
-	// fit, which is also the Retry-After value. With several rules the
-	// policy field lists all of them and RateLimit reports the most
-	// restrictive.
+	// whole seconds, and Capacity*Period/Rate for GCRA. r is the available
+	// quota and t the effective window, in seconds rounded up: the time
+	// within which the client can use no more than r, which is when one more
+	// unit becomes available (revision 10's wording of t). Under GCRA that
+	// is the time one unit takes to come back, never more than
+	// Period/Rate; under a fixed window or calendar quota, the window's end;
+	// under a sliding window, when the weighted count next drops by one. On
+	// a denial t is the time until the request would fit, which is also the
+	// Retry-After value.
+	//
+	// A Concurrency rule counts requests in flight, not requests per
+	// window: its policy member carries the quota unit the draft registers
+	// for that, "name";q=N;qu="concurrent-requests", and its RateLimit member
+	// has r (free slots) and no t, as slots come back when requests finish,
+	// not at a time. With several rules the policy field lists all of them
+	// and RateLimit reports the most restrictive: the rule that denied, or
+	// on an allowed request the rate rule with the least quota left (a
+	// Concurrency rule only when no rate rule applied).
 	HeadersIETF HeaderStyle = 1 << iota
 
 	// HeadersLegacy writes the de-facto X-RateLimit-Limit, X-RateLimit-Remaining
@@ -96,23 +107,52 @@ func refillSeconds(l Limit) uint64 {
 	return max(q, 1)
 }
 
-// appendRateLimit appends a RateLimit field value for res under policy name.
-func appendRateLimit(b []byte, quotedName string, res *Result) []byte {
+// appendRateLimit appends a RateLimit field value for res under policy
+// name, for a rule of alg checked against l.
+func appendRateLimit(b []byte, quotedName string, res *Result, alg Algorithm, l Limit) []byte {
 	b = append(b, quotedName...)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, int64(max(0, res.Remaining)), 10)
+	if alg == Concurrency {
+		return b // slots come back when requests finish: no effective window
+	}
 	b = append(b, ";t="...)
-	return strconv.AppendInt(b, delay(res), 10)
+	return strconv.AppendInt(b, delay(res, alg, l), 10)
 }
 
-// delay is the t parameter: seconds until the quota is full again when
-// allowed, until the request would fit when denied: the Retry-After value,
-// at least one second (a denial never says "retry now").
-func delay(res *Result) int64 {
+// delay is the t parameter of a rate rule: when allowed, the seconds until
+// more than Remaining units are available (nextAfter); when denied, until
+// the request would fit: the Retry-After value, at least one second (a
+// denial never says "retry now").
+func delay(res *Result, alg Algorithm, l Limit) int64 {
 	if res.Allowed {
-		return seconds(res.ResetAfter)
+		return seconds(nextAfter(res, alg, l))
 	}
 	return retryAfter(res)
+}
+
+// nextAfter is how long until more than res.Remaining units are available,
+// with no other traffic: the store's NextAfter when it reports one, else
+// derived from ResetAfter (see gcraNext; a window is back to full at its
+// end).
+func nextAfter(res *Result, alg Algorithm, l Limit) time.Duration {
+	switch {
+	case res.NextAfter > 0:
+		return res.NextAfter
+	case alg == GCRA:
+		return time.Duration(gcraNext(int64(res.ResetAfter), int64(l.Interval()), int64(l.Capacity()), int64(res.Remaining)))
+	}
+	return res.ResetAfter
+}
+
+// gcraNext is when the next unit of a GCRA key comes back, in nanoseconds:
+// the key is full again after resetAfter and each of the capacity-remaining
+// units missing takes interval, so the first of them is back after
+// resetAfter less the time of the others. A full key (resetAfter 0) gives
+// back a unit interval after one is taken. One multiplication: it is on
+// the direct path of every allowed request.
+func gcraNext(resetAfter, interval, capacity, remaining int64) int64 {
+	return min(max(resetAfter-interval*(capacity-remaining-1), 0), max(resetAfter, interval))
 }
 
 // retryAfter is the Retry-After value of a denial: at least one second.
@@ -151,6 +191,7 @@ func (fs *fields) format(f func([]byte) []byte) string {
 // the most restrictive rule.
 type rateFields struct {
 	style    HeaderStyle
+	alg      Algorithm // the reported rule's
 	policy   string    // the RateLimit-Policy value
 	name     string    // the reported rule's name as a Structured Fields string
 	capacity string    // its capacity, preformatted; "" to format limit's
@@ -190,7 +231,7 @@ func (f *rateFields) write(h http.Header, res *Result, problem bool) {
 	}
 	if f.style&HeadersIETF != 0 {
 		add(hdrPolicy, f.policy)
-		add(hdrRateLimit, fs.format(func(b []byte) []byte { return appendRateLimit(b, f.name, res) }))
+		add(hdrRateLimit, fs.format(func(b []byte) []byte { return appendRateLimit(b, f.name, res, f.alg, f.limit) }))
 	}
 	if f.style&HeadersLegacy != 0 {
 		capText := f.capacity

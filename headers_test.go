@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
@@ -56,27 +57,94 @@ func TestConcurrencyPolicyParses(t *testing.T) {
 	}
 }
 
-// TestFailClosedProblemType: the problem type matches the status, as the
-// draft registers them: quota-exceeded for 429, temporary-reduced-capacity
-// for 503.
-func TestFailClosedProblemType(t *testing.T) {
+// TestConcurrencyIsNoRateInTheFields: a Concurrency rule counts requests
+// in flight, so its RateLimit member has r (free slots) and no t (slots
+// come back when requests finish, not after the slot lifetime, which was
+// sent as t=60), and an allowed request reports the rate rule beside it
+// even when fewer slots are free than quota is left: a client reading
+// "inflight";r=1;t=60 as a rate waited a minute before each request.
+// Denied for want of a slot, the member says r=0 and Retry-After says 1.
+func TestConcurrencyIsNoRateInTheFields(t *testing.T) {
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "rate", Limit: ratelimit.PerMinute(100), Key: ratelimit.Global()},
+		{Name: "inflight", Limit: ratelimit.Limit{Rate: 2, Period: time.Minute}, Algorithm: ratelimit.Concurrency, Key: ratelimit.Global()},
+	})
+	want := []struct {
+		code       int
+		rateLimit  string
+		retryAfter string
+	}{
+		{200, `"rate";r=99;t=1`, ""},
+		{200, `"rate";r=98;t=1`, ""},
+		{429, `"inflight";r=0`, "1"},
+	}
+	for i, w := range want {
+		rec := httptest.NewRecorder()
+		v := l.Check(httptest.NewRequest("GET", "/", nil)) // held: never Done
+		v.Write(rec)
+		if got := rec.Header().Values("RateLimit"); rec.Code != w.code || len(got) != 1 || got[0] != w.rateLimit || rec.Header().Get("Retry-After") != w.retryAfter {
+			t.Errorf("request %d: %d RateLimit %q Retry-After %q; want %d %q %q", i+1, rec.Code, got, rec.Header().Get("Retry-After"), w.code, w.rateLimit, w.retryAfter)
+		}
+		if got, want := rec.Header().Get("RateLimit-Policy"), `"rate";q=100;w=60, "inflight";q=2;qu="concurrent-requests"`; got != want {
+			t.Errorf("request %d: RateLimit-Policy %q, want %q", i+1, got, want)
+		}
+	}
+
+	only := ratelimit.NewLimiter(ratelimit.Limit{Rate: 2, Period: time.Minute}, ratelimit.Global(),
+		ratelimit.WithName("c"), ratelimit.WithAlgorithm(ratelimit.Concurrency))
+	rec := httptest.NewRecorder()
+	only.Check(httptest.NewRequest("GET", "/", nil)).Write(rec)
+	if got := rec.Header().Get("RateLimit"); got != `"c";r=1` {
+		t.Errorf("Concurrency alone: RateLimit %q, want %q", got, `"c";r=1`)
+	}
+}
+
+// TestAdaptiveRejectionHasNoEffectiveWindow: an adaptive rule limits
+// requests in flight too, so its rejection's RateLimit member says r=0
+// without t (it said t=1); Retry-After: 1 tells when to come back.
+func TestAdaptiveRejectionHasNoEffectiveWindow(t *testing.T) {
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: 1, Max: 1, Initial: 1}}})
+	held := l.Check(httptest.NewRequest("GET", "/", nil)) // holds the one slot
+	defer held.Done()
+	rec := httptest.NewRecorder()
+	l.Check(httptest.NewRequest("GET", "/", nil)).Write(rec)
+	if got := rec.Header().Get("RateLimit"); rec.Code != http.StatusServiceUnavailable || got != `"inflight";r=0` || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("rejection: %d RateLimit %q Retry-After %q; want 503 %q 1", rec.Code, got, rec.Header().Get("Retry-After"), `"inflight";r=0`)
+	}
+	if got, want := rec.Header().Get("RateLimit-Policy"), `"inflight";q=1;qu="concurrent-requests"`; got != want {
+		t.Fatalf("rejection: RateLimit-Policy %q, want %q", got, want)
+	}
+}
+
+// TestFailClosedIsNoQuotaViolation: a request stopped because a store
+// failed under FailClosed exceeded no quota, so its answer says so: the
+// problem type temporary-reduced-capacity (the limiter cannot count), no
+// violated-policies member, no rate-limit fields (no rule decided), and
+// Retry-After: 1, whichever status FailClosed was given.
+func TestFailClosedIsNoQuotaViolation(t *testing.T) {
 	down := ratelimittest.FailingStore{Err: errors.New("down")}
-	for status, want := range map[int]string{
-		429: "https://iana.org/assignments/http-problem-types#quota-exceeded",
-		503: "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",
-	} {
+	for _, status := range []int{429, 503} {
 		h := ratelimit.New(ratelimit.PerMinute(5), ratelimit.Global(), ratelimit.WithStore(down),
 			ratelimit.WithFailurePolicy(ratelimit.FailClosed(status)))(http.NotFoundHandler())
 		resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
-		var body struct {
-			Type   string `json:"type"`
-			Status int    `json:"status"`
-		}
+		var body map[string]any
 		if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
 			t.Fatalf("FailClosed(%d): body %q: %v", status, resp.Body, err)
 		}
-		if resp.Code != status || body.Status != status || body.Type != want {
-			t.Errorf("FailClosed(%d): %d with type %q, want %q", status, resp.Code, body.Type, want)
+		const want = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+		if resp.Code != status || body["status"] != float64(status) || body["type"] != want {
+			t.Errorf("FailClosed(%d): %d with type %v, status %v; want type %q", status, resp.Code, body["type"], body["status"], want)
+		}
+		if v, ok := body["violated-policies"]; ok {
+			t.Errorf("FailClosed(%d): violated-policies %v in %q; no policy was violated", status, v, resp.Body)
+		}
+		for _, k := range []string{"RateLimit", "RateLimit-Policy"} {
+			if v := resp.Header.Values(k); len(v) > 0 {
+				t.Errorf("FailClosed(%d): %s %q; no rule decided", status, k, v)
+			}
+		}
+		if got := resp.Header.Get("Retry-After"); got != "1" {
+			t.Errorf("FailClosed(%d): Retry-After %q, want 1", status, got)
 		}
 	}
 }

@@ -111,5 +111,6 @@ func fromEngine(r *Request, res memstore.Result) Result {
 		ResetAfter: time.Duration(res.ResetAfter),
 		Slot:       res.Slot,
 		Delay:      time.Duration(res.Delay),
+		NextAfter:  time.Duration(res.Next),
 	}
 }

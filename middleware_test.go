@@ -44,11 +44,11 @@ func TestHeadersAndDenial(t *testing.T) {
 		rateLimit string
 	}{
 		{0, 200, `"key-3-per-1m";r=2;t=20`},
-		{0, 200, `"key-3-per-1m";r=1;t=40`},
-		{0, 200, `"key-3-per-1m";r=0;t=60`},
+		{0, 200, `"key-3-per-1m";r=1;t=20`}, // t: one unit is back in 20 s, not the whole quota in 40
+		{0, 200, `"key-3-per-1m";r=0;t=20`},
 		{0, 429, `"key-3-per-1m";r=0;t=20`},
 		{19 * time.Second, 429, `"key-3-per-1m";r=0;t=1`},
-		{time.Second, 200, `"key-3-per-1m";r=0;t=60`},
+		{time.Second, 200, `"key-3-per-1m";r=0;t=20`},
 		{90 * time.Second, 200, `"key-3-per-1m";r=2;t=20`},
 	}
 	for i, s := range steps {

@@ -26,16 +26,13 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 	w.Write(body)
 }
 
-// failClosedType is the problem type of a fail-closed response (FailClosed
-// takes 429 or 503): the one draft-ietf-httpapi-ratelimit-headers registers
-// for its status, quota-exceeded for 429 and temporary-reduced-capacity for
-// 503.
-func failClosedType(status int) string {
-	if status == http.StatusTooManyRequests {
-		return ProblemType
-	}
-	return reducedCapacityType
-}
+// failClosedType is the problem type of a fail-closed response, whichever
+// status FailClosed was given: temporary-reduced-capacity, which
+// draft-ietf-httpapi-ratelimit-headers registers for requests that cannot
+// be served for a temporary lack of capacity, here the limiter's. Not
+// quota-exceeded: the request exceeded no quota, so the body names no
+// violated policies.
+const failClosedType = reducedCapacityType
 
 // problemBody returns the RFC 9457 body of a 429 naming the violated policies.
 func problemBody(violated []string) []byte {

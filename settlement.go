@@ -36,11 +36,16 @@ func WithSettlement() Option {
 // admitted while its rule's store failed open (nothing was taken to
 // settle against). Settle reports whether ctx belongs to a request with a
 // rule still to settle: false outside a settling limiter and once the
-// request has been served (a late call changes nothing). actual below zero
-// counts as zero.
+// request has been served (a late call changes nothing).
+//
+// actual below one counts as one, as a cost does at admission: an admitted
+// request is never free, so a rule bounds the requests it admits whatever
+// they settle. For an LLM call that failed before producing a token, settle
+// 0: the estimate is given back but for one unit, and a client whose calls
+// all fail at once is still held to the limit's number of calls.
 func Settle(ctx context.Context, actual int) bool {
 	h, _ := ctx.Value(settleKey{}).(*held)
-	actual = min(max(actual, 0), maxCount)
+	actual = min(max(actual, 1), maxCount)
 	ok := false
 	for ; h != nil; h = h.outer {
 		h.actual.Store(int64(actual) + 1) // 0 means not settled

@@ -64,9 +64,9 @@ func TestSettledCostIsChargedInFull(t *testing.T) {
 	if got := probeRemaining(t, h); got != 100-20-2 {
 		t.Fatalf("after a request settled at 20 (estimate 2): Remaining %d after the probe; want 78", got)
 	}
-	serve(h, actual(0)) // estimate 2, actual 0: both given back
-	if got := probeRemaining(t, h); got != 100-20-2-2 {
-		t.Fatalf("after a request settled at 0: Remaining %d after the probe; want 76", got)
+	serve(h, actual(1)) // estimate 2, actual 1: one given back
+	if got := probeRemaining(t, h); got != 100-20-2-1-2 {
+		t.Fatalf("after a request settled at 1: Remaining %d after the probe; want 75", got)
 	}
 }
 
@@ -318,9 +318,9 @@ func TestAllowAtMostFindsWhatFitsAcrossRules(t *testing.T) {
 
 // TestSettlementRefundWhileTheKeyIsInDebt: two requests of a settled GCRA
 // rule (no pacing) are served at once, estimate 5 each. The first reports
-// 200, which puts the key in debt; the second reports 0, so its 5 units
-// are given back. 200 units were used in all: the key's debt is that of
-// 200 units, not 205 (the refund is not lost because the key's time is
+// 200, which puts the key in debt; the second reports 1, so 4 of its 5
+// units are given back. 201 units were used in all: the key's debt is that
+// of 201 units, not 205 (the refund is not lost because the key's time is
 // beyond its burst).
 func TestSettlementRefundWhileTheKeyIsInDebt(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
@@ -335,26 +335,48 @@ func TestSettlementRefundWhileTheKeyIsInDebt(t *testing.T) {
 	}
 	ratelimit.Settle(a.Context(r.Context()), 200)
 	a.Done()
-	ratelimit.Settle(b.Context(r.Context()), 0)
+	ratelimit.Settle(b.Context(r.Context()), 1)
 	b.Done()
 	res, err := l.AllowN(context.Background(), "global", 1)
-	// 200 units charged on a burst of 100: the next unit fits after 101
+	// 201 units charged on a burst of 100: the next unit fits after 102
 	// intervals.
-	if want := 101 * 36 * time.Second; err != nil || res.Allowed || res.RetryAfter != want {
-		t.Fatalf("after settlements of 200 and 0 (estimates 5 and 5): %+v, %v; want denied with RetryAfter %v (%v: the refund of 5 was lost)",
+	if want := 102 * 36 * time.Second; err != nil || res.Allowed || res.RetryAfter != want {
+		t.Fatalf("after settlements of 200 and 1 (estimates 5 and 5): %+v, %v; want denied with RetryAfter %v (%v: the refund of 4 was lost)",
 			res, err, want, res.RetryAfter-want)
 	}
 }
 
-// TestNegativeSettlementCountsAsZero: a handler that reports a negative
-// cost (a bug, or a refund it should not claim) is settled at zero: its
-// estimate is given back, never more.
-func TestNegativeSettlementCountsAsZero(t *testing.T) {
+// TestSettledRequestIsNeverFree: a settled cost below one counts as one,
+// as an admission's does, so a rule bounds the requests it admits whatever
+// they settle: under PerMinute(10) with an estimate of 1, 100 requests
+// that each settle 0 (an LLM call that failed before producing a token)
+// are not all admitted, 10 are. Before, Settle(ctx, 0) gave the whole
+// estimate back and all 100 passed.
+func TestSettledRequestIsNeverFree(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
-	h := settling(ratelimit.PerHour(100), 3, nil, ratelimit.WithClock(clock))
-	serve(h, actual(10))  // 10 charged
-	serve(h, actual(-50)) // estimate 3 given back, nothing more
-	if got := probeRemaining(t, h); got != 100-10-3 {
-		t.Fatalf("after settlements of 10 and -50 (estimates 3): Remaining %d after the probe; want 87", got)
+	h := settling(ratelimit.PerMinute(10), 1, nil, ratelimit.WithClock(clock))
+	admitted := 0
+	for range 100 {
+		if code, _, _ := serve(h, actual(0)); code == http.StatusOK {
+			admitted++
+		}
+	}
+	if admitted != 10 {
+		t.Fatalf("%d of 100 requests settling 0 admitted under PerMinute(10); want 10: a request costs at least one unit", admitted)
+	}
+}
+
+// TestSettlementBelowOneCountsAsOne: a handler that reports a negative or
+// zero cost (a bug, a refund it should not claim, or no work done) is
+// settled at one unit: the rest of its estimate is given back, never more.
+func TestSettlementBelowOneCountsAsOne(t *testing.T) {
+	for _, a := range []int{0, -50} {
+		clock := ratelimittest.NewClock(ratelimittest.Epoch())
+		h := settling(ratelimit.PerHour(100), 3, nil, ratelimit.WithClock(clock))
+		serve(h, actual(10)) // 10 charged
+		serve(h, actual(a))  // 1 charged: 2 of its estimate of 3 given back
+		if got := probeRemaining(t, h); got != 100-10-1-3 {
+			t.Fatalf("after settlements of 10 and %d (estimates 3): Remaining %d after the probe (estimate 3); want 86", a, got)
+		}
 	}
 }

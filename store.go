@@ -192,6 +192,14 @@ type Result struct {
 	// caller must wait before acting on the request: its units are consumed
 	// for that moment. Zero when it may act now.
 	Delay time.Duration
+
+	// NextAfter is how long until more than Remaining units are available,
+	// assuming no other traffic: the t parameter of the RateLimit field. A
+	// store may leave it zero; the field then derives it from ResetAfter,
+	// exactly for GCRA (the time one unit takes to come back) and
+	// FixedWindow (the window's end), as an upper bound for SlidingWindow
+	// (the time until the key is back to full).
+	NextAfter time.Duration
 }
 
 // A Store keeps rate-limit state and makes decisions against it.

@@ -79,7 +79,9 @@ func (v Verdict) Status() int {
 }
 
 // Result is the result of the most restrictive rule that decided (the
-// zero Result when none did).
+// zero Result when none did). On an allowed request a Concurrency rule,
+// whose free slots are no quota left in a window, is reported only when
+// no rate rule decided.
 func (v Verdict) Result() Result { return v.res }
 
 // Rule is the name of the rule reported: the most restrictive one, or the
@@ -128,7 +130,7 @@ func (v *Verdict) setHeaders(h http.Header, problem bool) {
 		if policy == "" {
 			policy = v.l.policyHeader
 		}
-		f := rateFields{style: v.l.headers, policy: policy, name: v.top.quotedName, capacity: v.top.capacityText, limit: v.limit, now: v.now}
+		f := rateFields{style: v.l.headers, alg: v.top.Algorithm, policy: policy, name: v.top.quotedName, capacity: v.top.capacityText, limit: v.limit, now: v.now}
 		f.write(h, &v.res, problem)
 	case verdictAdaptive:
 		f := v.top.adaptive.Load().rejectionFields(v.top.quotedName, v.res.Limit.Rate)
@@ -196,7 +198,7 @@ func (v *Verdict) write(w http.ResponseWriter) {
 		}
 		w.Header()[hdrRetryAfter] = []string{"1"}
 		status := v.Status()
-		writeProblem(w, status, failClosedType(status), "The rate limiter is unavailable; retry shortly.")
+		writeProblem(w, status, failClosedType, "The rate limiter is unavailable; retry shortly.")
 	case verdictMisconfigured:
 		writeProblem(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
 	case verdictCanceled:

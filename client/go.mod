@@ -7,4 +7,6 @@ require (
 	golang.org/x/time v0.15.0
 )
 
+require github.com/dunglas/httpsfv v1.1.2
+
 replace github.com/sluicehq/ratelimit => ..

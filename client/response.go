@@ -19,6 +19,7 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 	now := time.Now()
 	var obs observation
 	parseFields(h, now, t.maxDelay, &obs)
+	obs.dropConcurrent(h[hdrPolicy]) // requests in flight are no rate: see concurrency.go
 	throttled := status == http.StatusTooManyRequests ||
 		(status == http.StatusServiceUnavailable || status == http.StatusForbidden) && obs.hasRetry
 	if obs.n == 0 && !throttled && !(t.Adaptive && p.local != nil) {
@@ -30,6 +31,7 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 	for _, q := range obs.quotas[:obs.n] {
 		if pol := find(&p.policies, q.name); pol != nil {
 			pol.apply(q, seq, count, now, t.maxDelay)
+			pol.capSpacing() // a client at the policy's rate is never slowed: see spacing.go
 		}
 	}
 	if throttled {

@@ -65,7 +65,7 @@ func TestExpectLimitedAtAndParse(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
-	for _, v := range []string{`default;r=1;t=2`, `"d";r=x;t=2`, `"d";r=1`} {
+	for _, v := range []string{`default;r=1;t=2`, `"d";r=x;t=2`, `"d";t=2`} { // r is required, t optional
 		h := http.Header{"Ratelimit": {v}}
 		if _, err := ratelimittest.ParseRateLimit(h); err == nil {
 			t.Errorf("ParseRateLimit(%q) accepted", v)
@@ -142,5 +142,17 @@ func TestZeroFailingStoreIsAnOutage(t *testing.T) {
 	}
 	if err := s.Return(context.Background(), ratelimit.Request{}); err == nil {
 		t.Error("Return: nil error")
+	}
+}
+
+// TestParseRateLimitOfConcurrency: a Concurrency rule's member has r and no
+// t (the draft makes t optional), and parses with Reset zero.
+func TestParseRateLimitOfConcurrency(t *testing.T) {
+	l := ratelimit.NewLimiter(ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.Global(),
+		ratelimit.WithName("inflight"), ratelimit.WithAlgorithm(ratelimit.Concurrency))
+	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	rl, err := ratelimittest.ParseRateLimit(ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")).Header)
+	if want := (ratelimittest.RateLimit{Policy: "inflight", Remaining: 2}); err != nil || rl != want {
+		t.Fatalf("ParseRateLimit: %+v, %v; want %+v", rl, err, want)
 	}
 }

@@ -75,7 +75,7 @@ func FirstLimited(h http.Handler, max int, newReq func() *http.Request) (int, *R
 type RateLimit struct {
 	Policy    string
 	Remaining int
-	Reset     time.Duration
+	Reset     time.Duration // t; zero when the member has none (a Concurrency rule's)
 }
 
 // ParseRateLimit parses the first member of the RateLimit field of h: the
@@ -134,7 +134,7 @@ func parseRateLimit(v string) (RateLimit, error) {
 	if err != nil {
 		return RateLimit{}, err
 	}
-	rl := RateLimit{Policy: name, Remaining: -1, Reset: -1}
+	rl := RateLimit{Policy: name, Remaining: -1}
 	for k, n := range params {
 		switch k {
 		case "r":
@@ -144,7 +144,7 @@ func parseRateLimit(v string) (RateLimit, error) {
 		}
 	}
 	if rl.Remaining < 0 || rl.Reset < 0 {
-		return RateLimit{}, fmt.Errorf("ratelimittest: RateLimit %q lacks r or t", v)
+		return RateLimit{}, fmt.Errorf("ratelimittest: RateLimit %q lacks r, or has a negative t", v)
 	}
 	return rl, nil
 }

@@ -55,6 +55,7 @@ func (st *storeTester) take(req ratelimit.Request, want ratelimit.Result) uint64
 		st.t.Fatalf("Take(%s, %v, cost %d) at +%v: Slot %d; want a token exactly for an allowed take of non-zero cost", req.Key, req.Algorithm, req.Cost, st.elapsed(), slot)
 	}
 	got.Slot = 0
+	got.NextAfter = 0 // optional: the RateLimit field derives it when a store leaves it zero
 	want.Limit = req.Limit
 	if got != want {
 		st.t.Fatalf("Take(%s, cost %d) at +%v:\n got %+v\nwant %+v", req.Key, req.Cost, st.elapsed(), got, want)
@@ -334,8 +335,10 @@ var storeCases = []struct {
 			{Allowed: true, Limit: daily.Limit, Remaining: 98, ResetAfter: 24 * time.Hour},
 		}
 		for j := range want {
-			if res[j] != want[j] {
-				t.Errorf("denied TakeAll, rule %d:\n got %+v\nwant %+v", j, res[j], want[j])
+			got := res[j]
+			got.NextAfter = 0 // optional, as in take
+			if got != want[j] {
+				t.Errorf("denied TakeAll, rule %d:\n got %+v\nwant %+v", j, got, want[j])
 			}
 		}
 		if got := st.probe(wide).Remaining; got != 8 {

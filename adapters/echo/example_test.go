@@ -42,9 +42,9 @@ func Example() {
 	fmt.Println(rec.Code, strings.Join(rec.Header().Values("RateLimit"), ", "))
 	// Output:
 	// 200 "global";r=99;t=1, "login";r=1;t=30
-	// 200 "global";r=98;t=2, "login";r=0;t=60
-	// 429 "global";r=97;t=2, "login";r=0;t=30
-	// 200 "global";r=96;t=3, "api";r=29;t=2
+	// 200 "global";r=98;t=1, "login";r=0;t=30
+	// 429 "global";r=97;t=1, "login";r=0;t=30
+	// 200 "global";r=96;t=1, "api";r=29;t=2
 }
 
 // NewWithConfig with echo's conventions: a Skipper, a denial rendered by

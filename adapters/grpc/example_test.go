@@ -72,7 +72,7 @@ func Example() {
 	fmt.Println("health check:", status.Code(err))
 	// Output:
 	// OK ["rpc";r=1;t=30]
-	// OK ["rpc";r=0;t=60]
+	// OK ["rpc";r=0;t=30]
 	// ResourceExhausted ["rpc";r=0;t=30]
 	//   retry in 30s
 	//   violated rpc

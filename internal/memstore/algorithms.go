@@ -49,6 +49,11 @@ type Result struct {
 	ResetAfter int64
 	Delay      int64  // for a reservation (Request.MaxDelay): the wait before acting
 	Slot       uint64 // what an allowed take consumed: Concurrency slots, or the end of its window
+	// Next, for the window algorithms, is the time until more than
+	// Remaining units are available: the end of a fixed window, and for a
+	// sliding window when the weighted count next drops by one. Zero for
+	// GCRA, whose caller derives it from ResetAfter, and Concurrency.
+	Next int64
 }
 
 // gcra applies cost at now to the theoretical arrival time tat of a key
@@ -184,17 +189,22 @@ func slidingWindow(w window, now int64, l Limit, cost int64) (window, Result) {
 	weighted := mulDivCeil(prev, p-e, p) // ceil(prev*(p-e)/p)
 	need := max(cost, 1)
 	if cur+need+weighted > l.Rate {
-		res := Result{Remaining: max(0, l.Rate-cur-weighted)}
+		left := max(0, l.Rate-cur-weighted)
+		res := Result{Remaining: left}
 		res.RetryAfter = slidingRetryAfter(cur, prev, need, start, now, l)
 		res.ResetAfter = slidingResetAfter(cur, prev, start, now, p)
+		res.Next = slidingRetryAfter(cur, prev, left+1, start, now, l)
 		return w, res
 	}
 	cur += cost
 	out := window{Expires: start + 2*p, A: uint32(cur), B: uint32(prev)}
+	left := l.Rate - cur - weighted
 	return out, Result{
 		Allowed:    true,
-		Remaining:  l.Rate - cur - weighted,
+		Remaining:  left,
 		ResetAfter: slidingResetAfter(cur, prev, start, now, p),
+		// more than left units fit once left+1 do
+		Next: slidingRetryAfter(cur, prev, left+1, start, now, l),
 	}
 }
 
@@ -255,10 +265,10 @@ func fixedWindow(w window, now int64, l Limit, cost int64, end int64) (window, R
 	need := max(cost, 1)
 	left := max(0, end-now)
 	if count+need > l.Rate {
-		return w, Result{Remaining: max(0, l.Rate-count), RetryAfter: left, ResetAfter: left}
+		return w, Result{Remaining: max(0, l.Rate-count), RetryAfter: left, ResetAfter: left, Next: left}
 	}
 	count += cost
-	res := Result{Allowed: true, Remaining: l.Rate - count}
+	res := Result{Allowed: true, Remaining: l.Rate - count, Next: left}
 	if count > 0 {
 		res.ResetAfter = left
 	}

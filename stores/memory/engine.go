@@ -50,5 +50,6 @@ func fromEngine(r *ratelimit.Request, res memstore.Result) ratelimit.Result {
 		ResetAfter: time.Duration(res.ResetAfter),
 		Slot:       res.Slot,
 		Delay:      time.Duration(res.Delay),
+		NextAfter:  time.Duration(res.Next),
 	}
 }
