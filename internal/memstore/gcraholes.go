@@ -33,8 +33,10 @@ const maxHoles = 1 << 16
 // lock. r.Slot is the key's time after the take being given back (zero
 // when unknown: the units then come off the latest take). While later
 // reservations wait, or the key has holes, a refund that is not the
-// latest becomes a hole.
-func (sh *gshard) refund(h uint64, r *Request, now int64) {
+// latest becomes a hole. A key whose state is under another interval's
+// tag first moves to r's (see gcratags.go).
+func (sh *gshard) refund(capacity int, h uint64, r *Request, tg *tags, now int64) {
+	sh.adopt(capacity, h, r.Limit.interval(), tg, now)
 	sl := sh.slab.Load()
 	i := sl.find(h)
 	if i < 0 {

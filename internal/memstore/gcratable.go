@@ -76,23 +76,30 @@ const (
 // 5/8 full of live keys (about 26 bytes a key at the bound).
 func gcraSlots(bound int) int { return max(8, bound*8/5+1) }
 
+// home is the first slot of key h's probe sequence, whatever its tag (see
+// gcratags.go).
 func (sl *slab) home(h uint64) int {
-	hi, _ := bits.Mul64(bits.RotateLeft64(h, 32), uint64(len(sl.keys)))
+	hi, _ := bits.Mul64(bits.RotateLeft64(h&^tagMask, 32), uint64(len(sl.keys)))
 	return int(hi)
 }
 
-// find returns h's slot, or -1. Keys never move within a slab, so without
-// the lock it may miss only a key inserted meanwhile.
+// find returns h's slot; or, when it has none, elsewhere if it passed a
+// slot of h's key under another tag, and absent if not. Keys never move
+// within a slab, so without the lock it may miss only a key inserted
+// meanwhile.
 func (sl *slab) find(h uint64) int {
 	if sl == nil {
-		return -1
+		return absent
 	}
+	found := absent
 	for i := sl.home(h); ; {
-		switch sl.keys[i].Load() {
-		case h:
+		switch k := sl.keys[i].Load(); {
+		case k == h:
 			return i
-		case 0:
-			return -1
+		case k == 0:
+			return found
+		case (k^h)&^tagMask == 0:
+			found = elsewhere
 		}
 		if i++; i == len(sl.keys) {
 			i = 0
@@ -101,12 +108,15 @@ func (sl *slab) find(h uint64) int {
 }
 
 // tryTake decides r for key h without the lock. It reports false when the
-// decision needs it: a new key that the request would store, or a dead
-// slot. Otherwise the decision is linearised at the read (nothing stored)
-// or at the swap.
+// decision needs it: a new key that the request would store, a dead slot,
+// or a key with a state under another interval's tag. Otherwise the
+// decision is linearised at the read (nothing stored) or at the swap.
 func (sh *gshard) tryTake(h uint64, r *Request, now int64) (gcraDecision, bool) {
 	sl := sh.slab.Load()
 	i := sl.find(h)
+	if i == elsewhere {
+		return gcraDecision{}, false
+	}
 	if i < 0 {
 		// Absent when the slab was loaded: keys are never removed from a
 		// slab, so one present then would have been found.
@@ -126,19 +136,21 @@ func (sh *gshard) tryTake(h uint64, r *Request, now int64) (gcraDecision, bool) 
 	}
 }
 
-// take decides r for key h, under the lock only when tryTake cannot.
-func (sh *gshard) take(capacity int, h uint64, r *Request, now int64) gcraDecision {
+// take decides r for key h (tagged with r's interval), under the lock only
+// when tryTake cannot.
+func (sh *gshard) take(capacity int, h uint64, r *Request, tg *tags, now int64) gcraDecision {
 	if d, ok := sh.tryTake(h, r, now); ok {
 		return d
 	}
 	sh.mu.Lock()
-	d := sh.takeLocked(capacity, h, r, now)
+	d := sh.takeLocked(capacity, h, r, tg, now)
 	sh.mu.Unlock()
 	return d
 }
 
 // takeLocked is take with the lock held.
-func (sh *gshard) takeLocked(capacity int, h uint64, r *Request, now int64) gcraDecision {
+func (sh *gshard) takeLocked(capacity int, h uint64, r *Request, tg *tags, now int64) gcraDecision {
+	sh.adopt(capacity, h, r.Limit.interval(), tg, now)
 	if d, ok := sh.tryTake(h, r, now); ok { // a live key: lock-free checks may race
 		return d
 	}
@@ -152,9 +164,10 @@ func (sh *gshard) takeLocked(capacity int, h uint64, r *Request, now int64) gcra
 // force applies forced request r (a settlement) to key h at now under the
 // lock: rare, so it need not be lock-free, but lock-free checks may still
 // swap the key's time meanwhile.
-func (sh *gshard) force(capacity int, h uint64, r *Request, now int64) Result {
+func (sh *gshard) force(capacity int, h uint64, r *Request, tg *tags, now int64) Result {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	sh.adopt(capacity, h, r.Limit.interval(), tg, now)
 	sl := sh.slab.Load()
 	if i := sl.find(h); i >= 0 {
 		p := &sl.tats[i]
@@ -278,13 +291,16 @@ func (sh *gshard) rebuild(size int) *slab {
 	return next
 }
 
-// drop removes h's state, if any, and returns it. The caller holds the lock.
-func (sh *gshard) drop(h uint64) (int64, bool) {
+// drop removes the state of h's key, under whichever tag, if any. The
+// caller holds the lock.
+func (sh *gshard) drop(h uint64) {
 	sl := sh.slab.Load()
 	if i := sl.find(h); i >= 0 {
-		return sh.dropAt(sl, i)
+		sh.dropAt(sl, i)
 	}
-	return 0, false
+	if i := sl.other(h); i >= 0 {
+		sh.dropAt(sl, i)
+	}
 }
 
 func (sh *gshard) dropAt(sl *slab, i int) (int64, bool) {

@@ -1,0 +1,170 @@
+package memstore
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// A GCRA key's time measures what the key has used only in units of the
+// refill interval it was written with: a debt of tat-now is (tat-now)/t
+// units. Read under another interval it would mean another number of units
+// (a raised limit, whose interval is shorter, would find the key owing more
+// than it used, and grant nothing). So the interval travels with the time,
+// and a request under another interval first moves the debt to its own:
+// the units used are kept, whichever way the limit changed.
+//
+// The time is one word that checks swap without a lock, and a key costs 16
+// bytes a slot, so the interval cannot sit beside it. It is named instead
+// by a tag of 8 bits, in place of the low 8 bits of the key's 64-bit hash in
+// the table (the rest, 56 bits, identify the key). A slot's key, tag
+// included, never changes (see gshard), so the tag is as stable as the key:
+// a key moving to another interval moves to another slot, under the lock,
+// leaving the old slot dead. A lock-free check that does not find its key
+// under its own tag, but passes it under another, leaves the decision to
+// the lock.
+//
+// The Store hands out tags to the first 254 intervals it sees; a key
+// written under any other interval gets unknownTag, whose debt is read as
+// it stands under the next interval (as if no tag existed).
+
+const (
+	tagMask    = 1<<8 - 1
+	unknownTag = tagMask
+	indexSlots = 512 // intervals, open addressing: at most 1/2 full of tagged ones
+	indexFull  = indexSlots * 3 / 4
+)
+
+// Results of find for a key it does not hold.
+const (
+	absent    = -1 // no slot of the key
+	elsewhere = -2 // no slot under its tag, but one under another
+)
+
+// tags maps refill intervals to tags and back. Entries are written once,
+// under mu, and read without it.
+type tags struct {
+	mu    sync.Mutex
+	n     int // tags handed out
+	used  int // index entries
+	full  atomic.Bool
+	ivs   [tagMask + 1]atomic.Int64 // the interval of each tag, 0 for none
+	index [indexSlots]tagEntry
+}
+
+type tagEntry struct {
+	iv  atomic.Int64 // 0: empty
+	tag atomic.Uint64
+}
+
+func indexHome(iv int64) int { return int(uint64(iv) * 0x9e3779b97f4a7c15 >> 55) }
+
+// of returns the tag of interval iv, handing out a new one if needed.
+func (tg *tags) of(iv int64) uint64 {
+	for i := indexHome(iv); ; i = (i + 1) % indexSlots {
+		switch tg.index[i].iv.Load() {
+		case iv:
+			return tg.index[i].tag.Load()
+		case 0:
+			if tg.full.Load() {
+				return unknownTag
+			}
+			return tg.add(iv)
+		}
+	}
+}
+
+// add records iv, with the next tag or, when they are all handed out,
+// unknownTag, and returns its tag.
+func (tg *tags) add(iv int64) uint64 {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	i := indexHome(iv)
+	for ; tg.index[i].iv.Load() != 0; i = (i + 1) % indexSlots {
+		if tg.index[i].iv.Load() == iv {
+			return tg.index[i].tag.Load()
+		}
+	}
+	if tg.used >= indexFull {
+		tg.full.Store(true)
+		return unknownTag
+	}
+	tag := uint64(unknownTag)
+	if tg.n < unknownTag-1 {
+		tg.n++
+		tag = uint64(tg.n)
+		tg.ivs[tag].Store(iv)
+	}
+	tg.index[i].tag.Store(tag) // before iv: a reader that sees iv sees its tag
+	tg.index[i].iv.Store(iv)
+	tg.used++
+	return tag
+}
+
+// interval returns the interval of tag, 0 if unknown.
+func (tg *tags) interval(tag uint64) int64 { return tg.ivs[tag&tagMask].Load() }
+
+// tagged is the table key of hash h under tag.
+func tagged(h, tag uint64) uint64 { return h&^tagMask | tag }
+
+// rescale re-expresses the debt of time tat at now, measured in units of
+// interval from, in units of a shorter interval to (a raised limit): the
+// same units used, so the new headroom is there at once. The debt rounds
+// up. A longer interval (a lowered limit) keeps the debt as it stands, the
+// moment the key's bucket is full again: what was used stays owed, and is
+// never counted at more units than the key took. An unknown interval (0)
+// leaves the time as it stands too.
+func rescale(tat, now, from, to int64) int64 {
+	if from == 0 || to >= from || tat <= now {
+		return tat
+	}
+	return now + mulDivCeil(tat-now, to, from) // at most tat-now
+}
+
+// other returns the slot of k's key under another tag that holds a state,
+// or -1. The caller holds the lock: a key has a state under one tag at most.
+func (sl *slab) other(k uint64) int {
+	if sl == nil {
+		return -1
+	}
+	for i := sl.home(k); ; {
+		switch v := sl.keys[i].Load(); {
+		case v == 0:
+			return -1
+		case v != k && (v^k)&^tagMask == 0 && sl.tats[i].Load() != dead:
+			return i
+		}
+		if i++; i == len(sl.keys) {
+			i = 0
+		}
+	}
+}
+
+// move takes the state of k's key under another tag out of its slot, if it
+// has one, and returns it in units of interval t; the caller holds the lock
+// and stores the state under k. The holes of the old slot are dropped:
+// their units were of the old interval (a lost refund only denies more).
+func (sh *gshard) move(k uint64, t int64, tg *tags, now int64) (int64, bool) {
+	sl := sh.slab.Load()
+	j := sl.other(k)
+	if j < 0 {
+		return 0, false
+	}
+	from := sl.keys[j].Load()
+	v, ok := sh.dropAt(sl, j)
+	if !ok {
+		return 0, false
+	}
+	if kh := sh.holes[from]; kh != nil {
+		sh.nholes -= len(kh)
+		delete(sh.holes, from)
+	}
+	return rescale(v, now, tg.interval(from), t), true
+}
+
+// adopt moves k's key's state from another tag to k, under the lock, before
+// a locked operation on k. A state that has expired by now is dropped.
+func (sh *gshard) adopt(capacity int, k uint64, t int64, tg *tags, now int64) {
+	if v, ok := sh.move(k, t, tg, now); ok && v > now {
+		sh.insert(capacity, k, v, now)
+	}
+}
