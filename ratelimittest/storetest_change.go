@@ -107,6 +107,27 @@ var changeCases = []struct {
 		st.clock.Advance(3 * time.Second)
 		st.take(raised, allowed(0, time.Minute))
 	}},
+	// A key whose requests come under two limits in turn (a rule whose
+	// limit depends on the request) gets no more than the higher one
+	// gives: the debt moves to the shorter interval once, and is then read
+	// as it stands, never handed back and forth. At a frozen instant,
+	// PerMinute(5) and PerMinute(20) in turn admit 20 in all, in units of
+	// the higher limit, however long they alternate.
+	{"LimitChange/GCRA-alternating-limits-admit-no-more-than-the-higher", func(t *testing.T, st *storeTester) {
+		low := gcra("alternating", ratelimit.PerMinute(5), 1)
+		high := changed(low, ratelimit.PerMinute(20))
+		n := 0
+		for range 50 {
+			for _, req := range []ratelimit.Request{low, high} {
+				if st.admit(req) {
+					n++
+				}
+			}
+		}
+		if n > 20 {
+			t.Fatalf("%d admitted at one instant under PerMinute(5) and PerMinute(20) in turn, want at most 20", n)
+		}
+	}},
 	// A quota (an explicit calendar window) counts what was used whatever
 	// its size: raised from 5 to 20 a day with 5 used, 15 remain.
 	{"LimitChange/quota-raise-gives-new-headroom-at-once", func(t *testing.T, st *storeTester) {

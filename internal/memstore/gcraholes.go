@@ -36,13 +36,12 @@ const maxHoles = 1 << 16
 // latest becomes a hole. A key whose state is under another interval's
 // tag first moves to r's (see gcratags.go).
 func (sh *gshard) refund(capacity int, h uint64, r *Request, tg *tags, now int64) {
-	sh.adopt(capacity, h, r.Limit.interval(), tg, now)
-	sl := sh.slab.Load()
-	i := sl.find(h)
+	t := r.Limit.interval()
+	sl, i := sh.resolve(capacity, h, t, tg, now)
 	if i < 0 {
 		return
 	}
-	t := r.Limit.interval()
+	h = sl.keys[i].Load() // the holes are the state's, under its tag
 	tau, units := t*r.Limit.Capacity, mulSat(r.Cost, t)
 	kh := sh.lapse(h, now)
 	p := &sl.tats[i]

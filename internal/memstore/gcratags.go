@@ -34,12 +34,6 @@ const (
 	indexFull  = indexSlots * 3 / 4
 )
 
-// Results of find for a key it does not hold.
-const (
-	absent    = -1 // no slot of the key
-	elsewhere = -2 // no slot under its tag, but one under another
-)
-
 // tags maps refill intervals to tags and back. Entries are written once,
 // under mu, and read without it.
 type tags struct {
@@ -121,7 +115,7 @@ func rescale(tat, now, from, to int64) int64 {
 }
 
 // other returns the slot of k's key under another tag that holds a state,
-// or -1. The caller holds the lock: a key has a state under one tag at most.
+// or -1. A key has a state under one tag at most: only the lock moves it.
 func (sl *slab) other(k uint64) int {
 	if sl == nil {
 		return -1
@@ -161,10 +155,37 @@ func (sh *gshard) move(k uint64, t int64, tg *tags, now int64) (int64, bool) {
 	return rescale(v, now, tg.interval(from), t), true
 }
 
+// moves reports whether a request under interval t moves a state from
+// slot key k to its own tag: when t is shorter than k's tag's interval. A
+// state under an equal or shorter interval, or an unknown one, is read
+// where it is, as it stands, and keeps its tag while it owes anything (so
+// that requests under two limits in turn never move a debt back and forth,
+// each move handing out the raise again); see adopt.
+func (tg *tags) moves(k uint64, t int64) bool { return t < tg.interval(k) }
+
 // adopt moves k's key's state from another tag to k, under the lock, before
-// a locked operation on k. A state that has expired by now is dropped.
+// a locked operation on k, when a request under interval t moves it, or
+// when it owes nothing by now (it is then dropped: the key starts afresh
+// under its own tag).
 func (sh *gshard) adopt(capacity int, k uint64, t int64, tg *tags, now int64) {
+	sl := sh.slab.Load()
+	if j := sl.other(k); j < 0 || !tg.moves(sl.keys[j].Load(), t) && sl.tats[j].Load() > now {
+		return
+	}
 	if v, ok := sh.move(k, t, tg, now); ok && v > now {
 		sh.insert(capacity, k, v, now)
 	}
+}
+
+// resolve returns the slab and the slot of the state that a request under
+// interval t for key k works on, after adopt: k's own, or one under a
+// shorter interval's tag; -1 when the key has none. The caller holds the
+// lock.
+func (sh *gshard) resolve(capacity int, k uint64, t int64, tg *tags, now int64) (*slab, int) {
+	sh.adopt(capacity, k, t, tg, now)
+	sl := sh.slab.Load()
+	if i := sl.find(k); i >= 0 && sl.tats[i].Load() != dead {
+		return sl, i
+	}
+	return sl, sl.other(k)
 }

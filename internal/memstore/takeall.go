@@ -136,11 +136,7 @@ func (s *Store) hold(reqs []Request, hashes []uint64, hs []held, which []uint8, 
 		}
 		if k < 0 {
 			sh := &s.gcra[s.index(h)]
-			slot, v, ok := sh.hold(h)
-			moved := false
-			if !ok {
-				v, moved = sh.move(h, reqs[i].Limit.interval(), s.tags, now)
-			}
+			slot, v, moved := sh.hold(h, reqs[i].Limit.interval(), s.tags, now)
 			hs = append(hs, held{h: h, sh: sh, slot: slot, orig: v, cur: v, moved: moved})
 			k = len(hs) - 1
 		}

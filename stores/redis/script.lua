@@ -327,13 +327,22 @@ end
 -- request under a shorter one first re-expresses the debt in its own units
 -- (rounded up): the new headroom is there at once. Under a longer interval
 -- (a lowered limit) the debt stands as it is, the moment the bucket is full
--- again, as does a state with no interval. See internal/memstore/gcratags.go.
+-- again, and the state keeps the shorter interval, so that requests under
+-- two limits in turn never move the debt back and forth (each move would
+-- hand out the raise again). See internal/memstore/gcratags.go.
+--
+-- gcra_decode returns the time as a request under interval t reads it, and
+-- the interval the state counts in from then on: the shorter of its own and
+-- t while it owes anything, t once it does not (or for a state without an
+-- interval: a split marker, or a bucket the split protocol wrote).
 local function gcra_decode(v, t)
-  if not v then return nil end
+  if not v then return nil, t end
   local j = string.find(v, ":", 1, true)
-  if not j then return tonumber(v) end
+  if not j then return tonumber(v), t end
   local tat, from = tonumber(string.sub(v, 1, j - 1)), tonumber(string.sub(v, j + 1))
-  if not tat or not from or t >= from or tat <= now or tat >= MARKER then return tat end
+  if not tat or not from then return nil, t end
+  if tat <= now or tat >= MARKER then return tat, t end -- nothing owed: t's
+  if t >= from then return tat, from end
   local debt = tat - now
   local q = idiv(debt, from)
   local r = debt - q * from
@@ -343,7 +352,7 @@ local function gcra_decode(v, t)
   else
     part = math.ceil(r / from * t) -- units of 35 minutes or more: to the µs
   end
-  return now + q * t + part
+  return now + q * t + part, t
 end
 
 local function decode(alg, v, t)
@@ -570,11 +579,12 @@ end
 -- reset-after and the token, and writes the new state when it consumed.
 local function take_gcra(k, v, t, cap, cost, x)
   local force, wmax = extra(x)
-  local tat, ok, rem, retry, reset, _, token = gcra(gcra_decode(v, t), now, t, cap, cost, wmax, force)
+  local st, within = gcra_decode(v, t)
+  local tat, ok, rem, retry, reset, _, token = gcra(st, now, t, cap, cost, wmax, force)
   if tat and cost > 0 then
     local ms = floor((tat - now + 999) / 1000)
     if ms < 1 then ms = 1 end
-    redis.call("SET", k, string.format("%.0f:%.0f", tat, t), "PX", string.format("%.0f", ms + slack))
+    redis.call("SET", k, string.format("%.0f:%.0f", tat, within), "PX", string.format("%.0f", ms + slack))
   end
   return ok and 1 or 0, rem, retry, reset, token
 end
@@ -593,7 +603,7 @@ local function reply(out, b, code, rem, retry, reset, token)
   out[b + 1], out[b + 2], out[b + 3], out[b + 4], out[b + 5] = code, rem, retry, reset, token or 0
 end
 
-local cache, orig = {}, {}
+local cache, orig, within = {}, {}, {} -- within: a GCRA state's interval
 local function load(i, alg, t)
   local k = KEYS[i]
   local s = cache[k]
@@ -602,7 +612,9 @@ local function load(i, alg, t)
       s = slots_load(k)
       if not s then return error("WRONGTYPE " .. k .. " holds another type of value") end
     else
-      s = decode(alg, redis.call("GET", k), t) or false
+      local w
+      s, w = decode(alg, redis.call("GET", k), t)
+      s, within[k] = s or false, w
     end
     cache[k], orig[k] = s, s
   end
@@ -624,7 +636,7 @@ end
 local dirty, life, algs, spans, order = {}, {}, {}, {}, {}
 local function mark(k, alg, st, lifetime, p)
   if not dirty[k] then order[#order + 1] = k end
-  cache[k], dirty[k], life[k], algs[k], spans[k] = st, true, lifetime, alg, p
+  cache[k], dirty[k], life[k], algs[k], spans[k] = st, true, lifetime, alg, min(within[k] or p, p)
 end
 
 local function commit()
@@ -677,7 +689,9 @@ local function one(out, i)
     if type(v) == "table" and v.err then
       st = nil -- another type: this request fails, the others go on
     else
-      st = decode(alg, v, p) or false
+      local w
+      st, w = decode(alg, v, p)
+      st, within[k] = st or false, w
       cache[k] = st
     end
   end
