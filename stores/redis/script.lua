@@ -339,9 +339,10 @@ local function gcra_decode(v, t)
   if not v then return nil, t end
   local j = string.find(v, ":", 1, true)
   if not j then return tonumber(v), t end
-  local tat, from = tonumber(string.sub(v, 1, j - 1)), tonumber(string.sub(v, j + 1))
-  if not tat or not from then return nil, t end
-  if tat <= now or tat >= MARKER then return tat, t end -- nothing owed: t's
+  local tat = tonumber(string.sub(v, 1, j - 1))
+  if not tat or tat <= now or tat >= MARKER then return tat, t end -- nothing owed: t's
+  local from = tonumber(string.sub(v, j + 1))
+  if not from then return nil, t end
   if t >= from then return tat, from end
   local debt = tat - now
   local q = idiv(debt, from)
