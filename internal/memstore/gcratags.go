@@ -7,25 +7,31 @@ import (
 
 // A GCRA key's time measures what the key has used only in units of the
 // refill interval it was written with: a debt of tat-now is (tat-now)/t
-// units. Read under another interval it would mean another number of units
-// (a raised limit, whose interval is shorter, would find the key owing more
-// than it used, and grant nothing). So the interval travels with the time,
-// and a request under another interval first moves the debt to its own:
-// the units used are kept, whichever way the limit changed.
+// units. Read under a shorter interval (a raised limit) it would owe more
+// units than the key took, and the raise would grant nothing. So the
+// interval travels with the time, and a request under a shorter interval
+// first moves the debt to its own, re-expressed in its units (rescale): the
+// new headroom is there at once. Under a longer interval (a lowered limit)
+// the debt is read as it stands, where it is: the bucket is full again at
+// the same moment, as before. The debt keeps the shorter interval while it
+// owes anything, so requests under two limits in turn never move it back
+// and forth (each move would hand out the raise again); once it owes
+// nothing, the next request's interval takes over.
 //
 // The time is one word that checks swap without a lock, and a key costs 16
 // bytes a slot, so the interval cannot sit beside it. It is named instead
 // by a tag of 8 bits, in place of the low 8 bits of the key's 64-bit hash in
 // the table (the rest, 56 bits, identify the key). A slot's key, tag
 // included, never changes (see gshard), so the tag is as stable as the key:
-// a key moving to another interval moves to another slot, under the lock,
-// leaving the old slot dead. A lock-free check that does not find its key
-// under its own tag, but passes it under another, leaves the decision to
-// the lock.
+// a debt moving to another interval moves to another slot, under the lock,
+// leaving the old slot dead, and a key has a state in one slot at most. A
+// lock-free check that does not find its key under its own tag looks for it
+// under another (other): under a shorter interval it decides there, under
+// a longer one it leaves the move to the lock (adopt).
 //
 // The Store hands out tags to the first 254 intervals it sees; a key
 // written under any other interval gets unknownTag, whose debt is read as
-// it stands under the next interval (as if no tag existed).
+// it stands under any interval (as if no tag existed).
 
 const (
 	tagMask    = 1<<8 - 1
