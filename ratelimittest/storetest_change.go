@@ -1,6 +1,7 @@
 package ratelimittest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -126,6 +127,33 @@ var changeCases = []struct {
 		}
 		if n > 20 {
 			t.Fatalf("%d admitted at one instant under PerMinute(5) and PerMinute(20) in turn, want at most 20", n)
+		}
+	}},
+	// TakeAll reads a raised GCRA limit the same way, and a denied TakeAll
+	// leaves what was used as it was: 5 used of PerMinute(5), a TakeAll of
+	// 15 under PerMinute(20) beside a denied request consumes nothing, and
+	// alone is allowed, leaving none.
+	{"LimitChange/GCRA-TakeAll-raise", func(t *testing.T, st *storeTester) {
+		req := gcra("batch", ratelimit.PerMinute(5), 1)
+		st.use(req, 5)
+		raised := changed(req, ratelimit.PerMinute(20))
+		raised.Cost = 15
+		full := gcra("batch", ratelimit.PerMinute(1), 1) // same client key, another rule: denied
+		full.Rule = "other"
+		st.use(full, 1)
+		res := make([]ratelimit.Result, 2)
+		if err := st.s.TakeAll(context.Background(), []ratelimit.Request{raised, full}, res); err != nil {
+			t.Fatal(err)
+		}
+		if !res[0].Allowed || res[0].Remaining != 15 || res[1].Allowed {
+			t.Fatalf("TakeAll of 15 under the raised limit beside a denied request: %+v, want the first allowed as it stands (15 remaining), the second denied", res)
+		}
+		st.wantRemaining(raised, 15, "after the denied TakeAll")
+		if err := st.s.TakeAll(context.Background(), []ratelimit.Request{raised}, res[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if !res[0].Allowed || res[0].Remaining != 0 {
+			t.Fatalf("TakeAll of 15 under PerMinute(20) with 5 used: %+v, want allowed with 0 remaining", res[0])
 		}
 	}},
 	// A quota (an explicit calendar window) counts what was used whatever
