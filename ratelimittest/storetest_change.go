@@ -156,6 +156,22 @@ var changeCases = []struct {
 			t.Fatalf("TakeAll of 15 under PerMinute(20) with 5 used: %+v, want allowed with 0 remaining", res[0])
 		}
 	}},
+	// Return and a settlement under a raised limit count in its units: 5
+	// used of PerMinute(5), one PerMinute(20) unit given back leaves 4 used
+	// (16 free), and a settlement of 16 fits exactly.
+	{"LimitChange/GCRA-return-and-settle-under-a-raised-limit", func(t *testing.T, st *storeTester) {
+		req := gcra("refund", ratelimit.PerMinute(5), 1)
+		st.use(req, 5)
+		raised := changed(req, ratelimit.PerMinute(20))
+		st.release(raised, 0)
+		st.wantRemaining(raised, 16, "5 used of PerMinute(5), one unit of PerMinute(20) returned")
+		settle := raised
+		settle.Force, settle.Cost = true, 16
+		res, err := st.s.Take(context.Background(), settle)
+		if err != nil || !res.Allowed || res.Remaining != 0 {
+			t.Fatalf("settling 16 under PerMinute(20) with 4 used: %+v, %v; want fitted, 0 remaining", res, err)
+		}
+	}},
 	// A quota (an explicit calendar window) counts what was used whatever
 	// its size: raised from 5 to 20 a day with 5 used, 15 remain.
 	{"LimitChange/quota-raise-gives-new-headroom-at-once", func(t *testing.T, st *storeTester) {
