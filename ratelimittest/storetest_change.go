@@ -108,6 +108,14 @@ var changeCases = []struct {
 		st.clock.Advance(3 * time.Second)
 		st.take(raised, allowed(0, time.Minute))
 	}},
+	// Long intervals too (a unit every 4.8h, then every 1.2h): all of
+	// PerDay(5) used, raised to PerDay(20), 15 remain.
+	{"LimitChange/GCRA-raise-of-a-daily-limit", func(t *testing.T, st *storeTester) {
+		req := gcra("daily-gcra", ratelimit.PerDay(5), 1)
+		st.use(req, 5)
+		st.clock.Advance(ms)
+		st.wantRemaining(changed(req, ratelimit.PerDay(20)), 15, "5 used of PerDay(5), raised to PerDay(20)")
+	}},
 	// A key whose requests come under two limits in turn (a rule whose
 	// limit depends on the request) gets no more than the higher one
 	// gives: the debt moves to the shorter interval once, and is then read
