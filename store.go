@@ -61,7 +61,10 @@ type Request struct {
 	Key string
 
 	// Limit is the limit to enforce. It may change between calls for the same
-	// key (a tenant changing plan); the stored state is read under the new limit.
+	// key (a tenant changing plan, a reloaded rule); the stored state is read
+	// under the new limit, and keeps what the key used: a raise gives its new
+	// headroom at once, a lowering keeps the count (windows, Concurrency) or
+	// what is owed as a time (GCRA). See docs/config.md.
 	Limit Limit
 
 	// Algorithm selects the counting algorithm. The zero value is GCRA.

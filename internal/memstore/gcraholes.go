@@ -33,14 +33,15 @@ const maxHoles = 1 << 16
 // lock. r.Slot is the key's time after the take being given back (zero
 // when unknown: the units then come off the latest take). While later
 // reservations wait, or the key has holes, a refund that is not the
-// latest becomes a hole.
-func (sh *gshard) refund(h uint64, r *Request, now int64) {
-	sl := sh.slab.Load()
-	i := sl.find(h)
+// latest becomes a hole. A key whose state is under another interval's
+// tag first moves to r's (see gcratags.go).
+func (sh *gshard) refund(capacity int, h uint64, r *Request, tg *tags, now int64) {
+	t := r.Limit.interval()
+	sl, i := sh.resolve(capacity, h, t, tg, now)
 	if i < 0 {
 		return
 	}
-	t := r.Limit.interval()
+	h = sl.keys[i].Load() // the holes are the state's, under its tag
 	tau, units := t*r.Limit.Capacity, mulSat(r.Cost, t)
 	kh := sh.lapse(h, now)
 	p := &sl.tats[i]

@@ -76,8 +76,10 @@ const (
 // 5/8 full of live keys (about 26 bytes a key at the bound).
 func gcraSlots(bound int) int { return max(8, bound*8/5+1) }
 
+// home is the first slot of key h's probe sequence, whatever its tag (see
+// gcratags.go).
 func (sl *slab) home(h uint64) int {
-	hi, _ := bits.Mul64(bits.RotateLeft64(h, 32), uint64(len(sl.keys)))
+	hi, _ := bits.Mul64(bits.RotateLeft64(h&^tagMask, 32), uint64(len(sl.keys)))
 	return int(hi)
 }
 
@@ -101,23 +103,40 @@ func (sl *slab) find(h uint64) int {
 }
 
 // tryTake decides r for key h without the lock. It reports false when the
-// decision needs it: a new key that the request would store, or a dead
-// slot. Otherwise the decision is linearised at the read (nothing stored)
-// or at the swap.
-func (sh *gshard) tryTake(h uint64, r *Request, now int64) (gcraDecision, bool) {
+// decision needs it: a new key that the request would store, a dead slot,
+// or a state under a longer interval's tag, to move to h's (see
+// gcratags.go). A state under a shorter one is decided where it is.
+// Otherwise the decision is linearised at the read (nothing stored) or at
+// the swap.
+func (sh *gshard) tryTake(h uint64, r *Request, tg *tags, now int64) (gcraDecision, bool) {
 	sl := sh.slab.Load()
 	i := sl.find(h)
+	own := true // the state is under h's tag
 	if i < 0 {
-		// Absent when the slab was loaded: keys are never removed from a
-		// slab, so one present then would have been found.
-		_, d := gcraDecide(0, now, r)
-		return d, !d.allowed || r.Cost == 0
+		if i, own = sl.other(h), false; i < 0 {
+			// Absent when the slab was loaded: keys are never removed
+			// from a slab, so one present then would have been found.
+			_, d := gcraDecide(0, now, r)
+			return d, !d.allowed || r.Cost == 0
+		}
+		if tg.moves(sl.keys[i].Load(), r.Limit.interval()) {
+			return gcraDecision{}, false
+		}
 	}
 	p := &sl.tats[i]
 	for {
 		old := p.Load()
 		if old == dead {
+			// h's own slot, dropped, while the key's state stays under
+			// a shorter interval's tag: decided there.
+			if j := sl.other(h); j >= 0 && j != i && !tg.moves(sl.keys[j].Load(), r.Limit.interval()) {
+				i, p, own = j, &sl.tats[j], false
+				continue
+			}
 			return gcraDecision{}, false
+		}
+		if old <= now && !own {
+			return gcraDecision{}, false // owes nothing: to h's own tag
 		}
 		next, d := gcraDecide(old, now, r)
 		if !d.allowed || r.Cost == 0 || p.CompareAndSwap(old, next) {
@@ -126,20 +145,22 @@ func (sh *gshard) tryTake(h uint64, r *Request, now int64) (gcraDecision, bool) 
 	}
 }
 
-// take decides r for key h, under the lock only when tryTake cannot.
-func (sh *gshard) take(capacity int, h uint64, r *Request, now int64) gcraDecision {
-	if d, ok := sh.tryTake(h, r, now); ok {
+// take decides r for key h (tagged with r's interval), under the lock only
+// when tryTake cannot.
+func (sh *gshard) take(capacity int, h uint64, r *Request, tg *tags, now int64) gcraDecision {
+	if d, ok := sh.tryTake(h, r, tg, now); ok {
 		return d
 	}
 	sh.mu.Lock()
-	d := sh.takeLocked(capacity, h, r, now)
+	d := sh.takeLocked(capacity, h, r, tg, now)
 	sh.mu.Unlock()
 	return d
 }
 
 // takeLocked is take with the lock held.
-func (sh *gshard) takeLocked(capacity int, h uint64, r *Request, now int64) gcraDecision {
-	if d, ok := sh.tryTake(h, r, now); ok { // a live key: lock-free checks may race
+func (sh *gshard) takeLocked(capacity int, h uint64, r *Request, tg *tags, now int64) gcraDecision {
+	sh.adopt(capacity, h, r.Limit.interval(), tg, now)
+	if d, ok := sh.tryTake(h, r, tg, now); ok { // a live key: lock-free checks may race
 		return d
 	}
 	next, d := gcraDecide(0, now, r) // absent or dropped
@@ -152,11 +173,11 @@ func (sh *gshard) takeLocked(capacity int, h uint64, r *Request, now int64) gcra
 // force applies forced request r (a settlement) to key h at now under the
 // lock: rare, so it need not be lock-free, but lock-free checks may still
 // swap the key's time meanwhile.
-func (sh *gshard) force(capacity int, h uint64, r *Request, now int64) Result {
+func (sh *gshard) force(capacity int, h uint64, r *Request, tg *tags, now int64) Result {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sl := sh.slab.Load()
-	if i := sl.find(h); i >= 0 {
+	sl, i := sh.resolve(capacity, h, r.Limit.interval(), tg, now)
+	if i >= 0 {
 		p := &sl.tats[i]
 		for {
 			old := p.Load()
@@ -187,13 +208,24 @@ func (sh *gshard) get(h uint64) (int64, bool) {
 	return 0, false
 }
 
-// hold marks h's slot dead, so that no lock-free check changes it until
-// release, and returns its state. The caller holds the lock until release.
-func (sh *gshard) hold(h uint64) (slot int, v int64, ok bool) {
+// hold marks the slot of h's key's state dead, so that no lock-free check
+// changes it until release, and returns the slot and the state. A state
+// under a longer interval's tag than t is taken out of its slot instead and
+// returned with slot -1 and moved set, for the caller to insert under h
+// once it releases its holds (an insertion may rebuild the slab). The
+// caller holds the lock until release.
+func (sh *gshard) hold(h uint64, t int64, tg *tags, now int64) (slot int, v int64, moved bool) {
 	sl := sh.slab.Load()
-	if i := sl.find(h); i >= 0 {
+	i := sl.find(h)
+	if i < 0 || sl.tats[i].Load() == dead {
+		if i = sl.other(h); i >= 0 && tg.moves(sl.keys[i].Load(), t) {
+			v, moved = sh.move(h, t, tg, now)
+			return -1, v, moved
+		}
+	}
+	if i >= 0 {
 		if v := sl.tats[i].Swap(dead); v != dead {
-			return i, v, true
+			return i, v, false
 		}
 	}
 	return -1, 0, false
@@ -278,13 +310,16 @@ func (sh *gshard) rebuild(size int) *slab {
 	return next
 }
 
-// drop removes h's state, if any, and returns it. The caller holds the lock.
-func (sh *gshard) drop(h uint64) (int64, bool) {
+// drop removes the state of h's key, under whichever tag, if any. The
+// caller holds the lock.
+func (sh *gshard) drop(h uint64) {
 	sl := sh.slab.Load()
 	if i := sl.find(h); i >= 0 {
-		return sh.dropAt(sl, i)
+		sh.dropAt(sl, i)
 	}
-	return 0, false
+	if i := sl.other(h); i >= 0 {
+		sh.dropAt(sl, i)
+	}
 }
 
 func (sh *gshard) dropAt(sl *slab, i int) (int64, bool) {

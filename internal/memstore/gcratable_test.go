@@ -250,26 +250,26 @@ func TestDroppedSlotIsNotReusedUnderAStalledCheck(t *testing.T) {
 	a := Request{Key: "a", Alg: GCRA, Limit: l, Cost: 1}
 	s.Take(&a, 0)
 	sl := sh.slab.Load()
-	i := sl.find(s.hash(&a))
+	i := sl.find(s.gcraKey(&a, s.hash(&a)))
 	old := sl.tats[i].Load() // the stalled check's read
 
 	s.Delete(&a)
 	b := Request{Alg: GCRA, Limit: l, Cost: 1}
 	for k := 0; ; k++ {
 		b.Key = fmt.Sprint("b", k)
-		if sl.home(s.hash(&b)) == i {
+		if sl.home(s.gcraKey(&b, s.hash(&b))) == i {
 			break
 		}
 	}
 	if !s.Take(&b, 0).Allowed || sh.slab.Load() != sl {
 		t.Fatal("setup: b not inserted into the same slab")
 	}
-	if got, _ := sh.get(s.hash(&b)); got != old {
+	if got, _ := sh.get(s.gcraKey(&b, s.hash(&b))); got != old {
 		t.Fatalf("setup: b's state %d, want a's old state %d", got, old)
 	}
 	if sl.tats[i].CompareAndSwap(old, old+l.interval()) {
 		t.Fatalf("the stalled check of a swapped its decision into slot %d, now key %x (b is %x)",
-			i, sl.keys[i].Load(), s.hash(&b))
+			i, sl.keys[i].Load(), s.gcraKey(&b, s.hash(&b)))
 	}
 	if res := s.Take(&b, 0); res.Allowed {
 		t.Fatalf("b admitted twice at one instant under 1 per period: %+v", res)

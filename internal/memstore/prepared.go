@@ -28,6 +28,9 @@ func (s *Store) Prepare(r Request) *Prepared {
 	}
 	r.Key = ""
 	r.Limit.Interval = r.Limit.interval()
+	if r.Alg == GCRA {
+		r.tag = uint8(s.tags.of(r.Limit.Interval))
+	}
 	var mix uint64
 	if r.Rule != "" {
 		mix = bits.RotateLeft64(maphash.String(s.seed, r.Rule)*0x9e3779b97f4a7c15, 31)
@@ -50,7 +53,7 @@ func (p *Prepared) Take(key string, now int64) Result {
 	}
 	// takeHashed's GCRA case, written out: a shared helper is too large to
 	// inline, and calling it costs the direct path about 7% (measured).
-	d := s.gcra[s.index(h)].take(s.perCap, h, &p.req, now)
+	d := s.gcra[s.index(h)].take(s.perCap, tagged(h, uint64(p.req.tag)), &p.req, s.tags, now)
 	res := d.result(now, &p.req)
 	res.Slot = d.slot(&p.req)
 	return res

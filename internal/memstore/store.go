@@ -12,6 +12,7 @@ import (
 type Request struct {
 	Rule, Key string
 	Alg       Alg
+	tag       uint8 // GCRA: the tag of Limit's interval, 0 until looked up
 	Limit     Limit
 	Cost      int64
 	// WinStart and WinEnd are explicit FixedWindow bounds; zero means
@@ -44,7 +45,8 @@ type Store struct {
 	gcra    []gshard
 	windows []shard[window]
 	conc    []shard[*slots]
-	_       [32]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
+	tags    *tags    // the GCRA intervals' tags: see gcratags.go
+	_       [24]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 type state interface {
@@ -115,6 +117,7 @@ func New(cfg Config) *Store {
 		gcra:    make([]gshard, n),
 		windows: make([]shard[window], n),
 		conc:    make([]shard[*slots], n),
+		tags:    new(tags),
 	}
 	for i := range s.gcra {
 		s.gcra[i].floor = math.MaxInt64
@@ -160,6 +163,15 @@ func (s *Store) hash(r *Request) uint64 {
 	return h
 }
 
+// gcraKey is r's GCRA table key for hash h: h tagged with r's interval.
+func (s *Store) gcraKey(r *Request, h uint64) uint64 {
+	tag := uint64(r.tag)
+	if tag == 0 {
+		tag = s.tags.of(r.Limit.interval())
+	}
+	return tagged(h, tag)
+}
+
 func (s *Store) index(h uint64) int {
 	if s.shift == 63 {
 		return 0
@@ -176,10 +188,11 @@ func (s *Store) Take(r *Request, now int64) Result {
 func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 	i := s.index(h)
 	if r.Alg == GCRA {
+		k := s.gcraKey(r, h)
 		if r.Force {
-			return s.gcra[i].force(s.perCap, h, r, now)
+			return s.gcra[i].force(s.perCap, k, r, s.tags, now)
 		}
-		d := s.gcra[i].take(s.perCap, h, r, now)
+		d := s.gcra[i].take(s.perCap, k, r, s.tags, now)
 		res := d.result(now, r)
 		res.Slot = d.slot(r)
 		return res
@@ -270,7 +283,7 @@ func (s *Store) Return(r *Request, now int64) {
 	if r.Alg == GCRA {
 		sh := &s.gcra[i]
 		sh.mu.Lock()
-		sh.refund(h, r, now)
+		sh.refund(s.perCap, s.gcraKey(r, h), r, s.tags, now)
 		sh.mu.Unlock()
 		return
 	}

@@ -27,6 +27,7 @@ type held struct {
 	slot      int   // -1 for a key without a state
 	orig, cur int64 // the state when held, and as the requests leave it
 	stored    bool  // cur is to be stored
+	moved     bool  // orig was moved from another tag: stored whatever happens
 }
 
 // The tables, numbered for TakeAll's lock order.
@@ -71,6 +72,9 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 	for i := range reqs {
 		r := &reqs[i]
 		hashes[i] = s.hash(r)
+		if r.Alg == GCRA {
+			hashes[i] = s.gcraKey(r, hashes[i]) // the same shard: tags leave the top bits
+		}
 		locks[i] = s.index(hashes[i]) + tableOf(r.Alg)*n
 	}
 	order := sortUnique(locks[:len(reqs)])
@@ -87,7 +91,7 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 	// which[i] is 1 + the index in hs of GCRA request i's held key, 0 for
 	// another request: indices, not pointers, so that hs stays on the stack.
 	var which [MaxBatch]uint8
-	g := s.hold(reqs, hashes[:len(reqs)], hs[:0], which[:])
+	g := s.hold(reqs, hashes[:len(reqs)], hs[:0], which[:], now)
 	var log [MaxBatch]undo
 	denied := false
 	for i := range reqs {
@@ -115,8 +119,10 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 }
 
 // hold holds the GCRA keys of reqs, appending them to hs, and sets
-// which[i] to 1 + the index of request i's.
-func (s *Store) hold(reqs []Request, hashes []uint64, hs []held, which []uint8) []held {
+// which[i] to 1 + the index of request i's. A key with a state under
+// another interval's tag is moved to the request's (see gcratags.go); a key
+// named twice, under two intervals, is held under the first.
+func (s *Store) hold(reqs []Request, hashes []uint64, hs []held, which []uint8, now int64) []held {
 	for i := range reqs {
 		if reqs[i].Alg != GCRA {
 			continue
@@ -124,14 +130,14 @@ func (s *Store) hold(reqs []Request, hashes []uint64, hs []held, which []uint8) 
 		h := hashes[i]
 		k := -1
 		for j := range hs {
-			if hs[j].h == h {
+			if (hs[j].h^h)&^tagMask == 0 {
 				k = j
 			}
 		}
 		if k < 0 {
 			sh := &s.gcra[s.index(h)]
-			slot, v, _ := sh.hold(h)
-			hs = append(hs, held{h: h, sh: sh, slot: slot, orig: v, cur: v})
+			slot, v, moved := sh.hold(h, reqs[i].Limit.interval(), s.tags, now)
+			hs = append(hs, held{h: h, sh: sh, slot: slot, orig: v, cur: v, moved: moved})
 			k = len(hs) - 1
 		}
 		which[i] = uint8(k + 1)
@@ -159,7 +165,7 @@ func (s *Store) commit(hs []held, now int64) {
 		}
 	}
 	for i := range hs {
-		if k := &hs[i]; k.slot < 0 && k.stored {
+		if k := &hs[i]; k.slot < 0 && (k.stored || k.moved && k.cur > now) {
 			k.sh.insert(s.perCap, k.h, k.cur, now)
 		}
 	}
@@ -173,6 +179,11 @@ func (s *Store) rollback(reqs []Request, hs []held, which []uint8, log []undo, r
 	for i := range hs {
 		if k := &hs[i]; k.slot >= 0 {
 			k.sh.release(k.slot, k.orig)
+		}
+	}
+	for i := range hs {
+		if k := &hs[i]; k.slot < 0 && k.moved && k.orig > now {
+			k.sh.insert(s.perCap, k.h, k.orig, now)
 		}
 	}
 	for i := len(reqs) - 1; i >= 0; i-- {

@@ -183,7 +183,9 @@
 // changes with the state format). The client key, with '%' and '}' escaped,
 // is the Cluster hash tag, so all rules of one client share a slot and no
 // user input can pick another tag. The state is one small string: the GCRA
-// theoretical arrival time, or a window's bounds and counts. Every write sets
+// theoretical arrival time and the refill interval it counts in (so that a
+// raised limit gives its new headroom at once), or a window's bounds and
+// counts. Every write sets
 // a TTL in the same SET (PX, in milliseconds rounded up, at least 1): the
 // time until the state becomes equivalent to an absent one. A Return never
 // creates a key.

@@ -78,7 +78,8 @@ local op = ARGV[1]
 local base = 7000000000000000
 local nowms = math.floor(now / 1000)
 local n, ttl, m, extra = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
-local v = tonumber(redis.call("GET", KEYS[1]) or "")
+local raw, v = redis.call("GET", KEYS[1]), nil
+if raw then v = tonumber(string.match(raw, "^%-?%d+")) end -- a GCRA state is "<tat>:<interval>"
 local vn, phase, left = -1, 0, 0
 if v ~= nil and v >= base and v < 9007199254740992 then
   local r = v - base

@@ -60,7 +60,10 @@
 -- whose clocks disagree count against the window of the server's time.
 --
 -- State, one key per request, always written with a TTL in the same call:
---   GCRA            "<tat>"                  the theoretical arrival time
+--   GCRA            "<tat>:<t>"              the theoretical arrival time and
+--                                            the interval it counts in (see
+--                                            gcra_decode; a bare "<tat>", a
+--                                            split marker's, counts in any)
 --   sliding window  "<start>:<cur>:<prev>"   current window start and counts
 --   fixed window    "<end>:<count>"          the window end and its count
 --   GCRA holes      a hash beside a GCRA key, "<prefix>{<tag>}:h:<rule>":
@@ -317,9 +320,45 @@ local function extra(x)
   return false, tonumber(x) or 0
 end
 
-local function decode(alg, v)
+-- A GCRA time measures what a key used only in units of the interval it
+-- was written with: a debt of tat-now is (tat-now)/t units. Read under a
+-- shorter interval (a raised limit) the same time would owe more units than
+-- the key took, and grant nothing; so the state keeps its interval, and a
+-- request under a shorter one first re-expresses the debt in its own units
+-- (rounded up): the new headroom is there at once. Under a longer interval
+-- (a lowered limit) the debt stands as it is, the moment the bucket is full
+-- again, and the state keeps the shorter interval, so that requests under
+-- two limits in turn never move the debt back and forth (each move would
+-- hand out the raise again). See internal/memstore/gcratags.go.
+--
+-- gcra_decode returns the time as a request under interval t reads it, and
+-- the interval the state counts in from then on: the shorter of its own and
+-- t while it owes anything, t once it does not (or for a state without an
+-- interval: a split marker, or a bucket the split protocol wrote).
+local function gcra_decode(v, t)
+  if not v then return nil, t end
+  local j = string.find(v, ":", 1, true)
+  if not j then return tonumber(v), t end
+  local tat = tonumber(string.sub(v, 1, j - 1))
+  if not tat or tat <= now or tat >= MARKER then return tat, t end -- nothing owed: t's
+  local from = tonumber(string.sub(v, j + 1))
+  if not from then return nil, t end
+  if t >= from then return tat, from end
+  local debt = tat - now
+  local q = idiv(debt, from)
+  local r = debt - q * from
+  local part
+  if t <= 2147483648 then
+    part = muldivceil(t, r, from) -- exact
+  else
+    part = math.ceil(r / from * t) -- units of 35 minutes or more: to the µs
+  end
+  return now + q * t + part, t
+end
+
+local function decode(alg, v, t)
   if not v then return nil end
-  if alg == 0 then return tonumber(v) end
+  if alg == 0 then return gcra_decode(v, t) end
   local a, b, c = string.match(v, "^(%-?%d+):(%d+):?(%d*)$")
   if not a then return nil end
   return {tonumber(a), tonumber(b), tonumber(c) or 0}
@@ -327,8 +366,8 @@ end
 
 local function int(x) return string.format("%.0f", x) end
 
-local function encode(alg, st)
-  if alg == 0 then return int(st) end
+local function encode(alg, st, t)
+  if alg == 0 then return int(st) .. ":" .. int(t) end
   if alg == 1 then return int(st[1]) .. ":" .. int(st[2]) .. ":" .. int(st[3]) end
   return int(st[1]) .. ":" .. int(st[2])
 end
@@ -541,11 +580,12 @@ end
 -- reset-after and the token, and writes the new state when it consumed.
 local function take_gcra(k, v, t, cap, cost, x)
   local force, wmax = extra(x)
-  local tat, ok, rem, retry, reset, _, token = gcra(tonumber(v), now, t, cap, cost, wmax, force)
+  local st, within = gcra_decode(v, t)
+  local tat, ok, rem, retry, reset, _, token = gcra(st, now, t, cap, cost, wmax, force)
   if tat and cost > 0 then
     local ms = floor((tat - now + 999) / 1000)
     if ms < 1 then ms = 1 end
-    redis.call("SET", k, string.format("%.0f", tat), "PX", string.format("%.0f", ms + slack))
+    redis.call("SET", k, string.format("%.0f:%.0f", tat, within), "PX", string.format("%.0f", ms + slack))
   end
   return ok and 1 or 0, rem, retry, reset, token
 end
@@ -564,8 +604,8 @@ local function reply(out, b, code, rem, retry, reset, token)
   out[b + 1], out[b + 2], out[b + 3], out[b + 4], out[b + 5] = code, rem, retry, reset, token or 0
 end
 
-local cache, orig = {}, {}
-local function load(i, alg)
+local cache, orig, within = {}, {}, {} -- within: a GCRA state's interval
+local function load(i, alg, t)
   local k = KEYS[i]
   local s = cache[k]
   if s == nil then
@@ -573,7 +613,9 @@ local function load(i, alg)
       s = slots_load(k)
       if not s then return error("WRONGTYPE " .. k .. " holds another type of value") end
     else
-      s = decode(alg, redis.call("GET", k)) or false
+      local w
+      s, w = decode(alg, redis.call("GET", k), t)
+      s, within[k] = s or false, w
     end
     cache[k], orig[k] = s, s
   end
@@ -592,10 +634,10 @@ local function apply(k, alg, st, rate, p, cap, cost, spec, x, force)
   return nst, ok, rem, retry, reset, 0, token
 end
 
-local dirty, life, algs, order = {}, {}, {}, {}
-local function mark(k, alg, st, lifetime)
+local dirty, life, algs, spans, order = {}, {}, {}, {}, {}
+local function mark(k, alg, st, lifetime, p)
   if not dirty[k] then order[#order + 1] = k end
-  cache[k], dirty[k], life[k], algs[k] = st, true, lifetime, alg
+  cache[k], dirty[k], life[k], algs[k], spans[k] = st, true, lifetime, alg, min(within[k] or p, p)
 end
 
 local function commit()
@@ -605,7 +647,7 @@ local function commit()
       slots_write(k, st)
     elseif st then
       local ms = max(1, idiv(life[k] + 999, 1000)) + slack
-      redis.call("SET", k, encode(algs[k], st), "PX", int(ms))
+      redis.call("SET", k, encode(algs[k], st, spans[k]), "PX", int(ms))
     else
       redis.call("DEL", k)
     end
@@ -648,7 +690,9 @@ local function one(out, i)
     if type(v) == "table" and v.err then
       st = nil -- another type: this request fails, the others go on
     else
-      st = decode(alg, v) or false
+      local w
+      st, w = decode(alg, v, p)
+      st, within[k] = st or false, w
       cache[k] = st
     end
   end
@@ -662,7 +706,7 @@ local function one(out, i)
       else
         nst, lifetime = settled(alg, st, now, rate, p, cost, spec, x)
       end
-      if nst ~= nil then mark(k, alg, nst, lifetime) end
+      if nst ~= nil then mark(k, alg, nst, lifetime, p) end
     end
     reply(out, b, 0, 0, 0, 0, 0)
   else
@@ -678,7 +722,7 @@ local function one(out, i)
       code, token = cost + max(extra, 0), nst
     end
     if nst ~= nil and (ok and code > 0 and (cost > 0 or lease) or force and cost > 0) then
-      mark(k, alg, nst, lifetime)
+      mark(k, alg, nst, lifetime, p)
     end
     reply(out, b, code, rem, retry, reset, token)
   end
@@ -722,7 +766,7 @@ if mode == "r" then
         return error("WRONGTYPE " .. KEYS[i] .. " holds another type of value")
       end
     else
-      local st = load(i, alg)
+      local st = load(i, alg, p)
       if st then
         local nst, lifetime
         if alg == 0 then
@@ -731,7 +775,7 @@ if mode == "r" then
           local _, x = extra(field(i, 7))
           nst, lifetime = settled(alg, st, now, rate, p, -cost, spec, x)
         end
-        if nst ~= nil then mark(KEYS[i], alg, nst, lifetime) end
+        if nst ~= nil then mark(KEYS[i], alg, nst, lifetime, p) end
       end
     end
   end
@@ -748,9 +792,9 @@ for i = 1, n do
   local cost, spec = tonumber(field(i, 5)), field(i, 6)
   local _, x = extra(field(i, 7)) -- never forced: all or nothing
   params[i] = {alg, rate, p, cap, spec, x}
-  local st = load(i, alg)
+  local st = load(i, alg, p)
   local nst, ok, rem, retry, reset, lifetime, token = apply(KEYS[i], alg, st, rate, p, cap, cost, spec, x, false)
-  if ok and cost > 0 then mark(KEYS[i], alg, nst, lifetime) end
+  if ok and cost > 0 then mark(KEYS[i], alg, nst, lifetime, p) end
   if not ok then denied = true end
   reply(out, W * (i - 1), ok and 1 or 0, rem, retry, reset, token)
 end
