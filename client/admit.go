@@ -25,7 +25,7 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 	bound, byDeadline := t.bound(req, now, waited)
 	if !ok || wait > bound || byDeadline && wait > 0 && wait >= bound {
 		if res != nil {
-			res.CancelAt(now)
+			res.CancelAt(p.localTime(now))
 		}
 		p.mu.Unlock()
 		t.observe(Event{Kind: WouldWait, Partition: p.name, Wait: wait, Attempt: attempt})
@@ -41,22 +41,36 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 // they will be once it is counted (in p.scratch) and the local limiter's
 // reservation, if any; ok is false when a policy refuses to queue that far
 // ahead. The caller holds p.mu.
+//
+// A send that waits for a throttle's end or a quota's reset is paced from
+// that instant like any other, and then delayed by its own jitter, so that
+// waiters resume spread over a fifth of their wait even when the pace alone
+// would send them all at once. The jitter is not part of the pace: the sends
+// after it are spaced from the unjittered slot, not from the latest jitter.
 func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, ok bool) {
-	at := now
+	at, base := now, time.Time{}
 	if p.blocked.After(now) {
-		at = p.blocked.Add(jitter(p.blocked.Sub(now)))
+		at, base = p.blocked, p.blocked
 	}
 	slot, ok = at, true
 	p.scratch = p.scratch[:0]
 	for i := range p.policies {
-		s, np, fits := p.policies[i].take(at, jitter)
+		s, b, np, fits := p.policies[i].take(at)
 		p.scratch, ok = append(p.scratch, np), ok && fits
 		if s.After(slot) {
 			slot = s
 		}
+		if b.After(base) {
+			base = b
+		}
+	}
+	if base.After(now) {
+		if j := base.Add(jitter(base.Sub(now))); j.After(slot) {
+			slot = j
+		}
 	}
 	if ok && p.usesLocal() {
-		res = p.local.ReserveN(slot, 1)
+		res = p.local.ReserveN(p.localTime(slot), 1)
 		d := res.DelayFrom(slot)
 		slot = slot.Add(d)
 		if p.rate > 0 && d.Seconds()*p.rate > aimdQueue {

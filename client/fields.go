@@ -37,6 +37,7 @@ type quota struct {
 	reset     time.Duration // until the quota is restored
 	limit     int64         // the policy's quota; 0 when unknown
 	window    time.Duration // the policy's window; 0 when unknown
+	least     time.Duration // the window is at least this long, by the reset
 }
 
 // observation is what one response says about the rate limits.
@@ -47,19 +48,14 @@ type observation struct {
 	hasRetry   bool
 }
 
-// parseFields fills obs from the rate-limit fields of h, received at now.
-// Durations are capped at maxDelay. A response served from a cache (one with
-// an Age field) says nothing: its fields may be stale. Malformed fields are
-// ignored, one field at a time.
-func parseFields(h http.Header, now time.Time, maxDelay time.Duration, obs *observation) {
+// parseFields fills obs from the rate-limit fields of h. Absolute times are
+// read against ref, the server's clock at the time the response was
+// received (see serverClock). Durations are capped at maxDelay. A response
+// served from a cache (one with an Age field) says nothing: its fields may
+// be stale. Malformed fields are ignored, one field at a time.
+func parseFields(h http.Header, ref time.Time, maxDelay time.Duration, obs *observation) {
 	if len(h) == 0 || len(h[hdrAge]) > 0 {
 		return
-	}
-	ref := now // the server's idea of now, for absolute times
-	if d := h[hdrDate]; len(d) == 1 {
-		if t, err := http.ParseTime(d[0]); err == nil {
-			ref = t
-		}
 	}
 	if v := h[hdrRetryAfter]; len(v) == 1 {
 		obs.retryAfter, obs.hasRetry = parseRetryAfter(v[0], ref, maxDelay)
@@ -96,6 +92,7 @@ func (o *observation) add(q quota, maxDelay time.Duration) {
 	}
 	q.reset = min(q.reset, maxDelay)
 	q.window = min(q.window, maxWindow)
+	q.least = min(q.least, maxWindow)
 	q.remaining = min(q.remaining, maxCount)
 	q.limit = min(q.limit, maxCount)
 	o.quotas[o.n] = q
@@ -122,7 +119,7 @@ func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, obs *ob
 			if it.r < 0 || it.t < 0 {
 				continue
 			}
-			obs.add(quota{name: it.name, remaining: it.r, reset: secs(it.t)}, maxDelay)
+			obs.add(quota{name: it.name, remaining: it.r, reset: secs(it.t), least: secs(it.t)}, maxDelay)
 			found = true
 		}
 	}
@@ -204,6 +201,7 @@ func parseOldDict(lines []string) (quota, bool) {
 		return quota{}, false
 	}
 	q.reset = secs(reset)
+	q.least = q.reset
 	return q, true
 }
 
@@ -221,19 +219,24 @@ func parseTriple(limit, remaining, reset []string, ref time.Time, epoch bool) (q
 	if !ok {
 		return quota{}, false
 	}
-	var d time.Duration
+	var d, least time.Duration
 	v, isInt := parseInt(reset[0])
 	switch {
 	case epoch && isInt && v >= ref.UnixMilli()/2:
 		d = max(time.UnixMilli(v).Sub(ref), 0)
+		least = d
 	case epoch && isInt && v >= ref.Unix()/2:
+		// A whole second, rounded up by most servers: the window is at
+		// least the whole seconds before it.
 		d = max(time.Unix(v, 0).Sub(ref), 0)
+		least = d.Truncate(time.Second)
 	default:
 		if d, ok = parseSeconds(reset[0]); !ok {
 			return quota{}, false
 		}
+		least = d
 	}
-	q := quota{remaining: r, reset: d}
+	q := quota{remaining: r, reset: d, least: least}
 	if len(limit) == 1 {
 		// The earlier drafts allowed a policy after the number: "100, 100;w=60".
 		l := limit[0]

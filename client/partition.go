@@ -34,12 +34,14 @@ type partition struct {
 	count  atomic.Uint64 // sends admitted: each send's sequence number
 	gated  atomic.Bool   // some state may delay a send: take the slow path
 	budget atomic.Int64  // retry budget, in thousandths of a retry
+	clock  serverClock   // the server's clock, for absolute times
 
 	mu       sync.Mutex
 	blocked  time.Time     // no send before this (a 429 or 503's Retry-After)
 	policies []policy      // per server policy name
 	scratch  []policy      // plan's result, committed into policies
 	local    *rate.Limiter // the local limit, nil when none
+	localAt  time.Time     // the latest time given to local (see localTime)
 	rate     float64       // adaptive mode: the current local rate, per second
 	lastCut  time.Time     // adaptive mode: the latest decrease
 }
@@ -105,6 +107,7 @@ func (t *Transport) partition(req *http.Request) *partition {
 	}
 	p = &partition{name: name, local: t.newLocal()}
 	p.budget.Store(1000) // one retry before any request has paid for it
+	p.clock.init()
 	if p.local != nil {
 		if t.Adaptive {
 			p.rate = float64(p.local.Limit())

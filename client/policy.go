@@ -22,6 +22,7 @@ type policy struct {
 	limit    int64         // the policy's quota, 0 when unknown
 	window   time.Duration // the policy's window, 0 when unknown
 	guessed  bool          // window is the longest reset seen, not given
+	bounded  bool          // resetAt is a response's bound, not extrapolated
 	seq      uint64        // sequence number of the response last applied
 	maxGap   time.Duration // cap on the spacing: the Transport's MaxDelay
 }
@@ -41,7 +42,15 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 	if p.active && seq < p.seq {
 		return
 	}
-	p.active, p.seq, p.maxGap = true, seq, maxGap
+	rem := q.remaining - int64(min(count-seq, maxCount))
+	resetAt := now.Add(q.reset)
+	// A reset read from whole seconds is late by up to a second: each
+	// response bounds the instant from above. While the quota has not grown
+	// the window is the same one, and the earliest bound holds.
+	if p.active && p.bounded && rem <= p.rem && now.Before(p.resetAt) && p.resetAt.Before(resetAt) {
+		resetAt = p.resetAt
+	}
+	p.active, p.bounded, p.seq, p.maxGap = true, true, seq, maxGap
 	if q.limit > 0 {
 		p.limit = q.limit
 		switch {
@@ -50,23 +59,28 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 		case p.window == 0 || p.guessed:
 			// No window given: the longest reset seen is a lower bound of
 			// it (the quota never takes longer than a window to restore).
-			p.window, p.guessed = max(p.window, q.reset), true
+			p.window, p.guessed = max(p.window, q.least), true
 		}
 	}
-	p.rem = q.remaining - int64(min(count-seq, maxCount))
-	p.resetAt = now.Add(q.reset)
+	p.rem, p.resetAt = rem, resetAt
 	p.interval = 0
 	if p.known() {
 		p.interval = p.avg()
 	}
 	if p.rem > 0 {
-		// Spread the sends left over the time left, after those queued.
+		// Spread the sends left over the time left, after those queued, but
+		// never slower than the policy's average rate: the quota left is
+		// counted, so going on at that rate cannot overdraw it, and a reset
+		// read late (rounded up, or receding as a bucket refills) would
+		// otherwise slow every send.
 		from := now
 		if p.last.After(from) {
 			from = p.last
 		}
 		if span := p.resetAt.Sub(from); span > 0 {
-			p.interval = span / time.Duration(p.rem)
+			if spread := span / time.Duration(p.rem); !p.known() || spread < p.interval {
+				p.interval = spread
+			}
 		} else if !p.known() {
 			p.interval = q.reset / time.Duration(p.rem)
 		}
@@ -75,33 +89,34 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 }
 
 // take returns when a send may happen, no earlier than at, and the policy as
-// it is once that send is counted. jitter spreads sends that wait for a
-// reset of unknown size. ok is false when the slot is more than a window
-// past the reset: sends are not queued that far ahead on a picture that
-// will be stale by then. take does not modify p: the caller commits the
-// returned state only if the send goes ahead.
-func (p policy) take(at time.Time, jitter func(time.Duration) time.Duration) (slot time.Time, next policy, ok bool) {
+// it is once that send is counted; base is the reset the send waits for,
+// zero when it does not wait for one, so that the caller can add jitter. ok
+// is false when the slot is more than a window past the reset: sends are not
+// queued that far ahead on a picture that will be stale by then. take does
+// not modify p: the caller commits the returned state only if the send goes
+// ahead.
+func (p policy) take(at time.Time) (slot, base time.Time, next policy, ok bool) {
 	if !p.active {
-		return at, p, true
+		return at, base, p, true
 	}
 	if !at.Before(p.resetAt) { // the quota has been restored
 		if !p.known() {
 			p.active = false
-			return at, p, true
+			return at, base, p, true
 		}
-		p.rem, p.interval, p.resetAt = p.limit, p.avg(), at.Add(p.window)
+		p.rem, p.interval, p.resetAt, p.bounded = p.limit, p.avg(), at.Add(p.window), false
 	}
 	if p.rem <= 0 {
 		if !p.known() {
-			// Wait for the reset; jitter spreads the waiters out. The send is
-			// not counted: its response will tell the new quota.
-			return p.resetAt.Add(jitter(p.resetAt.Sub(at))), p, true
+			// Wait for the reset. The send is not counted: its response
+			// will tell the new quota.
+			return p.resetAt, p.resetAt, p, true
 		}
 		// Quota spent but its rate known: from the reset, go on at the
 		// policy's average rate.
 		p.interval = p.avg()
 		if at.Before(p.resetAt) {
-			at = p.resetAt
+			at, base = p.resetAt, p.resetAt
 		}
 	}
 	slot = at
@@ -109,11 +124,11 @@ func (p policy) take(at time.Time, jitter func(time.Duration) time.Duration) (sl
 		slot = next
 	}
 	if p.known() && slot.After(p.resetAt.Add(p.window)) {
-		return slot, p, false
+		return slot, base, p, false
 	}
 	p.rem--
 	p.last = slot
-	return slot, p, true
+	return slot, base, p, true
 }
 
 // find returns the policy named name, adding it when there is room.

@@ -18,7 +18,7 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 	}
 	now := time.Now()
 	var obs observation
-	parseFields(h, now, t.maxDelay, &obs)
+	parseFields(h, p.clock.read(h, now), t.maxDelay, &obs)
 	throttled := status == http.StatusTooManyRequests ||
 		(status == http.StatusServiceUnavailable || status == http.StatusForbidden) && obs.hasRetry
 	if obs.n == 0 && !throttled && !(t.Adaptive && p.local != nil) {
