@@ -1,7 +1,6 @@
 package ratelimitclient
 
 import (
-	"math"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -13,20 +12,23 @@ import (
 // clock.
 //
 // A Date field is the whole second the server's clock had reached when it
-// answered, so each response bounds the offset from below by its Date minus
-// the time it arrived, and the largest bound is kept. Reading each Date on
-// its own puts the server's clock up to a second behind, which makes every
-// reset up to a second late: at a window of one second, half the quota.
-// Responses that arrive on either side of the server's second ticks bring
-// the bound to within their spacing of the true offset. A Date more than a
-// second behind the bound (the server's clock was set back, or a server with
-// another clock answered) restarts it.
+// answered: with the time the response arrived, it bounds the offset from
+// below (the Date) and, but for the response's time in flight, from above
+// (the Date plus a second). The tightest bounds are kept. Reading each Date
+// on its own puts the server's clock up to a second behind, which makes
+// every reset up to a second late: at a window of one second, half the
+// quota. Responses that arrive on either side of the server's second ticks
+// bring the bounds to within their spacing. Bounds that contradict each
+// other (the server's clock was set, or a server with another clock
+// answered) restart from the latest response.
 type serverClock struct {
-	ahead atomic.Int64               // nanoseconds; noOffset until a Date is read
-	date  atomic.Pointer[parsedDate] // the Date value parsed last
+	bounds atomic.Pointer[offset]
+	date   atomic.Pointer[parsedDate] // the Date value parsed last
 }
 
-const noOffset = math.MinInt64
+// offset bounds how far the server's clock is ahead: lo <= offset < hi,
+// but for the time responses spend in flight.
+type offset struct{ lo, hi time.Duration }
 
 // parsedDate caches a Date value: it changes once a second, and parsing it
 // costs more than the rest of the fields together.
@@ -35,36 +37,45 @@ type parsedDate struct {
 	t     time.Time
 }
 
-func (c *serverClock) init() { c.ahead.Store(noOffset) }
+// serverTime is the server's clock when a response arrived: no earlier
+// than lo and no later than hi; date is the response's Date, zero when it
+// has none.
+type serverTime struct{ lo, hi, date time.Time }
 
 // read returns the server's clock at now, when a response with fields h
-// arrived, updating the estimate from its Date field.
-func (c *serverClock) read(h http.Header, now time.Time) time.Time {
+// arrived, updating the estimate from the response's Date field.
+func (c *serverClock) read(h http.Header, now time.Time) serverTime {
+	o := c.bounds.Load()
 	v := h[hdrDate]
 	if len(v) != 1 {
-		if a := c.ahead.Load(); a != noOffset {
-			return now.Add(time.Duration(a))
+		if o == nil {
+			return serverTime{lo: now, hi: now}
 		}
-		return now
+		return serverTime{lo: now.Add(o.lo), hi: now.Add(o.hi)}
 	}
 	pd := c.date.Load()
 	if pd == nil || pd.value != v[0] {
 		t, err := http.ParseTime(v[0])
 		if err != nil {
-			return now
+			return serverTime{lo: now, hi: now}
 		}
 		pd = &parsedDate{value: v[0], t: t}
 		c.date.Store(pd)
 	}
-	bound := int64(pd.t.Sub(now))
+	d := pd.t.Sub(now)
+	n := offset{d, d + time.Second}
 	for {
-		old := c.ahead.Load()
-		a := old
-		if old == noOffset || bound > old || bound+int64(time.Second) < old {
-			a = bound
+		if o != nil && o.lo <= n.hi && n.lo <= o.hi { // consistent: intersect
+			n = offset{max(o.lo, n.lo), min(o.hi, n.hi)}
 		}
-		if a == old || c.ahead.CompareAndSwap(old, a) {
-			return now.Add(time.Duration(a))
+		if o != nil && n == *o {
+			break
 		}
+		if c.bounds.CompareAndSwap(o, &n) {
+			break
+		}
+		o = c.bounds.Load()
+		n = offset{d, d + time.Second}
 	}
+	return serverTime{lo: now.Add(n.lo), hi: now.Add(n.hi), date: pd.t}
 }

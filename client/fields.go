@@ -38,6 +38,9 @@ type quota struct {
 	limit     int64         // the policy's quota; 0 when unknown
 	window    time.Duration // the policy's window; 0 when unknown
 	least     time.Duration // the window is at least this long, by the reset
+	exact     time.Duration // and at least this long if the reset is not rounded up
+	slack     time.Duration // how much earlier the reset may be, by the server's clock
+	epoch     int64         // the reset as a Unix time in whole seconds, 0 when not one
 }
 
 // observation is what one response says about the rate limits.
@@ -48,12 +51,14 @@ type observation struct {
 	hasRetry   bool
 }
 
-// parseFields fills obs from the rate-limit fields of h. Absolute times are
-// read against ref, the server's clock at the time the response was
-// received (see serverClock). Durations are capped at maxDelay. A response
-// served from a cache (one with an Age field) says nothing: its fields may
-// be stale. Malformed fields are ignored, one field at a time.
-func parseFields(h http.Header, ref time.Time, maxDelay time.Duration, obs *observation) {
+// parseFields fills obs from the rate-limit fields of h, received when the
+// server's clock read st (see serverClock). Absolute times are read against
+// the earliest time it may have read, so that they are never read early.
+// Durations are capped at maxDelay. A response served from a cache (one
+// with an Age field) says nothing: its fields may be stale. Malformed fields
+// are ignored, one field at a time.
+func parseFields(h http.Header, st serverTime, maxDelay time.Duration, obs *observation) {
+	ref := st.lo
 	if len(h) == 0 || len(h[hdrAge]) > 0 {
 		return
 	}
@@ -70,13 +75,13 @@ func parseFields(h http.Header, ref time.Time, maxDelay time.Duration, obs *obse
 		}
 	}
 	if v := h[hdrOldRemaining]; len(v) > 0 {
-		if q, ok := parseTriple(h[hdrOldLimit], v, h[hdrOldReset], ref, false); ok {
+		if q, ok := parseTriple(h[hdrOldLimit], v, h[hdrOldReset], st, false); ok {
 			obs.add(q, maxDelay)
 			return
 		}
 	}
 	if v := h[hdrXRemaining]; len(v) > 0 {
-		if q, ok := parseTriple(h[hdrXLimit], v, h[hdrXReset], ref, true); ok {
+		if q, ok := parseTriple(h[hdrXLimit], v, h[hdrXReset], st, true); ok {
 			if r := h[hdrXResource]; len(r) == 1 && len(r[0]) <= 64 {
 				q.name = r[0]
 			}
@@ -93,6 +98,7 @@ func (o *observation) add(q quota, maxDelay time.Duration) {
 	q.reset = min(q.reset, maxDelay)
 	q.window = min(q.window, maxWindow)
 	q.least = min(q.least, maxWindow)
+	q.exact = min(q.exact, maxWindow)
 	q.remaining = min(q.remaining, maxCount)
 	q.limit = min(q.limit, maxCount)
 	o.quotas[o.n] = q
@@ -119,7 +125,7 @@ func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, obs *ob
 			if it.r < 0 || it.t < 0 {
 				continue
 			}
-			obs.add(quota{name: it.name, remaining: it.r, reset: secs(it.t), least: secs(it.t)}, maxDelay)
+			obs.add(quota{name: it.name, remaining: it.r, reset: secs(it.t), least: secs(it.t), exact: secs(it.t)}, maxDelay)
 			found = true
 		}
 	}
@@ -201,7 +207,7 @@ func parseOldDict(lines []string) (quota, bool) {
 		return quota{}, false
 	}
 	q.reset = secs(reset)
-	q.least = q.reset
+	q.least, q.exact = q.reset, q.reset
 	return q, true
 }
 
@@ -211,7 +217,7 @@ func parseOldDict(lines []string) (quota, bool) {
 // seconds or milliseconds relative to ref, the response's Date: a value of
 // at least half of ref's Unix time in that unit, which as a delay would be
 // decades, is taken as one).
-func parseTriple(limit, remaining, reset []string, ref time.Time, epoch bool) (quota, bool) {
+func parseTriple(limit, remaining, reset []string, st serverTime, epoch bool) (quota, bool) {
 	if len(remaining) != 1 || len(reset) != 1 {
 		return quota{}, false
 	}
@@ -219,24 +225,34 @@ func parseTriple(limit, remaining, reset []string, ref time.Time, epoch bool) (q
 	if !ok {
 		return quota{}, false
 	}
-	var d, least time.Duration
+	var d, least, exact, slack time.Duration
+	var epochSecs int64
 	v, isInt := parseInt(reset[0])
+	ref := st.lo
 	switch {
 	case epoch && isInt && v >= ref.UnixMilli()/2:
 		d = max(time.UnixMilli(v).Sub(ref), 0)
-		least = d
+		least, slack = max(time.UnixMilli(v).Sub(st.hi), 0), st.hi.Sub(ref)
+		exact = least
 	case epoch && isInt && v >= ref.Unix()/2:
-		// A whole second, rounded up by most servers: the window is at
-		// least the whole seconds before it.
+		// A whole second. When the server rounds its resets up, the window
+		// is at least the whole seconds before it; when they fall on a
+		// second (a window aligned on the clock), the seconds from the
+		// Date to it.
 		d = max(time.Unix(v, 0).Sub(ref), 0)
-		least = d.Truncate(time.Second)
+		least, slack = max(time.Unix(v, 0).Sub(st.hi), 0).Truncate(time.Second), st.hi.Sub(ref)
+		exact = least
+		if !st.date.IsZero() {
+			exact = max(time.Unix(v, 0).Sub(st.date), 0)
+		}
+		epochSecs = v
 	default:
 		if d, ok = parseSeconds(reset[0]); !ok {
 			return quota{}, false
 		}
-		least = d
+		least, exact = d, d
 	}
-	q := quota{remaining: r, reset: d, least: least}
+	q := quota{remaining: r, reset: d, least: least, exact: exact, slack: slack, epoch: epochSecs}
 	if len(limit) == 1 {
 		// The earlier drafts allowed a policy after the number: "100, 100;w=60".
 		l := limit[0]

@@ -12,7 +12,6 @@ var now = time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
 func parse(h http.Header) observation {
 	var obs observation
 	var c serverClock
-	c.init()
 	parseFields(h, c.read(h, now), time.Hour, &obs)
 	return obs
 }
@@ -78,7 +77,7 @@ func TestParseFieldForms(t *testing.T) {
 			}
 			for i, w := range c.want {
 				got := obs.quotas[i]
-				got.least = 0 // TestEpochResetBoundsTheWindow
+				got.least, got.exact, got.slack, got.epoch = 0, 0, 0, 0 // TestEpochResetBoundsTheWindow
 				if got != w {
 					t.Errorf("quota %d = %+v, want %+v", i, got, w)
 				}
@@ -128,5 +127,37 @@ func TestParseListSyntax(t *testing.T) {
 	}
 	if n, _ := parseList(`"q\"uote";r=1`, &items); n != 1 || items[0].name != `q"uote` || items[0].r != 1 {
 		t.Errorf("escaped name parsed as %+v", items[0])
+	}
+}
+
+// TestEpochResetBoundsTheWindow: a Unix-time reset is read against the
+// server's clock as the Date fields bound it, not against the Date alone
+// (a second behind at worst), and bounds the window two ways: by the whole
+// seconds from the Date (a window aligned on the clock ends on a second) and
+// by the whole seconds before it at the latest the clock may read (a reset
+// rounded up).
+func TestEpochResetBoundsTheWindow(t *testing.T) {
+	var c serverClock
+	date := now.Add(5 * time.Second) // the server's clock is 5.x s ahead
+	reset := date.Unix() + 10
+	h := func(d time.Time) http.Header {
+		return hdr("Date", d.Format(http.TimeFormat), "X-RateLimit-Remaining", "3", "X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	}
+	// The Date ticks between two responses 50ms apart: the server's clock
+	// is known to within 50ms. A response 600ms later, in the same second
+	// of the server's, is read 600ms into it.
+	c.read(h(date.Add(-time.Second)), now.Add(-50*time.Millisecond))
+	c.read(h(date), now)
+	var obs observation
+	parseFields(h(date), c.read(h(date), now.Add(600*time.Millisecond)), time.Hour, &obs)
+	q := obs.quotas[0]
+	if q.reset != 9400*time.Millisecond {
+		t.Errorf("reset read as %v, want 9.4s (10s from the Date, 600ms of which has passed)", q.reset)
+	}
+	if q.exact != 10*time.Second || q.least != 9*time.Second || q.epoch != reset {
+		t.Errorf("window bounds %v (aligned), %v (rounded up), epoch %d; want 10s, 9s, %d", q.exact, q.least, q.epoch, reset)
+	}
+	if q.slack != 50*time.Millisecond {
+		t.Errorf("clock known to within %v, want 50ms", q.slack)
 	}
 }

@@ -107,7 +107,6 @@ func (t *Transport) partition(req *http.Request) *partition {
 	}
 	p = &partition{name: name, local: t.newLocal()}
 	p.budget.Store(1000) // one retry before any request has paid for it
-	p.clock.init()
 	if p.local != nil {
 		if t.Adaptive {
 			p.rate = float64(p.local.Limit())

@@ -22,6 +22,12 @@ type policy struct {
 	limit    int64         // the policy's quota, 0 when unknown
 	window   time.Duration // the policy's window, 0 when unknown
 	guessed  bool          // window is the longest reset seen, not given
+	rounded  bool          // the quota grew before the reset it was announced for
+	least    time.Duration // guessed window if the resets are rounded up
+	exact    time.Duration // guessed window if they are not
+	slack    time.Duration // how much earlier than resetAt the reset may be
+	r        int64         // the quota left by the response last applied
+	epochs   int64         // greatest common divisor of the Unix-time resets seen
 	bounded  bool          // resetAt is a response's bound, not extrapolated
 	seq      uint64        // sequence number of the response last applied
 	maxGap   time.Duration // cap on the spacing: the Transport's MaxDelay
@@ -44,10 +50,17 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 	}
 	rem := q.remaining - int64(min(count-seq, maxCount))
 	resetAt := now.Add(q.reset)
+	grew := q.remaining > p.r // a reset or a refill since the response last applied
+	if p.active && p.bounded && q.remaining-p.r > p.limit/2 && p.resetAt.Sub(now) > p.slack+time.Second/4 {
+		// Most of the quota came back well before the reset announced: the
+		// server rounds its resets up. (A smaller gain may be requests
+		// counted in another order than they were sent.)
+		p.rounded = true
+	}
 	// A reset read from whole seconds is late by up to a second: each
 	// response bounds the instant from above. While the quota has not grown
 	// the window is the same one, and the earliest bound holds.
-	if p.active && p.bounded && rem <= p.rem && now.Before(p.resetAt) && p.resetAt.Before(resetAt) {
+	if p.active && p.bounded && !grew && now.Before(p.resetAt) && p.resetAt.Before(resetAt) {
 		resetAt = p.resetAt
 	}
 	p.active, p.bounded, p.seq, p.maxGap = true, true, seq, maxGap
@@ -59,10 +72,29 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 		case p.window == 0 || p.guessed:
 			// No window given: the longest reset seen is a lower bound of
 			// it (the quota never takes longer than a window to restore).
-			p.window, p.guessed = max(p.window, q.least), true
+			p.least, p.exact = max(p.least, q.least), max(p.exact, q.exact)
+			if q.epoch > 0 {
+				p.epochs = gcd(p.epochs, q.epoch)
+			}
+			p.window, p.guessed = p.exact, true
+			if secs := int64(p.exact / time.Second); p.rounded || p.epochs > 0 && secs > 0 && p.epochs%secs != 0 {
+				// Resets that are not all ends of windows aligned on the
+				// clock are rounded up.
+				p.window = p.least
+			}
 		}
 	}
-	p.rem, p.resetAt = rem, resetAt
+	if p.known() && q.remaining == p.limit-1 && (!p.guessed || p.rounded) {
+		// The response's own request found the quota full: a new window
+		// began with it, and ends a window later however late the reset
+		// reads (a reset rounded up to a whole second after a window that
+		// began at the first request).
+		resetAt = minTime(resetAt, now.Add(p.window))
+	}
+	if resetAt.Equal(now.Add(q.reset)) {
+		p.slack = q.slack
+	}
+	p.rem, p.resetAt, p.r = rem, resetAt, q.remaining
 	p.interval = 0
 	if p.known() {
 		p.interval = p.avg()
@@ -129,6 +161,20 @@ func (p policy) take(at time.Time) (slot, base time.Time, next policy, ok bool) 
 	p.rem--
 	p.last = slot
 	return slot, base, p, true
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // find returns the policy named name, adding it when there is room.
