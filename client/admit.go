@@ -18,7 +18,7 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 	if !p.gated.Load() {
 		return p.count.Add(1), time.Time{}, nil
 	}
-	now := time.Now()
+	now := t.now()
 	p.mu.Lock()
 	slot, res, ok := plan(p, now)
 	wait := slot.Sub(now)
@@ -34,6 +34,9 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 	copy(p.policies, p.scratch)
 	seq := p.count.Add(1)
 	p.mu.Unlock()
+	if !slot.After(now) {
+		slot = time.Time{} // nothing to wait for
+	}
 	return seq, slot, nil
 }
 
@@ -53,10 +56,10 @@ func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, o
 		at, base = p.blocked, p.blocked
 	}
 	slot, ok = at, true
-	p.scratch = p.scratch[:0]
-	for i := range p.policies {
-		s, b, np, fits := p.policies[i].take(at)
-		p.scratch, ok = append(p.scratch, np), ok && fits
+	p.scratch = append(p.scratch[:0], p.policies...)
+	for i := range p.scratch {
+		s, b, fits := p.scratch[i].take(at)
+		ok = ok && fits
 		if s.After(slot) {
 			slot = s
 		}
@@ -122,7 +125,7 @@ func (t *Transport) wait(req *http.Request, p *partition, attempt int, seq uint6
 		}
 		waited += d
 		p.mu.Lock()
-		blocked := p.blocked.After(time.Now())
+		blocked := p.blocked.After(t.now())
 		p.mu.Unlock()
 		if !blocked {
 			return seq, nil

@@ -67,9 +67,9 @@ func (c *serverClock) read(h http.Header, now time.Time) serverTime {
 	for {
 		if o != nil && o.lo <= n.hi && n.lo <= o.hi { // consistent: intersect
 			n = offset{max(o.lo, n.lo), min(o.hi, n.hi)}
-		}
-		if o != nil && n == *o {
-			break
+			if n.lo-o.lo < time.Millisecond && o.hi-n.hi < time.Millisecond {
+				break // not worth an allocation
+			}
 		}
 		if c.bounds.CompareAndSwap(o, &n) {
 			break

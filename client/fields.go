@@ -51,22 +51,29 @@ type observation struct {
 	hasRetry   bool
 }
 
-// parseFields fills obs from the rate-limit fields of h, received when the
-// server's clock read st (see serverClock). Absolute times are read against
-// the earliest time it may have read, so that they are never read early.
-// Durations are capped at maxDelay. A response served from a cache (one
-// with an Age field) says nothing: its fields may be stale. Malformed fields
-// are ignored, one field at a time.
-func parseFields(h http.Header, st serverTime, maxDelay time.Duration, obs *observation) {
-	ref := st.lo
+// parseFields fills obs from the rate-limit fields of h, received at now.
+// Absolute times are read on the server's clock as clock estimates it (now
+// when clock is nil), against the earliest time it may read, so that they
+// are never read early. Durations are capped at maxDelay. A response served
+// from a cache (one with an Age field) says nothing: its fields may be
+// stale. Malformed fields are ignored, one field at a time. fc, when not
+// nil, keeps the IETF lists parsed last. Retry-After is read only when
+// retry is set: it means nothing on a response that is not a throttle.
+func parseFields(h http.Header, now time.Time, clock *serverClock, maxDelay time.Duration, fc *fieldCaches, retry bool, obs *observation) {
 	if len(h) == 0 || len(h[hdrAge]) > 0 {
 		return
 	}
-	if v := h[hdrRetryAfter]; len(v) == 1 {
-		obs.retryAfter, obs.hasRetry = parseRetryAfter(v[0], ref, maxDelay)
+	server := func() serverTime {
+		if clock == nil {
+			return serverTime{lo: now, hi: now}
+		}
+		return clock.read(h, now)
+	}
+	if v := h[hdrRetryAfter]; retry && len(v) == 1 {
+		obs.retryAfter, obs.hasRetry = parseRetryAfter(v[0], server, maxDelay)
 	}
 	if v := h[hdrRateLimit]; len(v) > 0 {
-		if parseRateLimit(v, h[hdrPolicy], maxDelay, obs) {
+		if parseRateLimit(v, h[hdrPolicy], maxDelay, fc, obs) {
 			return
 		}
 		if q, ok := parseOldDict(v); ok {
@@ -75,13 +82,13 @@ func parseFields(h http.Header, st serverTime, maxDelay time.Duration, obs *obse
 		}
 	}
 	if v := h[hdrOldRemaining]; len(v) > 0 {
-		if q, ok := parseTriple(h[hdrOldLimit], v, h[hdrOldReset], st, false); ok {
+		if q, ok := parseTriple(h[hdrOldLimit], v, h[hdrOldReset], serverTime{lo: now, hi: now}, false); ok {
 			obs.add(q, maxDelay)
 			return
 		}
 	}
 	if v := h[hdrXRemaining]; len(v) > 0 {
-		if q, ok := parseTriple(h[hdrXLimit], v, h[hdrXReset], st, true); ok {
+		if q, ok := parseTriple(h[hdrXLimit], v, h[hdrXReset], server(), true); ok {
 			if r := h[hdrXResource]; len(r) == 1 && len(r[0]) <= 64 {
 				q.name = r[0]
 			}
@@ -112,16 +119,20 @@ func (o *observation) add(q quota, maxDelay time.Duration) {
 //
 // Items without r and t are skipped; a field that is not a valid List is
 // ignored as a whole, as is RateLimit-Policy alone.
-func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, obs *observation) bool {
-	var items [maxItems]sfItem
+func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, fc *fieldCaches, obs *observation) bool {
+	var rl, pol *listCache
+	if fc != nil && len(lines) == 1 && len(policyLines) <= 1 {
+		rl, pol = &fc.rateLimit, &fc.policy
+	}
+	var buf [maxItems]sfItem
 	found := false
 	for _, line := range lines {
-		n, ok := parseList(line, &items)
+		items, ok := rl.parse(line, &buf)
 		if !ok {
 			obs.n = 0
 			return false
 		}
-		for _, it := range items[:n] {
+		for _, it := range items {
 			if it.r < 0 || it.t < 0 {
 				continue
 			}
@@ -133,11 +144,11 @@ func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, obs *ob
 		return false
 	}
 	for _, line := range policyLines {
-		n, ok := parseList(line, &items)
+		items, ok := pol.parse(line, &buf)
 		if !ok {
 			break // a malformed policy field only loses the policy details
 		}
-		for _, it := range items[:n] {
+		for _, it := range items {
 			if it.q <= 0 {
 				continue
 			}
@@ -266,8 +277,9 @@ func parseTriple(limit, remaining, reset []string, st serverTime, epoch bool) (q
 	return q, true
 }
 
-// parseRetryAfter reads delay-seconds or an HTTP-date relative to ref.
-func parseRetryAfter(v string, ref time.Time, maxDelay time.Duration) (time.Duration, bool) {
+// parseRetryAfter reads delay-seconds or an HTTP-date, relative to the
+// server's clock.
+func parseRetryAfter(v string, server func() serverTime, maxDelay time.Duration) (time.Duration, bool) {
 	if n, ok := parseInt(v); ok {
 		return min(secs(n), maxDelay), true
 	}
@@ -275,7 +287,7 @@ func parseRetryAfter(v string, ref time.Time, maxDelay time.Duration) (time.Dura
 	if err != nil {
 		return 0, false
 	}
-	return min(max(t.Sub(ref), 0), maxDelay), true
+	return min(max(t.Sub(server().lo), 0), maxDelay), true
 }
 
 // parseInt parses a non-negative decimal integer of at most 15 digits.

@@ -24,8 +24,8 @@ func FuzzParseFields(f *testing.F) {
 		}
 		const maxDelay = time.Hour
 		var a, b observation
-		parseFields(h, serverTime{lo: now, hi: now}, maxDelay, &a)
-		parseFields(h, serverTime{lo: now, hi: now}, maxDelay, &b)
+		parseFields(h, now, nil, maxDelay, nil, true, &a)
+		parseFields(h, now, nil, maxDelay, nil, true, &b)
 		if a != b {
 			t.Fatalf("parsing is not deterministic: %+v vs %+v", a, b)
 		}
@@ -44,7 +44,7 @@ func FuzzParseFields(f *testing.F) {
 		// Served from a cache, the same fields say nothing.
 		h[hdrAge] = []string{"1"}
 		var c observation
-		parseFields(h, serverTime{lo: now, hi: now}, maxDelay, &c)
+		parseFields(h, now, nil, maxDelay, nil, true, &c)
 		if c != (observation{}) {
 			t.Fatalf("fields of a cached response were used: %+v", c)
 		}

@@ -12,7 +12,7 @@ var now = time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
 func parse(h http.Header) observation {
 	var obs observation
 	var c serverClock
-	parseFields(h, c.read(h, now), time.Hour, &obs)
+	parseFields(h, now, &c, time.Hour, nil, true, &obs)
 	return obs
 }
 
@@ -149,7 +149,7 @@ func TestEpochResetBoundsTheWindow(t *testing.T) {
 	c.read(h(date.Add(-time.Second)), now.Add(-50*time.Millisecond))
 	c.read(h(date), now)
 	var obs observation
-	parseFields(h(date), c.read(h(date), now.Add(600*time.Millisecond)), time.Hour, &obs)
+	parseFields(h(date), now.Add(600*time.Millisecond), &c, time.Hour, nil, true, &obs)
 	q := obs.quotas[0]
 	if q.reset != 9400*time.Millisecond {
 		t.Errorf("reset read as %v, want 9.4s (10s from the Date, 600ms of which has passed)", q.reset)

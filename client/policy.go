@@ -49,7 +49,8 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 		return
 	}
 	rem := q.remaining - int64(min(count-seq, maxCount))
-	resetAt := now.Add(q.reset)
+	bound := now.Add(q.reset)
+	resetAt := bound
 	grew := q.remaining > p.r // a reset or a refill since the response last applied
 	if p.active && p.bounded && q.remaining-p.r > p.limit/2 && p.resetAt.Sub(now) > p.slack+time.Second/4 {
 		// Most of the quota came back well before the reset announced: the
@@ -91,7 +92,7 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 		// began at the first request).
 		resetAt = minTime(resetAt, now.Add(p.window))
 	}
-	if resetAt.Equal(now.Add(q.reset)) {
+	if resetAt.Equal(bound) {
 		p.slack = q.slack
 	}
 	p.rem, p.resetAt, p.r = rem, resetAt, q.remaining
@@ -120,21 +121,20 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 	p.interval = min(p.interval, maxGap)
 }
 
-// take returns when a send may happen, no earlier than at, and the policy as
-// it is once that send is counted; base is the reset the send waits for,
-// zero when it does not wait for one, so that the caller can add jitter. ok
-// is false when the slot is more than a window past the reset: sends are not
-// queued that far ahead on a picture that will be stale by then. take does
-// not modify p: the caller commits the returned state only if the send goes
-// ahead.
-func (p policy) take(at time.Time) (slot, base time.Time, next policy, ok bool) {
+// take returns when a send may happen, no earlier than at, and counts the
+// send in p; base is the reset the send waits for, zero when it does not
+// wait for one, so that the caller can add jitter. ok is false when the slot
+// is more than a window past the reset: sends are not queued that far ahead
+// on a picture that will be stale by then. The caller takes from a copy of
+// the policy and keeps it only if the send goes ahead.
+func (p *policy) take(at time.Time) (slot, base time.Time, ok bool) {
 	if !p.active {
-		return at, base, p, true
+		return at, base, true
 	}
 	if !at.Before(p.resetAt) { // the quota has been restored
 		if !p.known() {
 			p.active = false
-			return at, base, p, true
+			return at, base, true
 		}
 		p.rem, p.interval, p.resetAt, p.bounded = p.limit, p.avg(), at.Add(p.window), false
 	}
@@ -142,7 +142,7 @@ func (p policy) take(at time.Time) (slot, base time.Time, next policy, ok bool) 
 		if !p.known() {
 			// Wait for the reset. The send is not counted: its response
 			// will tell the new quota.
-			return p.resetAt, p.resetAt, p, true
+			return p.resetAt, p.resetAt, true
 		}
 		// Quota spent but its rate known: from the reset, go on at the
 		// policy's average rate.
@@ -156,11 +156,11 @@ func (p policy) take(at time.Time) (slot, base time.Time, next policy, ok bool) 
 		slot = next
 	}
 	if p.known() && slot.After(p.resetAt.Add(p.window)) {
-		return slot, base, p, false
+		return slot, base, false
 	}
 	p.rem--
 	p.last = slot
-	return slot, base, p, true
+	return slot, base, true
 }
 
 func gcd(a, b int64) int64 {

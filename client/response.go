@@ -16,9 +16,10 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 		status != http.StatusForbidden && !p.gated.Load() && !mayHaveFields(h) {
 		return false
 	}
-	now := time.Now()
+	now := t.now()
 	var obs observation
-	parseFields(h, p.clock.read(h, now), t.maxDelay, &obs)
+	mayThrottle := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable || status == http.StatusForbidden
+	parseFields(h, now, &p.clock, t.maxDelay, &p.fields, mayThrottle, &obs)
 	throttled := status == http.StatusTooManyRequests ||
 		(status == http.StatusServiceUnavailable || status == http.StatusForbidden) && obs.hasRetry
 	if obs.n == 0 && !throttled && !(t.Adaptive && p.local != nil) {
