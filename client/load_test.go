@@ -23,7 +23,7 @@ type recorder struct {
 
 	mu         sync.Mutex
 	first      time.Time // when the first response arrived
-	sent       int       // sends after the first response
+	sent       int       // sends after the first response's arrival
 	throttled  int       // 429s to sends after the first response
 	blockFrom  time.Time // the latest 429's arrival
 	blockUntil time.Time // and its Retry-After's expiry
@@ -35,7 +35,9 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	now := time.Now()
 	r.mu.Lock()
 	r.allSent++
-	after := !r.first.IsZero()
+	// Sends at the instant of the first response raced it: the client could
+	// not know what it said.
+	after := !r.first.IsZero() && now.After(r.first)
 	if after {
 		r.sent++
 	}

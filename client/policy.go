@@ -25,7 +25,7 @@ type policy struct {
 	rounded  bool          // the quota grew before the reset it was announced for
 	least    time.Duration // guessed window if the resets are rounded up
 	exact    time.Duration // guessed window if they are not
-	slack    time.Duration // how much earlier than resetAt the reset may be
+	slack    time.Duration // how uncertain the server's clock was when resetAt was read
 	r        int64         // the quota left by the response last applied
 	epochs   int64         // greatest common divisor of the Unix-time resets seen
 	bounded  bool          // resetAt is a response's bound, not extrapolated
@@ -48,42 +48,11 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 	if p.active && seq < p.seq {
 		return
 	}
-	rem := q.remaining - int64(min(count-seq, maxCount))
-	bound := now.Add(q.reset)
-	resetAt := bound
-	grew := q.remaining > p.r // a reset or a refill since the response last applied
-	if p.active && p.bounded && q.remaining-p.r > p.limit/2 && p.resetAt.Sub(now) > p.slack+time.Second/4 {
-		// Most of the quota came back well before the reset announced: the
-		// server rounds its resets up. (A smaller gain may be requests
-		// counted in another order than they were sent.)
-		p.rounded = true
-	}
-	// A reset read from whole seconds is late by up to a second: each
-	// response bounds the instant from above. While the quota has not grown
-	// the window is the same one, and the earliest bound holds.
-	if p.active && p.bounded && !grew && now.Before(p.resetAt) && p.resetAt.Before(resetAt) {
-		resetAt = p.resetAt
-	}
+	resetAt := p.reset(q, now)
 	p.active, p.bounded, p.seq, p.maxGap = true, true, seq, maxGap
 	if q.limit > 0 {
 		p.limit = q.limit
-		switch {
-		case q.window > 0:
-			p.window, p.guessed = q.window, false
-		case p.window == 0 || p.guessed:
-			// No window given: the longest reset seen is a lower bound of
-			// it (the quota never takes longer than a window to restore).
-			p.least, p.exact = max(p.least, q.least), max(p.exact, q.exact)
-			if q.epoch > 0 {
-				p.epochs = gcd(p.epochs, q.epoch)
-			}
-			p.window, p.guessed = p.exact, true
-			if secs := int64(p.exact / time.Second); p.rounded || p.epochs > 0 && secs > 0 && p.epochs%secs != 0 {
-				// Resets that are not all ends of windows aligned on the
-				// clock are rounded up.
-				p.window = p.least
-			}
-		}
+		p.learnWindow(q)
 	}
 	if p.known() && q.remaining == p.limit-1 && (!p.guessed || p.rounded) {
 		// The response's own request found the quota full: a new window
@@ -92,10 +61,8 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 		// began at the first request).
 		resetAt = minTime(resetAt, now.Add(p.window))
 	}
-	if resetAt.Equal(bound) {
-		p.slack = q.slack
-	}
-	p.rem, p.resetAt, p.r = rem, resetAt, q.remaining
+	p.rem = q.remaining - int64(min(count-seq, maxCount))
+	p.resetAt, p.r = resetAt, q.remaining
 	p.interval = 0
 	if p.known() {
 		p.interval = p.avg()
@@ -119,6 +86,52 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 		}
 	}
 	p.interval = min(p.interval, maxGap)
+}
+
+// reset returns when q, received at now, says the quota is restored. A
+// reset read from whole seconds is late by up to a second: each response
+// bounds the instant from above, and while the server's remaining count
+// does not grow the window is the same one and the earliest bound holds.
+// It notes when most of the quota came back well before the reset announced:
+// the server rounds its resets up. (A smaller gain may be requests counted in
+// another order than they were sent.)
+func (p *policy) reset(q quota, now time.Time) time.Time {
+	bound := now.Add(q.reset)
+	if !p.active || !p.bounded {
+		p.slack = q.slack
+		return bound
+	}
+	if q.remaining-p.r > p.limit/2 && p.resetAt.Sub(now) > p.slack+time.Second/4 {
+		p.rounded = true
+	}
+	if q.remaining <= p.r && now.Before(p.resetAt) && p.resetAt.Before(bound) {
+		return p.resetAt
+	}
+	p.slack = q.slack
+	return bound
+}
+
+// learnWindow updates the window from q, which has a limit. A window the
+// server gives is taken as is. Without one, the longest reset seen is a
+// lower bound of it (the quota never takes longer than a window to
+// restore): for a Unix-time reset, the seconds from the Date to it when the
+// resets all fall on ends of windows aligned on the clock (their greatest
+// common divisor is a multiple of it), and the whole seconds before it, at
+// the latest the server's clock may read, when the server rounds them up.
+func (p *policy) learnWindow(q quota) {
+	switch {
+	case q.window > 0:
+		p.window, p.guessed = q.window, false
+	case p.window == 0 || p.guessed:
+		p.least, p.exact = max(p.least, q.least), max(p.exact, q.exact)
+		if q.epoch > 0 {
+			p.epochs = gcd(p.epochs, q.epoch)
+		}
+		p.window, p.guessed = p.exact, true
+		if secs := int64(p.exact / time.Second); p.rounded || p.epochs > 0 && secs > 0 && p.epochs%secs != 0 {
+			p.window = p.least
+		}
+	}
 }
 
 // take returns when a send may happen, no earlier than at, and counts the
