@@ -26,6 +26,10 @@ type serverClock struct {
 	date   atomic.Pointer[parsedDate] // the Date value parsed last
 }
 
+// maxSkew is the farthest a server's clock is taken to be from the
+// client's; a Date further off is not used.
+const maxSkew = 400 * 24 * time.Hour
+
 // offset bounds how far the server's clock is ahead: lo <= offset < hi,
 // but for the time responses spend in flight.
 type offset struct{ lo, hi time.Duration }
@@ -63,6 +67,9 @@ func (c *serverClock) read(h http.Header, now time.Time) serverTime {
 		c.date.Store(pd)
 	}
 	d := pd.t.Sub(now)
+	if d > maxSkew || d < -maxSkew {
+		return serverTime{lo: now, hi: now} // not a clock to read times on
+	}
 	n := offset{d, d + time.Second}
 	for {
 		if o != nil && o.lo <= n.hi && n.lo <= o.hi { // consistent: intersect

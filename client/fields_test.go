@@ -57,6 +57,9 @@ func TestParseFieldForms(t *testing.T) {
 		{"legacy epoch, skewed server clock", hdr("X-RateLimit-Remaining", "5", "Date", now.Add(time.Hour).Format(http.TimeFormat),
 			"X-RateLimit-Reset", strconv.FormatInt(now.Add(time.Hour+90*time.Second).Unix(), 10)),
 			[]quota{{remaining: 5, reset: 90 * time.Second}}},
+		// A Date decades off is not a clock to read the reset on.
+		{"legacy epoch, Date decades off", hdr("X-RateLimit-Remaining", "5", "Date", "Fri, 01 Jan 2100 00:00:00 GMT",
+			"X-RateLimit-Reset", epoch), []quota{{remaining: 5, reset: 90 * time.Second}}},
 		{"GitHub", hdr("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4999", "X-RateLimit-Used", "1",
 			"X-RateLimit-Resource", "core", "X-RateLimit-Reset", epoch),
 			[]quota{{name: "core", remaining: 4999, reset: 90 * time.Second, limit: 5000}}},
