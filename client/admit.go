@@ -63,7 +63,11 @@ func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, o
 		if s.After(slot) {
 			slot = s
 		}
-		if b.After(base) {
+		if b.After(base) && (s.After(b) || !p.scratch[i].known()) {
+			// The first send paced from a reset is on time: a window that
+			// begins with its first request would begin late. The ones
+			// after it are jittered, as are all those waiting for a reset
+			// of unknown size (they are not paced).
 			base = b
 		}
 	}

@@ -32,8 +32,8 @@
 // bounds they are, the earliest bound of a window kept. After a 429, or a
 // 503 or 403 with Retry-After, the whole partition waits until Retry-After
 // has passed; each request waiting for a throttle or a reset is paced from
-// its end and delayed by its own jitter, so that they do not all resume at
-// once. Quota is never counted twice: responses to
+// its end and delayed by its own jitter (but the first one paced from a
+// reset), so that they do not all resume at once. Quota is never counted twice: responses to
 // concurrent requests may arrive out of order, so each is applied only if it
 // answers a later send than the last one applied, and the sends made since
 // are deducted from what it reports.
