@@ -18,14 +18,14 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 	if !p.gated.Load() {
 		return p.count.Add(1), time.Time{}, nil
 	}
-	now := time.Now()
+	now := t.now()
 	p.mu.Lock()
 	slot, res, ok := plan(p, now)
 	wait := slot.Sub(now)
 	bound, byDeadline := t.bound(req, now, waited)
 	if !ok || wait > bound || byDeadline && wait > 0 && wait >= bound {
 		if res != nil {
-			res.CancelAt(now)
+			res.CancelAt(p.localTime(now))
 		}
 		p.mu.Unlock()
 		t.observe(Event{Kind: WouldWait, Partition: p.name, Wait: wait, Attempt: attempt})
@@ -34,6 +34,9 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 	copy(p.policies, p.scratch)
 	seq := p.count.Add(1)
 	p.mu.Unlock()
+	if !slot.After(now) {
+		slot = time.Time{} // nothing to wait for
+	}
 	return seq, slot, nil
 }
 
@@ -41,22 +44,40 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 // they will be once it is counted (in p.scratch) and the local limiter's
 // reservation, if any; ok is false when a policy refuses to queue that far
 // ahead. The caller holds p.mu.
+//
+// A send that waits for a throttle's end or a quota's reset is paced from
+// that instant like any other, and then delayed by its own jitter, so that
+// waiters resume spread over a fifth of their wait even when the pace alone
+// would send them all at once. The jitter is not part of the pace: the sends
+// after it are spaced from the unjittered slot, not from the latest jitter.
 func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, ok bool) {
-	at := now
+	at, base := now, time.Time{}
 	if p.blocked.After(now) {
-		at = p.blocked.Add(jitter(p.blocked.Sub(now)))
+		at, base = p.blocked, p.blocked
 	}
 	slot, ok = at, true
-	p.scratch = p.scratch[:0]
-	for i := range p.policies {
-		s, np, fits := p.policies[i].take(at, jitter)
-		p.scratch, ok = append(p.scratch, np), ok && fits
+	p.scratch = append(p.scratch[:0], p.policies...)
+	for i := range p.scratch {
+		s, b, fits := p.scratch[i].take(at)
+		ok = ok && fits
 		if s.After(slot) {
 			slot = s
 		}
+		if b.After(base) && (s.After(b) || !p.scratch[i].known()) {
+			// The first send paced from a reset is on time: a window that
+			// begins with its first request would begin late. The ones
+			// after it are jittered, as are all those waiting for a reset
+			// of unknown size (they are not paced).
+			base = b
+		}
+	}
+	if base.After(now) {
+		if j := base.Add(jitter(base.Sub(now))); j.After(slot) {
+			slot = j
+		}
 	}
 	if ok && p.usesLocal() {
-		res = p.local.ReserveN(slot, 1)
+		res = p.local.ReserveN(p.localTime(slot), 1)
 		d := res.DelayFrom(slot)
 		slot = slot.Add(d)
 		if p.rate > 0 && d.Seconds()*p.rate > aimdQueue {
@@ -108,7 +129,7 @@ func (t *Transport) wait(req *http.Request, p *partition, attempt int, seq uint6
 		}
 		waited += d
 		p.mu.Lock()
-		blocked := p.blocked.After(time.Now())
+		blocked := p.blocked.After(t.now())
 		p.mu.Unlock()
 		if !blocked {
 			return seq, nil

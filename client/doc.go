@@ -16,9 +16,9 @@
 //     RateLimit-Reset, or RateLimit: limit=100, remaining=42, reset=17;
 //   - the de-facto X-RateLimit-Limit, X-RateLimit-Remaining and
 //     X-RateLimit-Reset, whose reset is taken as a Unix time (seconds or
-//     milliseconds, relative to the response's Date) when it is large enough
-//     to be one and as seconds otherwise; X-RateLimit-Resource (GitHub's)
-//     names the policy;
+//     milliseconds, read on the server's clock as its Date fields bound it)
+//     when it is large enough to be one and as seconds otherwise;
+//     X-RateLimit-Resource (GitHub's) names the policy;
 //   - Retry-After, in seconds or as an HTTP-date.
 //
 // Malformed fields are ignored, as are all fields of a response served from
@@ -26,11 +26,14 @@
 // capped by Transport.MaxDelay.
 //
 // Before sending, the Transport spreads the quota left over the time until
-// it is restored; once it is spent it waits for the reset and then, when the
-// policy's quota and window are known, goes on at their average rate. After
-// a 429, or a 503 or 403 with Retry-After, the whole partition waits until
-// Retry-After has passed, each waiting request with its own jitter so that
-// they do not all resume at once. Quota is never counted twice: responses to
+// it is restored, never slower than the policy's average rate when its quota
+// and window are known; once it is spent it waits for the reset and then
+// goes on at that rate. Resets sent in whole seconds are taken as the upper
+// bounds they are, the earliest bound of a window kept. After a 429, or a
+// 503 or 403 with Retry-After, the whole partition waits until Retry-After
+// has passed; each request waiting for a throttle or a reset is paced from
+// its end and delayed by its own jitter (but the first one paced from a
+// reset), so that they do not all resume at once. Quota is never counted twice: responses to
 // concurrent requests may arrive out of order, so each is applied only if it
 // answers a later send than the last one applied, and the sends made since
 // are deducted from what it reports.

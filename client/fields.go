@@ -37,6 +37,10 @@ type quota struct {
 	reset     time.Duration // until the quota is restored
 	limit     int64         // the policy's quota; 0 when unknown
 	window    time.Duration // the policy's window; 0 when unknown
+	least     time.Duration // the window is at least this long, by the reset
+	exact     time.Duration // and at least this long if the reset is not rounded up
+	slack     time.Duration // how much earlier the reset may be, by the server's clock
+	epoch     int64         // the reset as a Unix time in whole seconds, 0 when not one
 }
 
 // observation is what one response says about the rate limits.
@@ -48,24 +52,28 @@ type observation struct {
 }
 
 // parseFields fills obs from the rate-limit fields of h, received at now.
-// Durations are capped at maxDelay. A response served from a cache (one with
-// an Age field) says nothing: its fields may be stale. Malformed fields are
-// ignored, one field at a time.
-func parseFields(h http.Header, now time.Time, maxDelay time.Duration, obs *observation) {
+// Absolute times are read on the server's clock as clock estimates it (now
+// when clock is nil), against the earliest time it may read, so that they
+// are never read early. Durations are capped at maxDelay. A response served
+// from a cache (one with an Age field) says nothing: its fields may be
+// stale. Malformed fields are ignored, one field at a time. fc, when not
+// nil, keeps the IETF lists parsed last. Retry-After is read only when
+// retry is set: it means nothing on a response that is not a throttle.
+func parseFields(h http.Header, now time.Time, clock *serverClock, maxDelay time.Duration, fc *fieldCaches, retry bool, obs *observation) {
 	if len(h) == 0 || len(h[hdrAge]) > 0 {
 		return
 	}
-	ref := now // the server's idea of now, for absolute times
-	if d := h[hdrDate]; len(d) == 1 {
-		if t, err := http.ParseTime(d[0]); err == nil {
-			ref = t
+	server := func() serverTime {
+		if clock == nil {
+			return serverTime{lo: now, hi: now}
 		}
+		return clock.read(h, now)
 	}
-	if v := h[hdrRetryAfter]; len(v) == 1 {
-		obs.retryAfter, obs.hasRetry = parseRetryAfter(v[0], ref, maxDelay)
+	if v := h[hdrRetryAfter]; retry && len(v) == 1 {
+		obs.retryAfter, obs.hasRetry = parseRetryAfter(v[0], server, maxDelay)
 	}
 	if v := h[hdrRateLimit]; len(v) > 0 {
-		if parseRateLimit(v, h[hdrPolicy], maxDelay, obs) {
+		if parseRateLimit(v, h[hdrPolicy], maxDelay, fc, obs) {
 			return
 		}
 		if q, ok := parseOldDict(v); ok {
@@ -74,13 +82,13 @@ func parseFields(h http.Header, now time.Time, maxDelay time.Duration, obs *obse
 		}
 	}
 	if v := h[hdrOldRemaining]; len(v) > 0 {
-		if q, ok := parseTriple(h[hdrOldLimit], v, h[hdrOldReset], ref, false); ok {
+		if q, ok := parseTriple(h[hdrOldLimit], v, h[hdrOldReset], serverTime{lo: now, hi: now}, false); ok {
 			obs.add(q, maxDelay)
 			return
 		}
 	}
 	if v := h[hdrXRemaining]; len(v) > 0 {
-		if q, ok := parseTriple(h[hdrXLimit], v, h[hdrXReset], ref, true); ok {
+		if q, ok := parseTriple(h[hdrXLimit], v, h[hdrXReset], server(), true); ok {
 			if r := h[hdrXResource]; len(r) == 1 && len(r[0]) <= 64 {
 				q.name = r[0]
 			}
@@ -96,6 +104,8 @@ func (o *observation) add(q quota, maxDelay time.Duration) {
 	}
 	q.reset = min(q.reset, maxDelay)
 	q.window = min(q.window, maxWindow)
+	q.least = min(q.least, maxWindow)
+	q.exact = min(q.exact, maxWindow)
 	q.remaining = min(q.remaining, maxCount)
 	q.limit = min(q.limit, maxCount)
 	o.quotas[o.n] = q
@@ -109,20 +119,24 @@ func (o *observation) add(q quota, maxDelay time.Duration) {
 //
 // Items without r and t are skipped; a field that is not a valid List is
 // ignored as a whole, as is RateLimit-Policy alone.
-func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, obs *observation) bool {
-	var items [maxItems]sfItem
+func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, fc *fieldCaches, obs *observation) bool {
+	var rl, pol *listCache
+	if fc != nil && len(lines) == 1 && len(policyLines) <= 1 {
+		rl, pol = &fc.rateLimit, &fc.policy
+	}
+	var buf [maxItems]sfItem
 	found := false
 	for _, line := range lines {
-		n, ok := parseList(line, &items)
+		items, ok := rl.parse(line, &buf)
 		if !ok {
 			obs.n = 0
 			return false
 		}
-		for _, it := range items[:n] {
+		for _, it := range items {
 			if it.r < 0 || it.t < 0 {
 				continue
 			}
-			obs.add(quota{name: it.name, remaining: it.r, reset: secs(it.t)}, maxDelay)
+			obs.add(quota{name: it.name, remaining: it.r, reset: secs(it.t), least: secs(it.t), exact: secs(it.t)}, maxDelay)
 			found = true
 		}
 	}
@@ -130,11 +144,11 @@ func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, obs *ob
 		return false
 	}
 	for _, line := range policyLines {
-		n, ok := parseList(line, &items)
+		items, ok := pol.parse(line, &buf)
 		if !ok {
 			break // a malformed policy field only loses the policy details
 		}
-		for _, it := range items[:n] {
+		for _, it := range items {
 			if it.q <= 0 {
 				continue
 			}
@@ -204,6 +218,7 @@ func parseOldDict(lines []string) (quota, bool) {
 		return quota{}, false
 	}
 	q.reset = secs(reset)
+	q.least, q.exact = q.reset, q.reset
 	return q, true
 }
 
@@ -213,7 +228,7 @@ func parseOldDict(lines []string) (quota, bool) {
 // seconds or milliseconds relative to ref, the response's Date: a value of
 // at least half of ref's Unix time in that unit, which as a delay would be
 // decades, is taken as one).
-func parseTriple(limit, remaining, reset []string, ref time.Time, epoch bool) (quota, bool) {
+func parseTriple(limit, remaining, reset []string, st serverTime, epoch bool) (quota, bool) {
 	if len(remaining) != 1 || len(reset) != 1 {
 		return quota{}, false
 	}
@@ -221,19 +236,34 @@ func parseTriple(limit, remaining, reset []string, ref time.Time, epoch bool) (q
 	if !ok {
 		return quota{}, false
 	}
-	var d time.Duration
+	var d, least, exact, slack time.Duration
+	var epochSecs int64
 	v, isInt := parseInt(reset[0])
+	ref := st.lo
 	switch {
 	case epoch && isInt && v >= ref.UnixMilli()/2:
 		d = max(time.UnixMilli(v).Sub(ref), 0)
+		least, slack = max(time.UnixMilli(v).Sub(st.hi), 0), st.hi.Sub(ref)
+		exact = least
 	case epoch && isInt && v >= ref.Unix()/2:
+		// A whole second. When the server rounds its resets up, the window
+		// is at least the whole seconds before it; when they fall on a
+		// second (a window aligned on the clock), the seconds from the
+		// Date to it.
 		d = max(time.Unix(v, 0).Sub(ref), 0)
+		least, slack = max(time.Unix(v, 0).Sub(st.hi), 0).Truncate(time.Second), st.hi.Sub(ref)
+		exact = least
+		if !st.date.IsZero() {
+			exact = max(time.Unix(v, 0).Sub(st.date), 0)
+		}
+		epochSecs = v
 	default:
 		if d, ok = parseSeconds(reset[0]); !ok {
 			return quota{}, false
 		}
+		least, exact = d, d
 	}
-	q := quota{remaining: r, reset: d}
+	q := quota{remaining: r, reset: d, least: least, exact: exact, slack: slack, epoch: epochSecs}
 	if len(limit) == 1 {
 		// The earlier drafts allowed a policy after the number: "100, 100;w=60".
 		l := limit[0]
@@ -247,8 +277,9 @@ func parseTriple(limit, remaining, reset []string, ref time.Time, epoch bool) (q
 	return q, true
 }
 
-// parseRetryAfter reads delay-seconds or an HTTP-date relative to ref.
-func parseRetryAfter(v string, ref time.Time, maxDelay time.Duration) (time.Duration, bool) {
+// parseRetryAfter reads delay-seconds or an HTTP-date, relative to the
+// server's clock.
+func parseRetryAfter(v string, server func() serverTime, maxDelay time.Duration) (time.Duration, bool) {
 	if n, ok := parseInt(v); ok {
 		return min(secs(n), maxDelay), true
 	}
@@ -256,7 +287,7 @@ func parseRetryAfter(v string, ref time.Time, maxDelay time.Duration) (time.Dura
 	if err != nil {
 		return 0, false
 	}
-	return min(max(t.Sub(ref), 0), maxDelay), true
+	return min(max(t.Sub(server().lo), 0), maxDelay), true
 }
 
 // parseInt parses a non-negative decimal integer of at most 15 digits.

@@ -23,18 +23,25 @@ func FuzzParseFields(f *testing.F) {
 			}
 		}
 		const maxDelay = time.Hour
-		var a, b observation
-		parseFields(h, now, maxDelay, &a)
-		parseFields(h, now, maxDelay, &b)
+		var a, b, fresh observation
+		var clock serverClock
+		var caches fieldCaches
+		parseFields(h, now, &clock, maxDelay, &caches, true, &a)
+		parseFields(h, now, &clock, maxDelay, &caches, true, &b) // from the caches
 		if a != b {
 			t.Fatalf("parsing is not deterministic: %+v vs %+v", a, b)
+		}
+		parseFields(h, now, nil, maxDelay, nil, true, &fresh)
+		if _, ok := h[hdrXReset]; !ok && (fresh.n != a.n || fresh.quotas != a.quotas) {
+			t.Fatalf("the caches changed what was parsed: %+v vs %+v", a, fresh) // Unix times aside: they are read on the server's clock
 		}
 		if a.n < 0 || a.n > maxItems {
 			t.Fatalf("%d quotas", a.n)
 		}
 		for _, q := range a.quotas[:a.n] {
 			if q.remaining < 0 || q.remaining > maxCount || q.limit < 0 || q.limit > maxCount ||
-				q.reset < 0 || q.reset > maxDelay || q.window < 0 || q.window > maxWindow {
+				q.reset < 0 || q.reset > maxDelay || q.window < 0 || q.window > maxWindow ||
+				q.least < 0 || q.least > maxWindow || q.exact < 0 || q.exact > maxWindow || q.slack < 0 {
 				t.Fatalf("quota out of bounds: %+v", q)
 			}
 		}
@@ -44,7 +51,7 @@ func FuzzParseFields(f *testing.F) {
 		// Served from a cache, the same fields say nothing.
 		h[hdrAge] = []string{"1"}
 		var c observation
-		parseFields(h, now, maxDelay, &c)
+		parseFields(h, now, nil, maxDelay, nil, true, &c)
 		if c != (observation{}) {
 			t.Fatalf("fields of a cached response were used: %+v", c)
 		}

@@ -11,7 +11,8 @@ var now = time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
 
 func parse(h http.Header) observation {
 	var obs observation
-	parseFields(h, now, time.Hour, &obs)
+	var c serverClock
+	parseFields(h, now, &c, time.Hour, nil, true, &obs)
 	return obs
 }
 
@@ -56,6 +57,9 @@ func TestParseFieldForms(t *testing.T) {
 		{"legacy epoch, skewed server clock", hdr("X-RateLimit-Remaining", "5", "Date", now.Add(time.Hour).Format(http.TimeFormat),
 			"X-RateLimit-Reset", strconv.FormatInt(now.Add(time.Hour+90*time.Second).Unix(), 10)),
 			[]quota{{remaining: 5, reset: 90 * time.Second}}},
+		// A Date decades off is not a clock to read the reset on.
+		{"legacy epoch, Date decades off", hdr("X-RateLimit-Remaining", "5", "Date", "Fri, 01 Jan 2100 00:00:00 GMT",
+			"X-RateLimit-Reset", epoch), []quota{{remaining: 5, reset: 90 * time.Second}}},
 		{"GitHub", hdr("X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4999", "X-RateLimit-Used", "1",
 			"X-RateLimit-Resource", "core", "X-RateLimit-Reset", epoch),
 			[]quota{{name: "core", remaining: 4999, reset: 90 * time.Second, limit: 5000}}},
@@ -75,8 +79,10 @@ func TestParseFieldForms(t *testing.T) {
 				t.Fatalf("%d quotas %+v, want %+v", obs.n, obs.quotas[:obs.n], c.want)
 			}
 			for i, w := range c.want {
-				if obs.quotas[i] != w {
-					t.Errorf("quota %d = %+v, want %+v", i, obs.quotas[i], w)
+				got := obs.quotas[i]
+				got.least, got.exact, got.slack, got.epoch = 0, 0, 0, 0 // TestEpochResetBoundsTheWindow
+				if got != w {
+					t.Errorf("quota %d = %+v, want %+v", i, got, w)
 				}
 			}
 		})
@@ -124,5 +130,37 @@ func TestParseListSyntax(t *testing.T) {
 	}
 	if n, _ := parseList(`"q\"uote";r=1`, &items); n != 1 || items[0].name != `q"uote` || items[0].r != 1 {
 		t.Errorf("escaped name parsed as %+v", items[0])
+	}
+}
+
+// TestEpochResetBoundsTheWindow: a Unix-time reset is read against the
+// server's clock as the Date fields bound it, not against the Date alone
+// (a second behind at worst), and bounds the window two ways: by the whole
+// seconds from the Date (a window aligned on the clock ends on a second) and
+// by the whole seconds before it at the latest the clock may read (a reset
+// rounded up).
+func TestEpochResetBoundsTheWindow(t *testing.T) {
+	var c serverClock
+	date := now.Add(5 * time.Second) // the server's clock is 5.x s ahead
+	reset := date.Unix() + 10
+	h := func(d time.Time) http.Header {
+		return hdr("Date", d.Format(http.TimeFormat), "X-RateLimit-Remaining", "3", "X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	}
+	// The Date ticks between two responses 50ms apart: the server's clock
+	// is known to within 50ms. A response 600ms later, in the same second
+	// of the server's, is read 600ms into it.
+	c.read(h(date.Add(-time.Second)), now.Add(-50*time.Millisecond))
+	c.read(h(date), now)
+	var obs observation
+	parseFields(h(date), now.Add(600*time.Millisecond), &c, time.Hour, nil, true, &obs)
+	q := obs.quotas[0]
+	if q.reset != 9400*time.Millisecond {
+		t.Errorf("reset read as %v, want 9.4s (10s from the Date, 600ms of which has passed)", q.reset)
+	}
+	if q.exact != 10*time.Second || q.least != 9*time.Second || q.epoch != reset {
+		t.Errorf("window bounds %v (aligned), %v (rounded up), epoch %d; want 10s, 9s, %d", q.exact, q.least, q.epoch, reset)
+	}
+	if q.slack != 50*time.Millisecond {
+		t.Errorf("clock known to within %v, want 50ms", q.slack)
 	}
 }

@@ -23,7 +23,7 @@ type recorder struct {
 
 	mu         sync.Mutex
 	first      time.Time // when the first response arrived
-	sent       int       // sends after the first response
+	sent       int       // sends after the first response's arrival
 	throttled  int       // 429s to sends after the first response
 	blockFrom  time.Time // the latest 429's arrival
 	blockUntil time.Time // and its Retry-After's expiry
@@ -35,7 +35,9 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	now := time.Now()
 	r.mu.Lock()
 	r.allSent++
-	after := !r.first.IsZero()
+	// Sends at the instant of the first response raced it: the client could
+	// not know what it said.
+	after := !r.first.IsZero() && now.After(r.first)
 	if after {
 		r.sent++
 	}
@@ -126,6 +128,63 @@ func runLoad(t *testing.T, server func(http.Handler) http.Handler, limit int, pe
 	})
 	t.Logf("offered %d, ok %d (goodput %.1f%% of the limit), shed %d, other errors %d; sent after the first response %d, 429s %d (%.2f%%), early sends %d",
 		res.offered, res.ok, 100*float64(res.ok)/float64(limit*windows), res.shed, res.otherErr,
+		res.sent, res.throttled, 100*float64(res.throttled)/float64(max(res.sent, 1)), res.early)
+	return res
+}
+
+// runClosedLoad is runLoad with a closed loop: workers each send a request,
+// wait for its response and send the next, as a batch job does. A request
+// that would wait past the end of the run is not sent; its worker sleeps
+// out the wait.
+func runClosedLoad(t *testing.T, server func(http.Handler) http.Handler, limit int, period time.Duration, windows, workers int, tr *ratelimitclient.Transport) loadResult {
+	t.Helper()
+	var res loadResult
+	synctest.Test(t, func(t *testing.T) {
+		ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+		ts, base := memServer(t, server(ok))
+		rec := &recorder{next: base}
+		tr.Base = rec
+		client := &http.Client{Transport: tr}
+		end := time.Now().Add(time.Duration(windows) * period)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for time.Now().Before(end) {
+					ctx, cancel := context.WithDeadline(context.Background(), end)
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/v1/things", nil)
+					resp, err := client.Do(req)
+					cancel()
+					mu.Lock()
+					res.offered++
+					var we *ratelimitclient.WaitError
+					switch {
+					case errors.As(err, &we):
+						res.shed++
+					case err != nil:
+						res.otherErr++
+					case resp.StatusCode == http.StatusOK && !time.Now().After(end):
+						res.ok++
+					}
+					mu.Unlock()
+					if err != nil {
+						d := period / 100
+						if we != nil {
+							d = max(d, min(we.Wait, time.Until(end)))
+						}
+						time.Sleep(d)
+						continue
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+		res.sent, res.throttled, res.early = rec.sent, rec.throttled, rec.early
+	})
+	t.Logf("closed loop of %d: ok %d (goodput %.1f%% of the limit), shed %d, other errors %d; sent after the first response %d, 429s %d (%.2f%%), early sends %d",
+		workers, res.ok, 100*float64(res.ok)/float64(limit*windows), res.shed, res.otherErr,
 		res.sent, res.throttled, 100*float64(res.throttled)/float64(max(res.sent, 1)), res.early)
 	return res
 }

@@ -70,5 +70,20 @@ func (t *Transport) adapt(p *partition, throttled bool, now time.Time) {
 	} else {
 		p.rate = min(p.rate+base/aimdRamp/p.rate, base*aimdCeil)
 	}
-	p.local.SetLimitAt(now, rate.Limit(p.rate))
+	p.local.SetLimitAt(p.localTime(now), rate.Limit(p.rate))
+}
+
+// localTime is t for the local limiter, or the latest time given to it when
+// t is earlier. A rate.Limiter given a time earlier than the one before
+// moves its clock back, and credits the time between them again when it is
+// next given a later one: requests reserving jittered slots out of order
+// were admitted many times past the limit (golang/go#71360 reports the same
+// under contention, where callers read the clock before taking the lock).
+// The caller holds p.mu.
+func (p *partition) localTime(t time.Time) time.Time {
+	if t.Before(p.localAt) {
+		return p.localAt
+	}
+	p.localAt = t
+	return t
 }

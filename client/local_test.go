@@ -90,3 +90,54 @@ func TestBadConfigPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalLimitHoldsUnderContention: many goroutines in one partition,
+// waiting out a throttle with jitter, reserve the local limit at times out
+// of order. x/time/rate credits a reservation earlier than the latest with
+// the time between them again (golang/go#71360 reports it admitting far
+// past its limit under contention); the Transport must not. Every window
+// of a second holds at most the limit's rate plus its burst.
+func TestLocalLimitHoldsUnderContention(t *testing.T) {
+	for _, adaptive := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fixed", true: "adaptive"}[adaptive], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &fakeBase{respond: func(n int, _ *http.Request) *http.Response {
+					if n == 0 {
+						return response(http.StatusTooManyRequests, "Retry-After", "5")
+					}
+					return response(http.StatusOK)
+				}}
+				const rate, burst = 20, 5
+				tr := &ratelimitclient.Transport{Base: base, MaxRetries: -1, MaxWait: time.Hour,
+					Local: ratelimit.PerSecond(rate).WithBurst(burst), Adaptive: adaptive}
+				send(tr, get("http://api.test/"))
+				var wg sync.WaitGroup
+				for range 200 {
+					wg.Go(func() {
+						for range 3 {
+							send(tr, get("http://api.test/"))
+						}
+					})
+				}
+				wg.Wait()
+				calls := base.callTimes()[1:]
+				limit := rate + burst
+				if adaptive {
+					limit = rate + 1 // adaptive mode paces with a burst of one, from a rate cut by the throttle
+				}
+				for i, c := range calls {
+					n := 0
+					for _, d := range calls[i:] {
+						if d.Sub(c) < time.Second {
+							n++
+						}
+					}
+					if n > limit {
+						t.Fatalf("%d sends in the second from %v, want at most %d (rate %d/s, burst %d)",
+							n, c.Sub(calls[0]), limit, rate, burst)
+					}
+				}
+			})
+		})
+	}
+}

@@ -30,16 +30,21 @@ type partKey struct {
 
 // partition is the rate-limit state of one partition.
 type partition struct {
-	name   string
-	count  atomic.Uint64 // sends admitted: each send's sequence number
-	gated  atomic.Bool   // some state may delay a send: take the slow path
-	budget atomic.Int64  // retry budget, in thousandths of a retry
+	name    string
+	key     partKey
+	evicted atomic.Bool   // no longer in the table: not to be taken from Transport.last
+	count   atomic.Uint64 // sends admitted: each send's sequence number
+	gated   atomic.Bool   // some state may delay a send: take the slow path
+	budget  atomic.Int64  // retry budget, in thousandths of a retry
+	clock   serverClock   // the server's clock, for absolute times
+	fields  fieldCaches   // the IETF fields parsed last
 
 	mu       sync.Mutex
 	blocked  time.Time     // no send before this (a 429 or 503's Retry-After)
 	policies []policy      // per server policy name
 	scratch  []policy      // plan's result, committed into policies
 	local    *rate.Limiter // the local limit, nil when none
+	localAt  time.Time     // the latest time given to local (see localTime)
 	rate     float64       // adaptive mode: the current local rate, per second
 	lastCut  time.Time     // adaptive mode: the latest decrease
 }
@@ -81,6 +86,18 @@ func (t *Transport) key(req *http.Request) partKey {
 // partition returns the partition of req, creating it on first use.
 func (t *Transport) partition(req *http.Request) *partition {
 	k := t.key(req)
+	// Most clients call one host with one credential: comparing the key
+	// with the last partition's costs less than hashing it.
+	if p := t.last.Load(); p != nil && p.key == k && !p.evicted.Load() {
+		return p
+	}
+	p := t.lookup(k)
+	t.last.Store(p)
+	return p
+}
+
+// lookup returns the partition of k, creating it on first use.
+func (t *Transport) lookup(k partKey) *partition {
 	sh := &t.parts.shards[maphash.Comparable(t.seed, k)%numShards]
 	sh.mu.RLock()
 	p := sh.m[k]
@@ -103,7 +120,7 @@ func (t *Transport) partition(req *http.Request) *partition {
 	if !k.custom {
 		name = k.scheme + "://" + k.host
 	}
-	p = &partition{name: name, local: t.newLocal()}
+	p = &partition{name: name, key: k, local: t.newLocal()}
 	p.budget.Store(1000) // one retry before any request has paid for it
 	if p.local != nil {
 		if t.Adaptive {
@@ -126,13 +143,15 @@ func evict(m map[partKey]*partition, limit int) {
 		busy := p.blocked.After(now)
 		p.mu.Unlock()
 		if !busy {
+			p.evicted.Store(true)
 			delete(m, k)
 		}
 	}
-	for k := range m { // all blocked: forget some anyway
+	for k, p := range m { // all blocked: forget some anyway
 		if len(m) < limit*7/8 {
 			return
 		}
+		p.evicted.Store(true)
 		delete(m, k)
 	}
 }

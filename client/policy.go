@@ -22,6 +22,13 @@ type policy struct {
 	limit    int64         // the policy's quota, 0 when unknown
 	window   time.Duration // the policy's window, 0 when unknown
 	guessed  bool          // window is the longest reset seen, not given
+	rounded  bool          // the quota grew before the reset it was announced for
+	least    time.Duration // guessed window if the resets are rounded up
+	exact    time.Duration // guessed window if they are not
+	slack    time.Duration // how uncertain the server's clock was when resetAt was read
+	r        int64         // the quota left by the response last applied
+	epochs   int64         // greatest common divisor of the Unix-time resets seen
+	bounded  bool          // resetAt is a response's bound, not extrapolated
 	seq      uint64        // sequence number of the response last applied
 	maxGap   time.Duration // cap on the spacing: the Transport's MaxDelay
 }
@@ -41,32 +48,39 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 	if p.active && seq < p.seq {
 		return
 	}
-	p.active, p.seq, p.maxGap = true, seq, maxGap
+	resetAt := p.reset(q, now)
+	p.active, p.bounded, p.seq, p.maxGap = true, true, seq, maxGap
 	if q.limit > 0 {
 		p.limit = q.limit
-		switch {
-		case q.window > 0:
-			p.window, p.guessed = q.window, false
-		case p.window == 0 || p.guessed:
-			// No window given: the longest reset seen is a lower bound of
-			// it (the quota never takes longer than a window to restore).
-			p.window, p.guessed = max(p.window, q.reset), true
-		}
+		p.learnWindow(q)
+	}
+	if p.known() && q.remaining == p.limit-1 && (!p.guessed || p.rounded) {
+		// The response's own request found the quota full: a new window
+		// began with it, and ends a window later however late the reset
+		// reads (a reset rounded up to a whole second after a window that
+		// began at the first request).
+		resetAt = minTime(resetAt, now.Add(p.window))
 	}
 	p.rem = q.remaining - int64(min(count-seq, maxCount))
-	p.resetAt = now.Add(q.reset)
+	p.resetAt, p.r = resetAt, q.remaining
 	p.interval = 0
 	if p.known() {
 		p.interval = p.avg()
 	}
 	if p.rem > 0 {
-		// Spread the sends left over the time left, after those queued.
+		// Spread the sends left over the time left, after those queued, but
+		// never slower than the policy's average rate: the quota left is
+		// counted, so going on at that rate cannot overdraw it, and a reset
+		// read late (rounded up, or receding as a bucket refills) would
+		// otherwise slow every send.
 		from := now
 		if p.last.After(from) {
 			from = p.last
 		}
 		if span := p.resetAt.Sub(from); span > 0 {
-			p.interval = span / time.Duration(p.rem)
+			if spread := span / time.Duration(p.rem); !p.known() || spread < p.interval {
+				p.interval = spread
+			}
 		} else if !p.known() {
 			p.interval = q.reset / time.Duration(p.rem)
 		}
@@ -74,34 +88,80 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 	p.interval = min(p.interval, maxGap)
 }
 
-// take returns when a send may happen, no earlier than at, and the policy as
-// it is once that send is counted. jitter spreads sends that wait for a
-// reset of unknown size. ok is false when the slot is more than a window
-// past the reset: sends are not queued that far ahead on a picture that
-// will be stale by then. take does not modify p: the caller commits the
-// returned state only if the send goes ahead.
-func (p policy) take(at time.Time, jitter func(time.Duration) time.Duration) (slot time.Time, next policy, ok bool) {
+// reset returns when q, received at now, says the quota is restored. A
+// reset read from whole seconds is late by up to a second: each response
+// bounds the instant from above, and while the server's remaining count
+// does not grow the window is the same one and the earliest bound holds.
+// It notes when most of the quota came back well before the reset announced:
+// the server rounds its resets up. (A smaller gain may be requests counted in
+// another order than they were sent.)
+func (p *policy) reset(q quota, now time.Time) time.Time {
+	bound := now.Add(q.reset)
+	if !p.active || !p.bounded {
+		p.slack = q.slack
+		return bound
+	}
+	if q.remaining-p.r > p.limit/2 && p.resetAt.Sub(now) > p.slack+time.Second/4 {
+		p.rounded = true
+	}
+	if q.remaining <= p.r && now.Before(p.resetAt) && p.resetAt.Before(bound) {
+		return p.resetAt
+	}
+	p.slack = q.slack
+	return bound
+}
+
+// learnWindow updates the window from q, which has a limit. A window the
+// server gives is taken as is. Without one, the longest reset seen is a
+// lower bound of it (the quota never takes longer than a window to
+// restore): for a Unix-time reset, the seconds from the Date to it when the
+// resets all fall on ends of windows aligned on the clock (their greatest
+// common divisor is a multiple of it), and the whole seconds before it, at
+// the latest the server's clock may read, when the server rounds them up.
+func (p *policy) learnWindow(q quota) {
+	switch {
+	case q.window > 0:
+		p.window, p.guessed = q.window, false
+	case p.window == 0 || p.guessed:
+		p.least, p.exact = max(p.least, q.least), max(p.exact, q.exact)
+		if q.epoch > 0 {
+			p.epochs = gcd(p.epochs, q.epoch)
+		}
+		p.window, p.guessed = p.exact, true
+		if secs := int64(p.exact / time.Second); p.rounded || p.epochs > 0 && secs > 0 && p.epochs%secs != 0 {
+			p.window = p.least
+		}
+	}
+}
+
+// take returns when a send may happen, no earlier than at, and counts the
+// send in p; base is the reset the send waits for, zero when it does not
+// wait for one, so that the caller can add jitter. ok is false when the slot
+// is more than a window past the reset: sends are not queued that far ahead
+// on a picture that will be stale by then. The caller takes from a copy of
+// the policy and keeps it only if the send goes ahead.
+func (p *policy) take(at time.Time) (slot, base time.Time, ok bool) {
 	if !p.active {
-		return at, p, true
+		return at, base, true
 	}
 	if !at.Before(p.resetAt) { // the quota has been restored
 		if !p.known() {
 			p.active = false
-			return at, p, true
+			return at, base, true
 		}
-		p.rem, p.interval, p.resetAt = p.limit, p.avg(), at.Add(p.window)
+		p.rem, p.interval, p.resetAt, p.bounded = p.limit, p.avg(), at.Add(p.window), false
 	}
 	if p.rem <= 0 {
 		if !p.known() {
-			// Wait for the reset; jitter spreads the waiters out. The send is
-			// not counted: its response will tell the new quota.
-			return p.resetAt.Add(jitter(p.resetAt.Sub(at))), p, true
+			// Wait for the reset. The send is not counted: its response
+			// will tell the new quota.
+			return p.resetAt, p.resetAt, true
 		}
 		// Quota spent but its rate known: from the reset, go on at the
 		// policy's average rate.
 		p.interval = p.avg()
 		if at.Before(p.resetAt) {
-			at = p.resetAt
+			at, base = p.resetAt, p.resetAt
 		}
 	}
 	slot = at
@@ -109,11 +169,25 @@ func (p policy) take(at time.Time, jitter func(time.Duration) time.Duration) (sl
 		slot = next
 	}
 	if p.known() && slot.After(p.resetAt.Add(p.window)) {
-		return slot, p, false
+		return slot, base, false
 	}
 	p.rem--
 	p.last = slot
-	return slot, p, true
+	return slot, base, true
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // find returns the policy named name, adding it when there is room.

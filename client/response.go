@@ -16,9 +16,10 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 		status != http.StatusForbidden && !p.gated.Load() && !mayHaveFields(h) {
 		return false
 	}
-	now := time.Now()
+	now := t.now()
 	var obs observation
-	parseFields(h, now, t.maxDelay, &obs)
+	mayThrottle := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable || status == http.StatusForbidden
+	parseFields(h, now, &p.clock, t.maxDelay, &p.fields, mayThrottle, &obs)
 	obs.dropConcurrent(h[hdrPolicy]) // requests in flight are no rate: see concurrency.go
 	throttled := status == http.StatusTooManyRequests ||
 		(status == http.StatusServiceUnavailable || status == http.StatusForbidden) && obs.hasRetry
@@ -31,7 +32,6 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 	for _, q := range obs.quotas[:obs.n] {
 		if pol := find(&p.policies, q.name); pol != nil {
 			pol.apply(q, seq, count, now, t.maxDelay)
-			pol.capSpacing() // a client at the policy's rate is never slowed: see spacing.go
 		}
 	}
 	if throttled {

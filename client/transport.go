@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/ratelimit"
@@ -96,9 +97,11 @@ type Transport struct {
 	maxWait    time.Duration
 	maxDelay   time.Duration
 	maxRetries int
-	deposit    int64 // thousandths of a retry each request adds to the budget
+	deposit    int64     // thousandths of a retry each request adds to the budget
+	start      time.Time // the clock's reading at init, for now
 	seed       maphash.Seed
 	parts      table
+	last       atomic.Pointer[partition] // the partition used last
 }
 
 // init applies the defaults and checks the configuration, panicking on a
@@ -131,8 +134,15 @@ func (t *Transport) init() {
 			panic("ratelimit: Transport.Adaptive needs Transport.Local as its starting rate")
 		}
 		t.seed = maphash.MakeSeed()
+		t.start = time.Now()
 	})
 }
+
+// now reads the clock. time.Now reads the wall clock and the monotonic one;
+// the Transport needs only the second (its times are compared with each
+// other, and a server's with the offset learnt from it), and reading one
+// costs half as much on every request.
+func (t *Transport) now() time.Time { return t.start.Add(time.Since(t.start)) }
 
 // RoundTrip sends req once it fits the rate limits of its partition, and
 // again (see MaxRetries) while it is throttled. It returns a *WaitError

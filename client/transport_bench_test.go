@@ -21,54 +21,47 @@ func newNoopBase() noopBase {
 }
 
 // BenchmarkRoundTrip compares the bare base with the Transport over it, for
-// an unthrottled partition (no rate-limit fields, no local limit).
+// an unthrottled partition: without rate-limit fields and no local limit,
+// then (fields/) with every response carrying RateLimit and
+// RateLimit-Policy fields of ample quota, the same values on each response
+// as a server sends them while the quota does not move.
 func BenchmarkRoundTrip(b *testing.B) {
-	base := newNoopBase()
-	run := func(b *testing.B, rt http.RoundTripper) {
-		req, _ := http.NewRequest(http.MethodGet, "https://api.test/v1/things", nil)
-		req.Header.Set("Authorization", "Bearer 0123456789abcdef")
-		b.ReportAllocs()
-		start := cpuTime()
-		for b.Loop() {
-			if _, err := rt.RoundTrip(req); err != nil {
-				b.Fatal(err)
-			}
+	for _, fields := range []bool{false, true} {
+		base := newNoopBase()
+		prefix := ""
+		if fields {
+			base.resp.Header["Ratelimit"] = []string{`"default";r=100000000;t=1`}
+			base.resp.Header["Ratelimit-Policy"] = []string{`"default";q=100000000;w=1`}
+			prefix = "fields/"
 		}
-		reportCPU(b, start)
-	}
-	b.Run("base", func(b *testing.B) { run(b, base) })
-	b.Run("transport", func(b *testing.B) { run(b, &ratelimitclient.Transport{Base: base}) })
-	parallel := func(b *testing.B, rt http.RoundTripper) {
-		b.ReportAllocs()
-		start := cpuTime()
-		defer reportCPU(b, start)
-		b.RunParallel(func(pb *testing.PB) {
+		run := func(b *testing.B, rt http.RoundTripper) {
 			req, _ := http.NewRequest(http.MethodGet, "https://api.test/v1/things", nil)
-			for pb.Next() {
+			req.Header.Set("Authorization", "Bearer 0123456789abcdef")
+			b.ReportAllocs()
+			start := cpuTime()
+			for b.Loop() {
 				if _, err := rt.RoundTrip(req); err != nil {
 					b.Fatal(err)
 				}
 			}
-		})
-	}
-	b.Run("base/parallel", func(b *testing.B) { parallel(b, base) })
-	b.Run("transport/parallel", func(b *testing.B) { parallel(b, &ratelimitclient.Transport{Base: base}) })
-}
-
-// BenchmarkRoundTripWithFields is the Transport's cost when every response
-// carries RateLimit fields with ample quota.
-func BenchmarkRoundTripWithFields(b *testing.B) {
-	base := newNoopBase()
-	base.resp.Header["Ratelimit"] = []string{`"default";r=100000000;t=1`}
-	base.resp.Header["Ratelimit-Policy"] = []string{`"default";q=100000000;w=1`}
-	tr := &ratelimitclient.Transport{Base: base}
-	req, _ := http.NewRequest(http.MethodGet, "https://api.test/v1/things", nil)
-	b.ReportAllocs()
-	start := cpuTime()
-	for b.Loop() {
-		if _, err := tr.RoundTrip(req); err != nil {
-			b.Fatal(err)
+			reportCPU(b, start)
 		}
+		b.Run(prefix+"base", func(b *testing.B) { run(b, base) })
+		b.Run(prefix+"transport", func(b *testing.B) { run(b, &ratelimitclient.Transport{Base: base}) })
+		parallel := func(b *testing.B, rt http.RoundTripper) {
+			b.ReportAllocs()
+			start := cpuTime()
+			defer reportCPU(b, start)
+			b.RunParallel(func(pb *testing.PB) {
+				req, _ := http.NewRequest(http.MethodGet, "https://api.test/v1/things", nil)
+				for pb.Next() {
+					if _, err := rt.RoundTrip(req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+		b.Run(prefix+"base/parallel", func(b *testing.B) { parallel(b, base) })
+		b.Run(prefix+"transport/parallel", func(b *testing.B) { parallel(b, &ratelimitclient.Transport{Base: base}) })
 	}
-	reportCPU(b, start)
 }

@@ -315,3 +315,58 @@ func TestMalformedFieldsIgnored(t *testing.T) {
 		})
 	}
 }
+
+// TestHerdResumesSpreadWhenFieldsPace: waiters on a throttle or a reset
+// resume spread over at least a tenth of their wait, in every run, also
+// when the server's fields give a pace so fast that it alone would send
+// them all at once. Each send is paced from the unjittered instant, not
+// after the latest jittered one (which put nearly all of them at the
+// largest jitter).
+func TestHerdResumesSpreadWhenFieldsPace(t *testing.T) {
+	cases := map[string]struct {
+		status int
+		fields []string
+	}{
+		"429 with fields": {http.StatusTooManyRequests, []string{"Retry-After", "10",
+			"RateLimit", `"default";r=0;t=10`, "RateLimit-Policy", `"default";q=100000;w=10`}},
+		"reset with fields": {http.StatusOK, []string{
+			"RateLimit", `"default";r=0;t=10`, "RateLimit-Policy", `"default";q=100000;w=10`}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			for run := range 10 {
+				synctest.Test(t, func(t *testing.T) {
+					base := &fakeBase{respond: func(n int, _ *http.Request) *http.Response {
+						if n == 0 {
+							return response(c.status, c.fields...)
+						}
+						return response(http.StatusOK)
+					}}
+					tr := &ratelimitclient.Transport{Base: base, MaxRetries: -1}
+					send(tr, get("http://api.test/"))
+					start := time.Now()
+					var wg sync.WaitGroup
+					for range 100 {
+						wg.Go(func() {
+							if _, err := send(tr, get("http://api.test/")); err != nil {
+								t.Error(err)
+							}
+						})
+					}
+					wg.Wait()
+					calls := base.callTimes()[1:]
+					first, last := calls[0], calls[0]
+					for _, c := range calls {
+						if c.Before(start.Add(10 * time.Second)) {
+							t.Fatalf("run %d: a send at %v, before the reset at 10s", run, c.Sub(start))
+						}
+						first, last = minTime(first, c), maxTime(last, c)
+					}
+					if spread := last.Sub(first); spread < time.Second {
+						t.Errorf("run %d: 100 waiters resumed within %v, want >= 1s (10%% of the 10s wait)", run, spread)
+					}
+				})
+			}
+		})
+	}
+}

@@ -1,0 +1,40 @@
+package ratelimitclient
+
+import "sync/atomic"
+
+// listCache keeps the last value of one Structured Fields list a partition's
+// server sent, parsed. Servers send the same RateLimit-Policy on every
+// response, and the same RateLimit while the quota they report does not
+// move: a value equal to the last one is not parsed again. A new value costs
+// one allocation, shared by the requests that read it.
+type listCache struct {
+	last atomic.Pointer[parsedList]
+}
+
+// parsedList is a field value and the list it parsed to.
+type parsedList struct {
+	value string
+	items []sfItem
+	ok    bool
+}
+
+// parse returns the items of the list v, from the cache when v is the value
+// parsed last. A nil cache parses every time, into buf.
+func (c *listCache) parse(v string, buf *[maxItems]sfItem) ([]sfItem, bool) {
+	if c == nil {
+		n, ok := parseList(v, buf)
+		return buf[:n], ok
+	}
+	if pl := c.last.Load(); pl != nil && pl.value == v {
+		return pl.items, pl.ok
+	}
+	n, ok := parseList(v, buf)
+	pl := &parsedList{value: v, items: append([]sfItem(nil), buf[:n]...), ok: ok}
+	c.last.Store(pl)
+	return pl.items, ok
+}
+
+// fieldCaches are a partition's caches of its server's IETF fields.
+type fieldCaches struct {
+	rateLimit, policy listCache
+}
