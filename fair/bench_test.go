@@ -54,39 +54,3 @@ func BenchmarkUncontended(b *testing.B) {
 		})
 	}
 }
-
-// TestUncontendedHandlerDoesNotAllocate: through Handler, the uncontended
-// path (a seat free, nobody waiting) does not allocate, with an observer or
-// without; Admit allocates only its one-shot done function (the function
-// and its used flag).
-func TestUncontendedHandlerDoesNotAllocate(t *testing.T) {
-	r := httptest.NewRequest("GET", "/api", nil)
-	w := ratelimittest.NewDiscardWriter()
-	served := 0
-	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ })
-	for name, obs := range map[string]fair.Observer{"no observer": nil, "observer": fair.ObserverFunc(func(fair.Event) {})} {
-		cfg := fair.Preset(4, ratelimit.ByIP())
-		cfg.Observer = obs
-		s := fair.New(cfg)
-		h := s.Handler(next)
-		if allocs := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, r) }); allocs != 0 {
-			t.Errorf("%s: %v allocations per uncontended request through Handler, want 0", name, allocs)
-		}
-		allocs := testing.AllocsPerRun(1000, func() {
-			done, ok := s.Admit(w, r)
-			if !ok {
-				t.Fatal("refused")
-			}
-			done()
-		})
-		if allocs > 2 {
-			t.Errorf("%s: %v allocations per uncontended Admit and done, want at most 2", name, allocs)
-		}
-		if st := s.Stats(); st.InUse != 0 {
-			t.Errorf("%s: %+v after the requests, want no seat in use", name, st)
-		}
-	}
-	if served != 2*1001 {
-		t.Errorf("next served %d requests, want %d", served, 2*1001)
-	}
-}
