@@ -10,9 +10,10 @@ import (
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
-// BenchmarkUncontended measures Admit plus done when a seat is free and
-// nobody waits, beside the simplest concurrency cap, a buffered-channel
-// semaphore, in the same run: serially (one goroutine) and in parallel.
+// BenchmarkUncontended measures Admit plus done, Acquire plus Release, and
+// a request through Handler, when a seat is free and nobody waits, beside
+// the simplest concurrency cap, a buffered-channel semaphore, in the same
+// run: serially (one goroutine) and in parallel.
 func BenchmarkUncontended(b *testing.B) {
 	r := httptest.NewRequest("GET", "/api", nil)
 	w := ratelimittest.NewDiscardWriter()
@@ -30,6 +31,13 @@ func BenchmarkUncontended(b *testing.B) {
 				panic("refused")
 			}
 			done()
+		}},
+		{"fair-acquire", func() {
+			s, ok := sched.Acquire(w, r)
+			if !ok {
+				panic("refused")
+			}
+			s.Release()
 		}},
 		{"fair-handler", func() { h.ServeHTTP(w, r) }},
 		{"chan-semaphore", func() {
