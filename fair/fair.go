@@ -76,11 +76,10 @@ type Scheduler struct {
 	obs       Observer
 
 	// Guarded by mu.
-	seats     int     // current total
-	inUse     int     // seats taken, all levels
-	queued    int     // waiting requests, all levels
-	protected int     // sum over levels of their reserve not in use
-	tickets   *ticket // released tickets of uncontended admissions, for reuse
+	seats     int // current total
+	inUse     int // seats taken, all levels
+	queued    int // waiting requests, all levels
+	protected int // sum over levels of their reserve not in use
 }
 
 // New returns a Scheduler for c. It panics with a "ratelimit: " message on an

@@ -126,22 +126,28 @@ func (f *Scheduler) refuse(w http.ResponseWriter, lv *levelState, status int, re
 	return Seat{}, false
 }
 
-// release frees the seat t records and hands it on; Seat.Release calls
-// it once per admission. An uncontended admission's ticket goes back to
-// the free list.
-func (f *Scheduler) release(t *ticket) {
-	lv, wt := t.lv, t.wt // before t can be reused
+// release frees the seat s holds and hands it on, the first time it is
+// called for s. An uncontended admission's ticket goes back to the free
+// list.
+func (f *Scheduler) release(s Seat) {
+	t := s.t
+	lv, wt := t.lv, t.wt
 	var now time.Time
 	if wt != nil {
 		now = time.Now()
 	}
 	seats := f.readSeats() // outside the lock, as in Acquire
 	f.mu.Lock()
+	if t.gen != s.gen { // released already
+		f.mu.Unlock()
+		return
+	}
+	t.gen++
 	f.free(lv)
 	if wt != nil {
 		lv.charge(wt, now)
 	} else {
-		t.next, f.tickets = f.tickets, t
+		t.next, lv.tickets = lv.tickets, t
 	}
 	f.setSeats(seats) // seats that grew go to the waiters now, not at the next arrival
 	f.dispatch()

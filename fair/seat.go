@@ -1,9 +1,6 @@
 package fair
 
-import (
-	"net/http"
-	"sync/atomic"
-)
+import "net/http"
 
 // Seat is an admitted request's hold on its seat, returned by Acquire.
 // Release frees the seat the first time it is called; later calls, on the
@@ -17,31 +14,31 @@ type Seat struct {
 }
 
 // ticket records a taken seat: its level and, when the request waited, its
-// waiter. An uncontended admission takes a ticket from the Scheduler's
-// free list and its release puts it back, so that path allocates nothing
-// once the list holds as many tickets as requests were ever served at
+// waiter. An uncontended admission takes a ticket from its level's free
+// list and its release puts it back, so that path allocates nothing once
+// the list holds as many tickets as the level ever had requests served at
 // once; a waiter carries its own, used once.
 //
 // gen is the number of times the ticket was released. A Seat carries the
-// gen its holder was handed, and Release moves gen on from that value by
-// compare-and-swap: only the holder's first Release succeeds. A stale Seat,
-// whose ticket went on to a later request, carries an older gen, so its
-// Release fails the swap and frees nothing.
+// gen its holder was handed; release, under the lock it takes anyway,
+// frees the seat and moves gen on only if the two still match, so only
+// the holder's first Release frees anything. A stale Seat, whose ticket
+// went on to a later request, carries an older gen and frees nothing.
+// Checking under the lock costs no atomic instruction on the uncontended
+// path; lv and wt never change, so a stale Seat reads them safely.
 type ticket struct {
-	gen  atomic.Uint64
-	lv   *levelState
-	wt   *waiter // nil for an uncontended admission
-	next *ticket // in Scheduler.tickets; guarded by Scheduler.mu
+	lv   *levelState // set when the ticket is made, never changed
+	wt   *waiter     // the same; nil for an uncontended admission
+	gen  uint64      // guarded by Scheduler.mu
+	next *ticket     // in levelState.tickets; guarded by Scheduler.mu
 }
 
 // Release frees s's seat and hands it to a waiting request, the first time
 // it is called; it does nothing after.
 func (s Seat) Release() {
-	t := s.t
-	if t == nil || !t.gen.CompareAndSwap(s.gen, s.gen+1) {
-		return
+	if s.t != nil {
+		s.t.lv.f.release(s)
 	}
-	t.lv.f.release(t)
 }
 
 // Acquire waits for a seat for r. When the request may proceed it returns
@@ -64,10 +61,11 @@ func (f *Scheduler) Acquire(w http.ResponseWriter, r *http.Request) (Seat, bool)
 	f.setSeats(seats)
 	if f.queued == 0 && f.canTake(lv) {
 		f.take(lv)
-		t := f.ticket(lv)
+		t := lv.ticket()
+		gen := t.gen
 		f.mu.Unlock()
 		f.observe(Event{Level: lv.Name, Outcome: Admitted, Queue: -1, Request: r})
-		return Seat{t: t, gen: t.gen.Load()}, true
+		return Seat{t: t, gen: gen}, true
 	}
 	f.mu.Unlock()
 	return f.wait(w, r, lv)
@@ -90,14 +88,12 @@ func (f *Scheduler) Admit(w http.ResponseWriter, r *http.Request) (done func(), 
 func noop() {}
 
 // ticket returns a ticket for an uncontended admission to lv, from the
-// free list when it has one. f.mu is held.
-func (f *Scheduler) ticket(lv *levelState) *ticket {
-	t := f.tickets
+// free list when it has one. Scheduler.mu is held.
+func (lv *levelState) ticket() *ticket {
+	t := lv.tickets
 	if t == nil {
-		t = new(ticket)
-	} else {
-		f.tickets, t.next = t.next, nil
+		return &ticket{lv: lv}
 	}
-	t.lv = lv
+	lv.tickets, t.next = t.next, nil
 	return t
 }
