@@ -16,6 +16,9 @@
 //	cfg.Classify = func(r *http.Request) string { return classes[r.URL.Path] }
 //	handler := fair.New(cfg).Handler(limiter.Handler(mux))
 //
+// Framework adapters take a seat with Scheduler.Acquire and give it back
+// with Seat.Release, which frees it once however often it is called.
+//
 // Every decision is reported to Config.Observer as an Event; the modules
 // metrics/prometheus and metrics/otel export them.
 package fair

@@ -39,3 +39,27 @@ func ExampleNew() {
 	// second: false 503 Retry-After 1
 	// health check: true
 }
+
+// A framework adapter takes a seat with Acquire and gives it back with
+// Release; a second Release, here after the seat has gone to the next
+// request, frees nothing.
+func ExampleScheduler_Acquire() {
+	sched := fair.New(fair.Preset(1, ratelimit.ByHeader("X-Tenant")))
+	r := httptest.NewRequest("GET", "/api", nil)
+
+	first, ok := sched.Acquire(httptest.NewRecorder(), r)
+	fmt.Println("first:", ok)
+	first.Release()
+
+	second, ok := sched.Acquire(httptest.NewRecorder(), r)
+	fmt.Println("second:", ok)
+	first.Release() // again: does nothing
+	fmt.Println("in use:", sched.Stats().InUse)
+	second.Release()
+	fmt.Println("in use:", sched.Stats().InUse)
+	// Output:
+	// first: true
+	// second: true
+	// in use: 1
+	// in use: 0
+}

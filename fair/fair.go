@@ -5,7 +5,6 @@ import (
 	"math"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -135,79 +134,13 @@ func (f *Scheduler) Handler(next http.Handler) http.Handler {
 		panic("ratelimit: Scheduler.Handler(nil)")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, ok := f.admit(w, r)
+		s, ok := f.Acquire(w, r)
 		if !ok {
 			return
 		}
-		defer s.release() // exactly once: no done function to guard
+		defer s.Release()
 		next.ServeHTTP(w, r)
 	})
-}
-
-// Admit waits for a seat for r. When the request may proceed it returns ok
-// and a done function that the caller must call when the request has been
-// served, to free the seat. Calls after the first do nothing: a done
-// called twice never frees a seat another request holds. Otherwise Admit
-// has written the response (429 when the flow's queue is full, 503 when no
-// seat came within MaxWait or before the context ended) and the caller must
-// stop. Framework adapters build on Admit; with net/http, use Handler.
-//
-// An uncontended admission (a seat free and nobody waiting) does not
-// compute the flow key, and through Handler it does not allocate. Admit's
-// done function is the one allocation of its uncontended path: it must be
-// a new function each time, since a function handed out again could not
-// tell its first holder's second call from its new holder's first.
-func (f *Scheduler) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
-	s, ok := f.admit(w, r)
-	if !ok || s.lv == nil {
-		return noop, ok
-	}
-	return s.once(), true
-}
-
-// admit is Admit returning the seat taken rather than a function.
-func (f *Scheduler) admit(w http.ResponseWriter, r *http.Request) (seat, bool) {
-	lv := f.level(r)
-	if lv.Exempt {
-		f.observe(Event{Level: lv.Name, Outcome: Exempt, Queue: -1, Request: r})
-		return seat{}, true
-	}
-	seats := f.readSeats() // outside the lock: SeatsFunc is the user's code
-	f.mu.Lock()
-	f.setSeats(seats)
-	if f.queued == 0 && f.canTake(lv) {
-		f.take(lv)
-		f.mu.Unlock()
-		f.observe(Event{Level: lv.Name, Outcome: Admitted, Queue: -1, Request: r})
-		return seat{lv: lv}, true
-	}
-	f.mu.Unlock()
-	return f.wait(w, r, lv)
-}
-
-// seat is what an admitted request holds: its level (nil for an exempt
-// request, which holds nothing) and, when it waited, its waiter.
-type seat struct {
-	lv *levelState
-	wt *waiter
-}
-
-// release frees s; it must be called once.
-func (s seat) release() {
-	if s.lv != nil {
-		s.lv.f.release(s.lv, s.wt)
-	}
-}
-
-// once returns a function that releases s the first time it is called and
-// does nothing after.
-func (s seat) once() func() {
-	used := new(atomic.Bool)
-	return func() {
-		if !used.Swap(true) {
-			s.release()
-		}
-	}
 }
 
 // level classifies r.
@@ -348,5 +281,3 @@ func (f *Scheduler) Stats() Stats {
 	defer f.mu.Unlock()
 	return Stats{Seats: f.seats, InUse: f.inUse, Queued: f.queued}
 }
-
-func noop() {}

@@ -66,7 +66,8 @@ type levelState struct {
 
 	nominal, reserve int // seats, from Scheduler.seats
 	inUse, queued    int
-	seq              uint64 // waiters enqueued so far, for their arrival order
+	seq              uint64  // waiters enqueued so far, for their arrival order
+	tickets          *ticket // released tickets of uncontended admissions, for reuse
 	queues           []queueState
 	flows            map[uint64]flowState // the flows waiting, by key hash
 	vtime            float64              // virtual time: the start of the last dispatch

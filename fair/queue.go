@@ -9,7 +9,9 @@ import (
 
 // waiter is a request waiting for a seat. granted and grantedAt are
 // guarded by Scheduler.mu; ready is closed when the seat is granted.
+// ticket is the seat's record once it is granted, never reused.
 type waiter struct {
+	ticket    ticket
 	ready     chan struct{}
 	granted   bool
 	grantedAt time.Time
@@ -19,9 +21,9 @@ type waiter struct {
 	seq       uint64  // arrival order in its level
 }
 
-// wait is Admit's contended path: r joins the shortest queue of its flow's
+// wait is Acquire's contended path: r joins the shortest queue of its flow's
 // hand and waits for a seat, MaxWait, or the end of its context.
-func (f *Scheduler) wait(w http.ResponseWriter, r *http.Request, lv *levelState) (seat, bool) {
+func (f *Scheduler) wait(w http.ResponseWriter, r *http.Request, lv *levelState) (Seat, bool) {
 	start := time.Now()
 	key := ""
 	if lv.Flow != nil {
@@ -52,6 +54,7 @@ func (f *Scheduler) wait(w http.ResponseWriter, r *http.Request, lv *levelState)
 		return f.refuse(w, lv, status, ra, ev)
 	}
 	wt := &waiter{ready: make(chan struct{}), flow: h}
+	wt.ticket.lv, wt.ticket.wt = lv, wt
 	lv.enqueue(ev.Queue, wt)
 	f.queued++
 	f.dispatch()
@@ -99,15 +102,15 @@ func (f *Scheduler) wait(w http.ResponseWriter, r *http.Request, lv *levelState)
 }
 
 // admitted reports a waiter's admission and returns its seat.
-func (f *Scheduler) admitted(lv *levelState, wt *waiter, start time.Time, ev Event) (seat, bool) {
+func (f *Scheduler) admitted(lv *levelState, wt *waiter, start time.Time, ev Event) (Seat, bool) {
 	ev.Outcome = Admitted
 	ev.Wait = wt.grantedAt.Sub(start)
 	f.observe(ev)
-	return seat{lv: lv, wt: wt}, true
+	return Seat{t: &wt.ticket}, true // gen 0: the ticket is new
 }
 
 // refuse writes a 429 or 503 with its Retry-After and problem body.
-func (f *Scheduler) refuse(w http.ResponseWriter, lv *levelState, status int, retry int64, ev Event) (seat, bool) {
+func (f *Scheduler) refuse(w http.ResponseWriter, lv *levelState, status int, retry int64, ev Event) (Seat, bool) {
 	ev.RetryAfter = time.Duration(retry) * time.Second
 	f.observe(ev)
 	h := w.Header()
@@ -120,21 +123,31 @@ func (f *Scheduler) refuse(w http.ResponseWriter, lv *levelState, status int, re
 	} else {
 		w.Write(lv.problem503)
 	}
-	return seat{}, false
+	return Seat{}, false
 }
 
-// release frees a seat taken by an admission (wt is nil on the uncontended
-// path) and hands it on.
-func (f *Scheduler) release(lv *levelState, wt *waiter) {
+// release frees the seat s holds and hands it on, the first time it is
+// called for s. An uncontended admission's ticket goes back to the free
+// list.
+func (f *Scheduler) release(s Seat) {
+	t := s.t
+	lv, wt := t.lv, t.wt
 	var now time.Time
 	if wt != nil {
 		now = time.Now()
 	}
-	seats := f.readSeats() // outside the lock, as in Admit
+	seats := f.readSeats() // outside the lock, as in Acquire
 	f.mu.Lock()
+	if t.gen != s.gen { // released already
+		f.mu.Unlock()
+		return
+	}
+	t.gen++
 	f.free(lv)
 	if wt != nil {
 		lv.charge(wt, now)
+	} else {
+		t.next, lv.tickets = lv.tickets, t
 	}
 	f.setSeats(seats) // seats that grew go to the waiters now, not at the next arrival
 	f.dispatch()
