@@ -57,9 +57,9 @@ func (l *Limiter) allowN(ctx context.Context, key string, n int, paced bool) (Re
 	d := decision{ctx: ctx, enforced: len(rvs), scratch: &b.scratch}
 	var v Verdict
 	if l.paced && paced {
-		l.settlePaced(&d, rvs, nil, &v)
+		l.settlePaced(&d, rvs, nil, &v, nil)
 	} else {
-		l.settle(&d, rvs, nil, &v)
+		l.settle(&d, rvs, nil, &v, nil)
 	}
 	fewest := n
 	for i := range rvs {

@@ -65,7 +65,6 @@ type decision struct {
 	ctx      context.Context
 	r        *http.Request // nil for Allow and AllowN
 	enforced int           // how many of the rules' verdicts are enforced (they come first)
-	failOpen bool          // a FailClosed rule's store failure lets the request through
 	now      time.Time
 	scratch  *groupScratch // for store calls of several requests; nil with one rule
 }
@@ -231,20 +230,6 @@ func (h *held) done(status int) {
 		h.l.release(h.ctx, h.r, s.ru, s.store, s.req, s.slot)
 	}
 	h.adaptive.release(true, status)
-}
-
-// abandon is done for an admitted request that is not served after all
-// (ServeRoute's onError stopped it): what it holds is given back and its
-// adaptive slots unsampled, as for a request another rule stopped. Its
-// handler never ran, so there is nothing to settle.
-func (h *held) abandon() {
-	if !h.once.CompareAndSwap(false, true) {
-		return
-	}
-	for _, s := range h.slots {
-		h.l.release(h.ctx, h.r, s.ru, s.store, s.req, s.slot)
-	}
-	h.adaptive.release(false, 0)
 }
 
 // doneRecorded is done with the status recorded by the ResponseWriter given

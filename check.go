@@ -18,7 +18,7 @@ import (
 // with net/http, use Handler.
 func (l *Limiter) Check(r *http.Request) Verdict {
 	var v Verdict
-	l.check(r, routing{}, &v)
+	l.check(r, routing{}, nil, &v)
 	return v
 }
 
@@ -31,16 +31,19 @@ func (l *Limiter) Check(r *http.Request) Verdict {
 // carve-out. See docs/carve-outs.md.
 func (l *Limiter) CheckRoute(r *http.Request, route string) Verdict {
 	var v Verdict
-	l.check(r, routing{route: route, routed: true}, &v)
+	l.check(r, routing{route: route, routed: true}, nil, &v)
 	return v
 }
 
-func (l *Limiter) check(r *http.Request, rt routing, v *Verdict) {
+// check is decideAsking for a request that is not skipped: the whole
+// decision on r, routed as rt says, asking ask (if not nil) what a store
+// failure does.
+func (l *Limiter) check(r *http.Request, rt routing, ask *askOnError, v *Verdict) {
 	if l.skip(r, rt) {
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
 		return
 	}
-	l.decide(r, v)
+	l.decideAsking(r, v, ask)
 }
 
 // decide sets *v, the zero Verdict, to the verdict on r: it applies the
@@ -48,13 +51,14 @@ func (l *Limiter) check(r *http.Request, rt routing, v *Verdict) {
 // never reaches the stores; one stopped by another rule gives its adaptive
 // slots back unsampled. (Verdicts are filled in place rather than returned:
 // they are large enough for the copies to show on the request path.)
-func (l *Limiter) decide(r *http.Request, v *Verdict) { l.decideFailing(r, v, false) }
+func (l *Limiter) decide(r *http.Request, v *Verdict) { l.decideAsking(r, v, nil) }
 
-// decideFailing is decide; with failOpen, a store failure under FailClosed
-// is let through as under FailOpen (see ServeRoute's onError).
-func (l *Limiter) decideFailing(r *http.Request, v *Verdict, failOpen bool) {
+// decideAsking is decide; with ask, the first store failure of an enforced
+// rule asks ask what to do, whatever the rule's FailurePolicy, at the moment
+// it happens (see askOnError).
+func (l *Limiter) decideAsking(r *http.Request, v *Verdict, ask *askOnError) {
 	if l.adaptive == nil {
-		l.decideAfter(r, nil, v, failOpen)
+		l.decideAfter(r, nil, v, ask)
 		return
 	}
 	var adv adaptiveDone // on the stack: hold copies it for an admitted request
@@ -68,13 +72,13 @@ func (l *Limiter) decideFailing(r *http.Request, v *Verdict, failOpen bool) {
 			ad.release(false, 0)
 		}
 	}()
-	l.decideAfter(r, ad, v, failOpen)
+	l.decideAfter(r, ad, v, ask)
 	settled = true
 }
 
-// decideAfter is decideFailing once the adaptive rules, if any, have
+// decideAfter is decideAsking once the adaptive rules, if any, have
 // admitted r (ad holds their slots).
-func (l *Limiter) decideAfter(r *http.Request, ad *adaptiveDone, v *Verdict, failOpen bool) {
+func (l *Limiter) decideAfter(r *http.Request, ad *adaptiveDone, v *Verdict, ask *askOnError) {
 	var now time.Time
 	if l.needNow {
 		now = l.clock.Now()
@@ -85,18 +89,18 @@ func (l *Limiter) decideAfter(r *http.Request, ad *adaptiveDone, v *Verdict, fai
 			return
 		}
 		var one [1]ruleVerdict
-		d := decision{ctx: r.Context(), r: r, now: now, failOpen: failOpen}
-		l.decideRules(&d, one[:0], ad, v)
+		d := decision{ctx: r.Context(), r: r, now: now}
+		l.decideRules(&d, one[:0], ad, v, ask)
 		return
 	}
 	b := l.getBatch()
 	defer l.putBatch(b)
-	d := decision{ctx: r.Context(), r: r, now: now, scratch: &b.scratch, failOpen: failOpen}
-	l.decideRules(&d, b.rvs[:0], ad, v)
+	d := decision{ctx: r.Context(), r: r, now: now, scratch: &b.scratch}
+	l.decideRules(&d, b.rvs[:0], ad, v, ask)
 }
 
 // decideRules builds each rule's request for d.r and settles them.
-func (l *Limiter) decideRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
+func (l *Limiter) decideRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict, ask *askOnError) {
 	for i, ru := range l.rules {
 		n := len(rvs)
 		rvs = rvs[:n+1]
@@ -132,10 +136,10 @@ func (l *Limiter) decideRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, 
 		}
 	}
 	if l.paced {
-		l.settlePaced(d, rvs, ad, v)
+		l.settlePaced(d, rvs, ad, v, ask)
 		return
 	}
-	l.settle(d, rvs, ad, v)
+	l.settle(d, rvs, ad, v, ask)
 }
 
 // costExceeded reports, and returns the error of, a request that costs
@@ -152,18 +156,18 @@ func (l *Limiter) costExceeded(r *http.Request, ru *rule, req *Request) error {
 // waiting place for the request, if one is free, until it is decided and,
 // when admitted with a delay, has waited. Callers choose between the two,
 // so that the path without pacing has no call more.
-func (l *Limiter) settlePaced(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
+func (l *Limiter) settlePaced(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict, ask *askOnError) {
 	l.enterPace(d, rvs)
 	defer leavePace(d, rvs)
-	l.settle(d, rvs, ad, v)
+	l.settle(d, rvs, ad, v, ask)
 }
 
 // settle asks the stores about d's requests, enforced rules first, and
 // makes the verdict *v.
 // The calls that have nothing to do are skipped here rather than entered:
 // with one rule, the request path is little more than this function.
-func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict) {
-	stop, denied := l.takeEnforced(d, rvs)
+func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Verdict, ask *askOnError) {
+	stop, denied := l.takeEnforced(d, rvs, ask)
 	if (stop >= 0 || denied) && d.enforced > 1 { // with one, nothing was consumed
 		l.compensate(d, rvs)
 	}
@@ -209,7 +213,7 @@ func (l *Limiter) settle(d *decision, rvs []ruleVerdict, ad *adaptiveDone, v *Ve
 // store, cheapest stores first, stopping at the first denial so that
 // costlier stores are not asked. stop is the index of a rule whose store
 // failure stops the request, or -1.
-func (l *Limiter) takeEnforced(d *decision, rvs []ruleVerdict) (stop int, denied bool) {
+func (l *Limiter) takeEnforced(d *decision, rvs []ruleVerdict, ask *askOnError) (stop int, denied bool) {
 	stop = -1
 	for g := 0; g < d.enforced && !denied && stop < 0; g++ {
 		if rvs[g].state != pending {
@@ -223,7 +227,7 @@ func (l *Limiter) takeEnforced(d *decision, rvs []ruleVerdict) (stop int, denied
 			}
 			if err == nil {
 				rv.state = decided
-			} else if rv.call = -1; l.fail(d, rv, err) && stop < 0 {
+			} else if rv.call = -1; l.fail(d, rv, err, ask) && stop < 0 {
 				stop = i
 			}
 			denied = denied || rv.state == decided && !rv.res.Allowed
@@ -286,7 +290,7 @@ func (l *Limiter) takeShadow(d *decision, rvs []ruleVerdict) {
 		cancel()
 		rv.lat = since(start)
 		if err != nil {
-			l.fail(d, rv, err)
+			l.fail(d, rv, err, nil) // a shadow rule's failure asks nothing
 		} else {
 			rv.res, rv.state = res, decided
 		}

@@ -97,11 +97,11 @@ func (p FailurePolicy) String() string {
 	return "fail-open"
 }
 
-// fail applies rv's FailurePolicy after its store returned err, and
-// reports whether the request must stop. A fallback that decides leaves rv
+// fail applies rv's FailurePolicy after its store returned err, or asks
+// ask (if not nil) in its place, and reports whether the request must stop. A fallback that decides leaves rv
 // decided, with the request it saw (its share of the limit) so that
 // releases go to the store that took the units.
-func (l *Limiter) fail(d *decision, rv *ruleVerdict, err error) (stop bool) {
+func (l *Limiter) fail(d *decision, rv *ruleVerdict, err error, ask *askOnError) (stop bool) {
 	ru := rv.ru
 	rv.err = ruleError(ru.Name, err)
 	if !errors.Is(rv.err, ErrStoreUnavailable) {
@@ -129,10 +129,37 @@ func (l *Limiter) fail(d *decision, rv *ruleVerdict, err error) (stop bool) {
 	}
 	l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeStoreError, Err: rv.err, Latency: rv.lat, Request: d.r})
 	rv.state = failedOpen
-	if p.mode == failClosed && !ru.Shadow && !d.failOpen {
+	switch {
+	case ru.Shadow: // never stops a request
+	case ask != nil:
+		if ask.stops(rv.err) {
+			rv.state = failedClosed
+		}
+	case p.mode == failClosed:
 		rv.state = failedClosed
 	}
 	return rv.state == failedClosed
+}
+
+// askOnError is ServeRoute's onError as the request path consults it: at
+// the first store failure of an enforced rule, once per request, in place
+// of the rule's FailurePolicy. nil lets the request through that failure,
+// and any later one, as FailOpen would: the rules whose stores answer still
+// count it, and may deny it. An error stops the request there, as FailClosed
+// would: what the rules decided before is given back, and the rules after
+// are not asked.
+type askOnError struct {
+	f     func(error) error
+	asked bool
+	err   error // what f returned
+}
+
+// stops reports whether the request must stop at the store failure err.
+func (a *askOnError) stops(err error) bool {
+	if !a.asked {
+		a.asked, a.err = true, a.f(err)
+	}
+	return a.err != nil
 }
 
 // fallbackError is err, a store failure, with ferr, the fallback's error.

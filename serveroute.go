@@ -1,9 +1,6 @@
 package ratelimit
 
-import (
-	"errors"
-	"net/http"
-)
+import "net/http"
 
 // ServeRoute is the request path of a framework adapter, in one call:
 // CheckRoute, an answer that the framework may render its own way through
@@ -20,15 +17,18 @@ import (
 //     on w's header, gets the verdict (Rule, Result, Violated) and must
 //     write the response or have the framework write it; ServeRoute
 //     returns its error.
-//   - onError, if not nil, decides on a request for which a store failed:
-//     it gets Err, which wraps ErrStoreUnavailable. A non-nil error stops
-//     the request (fail closed): ServeRoute writes nothing, gives back what
-//     the request holds and returns the error for the framework to render.
-//     With nil the request goes on as if onError were not set, except that
-//     one its store failure stopped (FailClosed) is decided again with that
-//     failure let through as under FailOpen: the rules whose stores answer
-//     still count it (and may deny it), and adaptive and Concurrency rules
-//     hold its slots while next runs.
+//   - onError, if not nil, decides what a store failure does to the
+//     request, in place of the failing rule's FailurePolicy. It is called
+//     when the failure happens, at most once per request, with the error
+//     (it wraps ErrStoreUnavailable; a fallback store that decided is no
+//     failure). A non-nil error stops the request there, as FailClosed
+//     would: what the rules decided before is given back, the rules after
+//     are not asked, ServeRoute writes nothing and returns the error for
+//     the framework to render. With nil the request goes on through that
+//     failure (and any later one) as under FailOpen: the rules whose
+//     stores answer count it and may deny it (then deny, or the core's
+//     429, answers), and adaptive and Concurrency rules hold its slots
+//     while next runs. Each request is decided once.
 //
 // Otherwise ServeRoute answers with Write; a request that may not proceed
 // stops there, answered by the core's response. An admitted request is
@@ -44,24 +44,14 @@ import (
 func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route string,
 	deny func(*Verdict) error, onError func(error) error, next func(*http.Request) error) (served bool, err error) {
 	var v Verdict
-	l.check(r, routing{route: route, routed: true}, &v)
-	if deny == nil || !v.Denied() {
-		if onError != nil && errors.Is(v.err, ErrStoreUnavailable) {
-			if err := onError(v.err); err != nil {
-				if v.held != nil { // a request admitted under FailOpen may hold slots
-					v.held.abandon() // unsampled: it was never served
-				}
-				return false, err
-			}
-			if v.kind == verdictFailedClosed {
-				// onError lets through a request its store failure stopped:
-				// decide again, that failure let through as under FailOpen,
-				// so that the healthy rules count it (and may deny it) and
-				// hold its slots.
-				v = Verdict{}
-				l.decideFailing(r, &v, true)
-			}
-		}
+	ask := askOnError{f: onError}
+	pa := &ask
+	if onError == nil {
+		pa = nil // the rules' FailurePolicy decides
+	}
+	l.check(r, routing{route: route, routed: true}, pa, &v)
+	if ask.err != nil {
+		return false, ask.err // stopped at its failure: nothing is held
 	}
 	if deny != nil && v.Denied() {
 		v.setHeaders(w.Header(), false)

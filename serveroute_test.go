@@ -1,9 +1,11 @@
 package ratelimit_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -415,5 +417,94 @@ func TestServeRouteLetThroughDeniedByAHealthyRuleGoesToDeny(t *testing.T) {
 		if !wantServed && (len(denied) != 1 || w.Code != 0) {
 			t.Fatalf("request %d: deny called for %v, status %d written; want deny called once and nothing written by the core", i+1, denied, w.Code)
 		}
+	}
+}
+
+// storeCalls counts every call its store gets, failed ones included.
+type storeCalls struct {
+	ratelimit.Store
+	takes, returns atomic.Int64
+}
+
+func (s *storeCalls) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+	s.takes.Add(1)
+	return s.Store.Take(ctx, req)
+}
+
+func (s *storeCalls) TakeAll(ctx context.Context, reqs []ratelimit.Request, res []ratelimit.Result) error {
+	s.takes.Add(1)
+	return s.Store.TakeAll(ctx, reqs, res)
+}
+
+func (s *storeCalls) Return(ctx context.Context, req ratelimit.Request) error {
+	s.returns.Add(1)
+	return s.Store.Return(ctx, req)
+}
+
+// TestServeRouteDecidesEachRequestOnce: every store is asked once per
+// request, whether the request is admitted, denied, let through by onError
+// after a FailClosed store failure, or stopped by it. A let-through request
+// used to be decided twice (the healthy store asked twice and compensated
+// once, the failing one asked twice); onError is now asked at the moment
+// of the failure, in place of the rule's policy.
+func TestServeRouteDecidesEachRequestOnce(t *testing.T) {
+	errStop := errors.New("stop")
+	for _, tc := range []struct {
+		name         string
+		fail, spent  bool
+		onError      error
+		served       bool
+		healthyTakes int64 // the failing store, when there is one, is asked once
+		returns      int64 // given back to the healthy store
+	}{
+		{name: "admitted", served: true, healthyTakes: 1},
+		{name: "denied", spent: true, healthyTakes: 1},
+		{name: "let through by onError", fail: true, served: true, healthyTakes: 1},
+		{name: "stopped by onError", fail: true, onError: errStop, healthyTakes: 1, returns: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newClock()
+			healthy := &storeCalls{Store: memory.New(memory.WithClock(clock))}
+			var other ratelimit.Store = memory.New(memory.WithClock(clock))
+			if tc.fail {
+				other = failingStore
+			}
+			second := &storeCalls{Store: other}
+			l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+				{Name: "healthy", Limit: ratelimit.PerMinute(2), Key: ratelimit.Global(), Store: healthy},
+				{Name: "second", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: second,
+					OnStoreError: ratelimit.FailClosed(http.StatusServiceUnavailable)},
+			}, ratelimit.WithClock(clock))
+			asked := 0
+			serve := func() (bool, error) {
+				return l.ServeRoute(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", ""), "/", nil,
+					func(error) error { asked++; return tc.onError }, func(*http.Request) error { return nil })
+			}
+			if tc.spent {
+				for range 2 {
+					if ok, err := serve(); !ok || err != nil {
+						t.Fatalf("spending the healthy rule: served %v, %v", ok, err)
+					}
+				}
+				healthy.takes.Store(0)
+				second.takes.Store(0)
+			}
+			served, err := serve()
+			if served != tc.served || err != tc.onError {
+				t.Fatalf("served %v, err %v; want %v, %v", served, err, tc.served, tc.onError)
+			}
+			if want := map[bool]int{false: 0, true: 1}[tc.fail]; asked != want {
+				t.Errorf("onError asked %d times, want %d", asked, want)
+			}
+			if got := healthy.takes.Load(); got != tc.healthyTakes {
+				t.Errorf("the healthy store was asked %d times, want %d", got, tc.healthyTakes)
+			}
+			if got := second.takes.Load(); got > 1 {
+				t.Errorf("the second store was asked %d times, want at most 1", got)
+			}
+			if got := healthy.returns.Load() + second.returns.Load(); got != tc.returns {
+				t.Errorf("%d units given back, want %d", got, tc.returns)
+			}
+		})
 	}
 }
