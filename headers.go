@@ -38,8 +38,9 @@ const (
 	// has r (free slots) and no t, as slots come back when requests finish,
 	// not at a time. With several rules the policy field lists all of them
 	// and RateLimit reports the most restrictive: the rule that denied, or
-	// on an allowed request the rate rule with the least quota left (a
-	// Concurrency rule only when no rate rule applied).
+	// on an allowed request the rate rule with the least quota left, and
+	// among those the one whose next unit comes back last (a Concurrency
+	// rule only when no rate rule applied).
 	HeadersIETF HeaderStyle = 1 << iota
 
 	// HeadersLegacy writes the de-facto X-RateLimit-Limit, X-RateLimit-Remaining
