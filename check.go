@@ -374,11 +374,22 @@ func (l *Limiter) conclude(d *decision, rvs []ruleVerdict, denied bool, v *Verdi
 // the more restrictive, except that an allowed Concurrency rule gives way
 // to an allowed rate rule. Free slots are requests in flight, not quota
 // left in a window: two slots left says nothing about the next minute,
-// and a client reading it as a rate would wait for nothing.
+// and a client reading it as a rate would wait for nothing. Between
+// allowed rules with as much quota left, the one whose next unit comes
+// back later is reported, so that its t (nextAfter) holds for the request:
+// the other rule has a unit back by then too. (The later full bucket,
+// ResetAfter, may come back sooner: a spent GCRA key of PerMinute(4) is
+// full in 60 s with a unit back in 15 s.)
 func reportedBefore(a, b *ruleVerdict) bool {
 	if a.res.Allowed && b.res.Allowed {
 		if ac, bc := a.ru.Algorithm == Concurrency, b.ru.Algorithm == Concurrency; ac != bc {
 			return bc
+		}
+		if a.res.Remaining == b.res.Remaining {
+			na := nextAfter(&a.res, a.ru.Algorithm, a.req.Limit)
+			if nb := nextAfter(&b.res, b.ru.Algorithm, b.req.Limit); na != nb {
+				return na > nb
+			}
 		}
 	}
 	return moreRestrictive(&a.res, &b.res)

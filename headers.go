@@ -38,13 +38,16 @@ const (
 	// has r (free slots) and no t, as slots come back when requests finish,
 	// not at a time. With several rules the policy field lists all of them
 	// and RateLimit reports the most restrictive: the rule that denied, or
-	// on an allowed request the rate rule with the least quota left (a
-	// Concurrency rule only when no rate rule applied).
+	// on an allowed request the rate rule with the least quota left, and
+	// among those the one whose next unit comes back last (a Concurrency
+	// rule only when no rate rule applied).
 	HeadersIETF HeaderStyle = 1 << iota
 
 	// HeadersLegacy writes the de-facto X-RateLimit-Limit, X-RateLimit-Remaining
 	// and X-RateLimit-Reset fields. X-RateLimit-Reset is a Unix time in
-	// seconds (as GitHub's API), not a delta.
+	// seconds (as GitHub's API), not a delta: when the quota is full again,
+	// or on a denial when to retry. An allowed request under a Concurrency
+	// rule has no X-RateLimit-Reset (slots come back when requests finish).
 	HeadersLegacy
 
 	// HeadersNone writes no rate-limit fields; 429 responses still carry
@@ -240,12 +243,16 @@ func (f *rateFields) write(h http.Header, res *Result, problem bool) {
 		}
 		set(hdrLimit, capText)
 		set(hdrRemaining, fs.format(func(b []byte) []byte { return strconv.AppendInt(b, int64(max(0, res.Remaining)), 10) }))
-		reset := f.now.Add(res.ResetAfter)
-		if !res.Allowed {
-			reset = f.now.Add(res.RetryAfter)
+		// A Concurrency rule's slots come back when requests finish: no
+		// reset time on an allowed request, as no t in its RateLimit member.
+		if !res.Allowed || f.alg != Concurrency {
+			reset := f.now.Add(res.ResetAfter)
+			if !res.Allowed {
+				reset = f.now.Add(res.RetryAfter)
+			}
+			unix := (reset.UnixNano() + int64(time.Second) - 1) / int64(time.Second)
+			set(hdrReset, fs.format(func(b []byte) []byte { return strconv.AppendInt(b, unix, 10) }))
 		}
-		unix := (reset.UnixNano() + int64(time.Second) - 1) / int64(time.Second)
-		set(hdrReset, fs.format(func(b []byte) []byte { return strconv.AppendInt(b, unix, 10) }))
 	}
 	if !res.Allowed {
 		set(hdrRetryAfter, fs.format(func(b []byte) []byte { return strconv.AppendInt(b, retryAfter(res), 10) }))

@@ -128,3 +128,41 @@ func TestRateLimitDelayIsTheEffectiveWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestStackedRulesReportTheLaterNextUnit: when stacked rate rules leave
+// the same quota r, the one reported is the one whose next unit comes back
+// last, so that t keeps its meaning for the request: after t, r+1 requests
+// are admitted. A GCRA rule of PerMinute(4) spent at once is full again in
+// 60 s but has a unit back in 15 s; a fixed window of PerMinute(4) spent at
+// the same moment, 7 s into its minute, has nothing back for 53 s. The tie
+// used to go to the later full bucket (ResetAfter), which reported the GCRA
+// rule's r=0;t=15, and the request sent 15 s later was denied by the
+// window for 38 s more.
+func TestStackedRulesReportTheLaterNextUnit(t *testing.T) {
+	gcra := ratelimit.Rule{Name: "gcra", Limit: ratelimit.PerMinute(4), Algorithm: ratelimit.GCRA, Key: ratelimit.Global()}
+	fixed := ratelimit.Rule{Name: "fixed", Limit: ratelimit.PerMinute(4), Algorithm: ratelimit.FixedWindow, Key: ratelimit.Global()}
+	for _, rules := range [][]ratelimit.Rule{{gcra, fixed}, {fixed, gcra}} {
+		t.Run(rules[0].Name+" first", func(t *testing.T) {
+			clock := ratelimittest.NewClock(ratelimittest.Epoch().Add(7 * time.Second)) // 7 s into the window
+			h := ratelimit.NewRules(rules, ratelimit.WithClock(clock))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			var resp *ratelimittest.Response
+			for range 4 {
+				resp = ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
+			}
+			if resp.Code != http.StatusOK {
+				t.Fatalf("4th request: %d, want 200", resp.Code)
+			}
+			rl, err := ratelimittest.ParseRateLimit(resp.Header)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rl.Remaining != 0 {
+				t.Fatalf("RateLimit %q: r=%d, want 0", resp.Header.Get("RateLimit"), rl.Remaining)
+			}
+			clock.Advance(rl.Reset)
+			if got := admitted(h, 1); got != 1 {
+				t.Errorf("RateLimit %q: the request sent t=%v later was denied; t must be when one more unit is available", resp.Header.Get("RateLimit"), rl.Reset)
+			}
+		})
+	}
+}

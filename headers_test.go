@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,35 @@ func TestConcurrencyIsNoRateInTheFields(t *testing.T) {
 	only.Check(httptest.NewRequest("GET", "/", nil)).Write(rec)
 	if got := rec.Header().Get("RateLimit"); got != `"c";r=1` {
 		t.Errorf("Concurrency alone: RateLimit %q, want %q", got, `"c";r=1`)
+	}
+}
+
+// TestConcurrencyLegacyFieldsHaveNoReset: the legacy fields of an allowed
+// request under a Concurrency rule carry no X-RateLimit-Reset, as its
+// RateLimit member carries no t: slots come back when requests finish.
+// It said now+60 s (the slot lifetime), and a client pacing on the legacy
+// triple (this repository's client Transport does) spread two requests
+// over a minute. A denial still says when to retry (Retry-After: 1).
+func TestConcurrencyLegacyFieldsHaveNoReset(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
+	l := ratelimit.NewLimiter(ratelimit.Limit{Rate: 2, Period: time.Minute}, ratelimit.Global(),
+		ratelimit.WithName("c"), ratelimit.WithAlgorithm(ratelimit.Concurrency),
+		ratelimit.WithHeaders(ratelimit.HeadersLegacy), ratelimit.WithClock(clock))
+	for i, want := range []struct {
+		code             int
+		remaining, reset string
+	}{
+		{200, "1", ""},
+		{200, "0", ""},
+		{429, "0", strconv.FormatInt(clock.Now().Unix()+1, 10)},
+	} {
+		rec := httptest.NewRecorder()
+		l.Check(httptest.NewRequest("GET", "/", nil)).Write(rec) // held: never Done
+		h := rec.Header()
+		if rec.Code != want.code || h.Get("X-RateLimit-Limit") != "2" || h.Get("X-RateLimit-Remaining") != want.remaining || h.Get("X-RateLimit-Reset") != want.reset {
+			t.Errorf("request %d: %d X-RateLimit-Limit %q Remaining %q Reset %q; want %d \"2\" %q %q",
+				i+1, rec.Code, h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Remaining"), h.Get("X-RateLimit-Reset"), want.code, want.remaining, want.reset)
+		}
 	}
 }
 

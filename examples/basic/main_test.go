@@ -33,7 +33,9 @@ func TestExample(t *testing.T) {
 // TestLoginsDeniedByTheLoginLimitCostNothingElse: the two limits are rules
 // of one limiter, so they stack all-or-nothing. Had the example nested two
 // limiters, the 45 denied attempts would have spent the client's burst of
-// 20 on the outer one, and GET /hello would be a 429.
+// 20 on the outer one, and GET /hello would be a 429. Six units taken at
+// one instant leave r=14, and t=1: the next unit is back in 0.6 s (t is
+// when one more unit is available, not when the burst is full again).
 func TestLoginsDeniedByTheLoginLimitCostNothingElse(t *testing.T) {
 	h := newHandler(ratelimit.WithClock(ratelimittest.NewClock(time.Time{})))
 	login := ratelimittest.NewRequest("POST", "/login", client)

@@ -180,7 +180,8 @@
 //
 // A request's state lives in one key, "<prefix>{<key>}:<algorithm>:<rule>",
 // with the default prefix "ratelimit:v1:" (see WithPrefix; the version
-// changes with the state format). The client key, with '%' and '}' escaped,
+// changes when a new release could not read an older one's state; an older
+// release may misread a newer one's, see DefaultPrefix). The client key, with '%' and '}' escaped,
 // is the Cluster hash tag, so all rules of one client share a slot and no
 // user input can pick another tag. The state is one small string: the GCRA
 // theoretical arrival time and the refill interval it counts in (so that a

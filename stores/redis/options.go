@@ -9,8 +9,11 @@ import (
 )
 
 // DefaultPrefix is the default key prefix. Its version segment changes
-// whenever the format of the stored state does, so that a new release never
-// misreads keys written by an old one.
+// whenever a new release could not read the state an older one wrote, so
+// that a new release never misreads old keys. An older release may misread
+// a newer one's: a GCRA key's "<time>:<interval>" reads as no state to a
+// build from before the interval was kept, so do not run such builds beside
+// this one on the same prefix (see docs/redis.md).
 const DefaultPrefix = "ratelimit:v1:"
 
 // ClockTTLSlack is added to the TTL of every key written by a Store that
