@@ -320,8 +320,8 @@ func TestAdaptiveDefaultClassify(t *testing.T) {
 		{r, 200, adaptive.SampleSuccess}, {r, 0, adaptive.SampleSuccess}, {r, 404, adaptive.SampleSuccess},
 		{r, 503, adaptive.SampleDrop}, {r, 502, adaptive.SampleDrop}, {r, 504, adaptive.SampleDrop},
 		{r, 500, adaptive.SampleIgnore}, {r, 429, adaptive.SampleIgnore},
-		{r.WithContext(expired), 200, adaptive.SampleIgnore}, {r.WithContext(gone), 200, adaptive.SampleIgnore},
-		{r, 499, adaptive.SampleIgnore}, {r.WithContext(expired), 504, adaptive.SampleIgnore},
+		{r.WithContext(expired), 200, adaptive.SampleAbandoned}, {r.WithContext(gone), 200, adaptive.SampleAbandoned},
+		{r, 499, adaptive.SampleAbandoned}, {r.WithContext(expired), 504, adaptive.SampleAbandoned},
 	} {
 		if got := adaptive.DefaultClassify(c.r, c.status, time.Millisecond); got != c.want {
 			t.Errorf("status %d, context error %v: %v, want %v", c.status, c.r.Context().Err(), got, c.want)

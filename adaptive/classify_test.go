@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,15 +21,15 @@ type lateContext struct{ context.Context }
 
 func (lateContext) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
 
-// TestDefaultClassifyIgnoresTheCallersDeadline: the deadline a request
+// TestDefaultClassifyNeverDropsForTheCallersDeadline: the deadline a request
 // carries into the limiter is the caller's choice; when it ends the
 // request, whatever the handler answered (nothing, or the 504 of a
-// dependency that gave up on that deadline), the request says nothing
-// about capacity. Only the 502-504 the server answered while the caller
+// dependency that gave up on that deadline), the request is abandoned: it
+// counts only as the latency it had (SampleAbandoned), never as a drop. Only the 502-504 the server answered while the caller
 // was still waiting are drops. A request whose caller's deadline expired
 // was a drop, so a client sending requests with tiny deadlines shrank
 // everyone's limit.
-func TestDefaultClassifyIgnoresTheCallersDeadline(t *testing.T) {
+func TestDefaultClassifyNeverDropsForTheCallersDeadline(t *testing.T) {
 	r := ratelimittest.NewRequest("GET", "/", "")
 	expired, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
 	defer cancel()
@@ -41,18 +42,18 @@ func TestDefaultClassifyIgnoresTheCallersDeadline(t *testing.T) {
 		status int
 		want   adaptive.Sample
 	}{
-		{"the caller's deadline expired, nothing written", expired, 0, adaptive.SampleIgnore},
-		{"the caller's deadline expired, 200", expired, 200, adaptive.SampleIgnore},
-		{"the caller's deadline expired, 504", expired, 504, adaptive.SampleIgnore},
-		{"the caller's deadline expired, 503", expired, 503, adaptive.SampleIgnore},
-		{"the caller's deadline passed, its timer yet to fire, 504", late, 504, adaptive.SampleIgnore},
-		{"the caller's deadline passed, its timer yet to fire, 502", late, 502, adaptive.SampleIgnore},
+		{"the caller's deadline expired, nothing written", expired, 0, adaptive.SampleAbandoned},
+		{"the caller's deadline expired, 200", expired, 200, adaptive.SampleAbandoned},
+		{"the caller's deadline expired, 504", expired, 504, adaptive.SampleAbandoned},
+		{"the caller's deadline expired, 503", expired, 503, adaptive.SampleAbandoned},
+		{"the caller's deadline passed, its timer yet to fire, 504", late, 504, adaptive.SampleAbandoned},
+		{"the caller's deadline passed, its timer yet to fire, 502", late, 502, adaptive.SampleAbandoned},
 		{"the caller's deadline passed, its timer yet to fire, 200", late, 200, adaptive.SampleSuccess},
 		{"the caller's deadline ahead, 504", ahead, 504, adaptive.SampleDrop},
 		{"the caller's deadline ahead, 503", ahead, 503, adaptive.SampleDrop},
 		{"the caller's deadline ahead, 200", ahead, 200, adaptive.SampleSuccess},
 		{"no deadline, 504", context.Background(), 504, adaptive.SampleDrop},
-		{"client closed request", context.Background(), 499, adaptive.SampleIgnore},
+		{"client closed request", context.Background(), 499, adaptive.SampleAbandoned},
 	} {
 		if got := adaptive.DefaultClassify(r.WithContext(c.ctx), c.status, time.Millisecond); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
@@ -148,7 +149,8 @@ func TestCallerDeadlinesDoNotShrinkTheLimitOverHTTP(t *testing.T) {
 // http.TimeoutHandler the limiter wraps is the server's decision, a drop;
 // the deadline of one that wraps the limiter is on the request's context
 // when it enters the limiter, where nothing tells it from a caller's: it
-// is ignored, as docs/adaptive.md says.
+// is abandoned (its latency, when slow, not a drop), as docs/adaptive.md
+// says.
 func TestServerTimeoutIsADropOnlyWhereTheLimiterSeesIt(t *testing.T) {
 	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select { // a dependency that takes a second, given the request's context
@@ -166,7 +168,7 @@ func TestServerTimeoutIsADropOnlyWhereTheLimiterSeesIt(t *testing.T) {
 		}, adaptive.SampleDrop},
 		{"the timeout wraps the limiter", func(l *ratelimit.Limiter) http.Handler {
 			return http.TimeoutHandler(l.Handler(slow), 10*time.Millisecond, "timeout")
-		}, adaptive.SampleIgnore},
+		}, adaptive.SampleAbandoned},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -184,6 +186,76 @@ func TestServerTimeoutIsADropOnlyWhereTheLimiterSeesIt(t *testing.T) {
 				}
 				if got := <-seen; got != c.want {
 					t.Fatalf("classified %v, want %v", got, c.want)
+				}
+			})
+		})
+	}
+}
+
+// TestOverloadIsSeenWhenCallersBringDeadlines: a server that serves 4
+// requests at a time in 10 ms each, behind an adaptive limit, and 60
+// closed-loop callers that each give up after 15 ms or 30 ms. Under
+// overload the requests admitted queue for the server until their callers'
+// deadlines end them, so the limit must come down to what the server
+// serves in time: once it has come down from its start (a second), at most
+// 20% of the requests admitted time out. With a caller's deadline ignored
+// outright, 90% and more did and the limit stayed near its start; as
+// SampleAbandoned, a request abandoned later than Tolerance times the
+// minimum RTT is a drop (the server was too slow for it), while the 1 ms
+// deadlines of TestCallerDeadlinesDoNotShrinkTheLimitOverHTTP say nothing.
+func TestOverloadIsSeenWhenCallersBringDeadlines(t *testing.T) {
+	for _, deadline := range []time.Duration{15 * time.Millisecond, 30 * time.Millisecond} {
+		t.Run(deadline.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const callers, warmUp, run = 60, time.Second, 4 * time.Second
+				server := make(chan struct{}, 4)
+				l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{}}})
+				h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					select {
+					case server <- struct{}{}:
+					case <-r.Context().Done():
+						return
+					}
+					defer func() { <-server }()
+					work := time.NewTimer(10 * time.Millisecond)
+					defer work.Stop()
+					select {
+					case <-work.C:
+						w.WriteHeader(http.StatusOK)
+					case <-r.Context().Done():
+					}
+				}))
+				settled, end := time.Now().Add(warmUp), time.Now().Add(run)
+				var admitted, timedOut atomic.Int64
+				var wg sync.WaitGroup
+				for range callers {
+					wg.Go(func() {
+						w := ratelimittest.NewDiscardWriter()
+						for time.Now().Before(end) {
+							ctx, cancel := context.WithTimeout(context.Background(), deadline)
+							w.Reset()
+							h.ServeHTTP(w, ratelimittest.NewRequest("GET", "/", "192.0.2.1:1234").WithContext(ctx))
+							late := ctx.Err() != nil
+							cancel()
+							if w.Code == http.StatusServiceUnavailable && w.Header().Get("RateLimit-Policy") != "" {
+								time.Sleep(time.Millisecond) // refused by the limit: back off
+								continue
+							}
+							if time.Now().Before(settled) {
+								continue // the limit is still coming down from its start
+							}
+							admitted.Add(1)
+							if late {
+								timedOut.Add(1)
+							}
+						}
+					})
+				}
+				wg.Wait()
+				a, to := admitted.Load(), timedOut.Load()
+				t.Logf("%d admitted, %d of them timed out (%.1f%%); limit %d", a, to, 100*float64(to)/float64(a), l.Adaptive("inflight")[0].Limit)
+				if a == 0 || float64(to) > 0.2*float64(a) {
+					t.Fatalf("%d of %d admitted requests outlived their callers' deadlines; want at most 20%%", to, a)
 				}
 			})
 		})

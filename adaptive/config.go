@@ -91,9 +91,20 @@ const (
 	// down. Never classify by a deadline the caller chose: see
 	// DefaultClassify.
 	SampleDrop
-	// SampleIgnore leaves the request out of the sample (a client that went
-	// away, a cached answer, a 500 that says nothing about load).
+	// SampleIgnore leaves the request out of the sample (a cached answer,
+	// a 500 that says nothing about load).
 	SampleIgnore
+	// SampleAbandoned is a request its caller gave up on (its deadline
+	// passed, or it went away) after the elapsed time. It is a drop when
+	// that time is already longer than Tolerance times the minimum RTT:
+	// the server was too slow for its callers, which must bring the limit
+	// down (its latency cannot: it is cut at the caller's deadline). A
+	// request abandoned sooner says nothing of the server, only that its
+	// caller chose to wait that little, and is ignored: a caller's short
+	// deadlines cannot shrink the limit. Before the minimum RTT is learned,
+	// every abandoned request is ignored. (A request sampled out, on the
+	// fastest paths at high rates, is never timed and so always ignored.)
+	SampleAbandoned
 )
 
 // DefaultClassify is the classifier used when Config.Classify is nil.
@@ -102,32 +113,36 @@ const (
 // handler answered while the caller still waited (a dependency failed or
 // timed out, or a server-side timeout such as the 503 of an
 // http.TimeoutHandler that the limiter wraps). A deadline the caller
-// brought is not a capacity signal: the deadline on r's context, which the
-// request carried into the limiter (a gRPC client's grpc-timeout, one your
+// brought is not a drop: the deadline on r's context, which the request
+// carried into the limiter (a gRPC client's grpc-timeout, one your
 // middleware took from a header), is the caller's choice, and counting it
-// would let a client shrink everyone's limit by sending requests it gives
-// up on at once. So a request whose context has ended (its deadline
-// passed, or the client went away) is ignored whatever its status, and so
-// is a 502-504 that ends once that deadline has passed, before the
-// context's timer fired (a dependency gave up on the caller's deadline).
-// 429, 499 (client closed request) and other 5xx are ignored too. The
-// rest, including status 0 (unknown, with Admit on a writer that does not
-// report it), are successes. elapsed is not used: set Classify to also
-// count requests slower than a deadline of yours as drops.
+// as a drop would let a client shrink everyone's limit by sending requests
+// it gives up on at once. So a request whose context has ended (its
+// deadline passed, or the client went away), a 502-504 that ends once that
+// deadline has passed, before the context's timer fired (a dependency gave
+// up on the caller's deadline), and a 499 (client closed request) are
+// SampleAbandoned: drops only when the server had already been slower
+// for them than Tolerance times the minimum RTT (see SampleAbandoned). 429 and
+// other 5xx are ignored. The rest, including status 0 (unknown, with Admit
+// on a writer that does not report it), are successes. elapsed is not
+// used: set Classify to also count requests slower than a deadline of
+// yours as drops.
 func DefaultClassify(r *http.Request, status int, elapsed time.Duration) Sample {
 	ctx := r.Context()
 	if ctx.Err() != nil {
-		return SampleIgnore // the caller's deadline or cancellation
+		return SampleAbandoned // the caller's deadline or cancellation
 	}
 	switch {
 	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
 		if callerDeadlinePassed(ctx) {
 			// The deadline passed and its timer has yet to end the
 			// context: the dependency gave up on the caller's deadline.
-			return SampleIgnore
+			return SampleAbandoned
 		}
 		return SampleDrop
-	case status == http.StatusTooManyRequests || status == statusClientClosedRequest || status >= 500:
+	case status == statusClientClosedRequest:
+		return SampleAbandoned
+	case status == http.StatusTooManyRequests || status >= 500:
 		return SampleIgnore
 	}
 	return SampleSuccess

@@ -233,13 +233,22 @@ func (t Ticket) release(now int64, v Sample) {
 		l.recordProbe(rtt, v)
 	}
 	switch {
-	case v == SampleDrop:
+	case v == SampleDrop || v == SampleAbandoned && t.flags&ticketTimed != 0 && l.slow(rtt):
 		l.drops.Add(1)
 	case v == SampleSuccess && t.flags&ticketSampled != 0 && rtt >= 0:
 		l.hist[rttBucket(rtt)].Add(1)
 		l.successes.Add(1)
 	}
 	l.maybeClose(now)
+}
+
+// slow reports whether rtt, the latency of a request its caller abandoned,
+// already exceeds Tolerance times the minimum RTT: only then does it say
+// something of the server, that it was too slow for its callers, a drop
+// (see SampleAbandoned).
+func (l *Limiter) slow(rtt time.Duration) bool {
+	m := l.minRTT.Load()
+	return m > 0 && float64(rtt) > float64(m)*l.cfg.Tolerance
 }
 
 // maybeClose runs the controller if the sample window is complete at t

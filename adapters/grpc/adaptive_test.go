@@ -145,9 +145,9 @@ var outcomeCases = []outcomeCase{
 	{"panic", "panic", nil, codes.Internal, 500, adaptive.SampleIgnore},
 	{"ResourceExhausted", "code 8", nil, codes.ResourceExhausted, 429, adaptive.SampleIgnore},
 	{"InvalidArgument", "code 3", nil, codes.InvalidArgument, 400, adaptive.SampleSuccess},
-	{"the client's deadline", "wait", clientDeadline, codes.DeadlineExceeded, 499, adaptive.SampleIgnore},
-	{"the client's deadline, work cut short", "work", clientDeadline, codes.DeadlineExceeded, 499, adaptive.SampleIgnore},
-	{"the client cancels", "wait", clientCancels, codes.Canceled, 499, adaptive.SampleIgnore},
+	{"the client's deadline", "wait", clientDeadline, codes.DeadlineExceeded, 499, adaptive.SampleAbandoned},
+	{"the client's deadline, work cut short", "work", clientDeadline, codes.DeadlineExceeded, 499, adaptive.SampleAbandoned},
+	{"the client cancels", "wait", clientCancels, codes.Canceled, 499, adaptive.SampleAbandoned},
 }
 
 // classified is what an adaptive rule's Classify was given and said.
