@@ -178,8 +178,8 @@ var serverSkews = []time.Duration{-time.Second, 700 * time.Millisecond, -400 * t
 // sends throttled after the first response, and none sent inside a
 // Retry-After. Both a closed loop of 16 workers and (for 10 a second) an
 // open load of ten times the limit. Without fields (the adaptive mode) the
-// bounds are 80% and 5%, as in TestLoadNoFieldsAdaptive, and are not met
-// against fixed windows of a second.
+// bounds are 80% and 5%, as in TestLoadNoFieldsAdaptive; against fixed
+// windows of a second they are not met, and lower bars hold what is reached.
 func TestGoodputEveryDialectAndWindow(t *testing.T) {
 	i := 0
 	for _, win := range goodputWindows {
@@ -188,10 +188,6 @@ func TestGoodputEveryDialectAndWindow(t *testing.T) {
 				for _, open := range []bool{false, true} {
 					if open && win.q != 10 {
 						continue // an open load of ten times the limit costs 10q goroutines a window
-					}
-					if d == dialectNone && alg == fixedWindow && win.w == time.Second {
-						// Not met: docs/client.md gives the figures (75-80%).
-						continue
 					}
 					skew := serverSkews[i%len(serverSkews)]
 					i++
@@ -203,6 +199,12 @@ func TestGoodputEveryDialectAndWindow(t *testing.T) {
 						if d == dialectNone {
 							tr.Local, tr.Adaptive = ratelimit.Limit{Rate: 2 * win.q, Period: win.w}, true
 							minGoodput, max429 = 0.80, 0.05
+							if alg == fixedWindow && win.w == time.Second {
+								// Not met: each throttle blocks for a whole
+								// window (docs/client.md gives the figures);
+								// these bars hold what is reached.
+								minGoodput = map[int]float64{10: 0.72, 100: 0.60}[win.q]
+							}
 						}
 						var res loadResult
 						if open {
@@ -213,6 +215,30 @@ func TestGoodputEveryDialectAndWindow(t *testing.T) {
 						res.check(t, win.q, win.runs, minGoodput, max429)
 					})
 				}
+			}
+		}
+	}
+}
+
+// TestGoodputExpiringWindows: against servers whose window starts at the
+// first request after the last one expired, in every dialect with fields
+// and every server clock, the client gets at least 95% of the limit
+// through with at most 1% of its sends throttled at windows of 10 s and
+// 60 s. A Unix-time reset is rounded up to a whole second that the window
+// does not end on: a request that found the quota full began a window,
+// which ends a window later, however late the reset reads.
+func TestGoodputExpiringWindows(t *testing.T) {
+	for _, win := range goodputWindows {
+		if win.w < 10*time.Second {
+			continue // not met at 1 s: docs/client.md gives the figures
+		}
+		for d := dialectIETF; d < dialectNone; d++ {
+			for _, skew := range serverSkews {
+				t.Run(fmt.Sprintf("%v/q=%d/%v/skew=%v", win.w, win.q, d, skew), func(t *testing.T) {
+					s := &simServer{dialect: d, alg: expiringKey, q: win.q, w: win.w, skew: skew}
+					res := runClosedLoad(t, s.middleware, win.q, win.w, win.runs, 16, &ratelimitclient.Transport{})
+					res.check(t, win.q, win.runs, 0.95, 0.01)
+				})
 			}
 		}
 	}

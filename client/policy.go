@@ -23,6 +23,7 @@ type policy struct {
 	window   time.Duration // the policy's window, 0 when unknown
 	guessed  bool          // window is the longest reset seen, not given
 	rounded  bool          // the quota grew before the reset it was announced for
+	offClock bool          // the Unix-time resets fall off the ends of windows aligned on the clock
 	least    time.Duration // guessed window if the resets are rounded up
 	exact    time.Duration // guessed window if they are not
 	slack    time.Duration // how uncertain the server's clock was when resetAt was read
@@ -54,11 +55,15 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 		p.limit = q.limit
 		p.learnWindow(q)
 	}
-	if p.known() && q.remaining == p.limit-1 && (!p.guessed || p.rounded) {
+	if p.known() && q.remaining == p.limit-1 && (!p.guessed || p.rounded || p.offClock && q.slack <= maxSlack) {
 		// The response's own request found the quota full: a new window
 		// began with it, and ends a window later however late the reset
 		// reads (a reset rounded up to a whole second after a window that
-		// began at the first request).
+		// began at the first request). A guessed window is trusted for it
+		// when the resets are rounded up, or when they are Unix times off
+		// the ends of windows aligned on the clock (the window is then the
+		// whole seconds before them) and the server's clock is known to
+		// within maxSlack, so that the guess is rarely a second short.
 		resetAt = minTime(resetAt, now.Add(p.window))
 	}
 	p.rem = q.remaining - int64(min(count-seq, maxCount))
@@ -128,7 +133,9 @@ func (p *policy) learnWindow(q quota) {
 			p.epochs = gcd(p.epochs, q.epoch)
 		}
 		p.window, p.guessed = p.exact, true
-		if secs := int64(p.exact / time.Second); p.rounded || p.epochs > 0 && secs > 0 && p.epochs%secs != 0 {
+		secs := int64(p.exact / time.Second)
+		p.offClock = p.epochs > 0 && secs > 0 && p.epochs%secs != 0
+		if p.rounded || p.offClock {
 			p.window = p.least
 		}
 	}
@@ -175,6 +182,10 @@ func (p *policy) take(at time.Time) (slot, base time.Time, ok bool) {
 	p.last = slot
 	return slot, base, true
 }
+
+// maxSlack is how uncertain the server's clock may be for a guessed window
+// to end a window that began with a response (see apply).
+const maxSlack = time.Second / 2
 
 func gcd(a, b int64) int64 {
 	for b != 0 {
