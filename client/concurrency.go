@@ -60,16 +60,7 @@ func concurrentPolicies(lines []string, names *[maxItems]string) (n int, ok bool
 				names[n] = name
 				n++
 			}
-			p.skipOWS()
-			if p.i == len(p.s) {
-				break
-			}
-			if p.s[p.i] != ',' {
-				return 0, false
-			}
-			p.i++
-			p.skipOWS()
-			if p.i == len(p.s) { // trailing comma
+			if !p.listSep() {
 				return 0, false
 			}
 		}

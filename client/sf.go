@@ -43,20 +43,27 @@ func parseList(v string, items *[maxItems]sfItem) (n int, ok bool) {
 			items[n] = it
 			n++
 		}
-		p.skipOWS()
-		if p.i == len(p.s) {
-			return n, true
-		}
-		if p.s[p.i] != ',' {
-			return 0, false
-		}
-		p.i++
-		p.skipOWS()
-		if p.i == len(p.s) { // trailing comma
+		if !p.listSep() {
 			return 0, false
 		}
 	}
 	return n, true
+}
+
+// listSep consumes what follows a List member: optional whitespace, then
+// the end of the line, or a comma and optional whitespace before the next
+// member. It reports false for anything else, a trailing comma included.
+func (p *sfParser) listSep() bool {
+	p.skipOWS()
+	if p.i == len(p.s) {
+		return true
+	}
+	if p.s[p.i] != ',' {
+		return false
+	}
+	p.i++
+	p.skipOWS()
+	return p.i < len(p.s) // a trailing comma is no List
 }
 
 func (p *sfParser) skipSP() {
