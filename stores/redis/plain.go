@@ -112,6 +112,35 @@ func (c *plainCall) run() {
 	c.done <- struct{}{}
 }
 
+// soloPlain sends a plain take of req on its own, without a budget
+// context or an op: always without coalescing, and with coalescing when its
+// lane would send it alone anyway (see do). sent is false when it was not
+// sent, or when plainScript left it to script: the caller goes on as usual.
+func (s *Store) soloPlain(ctx context.Context, now instant, key string, req *ratelimit.Request) (vals [takeWidth]int64, sent bool, err error) {
+	if !s.coalesce {
+		s.stats.roundTrips.Add(1)
+		s.stats.sent.Add(1)
+		return s.takePlain(ctx, s.plainDeadline(ctx), now, key, req)
+	}
+	if ctx.Err() != nil {
+		return vals, false, nil // do reports it
+	}
+	l := s.laneFor(key)
+	if l.inflight >= s.maxInFlight || l.batches != 0 || len(l.queue) != 0 || s.maxWait != 0 {
+		l.mu.Unlock()
+		return vals, false, nil
+	}
+	l.inflight++
+	l.mu.Unlock()
+	vals, sent, err = s.takePlain(ctx, s.plainDeadline(ctx), now, key, req)
+	s.handOff(l)
+	if sent {
+		s.stats.roundTrips.Add(1)
+		s.stats.sent.Add(1)
+	}
+	return vals, sent, err
+}
+
 // plainDeadline is the end of a plain take's budget (see WithTimeout), or
 // zero when ctx's own deadline comes first.
 func (s *Store) plainDeadline(ctx context.Context) time.Time {

@@ -214,10 +214,8 @@ func (s *Store) check(ctx context.Context, now instant, req *ratelimit.Request, 
 // key (hotsplit.go).
 func (s *Store) checkKey(ctx context.Context, now instant, key string, req *ratelimit.Request, kind opKind, n int) ([takeWidth]int64, error) {
 	var out [takeWidth]int64
-	if !s.coalesce && kind == opTake && s.plain(req) {
-		s.stats.roundTrips.Add(1)
-		s.stats.sent.Add(1)
-		if vals, ok, err := s.takePlain(ctx, s.plainDeadline(ctx), now, key, req); ok {
+	if kind == opTake && s.plain(req) {
+		if vals, sent, err := s.soloPlain(ctx, now, key, req); sent {
 			return vals, err
 		}
 	}
