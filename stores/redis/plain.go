@@ -38,11 +38,22 @@ var errResentUnknown = errors.New("ratelimit: redis: a take resent after its rep
 
 // plain reports whether a take of req goes to plainScript: GCRA, cost 1 or
 // more, not forced (a settlement) and not paced (a reservation), on a
-// client that resends a command only when it may have run (not a Cluster
-// client, which also resends the commands a redirection refused: the call
-// keys of script tell those apart).
+// client that never redirects a command (plainClient).
 func (s *Store) plain(req *ratelimit.Request) bool {
-	return req.Algorithm == ratelimit.GCRA && req.Cost >= 1 && !req.Force && req.MaxDelay < time.Microsecond && s.route != bySlot
+	return s.plainOK && req.Algorithm == ratelimit.GCRA && req.Cost >= 1 && !req.Force && req.MaxDelay < time.Microsecond
+}
+
+// plainClient reports whether plainScript may serve c: a go-redis Client or
+// Ring, which resend a command only after a network error or a retryable
+// error reply. A Cluster client (or an unknown one, which may wrap one)
+// also resends the commands a redirection refused, on another node: the
+// call keys of script tell those apart.
+func plainClient(c redis.UniversalClient) bool {
+	switch c.(type) {
+	case *redis.Client, *redis.Ring:
+		return true
+	}
+	return false
 }
 
 // plainCall is one plainScript call: its arguments (which point into it),
