@@ -15,6 +15,7 @@ package bench
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -188,5 +189,60 @@ func compareParallel(b *testing.B, srv *RedisServer, rt *RoundTrips, check func(
 	if calls > 0 {
 		b.ReportMetric(usec/calls, "server-µs/call")
 		b.ReportMetric(usec/float64(b.N), "server-µs/op")
+	}
+}
+
+// TestRedisCost measures the cost of one check on Redis for each library
+// side by side, at exactly 1, 4 and 64 checks in flight, allow and deny,
+// one hot key and 10,000 keys: µs per check, p50 and p99 latency, server CPU
+// and commands per check (INFO cpu and commandstats) and the process's
+// allocations per check. It is a measurement, not a check: it runs only
+// with RATELIMIT_REDIS_COST set (to the seconds per row, default 2), and
+// rounds of it are interleaved by -count:
+//
+//	RATELIMIT_REDIS_COST=2 go test -run TestRedisCost -cpu 2 -count 3 -v ./bench/
+func TestRedisCost(t *testing.T) {
+	secs := os.Getenv("RATELIMIT_REDIS_COST")
+	if secs == "" {
+		t.Skip("a measurement: set RATELIMIT_REDIS_COST to run it")
+	}
+	d, err := time.ParseDuration(secs + "s")
+	if err != nil {
+		t.Fatalf("RATELIMIT_REDIS_COST=%q: %v", secs, err)
+	}
+	srv := startRedis(t)
+	var libs []RedisLibrary
+	for _, l := range RedisLibraries() {
+		if l.Name != "throttled" {
+			libs = append(libs, l)
+		}
+	}
+	// Our defaults on a client set up as docs/failure.md recommends: reads
+	// bounded by ctx (so a check needs no goroutine of its own to keep its
+	// budget) and no resends.
+	libs = append(libs, RedisLibrary{Name: "sluicehq-recommended", New: func(c redis.UniversalClient, l Limit) (func(context.Context, string) (bool, error), error) {
+		o := *c.(*redis.Client).Options()
+		o.ContextTimeoutEnabled, o.MaxRetries = true, -1
+		rc := redis.NewClient(&o)
+		t.Cleanup(func() { rc.Close() })
+		return oursCheck(l, redisstore.New(rc, redisstore.WithTimeout(benchBudget))), nil
+	}})
+	t.Logf("| case | in flight | library | µs/check | p50 | p99 | server CPU/check | commands/check | allocs/check |")
+	for _, c := range []Case{{false, 10_000}, {false, 1}, {true, 10_000}, {true, 1}} {
+		for _, workers := range []int{1, 4, 64} {
+			for _, lib := range libs {
+				r, err := RunRedis(srv, lib, c, workers, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Wrong != 0 || r.Errors != 0 {
+					t.Errorf("%s %v: %d wrong, %d errors", lib.Name, c, r.Wrong, r.Errors)
+				}
+				perCheck := float64(r.Elapsed.Microseconds()) / float64(max(r.Checks, 1))
+				t.Logf("| %v | %d | %s | %.1f | %v | %v | %.1f µs | %.2f | %.1f |", c, workers, lib.Name, perCheck,
+					r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond),
+					float64(r.ServerCPUPerCheck().Nanoseconds())/1000, r.CommandsPerCheck(), r.AllocsPerCheck())
+			}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -129,6 +130,14 @@ type RedisResult struct {
 	P50, P99 time.Duration
 	// ServerCPU is the CPU time redis-server used during the measurement.
 	ServerCPU time.Duration
+	// Mallocs is the heap allocations the process made while timing (the
+	// library, its go-redis client and the harness's latency samples).
+	Mallocs uint64
+}
+
+// AllocsPerCheck is the process's heap allocations per check.
+func (r RedisResult) AllocsPerCheck() float64 {
+	return float64(r.Mallocs) / float64(max(r.Checks, 1))
 }
 
 // ServerCPUPerCheck is the redis-server CPU time per check attempted.
@@ -167,7 +176,11 @@ func RunRedis(srv *RedisServer, lib RedisLibrary, c Case, workers int, d time.Du
 		return RedisResult{}, err
 	}
 	rt0 := rt.Load()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	res := timeChecks(ctx, check, keys, c, workers, d)
+	runtime.ReadMemStats(&m1)
+	res.Mallocs = m1.Mallocs - m0.Mallocs
 	res.Library, res.Case, res.Workers = lib.Name, c, workers
 	res.RTrips = rt.Load() - rt0
 	after, err := takeServerCounters(ctx, client)

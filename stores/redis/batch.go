@@ -322,6 +322,15 @@ func (s *Store) send(ctx context.Context, ops []*op) {
 }
 
 func (s *Store) sendGroup(ctx context.Context, ops []*op) {
+	if o := ops[0]; len(ops) == 1 && o.kind == opTake && s.plain(&o.req) {
+		vals, ok, err := s.takePlain(ctx, time.Time{}, o.now, o.key, &o.req)
+		if ok {
+			s.stats.roundTrips.Add(1)
+			s.stats.sent.Add(1)
+			o.vals, o.err = vals, err
+			return
+		}
+	}
 	keys := make([]string, len(ops))
 	args := s.header(make([]any, 0, headerLen+fieldsPerRequest*len(ops)), modeIndependent, ops[0].now)
 	for i, o := range ops {

@@ -60,10 +60,12 @@
 -- whose clocks disagree count against the window of the server's time.
 --
 -- State, one key per request, always written with a TTL in the same call:
---   GCRA            "<tat>:<t>"              the theoretical arrival time and
+--   GCRA            "<tat>:<t>[:<call>]"     the theoretical arrival time and
 --                                            the interval it counts in (see
 --                                            gcra_decode; a bare "<tat>", a
---                                            split marker's, counts in any)
+--                                            split marker's, counts in any),
+--                                            and the call of plain.lua that
+--                                            wrote it, which this ignores
 --   sliding window  "<start>:<cur>:<prev>"   current window start and counts
 --   fixed window    "<end>:<count>"          the window end and its count
 --   GCRA holes      a hash beside a GCRA key, "<prefix>{<tag>}:h:<rule>":
@@ -341,7 +343,8 @@ local function gcra_decode(v, t)
   if not j then return tonumber(v), t end
   local tat = tonumber(string.sub(v, 1, j - 1))
   if not tat or tat <= now or tat >= MARKER then return tat, t end -- nothing owed: t's
-  local from = tonumber(string.sub(v, j + 1))
+  local k = string.find(v, ":", j + 1, true) -- plain.lua's ":<call>"
+  local from = tonumber(string.sub(v, j + 1, (k or 0) - 1))
   if not from then return nil, t end
   if t >= from then return tat, from end
   local debt = tat - now

@@ -46,6 +46,7 @@ type Store struct {
 
 	timeout  time.Duration // each call's budget
 	ctxReads bool          // the client bounds socket reads by ctx
+	plainOK  bool          // plain takes may run plainScript (plain.go)
 	retries  bool          // the client may resend a command: use call keys
 	callID   string        // this Store's prefix of call key names
 	calls    atomic.Uint64
@@ -75,6 +76,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 		callID: newCallID(),
 	}
 	s.ctxReads, s.retries = clientTraits(client)
+	s.plainOK = plainClient(client)
 	if ps := poolSize(client); ps > 0 {
 		s.maxInFlight = min(s.maxInFlight, ps) // never wait for a connection
 	}
@@ -214,6 +216,11 @@ func (s *Store) check(ctx context.Context, now instant, req *ratelimit.Request, 
 // key (hotsplit.go).
 func (s *Store) checkKey(ctx context.Context, now instant, key string, req *ratelimit.Request, kind opKind, n int) ([takeWidth]int64, error) {
 	var out [takeWidth]int64
+	if kind == opTake && s.plain(req) {
+		if vals, sent, err := s.soloPlain(ctx, now, key, req); sent {
+			return vals, err
+		}
+	}
 	ctx, cancel := s.budget(ctx)
 	defer cancel()
 	if !s.coalesce {

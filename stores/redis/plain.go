@@ -1,0 +1,258 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/ratelimit"
+)
+
+// plainSource is the script of a plain GCRA take; see plain.lua.
+//
+//go:embed plain.lua
+var plainSource string
+
+// plainScript is the small script behind the most common check: one GCRA
+// take that reads its key once and writes it at most once (with the
+// server's TIME, three commands in all besides EVALSHA). Everything else,
+// and the rare state it leaves to exact arithmetic, goes to script.
+var plainScript = redis.NewScript(clockSource + plainSource)
+
+// Replies of plainScript in place of allowed that are no decision.
+const (
+	plainResentUnknown = -2 // a resent call found its key written by another since
+	plainNeedsScript   = -3 // the state needs script.lua's exact arithmetic
+)
+
+// errResentUnknown is the error of a take whose reply was lost and whose
+// resend found its key written by another call since: whether the first
+// send applied cannot be known, and applying it again could count it
+// twice, so the take fails (and the caller's failure policy answers).
+var errResentUnknown = errors.New("ratelimit: redis: a take resent after its reply was lost found its key changed by another call: its outcome is unknown, and it was not applied again")
+
+// plain reports whether a take of req goes to plainScript: GCRA, cost 1 or
+// more, not forced (a settlement) and not paced (a reservation), on a
+// client that never redirects a command (plainClient).
+func (s *Store) plain(req *ratelimit.Request) bool {
+	return s.plainOK && req.Algorithm == ratelimit.GCRA && req.Cost >= 1 && !req.Force && req.MaxDelay < time.Microsecond
+}
+
+// plainClient reports whether plainScript may serve c: a go-redis Client or
+// Ring, which resend a command only after a network error or a retryable
+// error reply. A Cluster client (or an unknown one, which may wrap one)
+// also resends the commands a redirection refused, on another node: the
+// call keys of script tell those apart.
+func plainClient(c redis.UniversalClient) bool {
+	switch c.(type) {
+	case *redis.Client, *redis.Ring:
+		return true
+	}
+	return false
+}
+
+// plainCall is one plainScript call: its arguments (which point into it),
+// its reply, and what the caller waits on. Calls are pooled, unless the
+// caller stopped waiting before the reply (the call is then the client's
+// goroutine's until it ends, and is left to the collector).
+type plainCall struct {
+	ctx   context.Context
+	s     *Store
+	tok   callToken
+	now   int64
+	slack int64
+	t     int64
+	cap   int64
+	cost  int64
+	args  [6]any
+	keys  [1]string
+	cmd   *redis.Cmd
+	done  chan struct{}
+	timer *time.Timer
+	runFn func() // c.run, bound once
+}
+
+var plainPool = sync.Pool{New: func() any {
+	c := &plainCall{done: make(chan struct{}, 1)}
+	c.runFn = c.run
+	c.args = [6]any{&c.tok, "", &c.slack, &c.t, &c.cap, &c.cost}
+	return c
+}}
+
+// callToken is the first argument of plainScript: the call's id, which the
+// script stores with the state it writes. go-redis marshals the arguments
+// each time it writes the command, so the token knows when the client
+// resends the call after a lost reply, and says so ("!" before the id): a
+// resend that finds its own id in the key replies without applying again.
+type callToken struct {
+	id    string // "": the client never resends, no id
+	n     uint64
+	sends int
+	buf   [48]byte
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler for go-redis.
+func (c *callToken) MarshalBinary() ([]byte, error) {
+	if c.id == "" {
+		return nil, nil
+	}
+	c.sends++
+	b := c.buf[:0]
+	if c.sends > 1 {
+		b = append(b, '!')
+	}
+	b = append(b, c.id...)
+	return strconv.AppendUint(b, c.n, 36), nil
+}
+
+// run sends the call: EVALSHA, and on NOSCRIPT (a restarted or flushed
+// server) EVAL, as a first send unless EVALSHA itself had been resent.
+func (c *plainCall) run() {
+	c.cmd = plainScript.EvalSha(c.ctx, c.s.client, c.keys[:], c.args[:]...)
+	if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if c.tok.sends == 1 {
+			c.tok.sends = 0
+		}
+		c.cmd = plainScript.Eval(c.ctx, c.s.client, c.keys[:], c.args[:]...)
+	}
+	c.done <- struct{}{}
+}
+
+// soloPlain sends a plain take of req on its own, without a budget
+// context or an op: always without coalescing, and with coalescing when its
+// lane would send it alone anyway (see do). sent is false when it was not
+// sent, or when plainScript left it to script: the caller goes on as usual.
+func (s *Store) soloPlain(ctx context.Context, now instant, key string, req *ratelimit.Request) (vals [takeWidth]int64, sent bool, err error) {
+	if !s.coalesce {
+		s.stats.roundTrips.Add(1)
+		s.stats.sent.Add(1)
+		return s.takePlain(ctx, s.plainDeadline(ctx), now, key, req)
+	}
+	if ctx.Err() != nil {
+		return vals, false, nil // do reports it
+	}
+	l := s.laneFor(key)
+	if l.inflight >= s.maxInFlight || l.batches != 0 || len(l.queue) != 0 || s.maxWait != 0 {
+		l.mu.Unlock()
+		return vals, false, nil
+	}
+	l.inflight++
+	l.mu.Unlock()
+	vals, sent, err = s.takePlain(ctx, s.plainDeadline(ctx), now, key, req)
+	s.handOff(l)
+	if sent {
+		s.stats.roundTrips.Add(1)
+		s.stats.sent.Add(1)
+	}
+	return vals, sent, err
+}
+
+// plainDeadline is the end of a plain take's budget (see WithTimeout), or
+// zero when ctx's own deadline comes first.
+func (s *Store) plainDeadline(ctx context.Context) time.Time {
+	d := time.Now().Add(s.timeout)
+	if cd, ok := ctx.Deadline(); ok && !cd.After(d) {
+		return time.Time{}
+	}
+	return d
+}
+
+// takePlain runs a plain take of req on key within ctx and the budget
+// ending at deadline (zero: ctx's own). ok is false when the script left
+// the take to script (nothing was applied).
+func (s *Store) takePlain(ctx context.Context, deadline time.Time, now instant, key string, req *ratelimit.Request) (vals [takeWidth]int64, ok bool, err error) {
+	c := plainPool.Get().(*plainCall)
+	c.s, c.t, c.cap, c.cost = s, gcraInterval(req.Limit), int64(req.Limit.Capacity()), int64(req.Cost)
+	c.keys[0] = key
+	c.args[1], c.now, c.slack = "", 0, 0
+	if now.set {
+		c.now, c.slack = now.us, ClockTTLSlack.Milliseconds()
+		c.args[1] = &c.now
+	}
+	c.tok.id, c.tok.sends = "", 0
+	if s.retries {
+		c.tok.id, c.tok.n = s.callID, s.calls.Add(1)
+	}
+	if err := s.sendPlain(ctx, deadline, c); err != nil {
+		return vals, true, err // c may still be in use
+	}
+	vals, ok, err = plainReply(ctx, c.cmd, req)
+	*c = plainCall{done: c.done, timer: c.timer, runFn: c.runFn, args: c.args}
+	plainPool.Put(c)
+	return vals, ok, err
+}
+
+// sendPlain runs c and waits for its reply, at most until ctx ends or the
+// deadline passes: with a client that does not bound its reads by ctx the
+// call runs on a goroutine of its own, as eval does.
+func (s *Store) sendPlain(ctx context.Context, deadline time.Time, c *plainCall) error {
+	if s.ctxReads || (ctx.Done() == nil && deadline.IsZero()) {
+		if !deadline.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
+		c.ctx = ctx
+		c.run()
+		<-c.done
+		return nil
+	}
+	c.ctx = ctx
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		if c.timer == nil {
+			c.timer = time.NewTimer(time.Until(deadline))
+		} else {
+			c.timer.Reset(time.Until(deadline))
+		}
+		expired = c.timer.C
+	}
+	go c.runFn()
+	select {
+	case <-c.done:
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		return nil
+	case <-ctx.Done():
+		return callError(ctx, ctx.Err())
+	case <-expired:
+		return fmt.Errorf("ratelimit: redis: %w", context.DeadlineExceeded)
+	}
+}
+
+// plainReply converts plainScript's reply.
+func plainReply(ctx context.Context, cmd *redis.Cmd, req *ratelimit.Request) (vals [takeWidth]int64, ok bool, err error) {
+	v, err := cmd.Result()
+	if err != nil {
+		if err == redis.Nil {
+			err = fmt.Errorf("empty reply")
+		}
+		return vals, true, callError(ctx, err)
+	}
+	got, _ := v.([]any)
+	if len(got) != takeWidth {
+		return vals, true, fmt.Errorf("ratelimit: redis: unexpected reply of %d values, want %d", len(got), takeWidth)
+	}
+	for i, x := range got {
+		n, isInt := x.(int64)
+		if !isInt {
+			return vals, true, fmt.Errorf("ratelimit: redis: unexpected reply value %T", x)
+		}
+		vals[i] = n
+	}
+	switch vals[0] {
+	case -1:
+		return vals, true, wrongType(req)
+	case plainResentUnknown:
+		return vals, true, errResentUnknown
+	case plainNeedsScript:
+		return vals, false, nil
+	}
+	return vals, true, nil
+}

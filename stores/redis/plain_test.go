@@ -1,0 +1,138 @@
+package redisstore
+
+// The plain GCRA take (plain.lua): what it costs the server, and that a
+// resent take is never applied twice.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/ratelimit"
+)
+
+// commandCalls returns INFO commandstats' calls by command.
+func commandCalls(t *testing.T, c *redis.Client) map[string]int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "calls="); ok {
+				calls[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return calls
+}
+
+// TestPlainTakeCostsThreeCommands: with the server's time and a client that
+// resends (go-redis's default MaxRetries), a plain GCRA take runs one
+// EVALSHA, and inside it TIME, one GET and one SET of its own key: no call
+// key. Counted by INFO commandstats on a private server.
+func TestPlainTakeCostsThreeCommands(t *testing.T) {
+	requireRedis(t)
+	srv := startTestRedis(t)
+	for _, coalesce := range []bool{true, false} {
+		t.Run(fmt.Sprintf("coalescing=%v", coalesce), func(t *testing.T) {
+			client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			t.Cleanup(func() { client.Close() })
+			opts := []Option{WithPrefix(uniquePrefix(t)), WithoutDeniedCache()}
+			if !coalesce {
+				opts = append(opts, WithoutCoalescing())
+			}
+			s := New(client, opts...)
+			mustTake(t, s, gcraReq("warm", ratelimit.PerHour(10), 1)) // loads the script
+			before := commandCalls(t, client)
+			const n = 50
+			for i := range n {
+				if res := mustTake(t, s, gcraReq("k"+strconv.Itoa(i), ratelimit.PerHour(10), 1)); !res.Allowed {
+					t.Fatalf("take %d denied: %+v", i, res)
+				}
+			}
+			after := commandCalls(t, client)
+			var inner int64
+			for cmd, v := range after {
+				switch d := v - before[cmd]; cmd {
+				case "info":
+				case "evalsha":
+					if d != n {
+						t.Errorf("%d EVALSHA for %d takes", d, n)
+					}
+				default:
+					inner += d
+					if d != 0 {
+						t.Logf("%s: %d", cmd, d)
+					}
+				}
+			}
+			if inner > 3*n {
+				t.Errorf("%d commands inside the script for %d plain takes, want at most %d (TIME, GET, SET)", inner, n, 3*n)
+			}
+		})
+	}
+}
+
+// plainRun calls plainScript by hand as a client would send it, with the
+// call token tok, and returns its reply.
+func plainRun(t *testing.T, c redis.UniversalClient, key, tok string, req ratelimit.Request) []int64 {
+	t.Helper()
+	v, err := plainScript.Run(context.Background(), c, []string{key}, tok, "", 0,
+		gcraInterval(req.Limit), req.Limit.Capacity(), req.Cost).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestResentPlainTakeNeverAppliesTwice: a take resent after its reply was
+// lost ("!" before its id) replies again, without applying, when its own id
+// is in the key; when another call wrote the key since, it is not applied
+// again: denied if it would be denied anyway, and otherwise refused (-2,
+// an error for the caller, whose failure policy answers).
+func TestResentPlainTakeNeverAppliesTwice(t *testing.T) {
+	c := standaloneClient(t)
+	ctx := context.Background()
+	req := gcraReq("resent", ratelimit.PerHour(3), 1)
+	key := stateKey(uniquePrefix(t), &req)
+	get := func() string { return c.Get(ctx, key).Val() }
+
+	if v := plainRun(t, c, key, "a.1", req); v[0] != 1 || v[1] != 2 {
+		t.Fatalf("first take: %v, want allowed with 2 remaining", v)
+	}
+	state := get()
+	if !strings.HasSuffix(state, ":a.1") {
+		t.Fatalf("state %q does not name the call that wrote it", state)
+	}
+	if v := plainRun(t, c, key, "!a.1", req); v[0] != 1 || v[1] != 2 || get() != state {
+		t.Errorf("resent take whose id the key holds: %v, state %q -> %q; want its reply again (allowed, 2 remaining) and nothing applied", v, state, get())
+	}
+
+	if v := plainRun(t, c, key, "b.1", req); v[0] != 1 || v[1] != 1 {
+		t.Fatalf("another call's take: %v, want allowed with 1 remaining", v)
+	}
+	state = get()
+	if v := plainRun(t, c, key, "!a.2", req); v[0] != plainResentUnknown || get() != state {
+		t.Errorf("resent take after another call wrote the key: %v, state %q -> %q; want %d and nothing applied", v, state, get(), plainResentUnknown)
+	}
+
+	plainRun(t, c, key, "b.2", req) // the last unit
+	state = get()
+	if v := plainRun(t, c, key, "!a.3", req); v[0] != 0 || get() != state {
+		t.Errorf("resent take that does not fit: %v, state %q -> %q; want denied, nothing applied", v, state, get())
+	}
+	if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Hour {
+		t.Errorf("state TTL %v, want within the hour it takes to refill", ttl)
+	}
+}
