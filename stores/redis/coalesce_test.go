@@ -332,7 +332,7 @@ func TestDeniedCache(t *testing.T) {
 					t.Fatal(err)
 				}
 				want, _ := mem.Take(ctx, r)
-				if !sameResult(&entry{req: r, exact: true}, got, want) {
+				if !sameResult(&entry{req: r, exact: true}, r.Force, got, want) {
 					t.Fatalf("%s:\n redis  %+v\n memory %+v", what, got, want)
 				}
 				after := s.Stats()

@@ -83,7 +83,7 @@ func runHoles(t *testing.T, client redis.UniversalClient, rs *Store, mem ratelim
 				r.MaxDelay = 0
 			}
 			want, got := mustTake(t, mem, r), mustTake(t, rs, r)
-			if !sameResult(&entry{req: r, exact: true}, got, want) {
+			if !sameResult(&entry{req: r, exact: true}, r.Force, got, want) {
 				t.Fatalf("op %d: Take cost %d max delay %v:\n redis  %+v\n memory %+v", op, r.Cost, r.MaxDelay, got, want)
 			}
 			if want.Allowed {
@@ -110,7 +110,7 @@ func runHoles(t *testing.T, client redis.UniversalClient, rs *Store, mem ratelim
 			}
 		default:
 			want, got := mustTake(t, mem, withCost(req, 0)), mustTake(t, rs, withCost(req, 0))
-			if !sameResult(&entry{req: req, exact: true}, got, want) {
+			if !sameResult(&entry{req: req, exact: true}, req.Force, got, want) {
 				t.Fatalf("op %d: peek:\n redis  %+v\n memory %+v", op, got, want)
 			}
 		}

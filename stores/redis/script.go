@@ -273,14 +273,19 @@ func result(l ratelimit.Limit, v []int64) ratelimit.Result {
 }
 
 // takeResult converts the reply to a Take of req. An allowed GCRA take
-// carries its Delay (a reservation's) where RetryAfter would be. The
+// carries its Delay (a reservation's) where RetryAfter would be, an allowed
+// sliding-window take its NextAfter. The
 // fifth value is the Slot token of a take of non-zero cost that consumed:
 // for GCRA the key's time after it, in µs; for a window its end, in µs;
 // for Concurrency the first id of its slots.
 func takeResult(req *ratelimit.Request, v []int64) ratelimit.Result {
 	res := result(req.Limit, v)
-	if v[0] == 1 && req.Algorithm == ratelimit.GCRA && !req.Force {
+	switch {
+	case v[0] != 1 || req.Force:
+	case req.Algorithm == ratelimit.GCRA:
 		res.RetryAfter, res.Delay = 0, res.RetryAfter
+	case req.Algorithm == ratelimit.SlidingWindow:
+		res.RetryAfter, res.NextAfter = 0, res.RetryAfter
 	}
 	if req.Cost > 0 {
 		res.Slot = uint64(v[4])

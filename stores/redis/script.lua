@@ -225,7 +225,11 @@ local function sliding(st, at, rate, p, cost)
   if reset > 0 then reset = reset + d end
   local token = 0
   if cost > 0 then token = start + p end
-  return {start, cur, prev}, true, rate - cur - weighted, 0, reset, (start - now) + 2 * p + d, token
+  local left = rate - cur - weighted
+  -- In place of retry-after, 0 when allowed: when more than left units
+  -- fit (once left+1 do), the RateLimit field's t; see slidingRetryAfter.
+  local nxt = sliding_retry(cur, prev, left + 1, start, now, rate, p) + d
+  return {start, cur, prev}, true, left, nxt, reset, (start - now) + 2 * p + d, token
 end
 
 -- window_end returns the end of the fixed window of a request at now: the
@@ -291,7 +295,8 @@ local function settle_sliding(st, at, rate, p, delta, slot)
   local stop = slot
   if stop == 0 then stop = start + p end
   if stop < start or stop > start + p then -- before the previous window, or not yet
-    local _, _, rem, retry, reset = sliding(st, at, rate, p, 0)
+    local _, fits, rem, retry, reset = sliding(st, at, rate, p, 0)
+    if fits then retry = 0 end -- not the time until more fit
     return nil, true, rem, retry, reset, 0
   end
   if stop == start + p then cur = clampc(cur + delta) else prev = clampc(prev + delta) end
