@@ -198,11 +198,11 @@ type Result struct {
 
 	// NextAfter is how long until more than Remaining units are available,
 	// assuming no other traffic: the t parameter of the RateLimit field.
-	// The memory and Redis stores set it on allowed sliding-window takes
-	// (the memory store on every take). A store may leave it zero; the field then derives it from ResetAfter,
-	// exactly for GCRA (the time one unit takes to come back) and
-	// FixedWindow (the window's end), as an upper bound for SlidingWindow
-	// (the time until the key is back to full).
+	// The memory store sets it on window takes, the Redis store on allowed
+	// sliding-window takes. A store may leave it zero; the field then
+	// derives it from ResetAfter, exactly for GCRA (the time one unit takes
+	// to come back) and FixedWindow (the window's end), as an upper bound
+	// for SlidingWindow (the time until the key is back to full).
 	NextAfter time.Duration
 }
 
