@@ -64,7 +64,7 @@ func ByIPPrefix(ipv4Bits, ipv6Bits int) KeyFunc {
 	if ipv6Bits < 1 || ipv6Bits > 128 {
 		panic(fmt.Sprintf("ratelimit: ByIPPrefix: ipv6Bits %d must be 1 to 128", ipv6Bits))
 	}
-	return PeerIPConfig{IPv4Prefix: ipv4Bits, IPv6Prefix: ipv6Bits}.keyFunc("ByIPPrefix")
+	return peerKey("ByIPPrefix", ipv4Bits, ipv6Bits, nil)
 }
 
 // PeerIPConfig configures a key function for the address of the connecting
