@@ -230,14 +230,11 @@ func (s *Store) sendPlain(ctx context.Context, deadline time.Time, c *plainCall)
 func plainReply(ctx context.Context, cmd *redis.Cmd, req *ratelimit.Request) (vals [takeWidth]int64, ok bool, err error) {
 	v, err := cmd.Result()
 	if err != nil {
-		if err == redis.Nil {
-			err = fmt.Errorf("empty reply")
-		}
-		return vals, true, callError(ctx, err)
+		return vals, true, replyError(ctx, err)
 	}
-	got, _ := v.([]any)
+	got, _ := v.([]any) // not Int64Slice, which would allocate a slice
 	if len(got) != takeWidth {
-		return vals, true, fmt.Errorf("ratelimit: redis: unexpected reply of %d values, want %d", len(got), takeWidth)
+		return vals, true, replyLenError(len(got), takeWidth)
 	}
 	for i, x := range got {
 		n, isInt := x.(int64)

@@ -179,15 +179,26 @@ func (s *Store) run(ctx context.Context, keys []string, args []any, want int) ([
 	keys = s.callKey(ctx, keys, args)
 	vals, err := s.evalRetry(ctx, keys, args).Int64Slice()
 	if err != nil {
-		if err == redis.Nil {
-			err = fmt.Errorf("empty reply")
-		}
-		return nil, callError(ctx, err)
+		return nil, replyError(ctx, err)
 	}
 	if len(vals) != want {
-		return nil, fmt.Errorf("ratelimit: redis: unexpected reply of %d values, want %d", len(vals), want)
+		return nil, replyLenError(len(vals), want)
 	}
 	return vals, nil
+}
+
+// replyError is callError for the error of a script's reply; a nil reply
+// is one too.
+func replyError(ctx context.Context, err error) error {
+	if err == redis.Nil {
+		err = fmt.Errorf("empty reply")
+	}
+	return callError(ctx, err)
+}
+
+// replyLenError is the error of a reply of n values where want were due.
+func replyLenError(n, want int) error {
+	return fmt.Errorf("ratelimit: redis: unexpected reply of %d values, want %d", n, want)
 }
 
 // runReturn executes the script in return mode.
