@@ -3,6 +3,7 @@ package ratelimitclient_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -86,11 +87,7 @@ func runLoad(t *testing.T, server func(http.Handler) http.Handler, limit int, pe
 	t.Helper()
 	var res loadResult
 	synctest.Test(t, func(t *testing.T) {
-		ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-		ts, base := memServer(t, server(ok))
-		rec := &recorder{next: base}
-		tr.Base = rec
-		client := &http.Client{Transport: tr}
+		url, rec, client := loadClient(t, server, tr)
 
 		start := time.Now()
 		end := start.Add(time.Duration(windows) * period)
@@ -104,7 +101,7 @@ func runLoad(t *testing.T, server func(http.Handler) http.Handler, limit int, pe
 				defer wg.Done()
 				ctx, cancel := context.WithDeadline(context.Background(), end)
 				defer cancel()
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/v1/things", nil)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 				resp, err := client.Do(req)
 				mu.Lock()
 				defer mu.Unlock()
@@ -126,9 +123,7 @@ func runLoad(t *testing.T, server func(http.Handler) http.Handler, limit int, pe
 		wg.Wait()
 		res.sent, res.throttled, res.early = rec.sent, rec.throttled, rec.early
 	})
-	t.Logf("offered %d, ok %d (goodput %.1f%% of the limit), shed %d, other errors %d; sent after the first response %d, 429s %d (%.2f%%), early sends %d",
-		res.offered, res.ok, 100*float64(res.ok)/float64(limit*windows), res.shed, res.otherErr,
-		res.sent, res.throttled, 100*float64(res.throttled)/float64(max(res.sent, 1)), res.early)
+	res.log(t, fmt.Sprintf("offered %d,", res.offered), limit, windows)
 	return res
 }
 
@@ -140,11 +135,7 @@ func runClosedLoad(t *testing.T, server func(http.Handler) http.Handler, limit i
 	t.Helper()
 	var res loadResult
 	synctest.Test(t, func(t *testing.T) {
-		ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-		ts, base := memServer(t, server(ok))
-		rec := &recorder{next: base}
-		tr.Base = rec
-		client := &http.Client{Transport: tr}
+		url, rec, client := loadClient(t, server, tr)
 		end := time.Now().Add(time.Duration(windows) * period)
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -152,7 +143,7 @@ func runClosedLoad(t *testing.T, server func(http.Handler) http.Handler, limit i
 			wg.Go(func() {
 				for time.Now().Before(end) {
 					ctx, cancel := context.WithDeadline(context.Background(), end)
-					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/v1/things", nil)
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 					resp, err := client.Do(req)
 					cancel()
 					mu.Lock()
@@ -183,10 +174,26 @@ func runClosedLoad(t *testing.T, server func(http.Handler) http.Handler, limit i
 		wg.Wait()
 		res.sent, res.throttled, res.early = rec.sent, rec.throttled, rec.early
 	})
-	t.Logf("closed loop of %d: ok %d (goodput %.1f%% of the limit), shed %d, other errors %d; sent after the first response %d, 429s %d (%.2f%%), early sends %d",
-		workers, res.ok, 100*float64(res.ok)/float64(limit*windows), res.shed, res.otherErr,
-		res.sent, res.throttled, 100*float64(res.throttled)/float64(max(res.sent, 1)), res.early)
+	res.log(t, fmt.Sprintf("closed loop of %d:", workers), limit, windows)
 	return res
+}
+
+// loadClient serves "ok" behind server on an in-memory network and returns
+// the URL to request, the recorder of what tr sends, and a client on tr.
+func loadClient(t *testing.T, server func(http.Handler) http.Handler, tr *ratelimitclient.Transport) (url string, rec *recorder, client *http.Client) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	ts, base := memServer(t, server(ok))
+	rec = &recorder{next: base}
+	tr.Base = rec
+	return ts.URL + "/v1/things", rec, &http.Client{Transport: tr}
+}
+
+// log reports a load run, what first.
+func (res loadResult) log(t *testing.T, what string, limit, windows int) {
+	t.Helper()
+	t.Logf("%s ok %d (goodput %.1f%% of the limit), shed %d, other errors %d; sent after the first response %d, 429s %d (%.2f%%), early sends %d",
+		what, res.ok, 100*float64(res.ok)/float64(limit*windows), res.shed, res.otherErr,
+		res.sent, res.throttled, 100*float64(res.throttled)/float64(max(res.sent, 1)), res.early)
 }
 
 // check applies the bounds to a load run.

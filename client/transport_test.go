@@ -3,6 +3,7 @@ package ratelimitclient_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -26,36 +27,8 @@ func TestBlockedResetResumesWithoutHerd(t *testing.T) {
 				if fields[0] == "RateLimit" {
 					status = http.StatusOK
 				}
-				base := &fakeBase{respond: func(n int, _ *http.Request) *http.Response {
-					if n == 0 {
-						return response(status, fields...)
-					}
-					return response(http.StatusOK)
-				}}
-				tr := &ratelimitclient.Transport{Base: base, MaxRetries: -1}
-				send(tr, get("http://api.test/"))
-				start := time.Now()
-				var wg sync.WaitGroup
-				for range 100 {
-					wg.Go(func() {
-						if _, err := send(tr, get("http://api.test/")); err != nil {
-							t.Error(err)
-						}
-					})
-				}
-				wg.Wait()
-				calls := base.callTimes()[1:]
-				if len(calls) != 100 {
-					t.Fatalf("%d sends, want 100", len(calls))
-				}
-				first, last := calls[0], calls[0]
-				for _, c := range calls {
-					if c.Before(start.Add(10 * time.Second)) {
-						t.Fatalf("a send at %v, before the reset at 10s", c.Sub(start))
-					}
-					first, last = minTime(first, c), maxTime(last, c)
-				}
-				if spread := last.Sub(first); spread < time.Second {
+				spread := resumeHerd(t, "", status, fields)
+				if spread < time.Second {
 					t.Errorf("100 waiters resumed within %v, want spread over >= 1s (10%% of the 10s wait)", spread)
 				} else {
 					t.Logf("100 waiters resumed over %v after a 10s wait", spread)
@@ -63,6 +36,44 @@ func TestBlockedResetResumesWithoutHerd(t *testing.T) {
 			})
 		})
 	}
+}
+
+// resumeHerd answers a first request with status and fields, which make
+// the Transport wait 10 s, then sends 100 requests at once, checks that all
+// of them were sent and none before the 10 s, and returns how far apart the
+// first and the last were sent. label starts its failure messages.
+func resumeHerd(t *testing.T, label string, status int, fields []string) (spread time.Duration) {
+	t.Helper()
+	base := &fakeBase{respond: func(n int, _ *http.Request) *http.Response {
+		if n == 0 {
+			return response(status, fields...)
+		}
+		return response(http.StatusOK)
+	}}
+	tr := &ratelimitclient.Transport{Base: base, MaxRetries: -1}
+	send(tr, get("http://api.test/"))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Go(func() {
+			if _, err := send(tr, get("http://api.test/")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	calls := base.callTimes()[1:]
+	if len(calls) != 100 {
+		t.Fatalf("%s%d sends, want 100", label, len(calls))
+	}
+	first, last := calls[0], calls[0]
+	for _, c := range calls {
+		if c.Before(start.Add(10 * time.Second)) {
+			t.Fatalf("%sa send at %v, before the reset at 10s", label, c.Sub(start))
+		}
+		first, last = minTime(first, c), maxTime(last, c)
+	}
+	return last.Sub(first)
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -336,33 +347,8 @@ func TestHerdResumesSpreadWhenFieldsPace(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for run := range 10 {
 				synctest.Test(t, func(t *testing.T) {
-					base := &fakeBase{respond: func(n int, _ *http.Request) *http.Response {
-						if n == 0 {
-							return response(c.status, c.fields...)
-						}
-						return response(http.StatusOK)
-					}}
-					tr := &ratelimitclient.Transport{Base: base, MaxRetries: -1}
-					send(tr, get("http://api.test/"))
-					start := time.Now()
-					var wg sync.WaitGroup
-					for range 100 {
-						wg.Go(func() {
-							if _, err := send(tr, get("http://api.test/")); err != nil {
-								t.Error(err)
-							}
-						})
-					}
-					wg.Wait()
-					calls := base.callTimes()[1:]
-					first, last := calls[0], calls[0]
-					for _, c := range calls {
-						if c.Before(start.Add(10 * time.Second)) {
-							t.Fatalf("run %d: a send at %v, before the reset at 10s", run, c.Sub(start))
-						}
-						first, last = minTime(first, c), maxTime(last, c)
-					}
-					if spread := last.Sub(first); spread < time.Second {
+					spread := resumeHerd(t, fmt.Sprintf("run %d: ", run), c.status, c.fields)
+					if spread < time.Second {
 						t.Errorf("run %d: 100 waiters resumed within %v, want >= 1s (10%% of the 10s wait)", run, spread)
 					}
 				})
