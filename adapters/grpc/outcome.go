@@ -10,7 +10,8 @@ import (
 )
 
 // statusClientClosedRequest is 499, the status nginx and gRPC gateways give
-// a request its client gave up on; adaptive.DefaultClassify ignores it.
+// a request its client gave up on; adaptive.DefaultClassify makes it
+// SampleAbandoned, a drop only when the server had been slow for it.
 const statusClientClosedRequest = 499
 
 // ended reports how an admitted RPC ended to the limiter: it records the
@@ -39,8 +40,9 @@ func (w *recorder) Status() int { return w.outcome }
 // client's deadline has not passed and the client is still there:
 // otherwise the client's deadline or cancellation ended the call (a
 // handler passes its context on to what it calls, so the client's deadline
-// expires there too), and it is 499 (client closed request), which no
-// classifier should count as overload. ctx is the RPC's context, whose
+// expires there too), and it is 499 (client closed request), which a
+// classifier must not count as a drop by itself (see
+// adaptive.SampleAbandoned). ctx is the RPC's context, whose
 // deadline is the client's grpc-timeout.
 func outcome(ctx context.Context, err error, returned bool) int {
 	switch {
