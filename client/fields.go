@@ -49,6 +49,7 @@ type observation struct {
 	n          int
 	retryAfter time.Duration
 	hasRetry   bool
+	ietf       bool // the quotas are the RateLimit and RateLimit-Policy fields'
 }
 
 // parseFields fills obs from the rate-limit fields of h, received at now.
@@ -74,6 +75,7 @@ func parseFields(h http.Header, now time.Time, clock *serverClock, maxDelay time
 	}
 	if v := h[hdrRateLimit]; len(v) > 0 {
 		if parseRateLimit(v, h[hdrPolicy], maxDelay, fc, obs) {
+			obs.ietf = true
 			return
 		}
 		if q, ok := parseOldDict(v); ok {

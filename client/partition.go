@@ -47,6 +47,7 @@ type partition struct {
 	localAt  time.Time     // the latest time given to local (see localTime)
 	rate     float64       // adaptive mode: the current local rate, per second
 	lastCut  time.Time     // adaptive mode: the latest decrease
+	seen     seenFields    // the fields of the response applied last (see repeated.go)
 }
 
 // table maps keys to partitions, in shards so that concurrent requests to

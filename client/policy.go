@@ -43,11 +43,12 @@ func (p *policy) avg() time.Duration { return min(p.window/time.Duration(p.limit
 
 // apply updates the policy from q, reported by the response to the send
 // numbered seq and received at now, when count sends have been admitted so
-// far. A response older than the one last applied (responses to concurrent
-// requests can arrive out of order) is ignored. No spacing exceeds maxGap.
-func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Duration) {
+// far, and reports whether it did. A response older than the one last
+// applied (responses to concurrent requests can arrive out of order) is
+// ignored. No spacing exceeds maxGap.
+func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Duration) bool {
 	if p.active && seq < p.seq {
-		return
+		return false
 	}
 	resetAt := p.reset(q, now)
 	p.active, p.bounded, p.seq, p.maxGap = true, true, seq, maxGap
@@ -91,6 +92,7 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 		}
 	}
 	p.interval = min(p.interval, maxGap)
+	return true
 }
 
 // reset returns when q, received at now, says the quota is restored. A

@@ -16,9 +16,12 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 		status != http.StatusForbidden && !p.gated.Load() && !mayHaveFields(h) {
 		return false
 	}
+	mayThrottle := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable || status == http.StatusForbidden
+	if !mayThrottle && t.repeats(p, h) {
+		return false // the fields of the response applied last: see repeated.go
+	}
 	now := t.now()
 	var obs observation
-	mayThrottle := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable || status == http.StatusForbidden
 	parseFields(h, now, &p.clock, t.maxDelay, &p.fields, mayThrottle, &obs)
 	obs.dropConcurrent(h[hdrPolicy]) // requests in flight are no rate: see concurrency.go
 	throttled := status == http.StatusTooManyRequests ||
@@ -29,11 +32,13 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 	var block time.Duration
 	p.mu.Lock()
 	count := p.count.Load()
+	applied := obs.n > 0
 	for _, q := range obs.quotas[:obs.n] {
-		if pol := find(&p.policies, q.name); pol != nil {
-			pol.apply(q, seq, count, now, t.maxDelay)
+		if pol := find(&p.policies, q.name); pol == nil || !pol.apply(q, seq, count, now, t.maxDelay) {
+			applied = false
 		}
 	}
+	p.note(h, &obs, applied, mayThrottle)
 	if throttled {
 		// Retry-After takes precedence; without it, back off exponentially.
 		block = obs.retryAfter

@@ -1,0 +1,74 @@
+package ratelimitclient
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// sameFields answers every request with the RateLimit and RateLimit-Policy
+// values it holds, and status.
+type sameFields struct {
+	rateLimit string
+	status    int
+}
+
+func (s *sameFields) RoundTrip(*http.Request) (*http.Response, error) {
+	h := http.Header{}
+	h.Set("RateLimit", s.rateLimit)
+	h.Set("RateLimit-Policy", `"default";q=10;w=10`)
+	if s.status == http.StatusTooManyRequests {
+		h.Set("Retry-After", "1")
+	}
+	return &http.Response{StatusCode: s.status, Header: h, Body: io.NopCloser(strings.NewReader(""))}, nil
+}
+
+// TestUnchangedFieldsAreSkippedOnlyWhileConservative: a response whose
+// fields are those of the response applied last is not applied again (it
+// would give back the quota used since) while the policy's state is still
+// the one that response left, before its reset and with half its quota
+// left; a throttle, a policy down to half its quota and a reset that has
+// passed are applied as any other response.
+func TestUnchangedFieldsAreSkippedOnlyWhileConservative(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &sameFields{rateLimit: `"default";r=10;t=10`, status: http.StatusOK}
+		tr := &Transport{Base: base, MaxRetries: -1}
+		send := func() {
+			t.Helper()
+			req, _ := http.NewRequest(http.MethodGet, "https://api.test/", nil)
+			if _, err := tr.RoundTrip(req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		state := func() (seq uint64, rem int64) {
+			p := tr.last.Load()
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.policies[0].seq, p.policies[0].rem
+		}
+		send() // applied: r=10 and the send it answers
+		send()
+		if seq, rem := state(); seq != 1 || rem != 9 {
+			t.Fatalf("after a repeated response: state of response %d with %d left, want 1 with 9 (not applied, the send counted)", seq, rem)
+		}
+		for range 4 {
+			send()
+		}
+		if seq, rem := state(); seq != 6 || rem != 10 {
+			t.Errorf("down to half the quota: state of response %d with %d left, want 6 with 10 (applied)", seq, rem)
+		}
+		time.Sleep(10 * time.Second) // the reset passes
+		send()
+		if seq, _ := state(); seq != 7 {
+			t.Errorf("after the reset: state of response %d, want 7 (applied)", seq)
+		}
+		base.status = http.StatusTooManyRequests
+		send()
+		if seq, _ := state(); seq != 8 {
+			t.Errorf("a throttle repeating the fields: state of response %d, want 8 (applied)", seq)
+		}
+	})
+}
