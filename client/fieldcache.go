@@ -4,9 +4,10 @@ import "sync/atomic"
 
 // listCache keeps the last value of one Structured Fields list a partition's
 // server sent, parsed. Servers send the same RateLimit-Policy on every
-// response, and the same RateLimit while the quota they report does not
-// move: a value equal to the last one is not parsed again. A new value costs
-// one allocation, shared by the requests that read it.
+// response: a value equal to the last one is not parsed again. A new value
+// costs one allocation, shared by the requests that read it. (RateLimit is
+// not kept: it changes whenever the quota left does, and a response that
+// repeats it is usually not parsed at all, see repeated.go.)
 type listCache struct {
 	last atomic.Pointer[parsedList]
 }
@@ -14,7 +15,8 @@ type listCache struct {
 // parsedList is a field value and the list it parsed to.
 type parsedList struct {
 	value string
-	items []sfItem
+	items [maxItems]sfItem
+	n     int
 	ok    bool
 }
 
@@ -26,15 +28,15 @@ func (c *listCache) parse(v string, buf *[maxItems]sfItem) ([]sfItem, bool) {
 		return buf[:n], ok
 	}
 	if pl := c.last.Load(); pl != nil && pl.value == v {
-		return pl.items, pl.ok
+		return pl.items[:pl.n], pl.ok
 	}
-	n, ok := parseList(v, buf)
-	pl := &parsedList{value: v, items: append([]sfItem(nil), buf[:n]...), ok: ok}
+	pl := &parsedList{value: v}
+	pl.n, pl.ok = parseList(v, &pl.items)
 	c.last.Store(pl)
-	return pl.items, ok
+	return pl.items[:pl.n], pl.ok
 }
 
 // fieldCaches are a partition's caches of its server's IETF fields.
 type fieldCaches struct {
-	rateLimit, policy listCache
+	policy listCache
 }

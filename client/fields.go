@@ -122,14 +122,15 @@ func (o *observation) add(q quota, maxDelay time.Duration) {
 // Items without r and t are skipped; a field that is not a valid List is
 // ignored as a whole, as is RateLimit-Policy alone.
 func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, fc *fieldCaches, obs *observation) bool {
-	var rl, pol *listCache
-	if fc != nil && len(lines) == 1 && len(policyLines) <= 1 {
-		rl, pol = &fc.rateLimit, &fc.policy
+	var pol *listCache
+	if fc != nil && len(policyLines) == 1 {
+		pol = &fc.policy
 	}
 	var buf [maxItems]sfItem
 	found := false
 	for _, line := range lines {
-		items, ok := rl.parse(line, &buf)
+		n, ok := parseList(line, &buf)
+		items := buf[:n]
 		if !ok {
 			obs.n = 0
 			return false

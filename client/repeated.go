@@ -1,9 +1,6 @@
 package ratelimitclient
 
-import (
-	"net/http"
-	"time"
-)
+import "time"
 
 // Servers send the same RateLimit-Policy on every response, and the same
 // RateLimit while the quota they report does not move. A response whose two
@@ -23,12 +20,11 @@ type seenFields struct {
 	ok                bool
 }
 
-// note records, after a response has been applied in p, whether its fields
-// may stand for those of the responses that repeat them. The caller holds
-// p.mu.
-func (p *partition) note(h http.Header, obs *observation, applied, throttle bool) {
+// note records, after the response whose RateLimit and RateLimit-Policy
+// lines are rl and pol has been applied in p, whether its fields may stand
+// for those of the responses that repeat them. The caller holds p.mu.
+func (p *partition) note(rl, pol []string, obs *observation, applied, throttle bool) {
 	p.seen = seenFields{}
-	rl, pol := h[hdrRateLimit], h[hdrPolicy]
 	if !applied || throttle || !obs.ietf || len(rl) != 1 || len(pol) > 1 {
 		return
 	}
@@ -38,19 +34,14 @@ func (p *partition) note(h http.Header, obs *observation, applied, throttle bool
 	}
 }
 
-// repeats reports whether h carries the fields of the response p applied
-// last, and applying it again would change nothing but give back quota (see
-// above). Only responses that are not throttles are passed to it.
-func (t *Transport) repeats(p *partition, h http.Header) bool {
-	rl := h[hdrRateLimit]
-	if len(rl) != 1 {
+// repeats reports whether a response received at now with the RateLimit and
+// RateLimit-Policy lines rl and pol repeats the one p applied last, and
+// applying it would change nothing but give back quota (see above). Only
+// responses that are not throttles are passed to it.
+func (p *partition) repeats(rl, pol []string, now time.Time) bool {
+	if len(rl) != 1 || len(pol) > 1 {
 		return false
 	}
-	pol := h[hdrPolicy]
-	if len(pol) > 1 {
-		return false
-	}
-	now := t.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.seen.ok || rl[0] != p.seen.rateLimit || len(pol) == 1 && pol[0] != p.seen.policy ||

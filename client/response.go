@@ -17,13 +17,14 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 		return false
 	}
 	mayThrottle := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable || status == http.StatusForbidden
-	if !mayThrottle && t.repeats(p, h) {
+	now := t.now()
+	rl, pol := h[hdrRateLimit], h[hdrPolicy]
+	if !mayThrottle && p.repeats(rl, pol, now) {
 		return false // the fields of the response applied last: see repeated.go
 	}
-	now := t.now()
 	var obs observation
 	parseFields(h, now, &p.clock, t.maxDelay, &p.fields, mayThrottle, &obs)
-	obs.dropConcurrent(h[hdrPolicy]) // requests in flight are no rate: see concurrency.go
+	obs.dropConcurrent(pol) // requests in flight are no rate: see concurrency.go
 	throttled := status == http.StatusTooManyRequests ||
 		(status == http.StatusServiceUnavailable || status == http.StatusForbidden) && obs.hasRetry
 	if obs.n == 0 && !throttled && !(t.Adaptive && p.local != nil) {
@@ -38,7 +39,7 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 			applied = false
 		}
 	}
-	p.note(h, &obs, applied, mayThrottle)
+	p.note(rl, pol, &obs, applied, mayThrottle)
 	if throttled {
 		// Retry-After takes precedence; without it, back off exponentially.
 		block = obs.retryAfter
