@@ -1,6 +1,9 @@
 package ratelimitclient
 
-import "sync/atomic"
+import (
+	"strings"
+	"sync/atomic"
+)
 
 // listCache keeps the last value of one Structured Fields list a partition's
 // server sent, parsed. Servers send the same RateLimit-Policy on every
@@ -14,10 +17,11 @@ type listCache struct {
 
 // parsedList is a field value and the list it parsed to.
 type parsedList struct {
-	value string
-	items [maxItems]sfItem
-	n     int
-	ok    bool
+	value      string
+	items      [maxItems]sfItem
+	n          int
+	ok         bool
+	concurrent bool // value mentions the concurrent-requests quota unit
 }
 
 // parse returns the items of the list v, from the cache when v is the value
@@ -30,7 +34,7 @@ func (c *listCache) parse(v string, buf *[maxItems]sfItem) ([]sfItem, bool) {
 	if pl := c.last.Load(); pl != nil && pl.value == v {
 		return pl.items[:pl.n], pl.ok
 	}
-	pl := &parsedList{value: v}
+	pl := &parsedList{value: v, concurrent: strings.Contains(v, concurrentRequests)}
 	pl.n, pl.ok = parseList(v, &pl.items)
 	c.last.Store(pl)
 	return pl.items[:pl.n], pl.ok
@@ -39,4 +43,15 @@ func (c *listCache) parse(v string, buf *[maxItems]sfItem) ([]sfItem, bool) {
 // fieldCaches are a partition's caches of its server's IETF fields.
 type fieldCaches struct {
 	policy listCache
+}
+
+// rateOnly reports whether the RateLimit-Policy lines pol are the value kept
+// parsed last, and it names no policy of requests in flight: dropConcurrent
+// then has nothing to drop, and need not look.
+func (fc *fieldCaches) rateOnly(pol []string) bool {
+	if len(pol) != 1 {
+		return false
+	}
+	pl := fc.policy.last.Load()
+	return pl != nil && pl.value == pol[0] && !pl.concurrent
 }

@@ -24,7 +24,9 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 	}
 	var obs observation
 	parseFields(h, now, &p.clock, t.maxDelay, &p.fields, mayThrottle, &obs)
-	obs.dropConcurrent(pol) // requests in flight are no rate: see concurrency.go
+	if !p.fields.rateOnly(pol) {
+		obs.dropConcurrent(pol) // requests in flight are no rate: see concurrency.go
+	}
 	throttled := status == http.StatusTooManyRequests ||
 		(status == http.StatusServiceUnavailable || status == http.StatusForbidden) && obs.hasRetry
 	if obs.n == 0 && !throttled && !(t.Adaptive && p.local != nil) {
