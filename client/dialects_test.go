@@ -226,18 +226,45 @@ func TestGoodputEveryDialectAndWindow(t *testing.T) {
 // through with at most 1% of its sends throttled at windows of 10 s and
 // 60 s. A Unix-time reset is rounded up to a whole second that the window
 // does not end on: a request that found the quota full began a window,
-// which ends a window later, however late the reset reads.
+// which ends a window later, however late the reset reads. At 1 s the
+// bounds are not met (docs/client.md gives the figures and the causes); the
+// lower bars hold what is reached.
 func TestGoodputExpiringWindows(t *testing.T) {
-	for _, win := range goodputWindows {
-		if win.w < 10*time.Second {
-			continue // not met at 1 s: docs/client.md gives the figures
+	testGoodputWithFields(t, expiringKey, func(w time.Duration) (float64, float64) {
+		if w == time.Second {
+			return 0.85, 0.02
 		}
+		return 0.95, 0.01
+	})
+}
+
+// TestGoodputSlidingLogs: against servers that count in a sliding log (at
+// most q requests in any window) and announce as the reset the time until
+// their oldest request leaves it, in every dialect with fields and every
+// server clock. The client takes a reset as the whole quota restored, and
+// the bounds are not met (docs/client.md gives the figures and the causes):
+// these bars hold what is reached.
+func TestGoodputSlidingLogs(t *testing.T) {
+	testGoodputWithFields(t, slidingLog, func(w time.Duration) (float64, float64) {
+		if w == time.Second {
+			return 0.45, 0.10
+		}
+		return 0.95, 0.03
+	})
+}
+
+// testGoodputWithFields runs a closed loop of 16 against servers counting
+// with alg, at every window, in every dialect with fields and against every
+// server clock, and checks the bars bars gives for the window.
+func testGoodputWithFields(t *testing.T, alg algorithm, bars func(time.Duration) (minGoodput, max429 float64)) {
+	for _, win := range goodputWindows {
 		for d := dialectIETF; d < dialectNone; d++ {
 			for _, skew := range serverSkews {
 				t.Run(fmt.Sprintf("%v/q=%d/%v/skew=%v", win.w, win.q, d, skew), func(t *testing.T) {
-					s := &simServer{dialect: d, alg: expiringKey, q: win.q, w: win.w, skew: skew}
+					s := &simServer{dialect: d, alg: alg, q: win.q, w: win.w, skew: skew}
 					res := runClosedLoad(t, s.middleware, win.q, win.w, win.runs, 16, &ratelimitclient.Transport{})
-					res.check(t, win.q, win.runs, 0.95, 0.01)
+					minGoodput, max429 := bars(win.w)
+					res.check(t, win.q, win.runs, minGoodput, max429)
 				})
 			}
 		}
