@@ -7,7 +7,8 @@ import "time"
 // fields are, byte for byte, those of the response the partition applied
 // last says nothing new: applying it again would only give back the quota
 // the client has used since, and leave the reset where it is. Such a
-// response is not parsed, and not applied, while that is conservative: while
+// response is not parsed, and not applied, while that lets no more sends go
+// before the reset than applying it would (the sends since stay counted):
 // each policy's state still comes from a response (it was not extrapolated
 // past a reset), its reset has not come, and at least half of the quota the
 // response reported is left to the client. Otherwise it is applied as any

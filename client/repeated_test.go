@@ -14,9 +14,11 @@ import (
 type sameFields struct {
 	rateLimit string
 	status    int
+	delay     time.Duration // before answering
 }
 
 func (s *sameFields) RoundTrip(*http.Request) (*http.Response, error) {
+	time.Sleep(s.delay)
 	h := http.Header{}
 	h.Set("RateLimit", s.rateLimit)
 	h.Set("RateLimit-Policy", `"default";q=10;w=10`)
@@ -60,15 +62,27 @@ func TestUnchangedFieldsAreSkippedOnlyWhileConservative(t *testing.T) {
 		if seq, rem := state(); seq != 6 || rem != 10 {
 			t.Errorf("down to half the quota: state of response %d with %d left, want 6 with 10 (applied)", seq, rem)
 		}
-		time.Sleep(10 * time.Second) // the reset passes
+		// Sent just before the reset, answered just after it.
+		p := tr.last.Load()
+		p.mu.Lock()
+		resetAt := p.policies[0].resetAt
+		p.mu.Unlock()
+		time.Sleep(resetAt.Sub(tr.now()) - 100*time.Millisecond)
+		base.delay = 200 * time.Millisecond
 		send()
 		if seq, _ := state(); seq != 7 {
-			t.Errorf("after the reset: state of response %d, want 7 (applied)", seq)
+			t.Errorf("answered after the reset: state of response %d, want 7 (applied)", seq)
+		}
+		base.delay = 0
+		time.Sleep(10 * time.Second) // the reset passes, the client restores the quota
+		send()
+		if seq, _ := state(); seq != 8 {
+			t.Errorf("after a reset the client extrapolated: state of response %d, want 8 (applied)", seq)
 		}
 		base.status = http.StatusTooManyRequests
 		send()
-		if seq, _ := state(); seq != 8 {
-			t.Errorf("a throttle repeating the fields: state of response %d, want 8 (applied)", seq)
+		if seq, _ := state(); seq != 9 {
+			t.Errorf("a throttle repeating the fields: state of response %d, want 9 (applied)", seq)
 		}
 	})
 }
