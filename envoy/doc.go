@@ -1,0 +1,2 @@
+// Package envoy serves Envoy's global rate limit protocol.
+package envoy
