@@ -1,0 +1,86 @@
+package envoy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// startRedis starts a redis-server without persistence on a free loopback
+// port and stops it when the test ends. Without redis-server the test
+// skips, loudly, or fails when CI is set: a skipped Redis suite must not
+// pass for a green one in CI.
+func startRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("redis-server is not installed: CI must run the Redis tests (apt-get install redis-server)")
+		}
+		t.Skip("SKIPPED LOUDLY: redis-server is not installed, the Redis tests of the envoy module did not run")
+	}
+	port := freePort(t)
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	rc := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
+	t.Cleanup(func() { _ = rc.Close() })
+	// Wait for the server to answer: each PING fails at once until it
+	// listens, and redis-server listens within a moment of starting.
+	deadline := time.Now().Add(20 * time.Second)
+	for rc.Ping(context.Background()).Err() != nil {
+		select {
+		case <-exited:
+			t.Fatalf("redis-server exited before answering")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on port %d did not answer within 20s", port)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return rc
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// serveGRPC serves svc on a loopback listener and returns a client of it.
+func serveGRPC(t testing.TB, svc *Service) pb.RateLimitServiceClient {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	srv := grpc.NewServer()
+	svc.Register(srv)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("grpc client: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return pb.NewRateLimitServiceClient(conn)
+}
