@@ -206,7 +206,13 @@ func (s *Service) decide(ctx context.Context, domain string, o *outcome) {
 	s.stats.storeErrors.Add(1)
 	if s.opts.failure.mode == failFallback {
 		req.Limit = s.opts.failure.share(o.rate)
-		if res, ferr := s.opts.failure.fallback.Take(ctx, req); ferr == nil {
+		res, ferr := ratelimit.Result{}, error(nil)
+		if !s.opts.reference && req.Cost > req.Limit.Rate {
+			res = s.neverFits(o) // the share is smaller than the hits
+		} else {
+			res, ferr = s.opts.failure.fallback.Take(ctx, req)
+		}
+		if ferr == nil {
 			o.res, o.rate, o.decided = res, req.Limit, true
 			s.stats.fallbacks.Add(1)
 			return
