@@ -77,7 +77,10 @@ func TestRedisAddressForms(t *testing.T) {
 		addr string
 		ok   func(redis.UniversalClient) bool
 	}{
-		{"127.0.0.1:6379", func(c redis.UniversalClient) bool { cl, ok := c.(*redis.Client); return ok && cl.Options().Addr == "127.0.0.1:6379" }},
+		{"127.0.0.1:6379", func(c redis.UniversalClient) bool {
+			cl, ok := c.(*redis.Client)
+			return ok && cl.Options().Addr == "127.0.0.1:6379"
+		}},
 		{"redis://:pw@10.0.0.1:6380/2", func(c redis.UniversalClient) bool {
 			cl, ok := c.(*redis.Client)
 			return ok && cl.Options().Addr == "10.0.0.1:6380" && cl.Options().DB == 2 && cl.Options().Password == "pw"
