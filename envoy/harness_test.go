@@ -16,11 +16,25 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
+// redisServer is one redis-server process on a loopback port.
+type redisServer struct {
+	bin    string
+	port   int
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
 // startRedis starts a redis-server without persistence on a free loopback
 // port and stops it when the test ends. Without redis-server the test
 // skips, loudly, or fails when CI is set: a skipped Redis suite must not
 // pass for a green one in CI.
 func startRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	_, rc := startRedisServer(t)
+	return rc
+}
+
+func startRedisServer(t testing.TB) (*redisServer, *redis.Client) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -29,31 +43,49 @@ func startRedis(t testing.TB) *redis.Client {
 		}
 		t.Skip("SKIPPED LOUDLY: redis-server is not installed, the Redis tests of the envoy module did not run")
 	}
-	port := freePort(t)
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
+	s := &redisServer{bin: bin, port: freePort(t)}
+	s.start(t)
+	t.Cleanup(s.kill)
+	rc := redis.NewClient(&redis.Options{Addr: s.addr()})
+	t.Cleanup(func() { _ = rc.Close() })
+	s.wait(t, rc)
+	return s, rc
+}
+
+func (s *redisServer) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+
+func (s *redisServer) start(t testing.TB) {
+	t.Helper()
+	s.cmd = exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-	rc := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
-	t.Cleanup(func() { _ = rc.Close() })
-	// Wait for the server to answer: each PING fails at once until it
-	// listens, and redis-server listens within a moment of starting.
+	s.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(s.cmd, s.exited)
+}
+
+// kill stops the server at once, as a crash, and waits for it to exit.
+func (s *redisServer) kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+}
+
+// wait waits for the server to answer: each PING fails at once until it
+// listens, and redis-server listens within a moment of starting.
+func (s *redisServer) wait(t testing.TB, rc *redis.Client) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for rc.Ping(context.Background()).Err() != nil {
 		select {
-		case <-exited:
+		case <-s.exited:
 			t.Fatalf("redis-server exited before answering")
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on port %d did not answer within 20s", port)
+			t.Fatalf("redis-server on port %d did not answer within 20s", s.port)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return rc
 }
 
 func freePort(t testing.TB) int {
