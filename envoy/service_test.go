@@ -227,3 +227,16 @@ func TestStoreErrorNamesTheDescriptor(t *testing.T) {
 		t.Fatalf("error %v does not name the descriptor api.client", err)
 	}
 }
+
+type (
+	ratelimitResponse = pb.RateLimitResponse
+	ratelimitCode     = pb.RateLimitResponse_Code
+)
+
+// zeroHits sets hits_addend 0 on each of req's descriptors.
+func zeroHits(req *pb.RateLimitRequest) *pb.RateLimitRequest {
+	for _, d := range req.Descriptors {
+		d.HitsAddend = wrapperspb.UInt64(0)
+	}
+	return req
+}
