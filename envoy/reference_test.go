@@ -16,7 +16,6 @@ import (
 	redisstore "github.com/sluicehq/ratelimit/stores/redis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // referenceBin is the envoyproxy/ratelimit service binary to compare
@@ -33,8 +32,9 @@ func referenceBin(tb testing.TB) string {
 }
 
 // startReference runs the reference service on Redis at redisAddr with
-// the configuration yamls (one file each), and returns a client of it.
-func startReference(tb testing.TB, bin, redisAddr string, yamls ...string) *grpc.ClientConn {
+// the configuration yamls (one file each), and returns a client of it and
+// its process id.
+func startReference(tb testing.TB, bin, redisAddr string, yamls ...string) (*grpc.ClientConn, int) {
 	tb.Helper()
 	root := tb.TempDir()
 	cfgDir := filepath.Join(root, "ratelimit", "config")
@@ -53,7 +53,12 @@ func startReference(tb testing.TB, bin, redisAddr string, yamls ...string) *grpc
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisAddr, "USE_STATSD=false", "LOG_LEVEL=error",
 		"HOST=127.0.0.1", "PORT="+strconv.Itoa(freePort(tb)), "DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(freePort(tb)),
 		"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(grpcPort))
-	cmd.Stderr = os.Stderr
+	logFile, err := os.Create(filepath.Join(root, "reference.log"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = logFile.Close() })
+	cmd.Stdout, cmd.Stderr = logFile, logFile // its stats sink logs every flush
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start the reference: %v", err)
 	}
@@ -65,24 +70,9 @@ func startReference(tb testing.TB, bin, redisAddr string, yamls ...string) *grpc
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = conn.Close() })
-	// Wait until it serves: its health check answers SERVING once the
-	// configuration is loaded.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		h, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
-		if err == nil && h.Status == healthpb.HealthCheckResponse_SERVING {
-			return conn
-		}
-		select {
-		case <-exited:
-			tb.Fatalf("the reference exited before serving")
-		default:
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("the reference did not serve within 30s: %v %v", h, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// It serves once its configuration is loaded.
+	waitServing(tb, conn, exited)
+	return conn, cmd.Process.Pid
 }
 
 // replayWallClock replays ex on client with the wall clock, as the
@@ -125,7 +115,8 @@ func TestReferenceAndServiceAgreeOnTheExamples(t *testing.T) {
 	addr := rc.Options().Addr
 	for i, ex := range examples {
 		t.Run("reference/"+ex.name, func(t *testing.T) {
-			replayWallClock(t, rc, pb.NewRateLimitServiceClient(startReference(t, bin, addr, ex.yaml)), ex)
+			conn, _ := startReference(t, bin, addr, ex.yaml)
+			replayWallClock(t, rc, pb.NewRateLimitServiceClient(conn), ex)
 		})
 		t.Run("service/"+ex.name, func(t *testing.T) {
 			store := redisstore.New(rc, redisstore.WithPrefix(fmt.Sprintf("side:%d:", i)))
