@@ -2,6 +2,8 @@ package envoy
 
 import (
 	"context"
+	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -73,5 +75,60 @@ func TestRedisKilledRestartedAndFlushedKeepsThePolicyAndBoundedLatency(t *testin
 	}
 	if resp, _ := call(); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != before-1 {
 		t.Fatalf("after SCRIPT FLUSH: %v, want the call decided by Redis (%d remaining)", resp, before-1)
+	}
+}
+
+// A Redis that stops answering for a while (DEBUG SLEEP holds its only
+// thread) costs each call no more than the store's budget: the policy
+// answers, and Redis decides again once it wakes.
+func TestSlowRedisIsCutAtTheBudgetAndThePolicyAnswers(t *testing.T) {
+	_, rc := startRedisServer(t)
+	store := redisstore.New(rc, redisstore.WithTimeout(50*time.Millisecond))
+	svc, err := New(compileYAML(t, "api.yaml", apiYAML), store, WithFailurePolicy(FailClosed()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := serveGRPC(t, svc)
+	ctx := context.Background()
+	req := request("api", [][]string{{"client", "a"}}, 1)
+	if resp, err := client.ShouldRateLimit(ctx, req); err != nil || resp.OverallCode != ok {
+		t.Fatalf("before: %v %v", resp, err)
+	}
+	slept := make(chan error, 1)
+	other := rc.Options()
+	go func() {
+		c := newRawClient(other.Addr)
+		defer c.Close()
+		slept <- c.Do(ctx, "DEBUG", "SLEEP", "3").Err()
+	}()
+	// Wait until Redis is asleep: a PING on its own connection stalls.
+	probe := newRawClient(other.Addr)
+	defer probe.Close()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		err := probe.Ping(pctx).Err()
+		cancel()
+		var ne net.Error
+		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+			break
+		}
+		if err != nil {
+			t.Fatalf("probe: %v", err)
+		}
+	}
+	start := time.Now()
+	resp, err := client.ShouldRateLimit(ctx, req)
+	took := time.Since(start)
+	if err != nil || resp.OverallCode != over {
+		t.Fatalf("with Redis asleep: %v %v, want OVER_LIMIT by the fail-closed policy", resp, err)
+	}
+	if took > time.Second {
+		t.Fatalf("with Redis asleep the call took %v: the 50ms budget was not kept", took)
+	}
+	if err := <-slept; err != nil {
+		t.Fatalf("DEBUG SLEEP: %v", err)
+	}
+	if resp, err := client.ShouldRateLimit(ctx, req); err != nil || resp.OverallCode != ok {
+		t.Fatalf("after Redis woke: %v %v", resp, err)
 	}
 }

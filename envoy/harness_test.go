@@ -56,7 +56,7 @@ func (s *redisServer) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port)
 
 func (s *redisServer) start(t testing.TB) {
 	t.Helper()
-	s.cmd = exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	s.cmd = exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--enable-debug-command", "local")
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
@@ -115,4 +115,10 @@ func serveGRPC(t testing.TB, svc *Service) pb.RateLimitServiceClient {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return pb.NewRateLimitServiceClient(conn)
+}
+
+// newRawClient is a client of its own, with no retries, so that a test
+// can hold or probe the server beside the store's connections.
+func newRawClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1, ContextTimeoutEnabled: true})
 }
