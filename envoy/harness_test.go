@@ -19,6 +19,7 @@ import (
 // redisServer is one redis-server process on a loopback port.
 type redisServer struct {
 	bin    string
+	args   []string // more redis-server arguments
 	port   int
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -36,14 +37,7 @@ func startRedis(t testing.TB) *redis.Client {
 
 func startRedisServer(t testing.TB) (*redisServer, *redis.Client) {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis-server is not installed: CI must run the Redis tests (apt-get install redis-server)")
-		}
-		t.Skip("SKIPPED LOUDLY: redis-server is not installed, the Redis tests of the envoy module did not run")
-	}
-	s := &redisServer{bin: bin, port: freePort(t)}
+	s := &redisServer{bin: redisBinary(t, "redis-server"), port: freePort(t)}
 	s.start(t)
 	t.Cleanup(s.kill)
 	rc := redis.NewClient(&redis.Options{Addr: s.addr()})
@@ -52,11 +46,26 @@ func startRedisServer(t testing.TB) (*redisServer, *redis.Client) {
 	return s, rc
 }
 
+// redisBinary is the path of name (redis-server, redis-cli). Without it
+// the test skips, loudly, or fails when CI is set.
+func redisBinary(t testing.TB, name string) string {
+	t.Helper()
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not installed: CI must run the Redis tests (apt-get install redis-server redis-tools)", name)
+		}
+		t.Skipf("SKIPPED LOUDLY: %s is not installed, the Redis tests of the envoy module did not run", name)
+	}
+	return bin
+}
+
 func (s *redisServer) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
 
 func (s *redisServer) start(t testing.TB) {
 	t.Helper()
-	s.cmd = exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--enable-debug-command", "local")
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--enable-debug-command", "local"}
+	s.cmd = exec.Command(s.bin, append(args, s.args...)...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
