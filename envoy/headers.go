@@ -24,7 +24,8 @@ const (
 // quota takes to refill, which for a limit without burst is the unit under
 // every algorithm.
 func (l *limit) setPolicy() {
-	l.policyName = strconv.Quote(policyName(l))
+	l.metricName = policyName(l)
+	l.policyName = strconv.Quote(l.metricName)
 	l.policy = l.policyName + ";q=" + strconv.FormatUint(uint64(l.rpu), 10) + ";w=" + strconv.FormatInt(l.seconds, 10)
 }
 

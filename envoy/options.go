@@ -18,6 +18,7 @@ type options struct {
 	timeout   time.Duration
 	shadow    bool
 	headers   bool
+	observers []ratelimit.Observer
 }
 
 // WithAlgorithm counts every limit with a (GCRA, the default,
@@ -95,4 +96,23 @@ func WithShadowMode() Option {
 // RateLimit, RateLimit-Policy and Retry-After fields to responses.
 func WithoutHeaders() Option {
 	return func(o *options) error { o.headers = false; return nil }
+}
+
+// WithObserver reports every descriptor's decision to o, as a Limiter
+// reports its rules' (so the library's Prometheus and OpenTelemetry
+// observers count the service's decisions): Rule is the limit's name in
+// the RateLimit fields (its name, else its full key; a descriptor's own
+// limit override is reported as "<domain>.override"), KeyKind "envoy",
+// Outcome Allowed, Denied, ShadowDenied (shadow and quota mode),
+// StoreError, Fallback or CostExceeded (more hits than any window holds),
+// and Latency the store call's. Request is nil. Observe is called on the
+// call's path, possibly concurrently: keep it fast.
+func WithObserver(o ratelimit.Observer) Option {
+	return func(opts *options) error {
+		if o == nil {
+			return fmt.Errorf("ratelimit: envoy WithObserver(nil)")
+		}
+		opts.observers = append(opts.observers, o)
+		return nil
+	}
 }

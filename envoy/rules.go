@@ -41,6 +41,7 @@ type limit struct {
 	name       string
 	replaces   []string
 	current    *pb.RateLimitResponse_RateLimit // the current_limit of statuses; read-only
+	metricName string                          // its name in events: bounded, from the configuration
 	policyName string                          // its name in the RateLimit fields, quoted
 	policy     string                          // its RateLimit-Policy member
 }
@@ -130,6 +131,7 @@ func overrideLimit(domain string, d *rlpb.RateLimitDescriptor) *limit {
 		current: &pb.RateLimitResponse_RateLimit{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unit},
 	}
 	l.setPolicy()
+	l.metricName = domain + ".override" // the descriptor's values are not bounded
 	return l
 }
 

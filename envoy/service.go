@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -193,32 +194,60 @@ func (s *Service) decideAll(ctx context.Context, domain string, outs []outcome) 
 // decide asks the store about one descriptor, and applies the failure
 // policy when it cannot answer.
 func (s *Service) decide(ctx context.Context, domain string, o *outcome) {
+	observed := len(s.opts.observers) > 0
 	if o.limit.rpu == 0 || o.hits > math.MaxInt32 || !s.opts.reference && o.hits > uint64(o.limit.rpu) {
 		o.res, o.decided = s.neverFits(o), true
+		if observed && o.hits > 0 {
+			s.observe(o, ratelimit.OutcomeCostExceeded, 0, fmt.Errorf("%w: %d hits exceed the limit of %d", ratelimit.ErrInvalidRequest, o.hits, o.limit.rpu))
+		}
 		return
 	}
 	req := ratelimit.Request{Rule: domain, Key: o.key, Limit: o.rate, Algorithm: s.opts.alg, Cost: int(o.hits), Force: s.opts.reference}
+	var start time.Time
+	if observed {
+		start = time.Now()
+	}
 	res, err := s.store.Take(ctx, req)
+	var lat time.Duration
+	if observed {
+		lat = time.Since(start)
+	}
 	if err == nil {
 		o.res, o.decided = res, true
+		if observed {
+			s.observeDecision(o, lat)
+		}
 		return
 	}
 	s.stats.storeErrors.Add(1)
-	if s.opts.failure.mode == failFallback {
-		req.Limit = s.opts.failure.share(o.rate)
-		res, ferr := ratelimit.Result{}, error(nil)
-		if !s.opts.reference && req.Cost > req.Limit.Rate {
-			res = s.neverFits(o) // the share is smaller than the hits
-		} else {
-			res, ferr = s.opts.failure.fallback.Take(ctx, req)
+	o.err = fmt.Errorf("ratelimit: envoy descriptor %s: %w", o.limit.fullKey, err)
+	if s.opts.failure.mode == failFallback && s.fallback(ctx, o, req) {
+		if observed {
+			s.observe(o, ratelimit.OutcomeFallback, lat, o.err)
+			s.observeDecision(o, lat)
 		}
-		if ferr == nil {
-			o.res, o.rate, o.decided = res, req.Limit, true
-			s.stats.fallbacks.Add(1)
-			return
+		o.err = nil
+		return
+	}
+	if observed {
+		s.observe(o, ratelimit.OutcomeStoreError, lat, o.err)
+	}
+}
+
+// fallback decides o on the fallback store, under the policy's share of
+// the limit, and reports whether it could.
+func (s *Service) fallback(ctx context.Context, o *outcome, req ratelimit.Request) bool {
+	req.Limit = s.opts.failure.share(o.rate)
+	res := s.neverFits(o) // the share is smaller than the hits
+	if s.opts.reference || req.Cost <= req.Limit.Rate {
+		var err error
+		if res, err = s.opts.failure.fallback.Take(ctx, req); err != nil {
+			return false
 		}
 	}
-	o.err = fmt.Errorf("ratelimit: envoy descriptor %s: %w", o.limit.fullKey, err)
+	o.res, o.rate, o.decided = res, req.Limit, true
+	s.stats.fallbacks.Add(1)
+	return true
 }
 
 // neverFits is the decision on hits that no window of the limit can hold
