@@ -21,9 +21,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/envoy"
+	ratelimitprom "github.com/sluicehq/ratelimit/metrics/prometheus"
 	"github.com/sluicehq/ratelimit/stores/memory"
 	redisstore "github.com/sluicehq/ratelimit/stores/redis"
 	"google.golang.org/grpc"
@@ -55,7 +58,7 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	fs.StringVar(&f.config, "config", "", "a YAML file of envoyproxy/ratelimit's format, or a directory of them (required)")
 	fs.StringVar(&f.redis, "redis", "", "Redis: host:port, redis://..., cluster://h:p,h:p or sentinel://master@h:p,h:p; empty for a memory store")
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:8081", "host:port to serve gRPC (RateLimitService and grpc.health.v1) on")
-	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "host:port to serve /metrics (Prometheus text) and /healthz on; empty for none")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "host:port to serve /metrics (Prometheus) and /healthz on; empty for none")
 	fs.StringVar(&f.algorithm, "algorithm", "gcra", "gcra, sliding-window, fixed-window, or reference (the reference's fixed windows, exactly)")
 	fs.StringVar(&f.failure, "failure", "open", "when the store fails: open, closed, error (gRPC UNAVAILABLE: Envoy's failure_mode_deny decides), fallback or fallback/N (memory, limit divided by N instances)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "budget of each call's store work; 0 leaves it to -redis-timeout")
@@ -131,12 +134,13 @@ func run(ctx context.Context, args []string, logOut io.Writer, ready func(grpcAd
 	if err != nil {
 		return err
 	}
-	store, stats, closeStore, err := f.store(log)
+	obs := ratelimitprom.New()
+	store, rs, closeStore, err := f.store(log, obs)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	svc, err := envoy.New(nil, store, opts...)
+	svc, err := envoy.New(nil, store, append(opts, envoy.WithObserver(obs))...)
 	if err != nil {
 		return err
 	}
@@ -157,7 +161,7 @@ func run(ctx context.Context, args []string, logOut io.Writer, ready func(grpcAd
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", healthpb.HealthCheckResponse_SERVING)
 	if f.metricsAddr != "" {
-		stopMetrics, err := serveMetrics(f.metricsAddr, svc, stats, log)
+		stopMetrics, err := serveMetrics(f.metricsAddr, registry(obs, svc, rs), log)
 		if err != nil {
 			return err
 		}
@@ -181,57 +185,57 @@ func run(ctx context.Context, args []string, logOut io.Writer, ready func(grpcAd
 }
 
 // store is the memory store without -redis, else the Redis store (behind
-// a circuit breaker unless -no-breaker), with coalescing and the denied
-// cache on.
-func (f *flags) store(log *slog.Logger) (ratelimit.Store, func() string, func(), error) {
+// a circuit breaker unless -no-breaker, its state on obs), with coalescing
+// and the denied cache on. The Redis store is returned for its counters.
+func (f *flags) store(log *slog.Logger, obs *ratelimitprom.Observer) (ratelimit.Store, *redisstore.Store, func(), error) {
 	if f.redis == "" {
-		return memory.New(), func() string { return "" }, func() {}, nil
+		return memory.New(), nil, func() {}, nil
 	}
 	rc, err := redisClient(f.redis)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	rs := redisstore.New(rc, redisstore.WithTimeout(f.redisTimeout))
-	var store ratelimit.Store = rs
-	var br *breaker.Breaker
-	if !f.noBreaker {
-		br = breaker.New(rs, breaker.Config{OnStateChange: func(from, to breaker.State) {
-			log.Warn("ratelimit: Redis circuit breaker", "from", from.String(), "to", to.String())
-		}})
-		store = br
+	closeClient := func() { _ = rc.Close() }
+	if f.noBreaker {
+		return rs, rs, closeClient, nil
 	}
-	stats := func() string {
-		s := rs.Stats()
-		out := fmt.Sprintf("envoy_ratelimit_redis_round_trips_total %d\nenvoy_ratelimit_redis_checks_sent_total %d\nenvoy_ratelimit_redis_denied_cache_hits_total %d\n",
-			s.RoundTrips, s.Sent, s.DeniedCacheHits)
-		if br != nil {
-			out += fmt.Sprintf("envoy_ratelimit_redis_breaker_open %d\n", boolInt(br.State() != breaker.Closed))
-		}
-		return out
-	}
-	return store, stats, func() { _ = rc.Close() }, nil
+	gauge := obs.BreakerStateChange("redis")
+	br := breaker.New(rs, breaker.Config{OnStateChange: func(from, to breaker.State) {
+		gauge(from, to)
+		log.Warn("ratelimit: Redis circuit breaker", "from", from.String(), "to", to.String())
+	}})
+	return br, rs, closeClient, nil
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
+// registry gathers the decisions of every descriptor (the library's
+// Prometheus observer: ratelimit_decisions_total, store latency, breaker
+// state), the service's call counters and the Redis store's.
+func registry(obs *ratelimitprom.Observer, svc *envoy.Service, rs *redisstore.Store) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(obs)
+	counter := func(name, help string, f func() int64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) }))
 	}
-	return 0
+	counter("envoy_ratelimit_calls_total", "ShouldRateLimit calls.", func() int64 { return svc.Stats().Calls })
+	counter("envoy_ratelimit_over_limit_total", "Calls answered OVER_LIMIT (before global shadow mode).", func() int64 { return svc.Stats().OverLimit })
+	counter("envoy_ratelimit_store_errors_total", "Descriptors the store could not decide.", func() int64 { return svc.Stats().StoreErrors })
+	if rs != nil {
+		counter("envoy_ratelimit_redis_round_trips_total", "Script calls to Redis.", func() int64 { return rs.Stats().RoundTrips })
+		counter("envoy_ratelimit_redis_checks_sent_total", "Checks those calls carried.", func() int64 { return rs.Stats().Sent })
+		counter("envoy_ratelimit_redis_denied_cache_hits_total", "Checks the denied cache answered.", func() int64 { return rs.Stats().DeniedCacheHits })
+	}
+	return reg
 }
 
-// serveMetrics serves the service's counters in Prometheus's text format.
-func serveMetrics(addr string, svc *envoy.Service, storeStats func() string, log *slog.Logger) (func(), error) {
+// serveMetrics serves reg on /metrics, and /healthz.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: -metrics-addr: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		s := svc.Stats()
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		fmt.Fprintf(w, "envoy_ratelimit_calls_total %d\nenvoy_ratelimit_over_limit_total %d\nenvoy_ratelimit_over_limit_descriptors_total %d\nenvoy_ratelimit_store_errors_total %d\nenvoy_ratelimit_fallbacks_total %d\n%s",
-			s.Calls, s.OverLimit, s.OverLimitDescriptors, s.StoreErrors, s.Fallbacks, storeStats())
-	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,10 +26,11 @@ func TestCommandServesRateLimitAndHealth(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	metricsAddr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc, errc := make(chan string, 1), make(chan error, 1)
 	go func() {
-		errc <- run(ctx, []string{"-config", dir, "-grpc-addr", "127.0.0.1:0"}, io.Discard, func(a string) { addrc <- a })
+		errc <- run(ctx, []string{"-config", dir, "-grpc-addr", "127.0.0.1:0", "-metrics-addr", metricsAddr}, io.Discard, func(a string) { addrc <- a })
 	}()
 	var addr string
 	select {
@@ -52,10 +55,36 @@ func TestCommandServesRateLimitAndHealth(t *testing.T) {
 			t.Fatalf("call %d: %v %v, want %v", i, resp, err, want)
 		}
 	}
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	for _, want := range []string{
+		`ratelimit_decisions_total{key_kind="envoy",outcome="allowed",rule="d.k"} 1`,
+		`ratelimit_decisions_total{key_kind="envoy",outcome="denied",rule="d.k"} 1`,
+		`envoy_ratelimit_calls_total 2`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, body)
+		}
+	}
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatalf("run after cancel: %v", err)
 	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // A broken configuration stops the command at start, with its line:col.
