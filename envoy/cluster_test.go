@@ -60,7 +60,7 @@ func startCluster(t *testing.T) *redis.ClusterClient {
 // slots (different nodes): each is still charged and decided.
 func TestDescriptorsAcrossClusterSlotsAreEachCharged(t *testing.T) {
 	cc := startCluster(t)
-	svc, err := New(compileYAML(t, "api.yaml", apiYAML), redisstore.New(cc), WithReferenceWindows())
+	svc, err := New(compileYAML(t, "api.yaml", apiYAML), redisstore.New(cc, redisstore.WithTimeout(10*time.Second)), WithReferenceWindows(), WithFailurePolicy(FailWithError()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,8 +108,8 @@ func TestReferenceExamplesOnRedisGiveTheReferenceAnswers(t *testing.T) {
 		for i, ex := range examples {
 			t.Run(mode.name+"/"+ex.name, func(t *testing.T) {
 				clock := ratelimittest.NewClock(replayStart)
-				store := redisstore.New(rc, redisstore.WithClock(clock), redisstore.WithPrefix(fmt.Sprintf("conf:%s:%d:", mode.name, i)))
-				svc, err := New(compileYAML(t, ex.domain+".yaml", ex.yaml), store, append(mode.opts, WithClock(clock))...)
+				store := redisstore.New(rc, redisstore.WithClock(clock), redisstore.WithPrefix(fmt.Sprintf("conf:%s:%d:", mode.name, i)), redisstore.WithTimeout(10*time.Second))
+				svc, err := New(compileYAML(t, ex.domain+".yaml", ex.yaml), store, append(mode.opts, WithClock(clock), WithFailurePolicy(FailWithError()))...)
 				if err != nil {
 					t.Fatal(err)
 				}

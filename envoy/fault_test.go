@@ -14,11 +14,11 @@ import (
 
 // Redis killed, then restarted on the same port, then its script cache
 // flushed: while it is down every call is answered within the store's
-// budget with the configured policy (here OVER_LIMIT), never a gRPC error
+// budget (500ms here) with the configured policy (here OVER_LIMIT), never a gRPC error
 // and never a hang; once it is back calls are decided by Redis again.
 func TestRedisKilledRestartedAndFlushedKeepsThePolicyAndBoundedLatency(t *testing.T) {
 	srv, rc := startRedisServer(t)
-	store := breaker.New(redisstore.New(rc, redisstore.WithTimeout(50*time.Millisecond)), breaker.Config{Failures: 3, Cooldown: 50 * time.Millisecond})
+	store := breaker.New(redisstore.New(rc, redisstore.WithTimeout(500*time.Millisecond)), breaker.Config{Failures: 3, Cooldown: 50 * time.Millisecond})
 	svc, err := New(compileYAML(t, "api.yaml", apiYAML), store, WithFailurePolicy(FailClosed()))
 	if err != nil {
 		t.Fatal(err)
@@ -44,8 +44,8 @@ func TestRedisKilledRestartedAndFlushedKeepsThePolicyAndBoundedLatency(t *testin
 		if resp.OverallCode != over || resp.Statuses[0].LimitRemaining != 0 {
 			t.Fatalf("call %d with Redis down: %v, want OVER_LIMIT by the fail-closed policy", i, resp)
 		}
-		// The budget is 50ms; a loaded machine may add scheduling delay,
-		// never a connect or read timeout of its own (seconds).
+		// The budget is 500ms (roomy for a loaded machine); the call must
+		// never wait out a connect or read timeout of its own (seconds).
 		if took > 2*time.Second {
 			t.Fatalf("call %d with Redis down took %v", i, took)
 		}
@@ -79,11 +79,11 @@ func TestRedisKilledRestartedAndFlushedKeepsThePolicyAndBoundedLatency(t *testin
 }
 
 // A Redis that stops answering for a while (DEBUG SLEEP holds its only
-// thread) costs each call no more than the store's budget: the policy
+// thread) costs each call no more than the store's budget (500ms here): the policy
 // answers, and Redis decides again once it wakes.
 func TestSlowRedisIsCutAtTheBudgetAndThePolicyAnswers(t *testing.T) {
 	_, rc := startRedisServer(t)
-	store := redisstore.New(rc, redisstore.WithTimeout(50*time.Millisecond))
+	store := redisstore.New(rc, redisstore.WithTimeout(500*time.Millisecond))
 	svc, err := New(compileYAML(t, "api.yaml", apiYAML), store, WithFailurePolicy(FailClosed()))
 	if err != nil {
 		t.Fatal(err)
@@ -122,8 +122,8 @@ func TestSlowRedisIsCutAtTheBudgetAndThePolicyAnswers(t *testing.T) {
 	if err != nil || resp.OverallCode != over {
 		t.Fatalf("with Redis asleep: %v %v, want OVER_LIMIT by the fail-closed policy", resp, err)
 	}
-	if took > time.Second {
-		t.Fatalf("with Redis asleep the call took %v: the 50ms budget was not kept", took)
+	if took > 2*time.Second {
+		t.Fatalf("with Redis asleep for 3s the call took %v: the 500ms budget was not kept", took)
 	}
 	if err := <-slept; err != nil {
 		t.Fatalf("DEBUG SLEEP: %v", err)

@@ -119,8 +119,8 @@ func TestReferenceAndServiceAgreeOnTheExamples(t *testing.T) {
 			replayWallClock(t, rc, pb.NewRateLimitServiceClient(conn), ex)
 		})
 		t.Run("service/"+ex.name, func(t *testing.T) {
-			store := redisstore.New(rc, redisstore.WithPrefix(fmt.Sprintf("side:%d:", i)))
-			svc, err := New(compileYAML(t, ex.domain+".yaml", ex.yaml), store, WithReferenceWindows())
+			store := redisstore.New(rc, redisstore.WithPrefix(fmt.Sprintf("side:%d:", i)), redisstore.WithTimeout(10*time.Second))
+			svc, err := New(compileYAML(t, ex.domain+".yaml", ex.yaml), store, WithReferenceWindows(), WithFailurePolicy(FailWithError()))
 			if err != nil {
 				t.Fatal(err)
 			}
