@@ -18,11 +18,13 @@ import (
 
 // redisServer is one redis-server process on a loopback port.
 type redisServer struct {
-	bin    string
-	args   []string // more redis-server arguments
-	port   int
-	cmd    *exec.Cmd
-	exited chan struct{}
+	bin  string
+	args []string // more redis-server arguments
+	// sentinelConf, when set, runs a Sentinel with that configuration file.
+	sentinelConf string
+	port         int
+	cmd          *exec.Cmd
+	exited       chan struct{}
 }
 
 // startRedis starts a redis-server without persistence on a free loopback
@@ -65,6 +67,9 @@ func (s *redisServer) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port)
 func (s *redisServer) start(t testing.TB) {
 	t.Helper()
 	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--enable-debug-command", "local"}
+	if s.sentinelConf != "" {
+		args = []string{s.sentinelConf, "--sentinel", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1"}
+	}
 	s.cmd = exec.Command(s.bin, append(args, s.args...)...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
