@@ -1,0 +1,192 @@
+package envoy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// The side-by-side benchmark's configuration: 10,000 user values, one
+// domain where every call fits and one where every call is over (each
+// value is charged once before the deny runs, in windows of a day, so that
+// the reference's windows do not turn during a run).
+const (
+	benchValues    = 10_000
+	benchAllowYAML = "domain: allow\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: hour\n      requests_per_unit: 1000000000\n"
+	benchDenyYAML  = "domain: deny\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: day\n      requests_per_unit: 1\n"
+)
+
+// stack is one service process on its own redis-server.
+type stack struct {
+	name     string
+	svcPID   int
+	redisPID int
+	client   pb.RateLimitServiceClient
+}
+
+// BenchmarkSideBySide runs this module's command and, with
+// ENVOY_REFERENCE_BIN, envoyproxy/ratelimit, each as a process on its own
+// private redis-server, over gRPC on loopback: allow and deny paths, 1, 16
+// and 64 concurrent callers, the two services interleaved at each step. It
+// reports p99 latency and the CPU each service process and its Redis
+// spent per call. It runs only with ENVOY_BENCH=1 (it builds the command):
+//
+//	ENVOY_BENCH=1 ENVOY_REFERENCE_BIN=/path/to/service_cmd \
+//	  go test -run '^$' -bench SideBySide -benchtime 20000x ./envoy
+func BenchmarkSideBySide(b *testing.B) {
+	if os.Getenv("ENVOY_BENCH") == "" {
+		b.Skip("ENVOY_BENCH is not set: the side-by-side benchmark builds and starts processes")
+	}
+	stacks := []*stack{startOurs(b)}
+	if bin := os.Getenv("ENVOY_REFERENCE_BIN"); bin != "" {
+		srv, _ := startRedisServer(b)
+		conn, pid := startReference(b, bin, srv.addr(), benchAllowYAML, benchDenyYAML)
+		stacks = append(stacks, &stack{name: "reference", svcPID: pid, redisPID: srv.cmd.Process.Pid, client: pb.NewRateLimitServiceClient(conn)})
+	}
+	for _, s := range stacks { // charge every deny value once
+		for v := range benchValues {
+			if _, err := s.client.ShouldRateLimit(context.Background(), request("deny", [][]string{{"user", strconv.Itoa(v)}}, 1)); err != nil {
+				b.Fatalf("%s: %v", s.name, err)
+			}
+		}
+	}
+	for _, domain := range []string{"allow", "deny"} {
+		for _, callers := range []int{1, 16, 64} {
+			for _, s := range stacks {
+				b.Run(fmt.Sprintf("%s/callers=%d/%s", domain, callers, s.name), func(b *testing.B) {
+					runCallers(b, s, domain, callers)
+				})
+			}
+		}
+	}
+}
+
+// runCallers makes b.N calls from callers goroutines, each on its own
+// sequence of values, and reports their p99 and the CPU per call.
+func runCallers(b *testing.B, s *stack, domain string, callers int) {
+	want := pb.RateLimitResponse_OK
+	if domain == "deny" {
+		want = pb.RateLimitResponse_OVER_LIMIT
+	}
+	lat := make([][]time.Duration, callers)
+	svc0, redis0 := cpuTicks(b, s.svcPID), cpuTicks(b, s.redisPID)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for c := range callers {
+		n := b.N / callers
+		if c < b.N%callers {
+			n++
+		}
+		wg.Go(func() {
+			ls := make([]time.Duration, 0, n)
+			for i := range n {
+				req := request(domain, [][]string{{"user", strconv.Itoa((c*7919 + i) % benchValues)}}, 1)
+				start := time.Now()
+				resp, err := s.client.ShouldRateLimit(context.Background(), req)
+				ls = append(ls, time.Since(start))
+				if err != nil || resp.OverallCode != want {
+					b.Errorf("%s %s: %v %v", s.name, domain, resp.GetOverallCode(), err)
+					return
+				}
+			}
+			lat[c] = ls
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	svc1, redis1 := cpuTicks(b, s.svcPID), cpuTicks(b, s.redisPID)
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	}
+	tick := float64(time.Second/time.Microsecond) / 100 // USER_HZ is 100 on Linux
+	b.ReportMetric(float64(svc1-svc0)*tick/float64(b.N), "svc-cpu-µs/op")
+	b.ReportMetric(float64(redis1-redis0)*tick/float64(b.N), "redis-cpu-µs/op")
+}
+
+// cpuTicks is the user and system time of process pid, in clock ticks.
+func cpuTicks(tb testing.TB, pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatalf("cpu of %d: %v", pid, err)
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return utime + stime
+}
+
+// startOurs builds the command and runs it on its own redis-server.
+func startOurs(b *testing.B) *stack {
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "envoy-ratelimit")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/envoy-ratelimit").CombinedOutput(); err != nil {
+		b.Fatalf("build the command: %v\n%s", err, out)
+	}
+	cfg := filepath.Join(dir, "config")
+	if err := os.Mkdir(cfg, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	for name, y := range map[string]string{"allow.yaml": benchAllowYAML, "deny.yaml": benchDenyYAML} {
+		if err := os.WriteFile(filepath.Join(cfg, name), []byte(y), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	srv, _ := startRedisServer(b)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(b)))
+	// A store error fails the call (and the benchmark) rather than passing
+	// for a decision: the reference has no budget, and a loaded machine
+	// may exceed the default 50ms.
+	cmd := exec.Command(bin, "-config", cfg, "-redis", srv.addr(), "-grpc-addr", addr, "-redis-timeout", "2s", "-failure", "error")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	b.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	waitServing(b, conn, exited)
+	return &stack{name: "this", svcPID: cmd.Process.Pid, redisPID: srv.cmd.Process.Pid, client: pb.NewRateLimitServiceClient(conn)}
+}
+
+// waitServing waits until the gRPC health check of conn answers SERVING.
+func waitServing(tb testing.TB, conn *grpc.ClientConn, exited <-chan struct{}) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err == nil && h.Status == healthpb.HealthCheckResponse_SERVING {
+			return
+		}
+		select {
+		case <-exited:
+			tb.Fatalf("the service exited before serving")
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the service did not serve within 30s: %v %v", h, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
