@@ -13,6 +13,7 @@
 --         Take i > 1 of a call writes "<id>/<i>" as its call.
 -- ARGV[2] now in Unix µs, or "" for the server's TIME (clock.lua).
 -- ARGV[3] extra TTL in ms added to each write (0 with server time).
+--         A key named by several takes is read once and written once.
 -- ARGV[3i+1], ARGV[3i+2], ARGV[3i+3]: take i's interval t in µs, capacity
 --         and cost.
 --
@@ -29,12 +30,21 @@ local floor = math.floor
 local call0 = ARGV[1]
 local resent = string.byte(call0, 1) == 33 -- "!"
 if resent then call0 = string.sub(call0, 2) end
-local extra = ARGV[3]
+
+-- A key named again in the batch reads what the take before wrote, and is
+-- written once, at the end, with its last state.
+local written, order = {}, {}
 
 local function take(key, call, t, cap, cost)
   local tau = t * cap
-  local v = redis.pcall("GET", key)
-  if type(v) == "table" then return -1, 0, 0, 0, 0 end
+  local w = written[key]
+  local v
+  if w then
+    v = w[1]
+  else
+    v = redis.pcall("GET", key)
+    if type(v) == "table" then return -1, 0, 0, 0, 0 end
+  end
   local tat, from, by, within = nil, nil, nil, t
   if v then
     local i = string.find(v, ":", 1, true)
@@ -79,7 +89,12 @@ local function take(key, call, t, cap, cost)
   if ms < 1 then ms = 1 end
   local s = string.format("%.0f:%.0f", nt, within)
   if call ~= "" then s = s .. ":" .. call end
-  redis.call("SET", key, s, "PX", string.format("%.0f", ms + tonumber(extra)))
+  if w then
+    w[1], w[2] = s, ms
+  else
+    written[key] = {s, ms}
+    order[#order + 1] = key
+  end
   return 1, floor((tau - (nt - now)) / t), 0, nt - now, nt
 end
 
@@ -91,5 +106,10 @@ for i = 1, #KEYS do
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] =
     take(KEYS[i], call, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
+end
+local extra = tonumber(ARGV[3])
+for _, key in ipairs(order) do
+  local w = written[key]
+  redis.call("SET", key, w[1], "PX", string.format("%.0f", w[2] + extra))
 end
 return out

@@ -5,6 +5,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,5 +123,45 @@ func TestResentPlainBatchNeverAppliesTwice(t *testing.T) {
 	}
 	if again[5] != 1 || again[6] != 1 || again[10] != 1 || again[11] != 2 {
 		t.Errorf("resent takes 2 and 3: %v, want allowed with 1 and 2 remaining, as first sent", again[5:])
+	}
+}
+
+// TestPlainBatchReadsAndWritesARepeatedKeyOnce: a hot key named by every
+// take of a batch costs one GET and one SET, whatever the batch's size,
+// and each take sees the ones before it (INFO commandstats on a private
+// server).
+func TestPlainBatchReadsAndWritesARepeatedKeyOnce(t *testing.T) {
+	requireRedis(t)
+	srv := startTestRedis(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	req := gcraReq("hot", ratelimit.PerHour(3), 1)
+	key := stateKey(uniquePrefix(t), &req)
+	const n = 5
+	keys, args := make([]string, n), []any{"x.1", "", 0}
+	for i := range keys {
+		keys[i] = key
+		args = append(args, gcraInterval(req.Limit), req.Limit.Capacity(), 1)
+	}
+	if err := plainScript.Load(ctx, c).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := commandCalls(t, c)
+	v, err := plainScript.EvalSha(ctx, c, keys, args...).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := commandCalls(t, c)
+	for i, want := range []int64{1, 1, 1, 0, 0} {
+		if v[takeWidth*i] != want {
+			t.Errorf("take %d of %d on one key under 3/hour: allowed=%d, want %d (%v)", i+1, n, v[takeWidth*i], want, v)
+		}
+	}
+	if g, s := after["get"]-before["get"], after["set"]-before["set"]; g != 1 || s != 1 {
+		t.Errorf("%d takes of one key: %d GET and %d SET, want 1 and 1", n, g, s)
+	}
+	if state := c.Get(ctx, key).Val(); !strings.HasSuffix(state, ":x.1/3") {
+		t.Errorf("state %q, want the id of take 3, the last applied", state)
 	}
 }
