@@ -31,13 +31,16 @@ local call0 = ARGV[1]
 local resent = string.byte(call0, 1) == 33 -- "!"
 if resent then call0 = string.sub(call0, 2) end
 
--- A key named again in the batch reads what the take before wrote, and is
--- written once, at the end, with its last state.
-local written, order = {}, {}
+-- In a batch, a key named again reads what the take before wrote, and is
+-- written once, at the end, with its last state; a lone take writes at once.
+local batch = #KEYS > 1
+local written, order = nil, nil
+if batch then written, order = {}, {} end
+local extra = tonumber(ARGV[3])
 
 local function take(key, call, t, cap, cost)
   local tau = t * cap
-  local w = written[key]
+  local w = batch and written[key]
   local v
   if w then
     v = w[1]
@@ -89,7 +92,9 @@ local function take(key, call, t, cap, cost)
   if ms < 1 then ms = 1 end
   local s = string.format("%.0f:%.0f", nt, within)
   if call ~= "" then s = s .. ":" .. call end
-  if w then
+  if not batch then
+    redis.call("SET", key, s, "PX", string.format("%.0f", ms + extra))
+  elseif w then
     w[1], w[2] = s, ms
   else
     written[key] = {s, ms}
@@ -98,6 +103,7 @@ local function take(key, call, t, cap, cost)
   return 1, floor((tau - (nt - now)) / t), 0, nt - now, nt
 end
 
+if not batch then return {take(KEYS[1], call0, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))} end
 local out = {}
 for i = 1, #KEYS do
   local call = call0
@@ -107,7 +113,6 @@ for i = 1, #KEYS do
   out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] =
     take(KEYS[i], call, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
 end
-local extra = tonumber(ARGV[3])
 for _, key in ipairs(order) do
   local w = written[key]
   redis.call("SET", key, w[1], "PX", string.format("%.0f", w[2] + extra))
