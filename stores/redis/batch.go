@@ -331,6 +331,15 @@ func (s *Store) sendGroup(ctx context.Context, ops []*op) {
 			return
 		}
 	}
+	if len(ops) > 1 && s.plainBatch(ops) {
+		s.sendPlainBatch(ctx, ops)
+		return
+	}
+	s.sendScript(ctx, ops)
+}
+
+// sendScript sends ops as one call of script in mode "i".
+func (s *Store) sendScript(ctx context.Context, ops []*op) {
 	keys := make([]string, len(ops))
 	args := s.header(make([]any, 0, headerLen+fieldsPerRequest*len(ops)), modeIndependent, ops[0].now)
 	for i, o := range ops {

@@ -62,6 +62,8 @@ func plainClient(c redis.UniversalClient) bool {
 // goroutine's until it ends, and is left to the collector).
 type plainCall struct {
 	ctx   context.Context
+	rc    redis.Scripter // the client it is sent on
+	cctx  callContext    // ctx when sent on the caller's goroutine
 	s     *Store
 	tok   callToken
 	now   int64
@@ -69,8 +71,10 @@ type plainCall struct {
 	t     int64
 	cap   int64
 	cost  int64
-	args  [6]any
-	keys  [1]string
+	args  [6]any    // a solo take's arguments, argv's array
+	keys  [1]string // a solo take's key, keyv's array
+	argv  []any
+	keyv  []string
 	cmd   *redis.Cmd
 	done  chan struct{}
 	timer *time.Timer
@@ -81,6 +85,7 @@ var plainPool = sync.Pool{New: func() any {
 	c := &plainCall{done: make(chan struct{}, 1)}
 	c.runFn = c.run
 	c.args = [6]any{&c.tok, "", &c.slack, &c.t, &c.cap, &c.cost}
+	c.argv, c.keyv = c.args[:], c.keys[:]
 	return c
 }}
 
@@ -113,12 +118,12 @@ func (c *callToken) MarshalBinary() ([]byte, error) {
 // run sends the call: EVALSHA, and on NOSCRIPT (a restarted or flushed
 // server) EVAL, as a first send unless EVALSHA itself had been resent.
 func (c *plainCall) run() {
-	c.cmd = plainScript.EvalSha(c.ctx, c.s.client, c.keys[:], c.args[:]...)
+	c.cmd = plainScript.EvalSha(c.ctx, c.rc, c.keyv, c.argv...)
 	if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		if c.tok.sends == 1 {
 			c.tok.sends = 0
 		}
-		c.cmd = plainScript.Eval(c.ctx, c.s.client, c.keys[:], c.args[:]...)
+		c.cmd = plainScript.Eval(c.ctx, c.rc, c.keyv, c.argv...)
 	}
 	c.done <- struct{}{}
 }
@@ -178,31 +183,48 @@ func (s *Store) takePlain(ctx context.Context, deadline time.Time, now instant, 
 	if s.retries {
 		c.tok.id, c.tok.n = s.callID, s.calls.Add(1)
 	}
-	if err := s.sendPlain(ctx, deadline, c); err != nil {
+	reuse, err := s.sendPlain(ctx, deadline, c)
+	if err != nil {
 		return vals, true, err // c may still be in use
 	}
-	vals, ok, err = plainReply(ctx, c.cmd, req)
-	*c = plainCall{done: c.done, timer: c.timer, runFn: c.runFn, args: c.args}
-	plainPool.Put(c)
+	vals, ok, err = plainReply(c.ctx, c.cmd, req)
+	if reuse {
+		*c = plainCall{done: c.done, timer: c.timer, runFn: c.runFn, args: c.args, argv: c.argv, keyv: c.keyv, cctx: callContext{done: c.cctx.done, timer: c.cctx.timer}}
+		plainPool.Put(c)
+	}
 	return vals, ok, err
 }
 
-// sendPlain runs c and waits for its reply, at most until ctx ends or the
-// deadline passes: with a client that does not bound its reads by ctx the
-// call runs on a goroutine of its own, as eval does.
-func (s *Store) sendPlain(ctx context.Context, deadline time.Time, c *plainCall) error {
-	if s.ctxReads || (ctx.Done() == nil && deadline.IsZero()) {
-		if !deadline.IsZero() {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, deadline)
-			defer cancel()
+// sendPlain runs c and waits for its reply, at most until the deadline
+// passes (zero: ctx's own). On the Store's direct client (see
+// directClient) the call runs on the caller's goroutine, with c's
+// callContext as its ctx; otherwise it runs on a goroutine of its own, as
+// eval's, and the caller also returns when ctx ends. reuse is false when c
+// may not be pooled again.
+func (s *Store) sendPlain(ctx context.Context, deadline time.Time, c *plainCall) (reuse bool, err error) {
+	if s.direct != nil {
+		if err := ctx.Err(); err != nil {
+			return false, callError(ctx, err)
 		}
-		c.ctx = ctx
+		if deadline.IsZero() {
+			var ok bool
+			if deadline, ok = ctx.Deadline(); !ok {
+				deadline = time.Now().Add(s.timeout)
+			}
+		}
+		c.rc = s.direct
+		c.cctx.arm(ctx, deadline)
+		c.ctx = &c.cctx
 		c.run()
 		<-c.done
-		return nil
+		return c.cctx.disarm(), nil
 	}
-	c.ctx = ctx
+	c.rc, c.ctx = s.client, ctx
+	if ctx.Done() == nil && deadline.IsZero() {
+		c.run()
+		<-c.done
+		return true, nil
+	}
 	var expired <-chan time.Time
 	if !deadline.IsZero() {
 		if c.timer == nil {
@@ -218,25 +240,39 @@ func (s *Store) sendPlain(ctx context.Context, deadline time.Time, c *plainCall)
 		if c.timer != nil {
 			c.timer.Stop()
 		}
-		return nil
+		return true, nil
 	case <-ctx.Done():
-		return callError(ctx, ctx.Err())
+		return false, callError(ctx, ctx.Err())
 	case <-expired:
-		return fmt.Errorf("ratelimit: redis: %w", context.DeadlineExceeded)
+		return false, fmt.Errorf("ratelimit: redis: %w", context.DeadlineExceeded)
 	}
 }
 
-// plainReply converts plainScript's reply.
+// plainReply converts plainScript's reply to a solo take.
 func plainReply(ctx context.Context, cmd *redis.Cmd, req *ratelimit.Request) (vals [takeWidth]int64, ok bool, err error) {
+	got, err := plainValues(ctx, cmd, 1)
+	if err != nil {
+		return vals, true, err
+	}
+	return plainTake(got, req)
+}
+
+// plainValues returns the reply of a plainScript call of n takes.
+func plainValues(ctx context.Context, cmd *redis.Cmd, n int) ([]any, error) {
 	v, err := cmd.Result()
 	if err != nil {
-		return vals, true, replyError(ctx, err)
+		return nil, replyError(ctx, err)
 	}
 	got, _ := v.([]any) // not Int64Slice, which would allocate a slice
-	if len(got) != takeWidth {
-		return vals, true, replyLenError(len(got), takeWidth)
+	if len(got) != takeWidth*n {
+		return nil, replyLenError(len(got), takeWidth*n)
 	}
-	for i, x := range got {
+	return got, nil
+}
+
+// plainTake converts the takeWidth values of one take's reply.
+func plainTake(got []any, req *ratelimit.Request) (vals [takeWidth]int64, ok bool, err error) {
+	for i, x := range got[:takeWidth] {
 		n, isInt := x.(int64)
 		if !isInt {
 			return vals, true, fmt.Errorf("ratelimit: redis: unexpected reply value %T", x)

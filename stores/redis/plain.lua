@@ -1,77 +1,120 @@
--- The plain GCRA take of package redisstore: one request of cost >= 1 on
--- one key, without pacing, settlement or a lease; everything else goes to
--- script.lua. It reads the key once and writes it at most once, and
--- computes exactly as script.lua's take_gcra does, in integer
--- microseconds below 2^53.
+-- The plain GCRA takes of package redisstore: requests of cost >= 1, each
+-- on its own key, without pacing, settlement or a lease; everything else
+-- goes to script.lua. One call carries one take, or a coalesced batch of
+-- them decided independently (as script.lua's mode "i"). Each take reads
+-- its key once and writes it at most once, and computes exactly as
+-- script.lua's take_gcra does, in integer microseconds below 2^53.
 --
--- KEYS[1] the state key, "<tat>:<t>[:<call>]": the theoretical arrival
---         time, the interval it counts in, and the call that wrote it.
+-- KEYS[i] the state key of take i, "<tat>:<t>[:<call>]": the theoretical
+--         arrival time, the interval it counts in, and the call that wrote
+--         it.
 -- ARGV[1] the call: "" (the client never resends), "<id>" when sent the
 --         first time, "!<id>" when the client resends it (a reply lost).
+--         Take i > 1 of a call writes "<id>/<i>" as its call.
 -- ARGV[2] now in Unix µs, or "" for the server's TIME (clock.lua).
--- ARGV[3] extra TTL in ms added to the write (0 with server time).
--- ARGV[4] the interval t in µs; ARGV[5] the capacity; ARGV[6] the cost.
+-- ARGV[3] extra TTL in ms added to each write (0 with server time).
+--         A key named by several takes is read once and written once.
+-- ARGV[3i+1], ARGV[3i+2], ARGV[3i+3]: take i's interval t in µs, capacity
+--         and cost.
 --
--- Reply: allowed (1 or 0), remaining, retry-after µs, reset-after µs and
--- the token (the key's time after the take), as script.lua's; or
--- {-1, 0, 0, 0, 0} when the key holds another type of value; -2 when a
--- resent call would be allowed but the key was written by another call
--- since (whether the first send applied is unknown: the caller fails
--- rather than risk applying it twice); -3 when the state needs
--- script.lua's exact arithmetic (a raised limit's conversion of a debt
--- beyond 2^53): nothing was written in either case.
+-- Reply: five values per take: allowed (1 or 0), remaining, retry-after
+-- µs, reset-after µs and the token (the key's time after the take), as
+-- script.lua's; or {-1, 0, 0, 0, 0} when the key holds another type of
+-- value; -2 when a resent take would be allowed but its key was written by
+-- another call since (whether the first send applied is unknown: the
+-- caller fails rather than risk applying it twice); -3 when the state
+-- needs script.lua's exact arithmetic (a raised limit's conversion of a
+-- debt beyond 2^53): nothing was written for the take in either case.
 local MARKER, TAT_CEIL = 7000000000000000, 4503599627370496
 local floor = math.floor
-local call = ARGV[1]
-local resent = string.byte(call, 1) == 33 -- "!"
-if resent then call = string.sub(call, 2) end
-local t, cap, cost = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local tau = t * cap
-local v = redis.pcall("GET", KEYS[1])
-if type(v) == "table" then return {-1, 0, 0, 0, 0} end
-local tat, from, by, within = nil, nil, nil, t
-if v then
-  local i = string.find(v, ":", 1, true)
-  if i then
-    local j = string.find(v, ":", i + 1, true)
-    tat = tonumber(string.sub(v, 1, i - 1))
-    if j then
-      from, by = tonumber(string.sub(v, i + 1, j - 1)), string.sub(v, j + 1)
+local call0 = ARGV[1]
+local resent = string.byte(call0, 1) == 33 -- "!"
+if resent then call0 = string.sub(call0, 2) end
+
+-- In a batch, a key named again reads what the take before wrote, and is
+-- written once, at the end, with its last state; a lone take writes at once.
+local batch = #KEYS > 1
+local written, order = nil, nil
+if batch then written, order = {}, {} end
+local extra = tonumber(ARGV[3])
+
+local function take(key, call, t, cap, cost)
+  local tau = t * cap
+  local w = batch and written[key]
+  local v
+  if w then
+    v = w[1]
+  else
+    v = redis.pcall("GET", key)
+    if type(v) == "table" then return -1, 0, 0, 0, 0 end
+  end
+  local tat, from, by, within = nil, nil, nil, t
+  if v then
+    local i = string.find(v, ":", 1, true)
+    if i then
+      local j = string.find(v, ":", i + 1, true)
+      tat = tonumber(string.sub(v, 1, i - 1))
+      if j then
+        from, by = tonumber(string.sub(v, i + 1, j - 1)), string.sub(v, j + 1)
+      else
+        from = tonumber(string.sub(v, i + 1))
+      end
+      if not from then tat = nil end
     else
-      from = tonumber(string.sub(v, i + 1))
+      tat = tonumber(v) -- a split marker, or a bucket the split protocol wrote
     end
-    if not from then tat = nil end
-  else
-    tat = tonumber(v) -- a split marker, or a bucket the split protocol wrote
   end
-end
-if by and call ~= "" and by == call then
-  -- This call was applied already, and its reply lost: reply again.
-  return {1, math.max(0, floor((tau - (tat - now)) / t)), 0, math.max(0, tat - now), tat}
-end
-if tat and from and tat > now and tat < MARKER then
-  if t >= from then
-    within = from
-  else
-    -- A raised limit: the debt re-expressed in the shorter interval,
-    -- rounded up (script.lua's gcra_decode).
-    local debt = tat - now
-    local q = floor(debt / from)
-    local r = debt - q * from
-    if t * r >= 9007199254740992 then return {-3, 0, 0, 0, 0} end
-    tat = now + q * t + math.ceil(t * r / from)
+  if by and call ~= "" and by == call then
+    -- This take was applied already, and its reply lost: reply again.
+    return 1, math.max(0, floor((tau - (tat - now)) / t)), 0, math.max(0, tat - now), tat
   end
+  if tat and from and tat > now and tat < MARKER then
+    if t >= from then
+      within = from
+    else
+      -- A raised limit: the debt re-expressed in the shorter interval,
+      -- rounded up (script.lua's gcra_decode).
+      local debt = tat - now
+      local q = floor(debt / from)
+      local r = debt - q * from
+      if t * r >= 9007199254740992 then return -3, 0, 0, 0, 0 end
+      tat = now + q * t + math.ceil(t * r / from)
+    end
+  end
+  if tat == nil or tat < now then tat = now end
+  local wait = (tat - now - tau) + cost * t
+  if wait > 0 then
+    return 0, math.max(0, floor((tau - (tat - now)) / t)), wait, tat - now, 0
+  end
+  if resent then return -2, 0, 0, 0, 0 end
+  local nt = math.min(tat + cost * t, TAT_CEIL)
+  local ms = floor((nt - now + 999) / 1000)
+  if ms < 1 then ms = 1 end
+  local s = string.format("%.0f:%.0f", nt, within)
+  if call ~= "" then s = s .. ":" .. call end
+  if not batch then
+    redis.call("SET", key, s, "PX", string.format("%.0f", ms + extra))
+  elseif w then
+    w[1], w[2] = s, ms
+  else
+    written[key] = {s, ms}
+    order[#order + 1] = key
+  end
+  return 1, floor((tau - (nt - now)) / t), 0, nt - now, nt
 end
-if tat == nil or tat < now then tat = now end
-local wait = (tat - now - tau) + cost * t
-if wait > 0 then
-  return {0, math.max(0, floor((tau - (tat - now)) / t)), wait, tat - now, 0}
+
+if not batch then return {take(KEYS[1], call0, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))} end
+local out = {}
+for i = 1, #KEYS do
+  local call = call0
+  if i > 1 and call ~= "" then call = call .. "/" .. i end
+  local a = 3 * i
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] =
+    take(KEYS[i], call, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
 end
-if resent then return {-2, 0, 0, 0, 0} end
-local nt = math.min(tat + cost * t, TAT_CEIL)
-local ms = floor((nt - now + 999) / 1000)
-if ms < 1 then ms = 1 end
-local s = string.format("%.0f:%.0f", nt, within)
-if call ~= "" then s = s .. ":" .. call end
-redis.call("SET", KEYS[1], s, "PX", string.format("%.0f", ms + tonumber(ARGV[3])))
-return {1, floor((tau - (nt - now)) / t), 0, nt - now, nt}
+for _, key in ipairs(order) do
+  local w = written[key]
+  redis.call("SET", key, w[1], "PX", string.format("%.0f", w[2] + extra))
+end
+return out

@@ -136,3 +136,37 @@ func TestResentPlainTakeNeverAppliesTwice(t *testing.T) {
 		t.Errorf("state TTL %v, want within the hour it takes to refill", ttl)
 	}
 }
+
+// TestPlainTakeBudgetAllocatesNoContext: on a client that bounds its
+// reads by ctx (ContextTimeoutEnabled), a plain take keeps its budget with
+// the callContext pooled in its call, not a context.WithDeadline of its
+// own (a context, a timer and its cancel func on every check): it
+// allocates no more than the store's own key and result, beyond what
+// go-redis allocates for the same EVALSHA sent with the caller's ctx.
+func TestPlainTakeBudgetAllocatesNoContext(t *testing.T) {
+	requireShared(t)
+	client := redis.NewClient(&redis.Options{Addr: sharedServer.Addr, ContextTimeoutEnabled: true, PoolSize: 1})
+	t.Cleanup(func() { client.Close() })
+	prefix := uniquePrefix(t)
+	s := New(client, WithPrefix(prefix), WithoutCoalescing(), WithoutDeniedCache())
+	ctx := context.Background()
+	req := gcraReq("k", ratelimit.PerSecond(1_000_000), 1)
+	mustTake(t, s, req)
+	take := testing.AllocsPerRun(200, func() {
+		if _, err := s.Take(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	})
+	key := stateKey(prefix, &req)
+	tok := &callToken{}
+	slack, tt, capacity, cost := int64(0), gcraInterval(req.Limit), int64(req.Limit.Capacity()), int64(1)
+	raw := testing.AllocsPerRun(200, func() {
+		if err := plainScript.EvalSha(ctx, client, []string{key}, tok, "", &slack, &tt, &capacity, &cost).Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("Take: %.1f allocations; its EVALSHA alone: %.1f", take, raw)
+	if take > raw+2 {
+		t.Errorf("a plain Take allocates %.1f times, its EVALSHA alone %.1f: the Store adds %.1f, want at most 2 (the key and the limit's result)", take, raw, take-raw)
+	}
+}

@@ -44,11 +44,12 @@ type Store struct {
 	leaseAll  bool         // WithLease: every GCRA key; otherwise hot keys only
 	hot       *hotDetector // nil: hot-key handling off
 
-	timeout  time.Duration // each call's budget
-	ctxReads bool          // the client bounds socket reads by ctx
-	plainOK  bool          // plain takes may run plainScript (plain.go)
-	retries  bool          // the client may resend a command: use call keys
-	callID   string        // this Store's prefix of call key names
+	timeout  time.Duration  // each call's budget
+	ctxReads bool           // the client bounds socket reads by ctx
+	plainOK  bool           // plain takes may run plainScript (plain.go)
+	direct   redis.Scripter // plain takes' client on the caller's goroutine, or nil (callctx.go)
+	retries  bool           // the client may resend a command: use call keys
+	callID   string         // this Store's prefix of call key names
 	calls    atomic.Uint64
 
 	stats struct {
@@ -77,6 +78,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	}
 	s.ctxReads, s.retries = clientTraits(client)
 	s.plainOK = plainClient(client)
+	s.direct = directClient(client, s.ctxReads)
 	if ps := poolSize(client); ps > 0 {
 		s.maxInFlight = min(s.maxInFlight, ps) // never wait for a connection
 	}
