@@ -37,10 +37,23 @@ const (
 	// longest request.
 	Concurrency
 
+	// SlidingLog remembers the time of every admitted event and allows an
+	// event when fewer than Limit.Rate fit in the trailing Period: exact
+	// for any arrival pattern, at the cost of one timestamp per event in
+	// the window. For low-cardinality, high-value limits; its Rate is at
+	// most 10,000, and Request.Validate (so also building a rule) refuses a
+	// larger one. See docs/sliding-log.md.
+	SlidingLog
+
 	numAlgorithms
 )
 
-var algorithmNames = [...]string{"gcra", "sliding-window", "fixed-window", "concurrency"}
+// maxSlidingLog bounds the Rate of a SlidingLog limit: its log keeps one
+// timestamp per event in the window, so a key costs memory in proportion to
+// Rate (see docs/sliding-log.md).
+const maxSlidingLog = 10000
+
+var algorithmNames = [...]string{"gcra", "sliding-window", "fixed-window", "concurrency", "sliding-log"}
 
 // String returns the algorithm's name as used in metrics, e.g. "gcra".
 func (a Algorithm) String() string {
@@ -148,6 +161,9 @@ func (r *Request) Validate() error {
 	}
 	if r.Algorithm != GCRA && r.Limit.Burst != 0 && r.Limit.Burst != r.Limit.Rate {
 		return fmt.Errorf("%w: %v counts Rate per window and takes no Burst (got %d)", ErrInvalidLimit, r.Algorithm, r.Limit.Burst)
+	}
+	if r.Algorithm == SlidingLog && r.Limit.Rate > maxSlidingLog {
+		return fmt.Errorf("%w: %v keeps one timestamp per event, and %d per window is more than its bound of %d: use GCRA for an exact limit this large", ErrInvalidLimit, r.Algorithm, r.Limit.Rate, maxSlidingLog)
 	}
 	if r.MaxDelay < 0 {
 		return fmt.Errorf("%w: negative MaxDelay %v", ErrInvalidRequest, r.MaxDelay)
