@@ -10,16 +10,17 @@ import (
 // Rate. An event stamped t counts while now < t + Period.
 //
 // Time never goes back for a key: a request is decided at the later of now
-// and the latest time the key was decided at, and its events are stamped
-// then, so the ring stays sorted, and a request that read the clock before
-// another that was served first (or under a clock stepped back) never finds
-// an event gone that was still in the window at its own time.
+// and the newest stamp, and its events are stamped then, so the ring stays
+// sorted. Only an allowed take drops the events that have left the window
+// (as of its own stamp, which every later decision is at or after), so a
+// request that read the clock before another that was served first (or
+// under a clock stepped back) never finds an event gone that was still in
+// the window at the time it is decided at.
 type eventLog struct {
 	t       []int64 // the ring; len(t) is the capacity
 	head    int     // index of the oldest event
 	n       int     // events held
 	expires int64   // when the newest event leaves the window: the key is then empty
-	seen    int64   // the latest time the key was decided at
 	weight  int     // what the key counts for against the shard's bound; see logWeight
 }
 
@@ -36,8 +37,17 @@ func (g *eventLog) at(i int) int64 {
 
 func (g *eventLog) newest() int64 { return g.at(g.n - 1) }
 
-// trim drops the events stamped at or before cutoff: those no longer in
-// the window.
+// gone is how many of the oldest events are stamped at or before cutoff:
+// those no longer in the window.
+func (g *eventLog) gone(cutoff int64) int {
+	k := 0
+	for k < g.n && g.at(k) <= cutoff {
+		k++
+	}
+	return k
+}
+
+// trim drops the events stamped at or before cutoff.
 func (g *eventLog) trim(cutoff int64) {
 	for g.n > 0 && g.t[g.head] <= cutoff {
 		g.head++
@@ -124,30 +134,32 @@ func (sh *logShard) apply(capacity int, h uint64, r *Request, now int64) Result 
 	slot, g := sh.t.lookup(h)
 	if slot < 0 {
 		now = max(now, sh.swept)
-	} else {
-		now = max(now, g.seen)
-		g.seen = now
+	} else if g.n > 0 {
+		now = max(now, g.newest())
 	}
 	p, rate := r.Limit.Period, r.Limit.Rate
-	count := int64(0)
+	gone, count := 0, int64(0)
 	if g != nil {
-		g.trim(now - p)
-		count = int64(g.n)
+		gone = g.gone(now - p)
+		count = int64(g.n - gone)
 	}
 	need := max(r.Cost, 1)
 	if !r.Force && count+need > rate || r.Cost == 0 {
-		res := logResult(g, now, p, rate)
+		res := logResult(g, gone, now, p, rate)
 		if res.Allowed = count+need <= rate; !res.Allowed {
-			res.RetryAfter = g.at(int(count+need-rate-1)) + p - now
+			res.RetryAfter = g.at(gone+int(count+need-rate-1)) + p - now
 		}
 		return res
+	}
+	if g != nil {
+		g.trim(now - p)
 	}
 	if g == nil || int64(len(g.t)) != rate {
 		g = sh.rebuild(capacity, h, slot, g, rate, now)
 	}
 	g.push(now, int(r.Cost))
-	g.expires, g.seen = now+p, now
-	res := logResult(g, now, p, rate)
+	g.expires = now + p
+	res := logResult(g, 0, now, p, rate)
 	res.Allowed = count+r.Cost <= rate
 	if !res.Allowed { // a forced take past the limit: when one unit fits again
 		res.RetryAfter = g.at(g.n-int(rate)) + p - now
@@ -156,17 +168,18 @@ func (sh *logShard) apply(capacity int, h uint64, r *Request, now int64) Result 
 	return res
 }
 
-// logResult is the state of g (nil for none) at now: Remaining, ResetAfter
-// (when the newest event leaves) and Next (when the oldest does, freeing
-// one more unit).
-func logResult(g *eventLog, now, p, rate int64) Result {
-	if g == nil || g.n == 0 {
+// logResult is the state at now of g (nil for none), whose gone oldest
+// events have left the window: Remaining, ResetAfter (when the newest
+// event leaves) and Next (when the oldest in the window does, freeing one
+// more unit).
+func logResult(g *eventLog, gone int, now, p, rate int64) Result {
+	if g == nil || g.n == gone {
 		return Result{Remaining: rate}
 	}
 	return Result{
-		Remaining:  max(0, rate-int64(g.n)),
+		Remaining:  max(0, rate-int64(g.n-gone)),
 		ResetAfter: g.newest() + p - now,
-		Next:       g.at(0) + p - now,
+		Next:       g.at(gone) + p - now,
 	}
 }
 
@@ -175,7 +188,7 @@ func logResult(g *eventLog, now, p, rate int64) Result {
 // room is made for its new weight, and it goes back in. This is the only
 // allocation, when a key first consumes or its limit's Rate changes.
 func (sh *logShard) rebuild(capacity int, h uint64, slot int, g *eventLog, rate, now int64) *eventLog {
-	next := &eventLog{t: make([]int64, rate), weight: logWeight(rate), seen: now}
+	next := &eventLog{t: make([]int64, rate), weight: logWeight(rate)}
 	if g != nil {
 		for i := max(0, g.n-int(rate)); i < g.n; i++ {
 			next.t[next.n] = g.at(i)
@@ -226,8 +239,9 @@ func (sh *logShard) drop(h uint64) {
 }
 
 // returnLog gives back r.Cost events of r's key: those its take stamped,
-// when r.Slot names one, or else the newest.
-func (s *Store) returnLog(h uint64, r *Request, now int64) {
+// when r.Slot names one, or else the newest. A refund undoes a take
+// whenever it comes; it drops no other event.
+func (s *Store) returnLog(h uint64, r *Request) {
 	sh := &s.logs[s.index(h)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -235,8 +249,6 @@ func (s *Store) returnLog(h uint64, r *Request, now int64) {
 	if !ok {
 		return
 	}
-	g.seen = max(now, g.seen)
-	g.trim(g.seen - r.Limit.Period)
 	at := int64(math.MinInt64)
 	if r.Slot != 0 {
 		at = int64(r.Slot)

@@ -8,16 +8,11 @@ import (
 // logModel is the sliding log written the obvious way: a slice of every
 // admitted event's time, for TestSlidingLogMatchesModel to check the ring
 // against.
-type logModel struct {
-	stamps []int64
-	seen   int64 // the latest time decided at, once the key exists
-	exists bool
-}
+type logModel struct{ stamps []int64 }
 
 func (m *logModel) decide(now int64, r *Request) Result {
-	if m.exists {
-		now = max(now, m.seen)
-		m.seen = now
+	if len(m.stamps) > 0 {
+		now = max(now, m.stamps[len(m.stamps)-1])
 	}
 	var live []int64
 	for _, s := range m.stamps {
@@ -32,7 +27,7 @@ func (m *logModel) decide(now int64, r *Request) Result {
 		for range r.Cost {
 			live = append(live, now)
 		}
-		m.stamps, m.seen, m.exists = live, now, true
+		m.stamps = live
 		res.Slot = uint64(now)
 	}
 	res.Allowed = allowed
@@ -71,7 +66,7 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 				ret.Cost = 1
 				ret.Slot = uint64(m.stamps[len(m.stamps)-1])
 				s.Return(&ret, now)
-				m.stamps, m.seen = m.stamps[:len(m.stamps)-1], max(m.seen, now)
+				m.stamps = m.stamps[:len(m.stamps)-1]
 				continue
 			}
 			got, want := s.Take(&r, now), m.decide(now, &r)

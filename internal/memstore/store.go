@@ -305,7 +305,7 @@ func (s *Store) Return(r *Request, now int64) {
 		return
 	}
 	if r.Alg == SlidingLog {
-		s.returnLog(h, r, now)
+		s.returnLog(h, r)
 		return
 	}
 	sh := &s.windows[i]
