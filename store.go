@@ -114,6 +114,8 @@ type Request struct {
 	//     if they have already expired. Zero releases the Cost slots that
 	//     would expire soonest (Limiter.Return, which holds no token, does
 	//     that).
+	//   - SlidingLog: Return gives back the events that Take added (the
+	//     newest, with Slot zero); a forced take ignores it.
 	//   - FixedWindow and SlidingWindow: the units count in the window the
 	//     Take counted in, never in a later one; when that window no longer
 	//     counts (a fixed window that ended, a sliding window before the
@@ -202,7 +204,8 @@ type Result struct {
 	// Slot, for an allowed Take of non-zero cost, identifies what it
 	// consumed (an opaque token): for Concurrency the slots it acquired
 	// (unique per key while they live), for FixedWindow and SlidingWindow
-	// the window it counted in. Pass it in Request.Slot to Return exactly
+	// the window it counted in, for SlidingLog the time its events were
+	// stamped with. Pass it in Request.Slot to Return exactly
 	// those units or to settle against that window. Zero for GCRA and
 	// otherwise.
 	Slot uint64
@@ -214,8 +217,8 @@ type Result struct {
 
 	// NextAfter is how long until more than Remaining units are available,
 	// assuming no other traffic: the t parameter of the RateLimit field.
-	// The memory store sets it on window takes, the Redis store on allowed
-	// sliding-window takes. A store may leave it zero; the field then
+	// The memory store sets it on window and sliding-log takes, the Redis
+	// store on allowed sliding-window and sliding-log takes. A store may leave it zero; the field then
 	// derives it from ResetAfter, exactly for GCRA (the time one unit takes
 	// to come back) and FixedWindow (the window's end), as an upper bound
 	// for SlidingWindow (the time until the key is back to full).

@@ -104,9 +104,11 @@ func (g *eventLog) remove(at int64, k int) {
 }
 
 // logWeight is how many keys a log of capacity rate counts for against the
-// bound: its bytes (8 a timestamp, and about 96 for its header and table
-// slot) in units of 32 bytes, what a window key costs.
-func logWeight(rate int64) int { return int((8*rate + 96 + 31) / 32) }
+// bound: its bytes in units of 32, what a window key costs. A timestamp
+// takes 8 bytes, which the allocator's size classes round up by at most an
+// eighth (so 9 are counted), and the header and table slot under 128.
+// TestSlidingLogKeyCostsNoMoreThanItIsCountedFor measures it.
+func logWeight(rate int64) int { return int((9*rate + 128 + 31) / 32) }
 
 // logShard is one lock and table of logs, bounded by the weight of the logs
 // it holds rather than by their number.

@@ -35,7 +35,7 @@ type Request struct {
 // which is also when the key's bucket is full again and its state can be
 // dropped, and which a check updates without a lock (see gshard); fixed and
 // sliding windows keep a 16-byte window; Concurrency keys keep a queue of
-// slot deadlines. Each shard is bounded; see Config.MaxKeys.
+// slot deadlines; sliding logs keep a ring of event times (slidinglog.go). Each shard is bounded; see Config.MaxKeys.
 //
 // A Store is safe for concurrent use. Its zero value is not usable; call New.
 type Store struct {
