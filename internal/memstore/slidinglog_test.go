@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -168,5 +169,28 @@ func TestSlidingLogTakeAllRollsBack(t *testing.T) {
 	s.TakeAll([]Request{log, full}, res[:2], 20)
 	if got := s.Take(&log, 30); got.Remaining != 1 {
 		t.Fatalf("after one take and a denied TakeAll, the next take leaves %d; want 1", got.Remaining)
+	}
+}
+
+// TestSlidingLogDroppedAsExpiredIsNotCountedBeforeItsExpiry: a full log
+// dropped to make room once its events have left is never counted again
+// before it emptied, so a request stamped inside its window (a slow
+// clock) cannot add to the events it held there.
+func TestSlidingLogDroppedAsExpiredIsNotCountedBeforeItsExpiry(t *testing.T) {
+	s := New(Config{MaxKeys: 1024, Shards: 1})
+	r := Request{Key: "a", Alg: SlidingLog, Limit: Limit{Rate: 5, Period: 100, Capacity: 5}, Cost: 5}
+	if res := s.Take(&r, 1000); !res.Allowed {
+		t.Fatalf("filling the log: %+v", res)
+	}
+	h := s.hash(&r)
+	for i := 0; s.logs[0].t.find(h) >= 0; i++ { // new keys at 1200 until the expired log is dropped
+		k := r
+		k.Key, k.Cost = fmt.Sprint("k", i), 1
+		s.Take(&k, 1200)
+	}
+	r.Cost = 1
+	res := s.Take(&r, 1050) // inside the dropped log's window
+	if !res.Allowed || int64(res.Slot) < 1100 {
+		t.Fatalf("a request stamped 1050 after the log of 5 events at 1000 was dropped: %+v; want allowed at 1100 or later", res)
 	}
 }
