@@ -70,14 +70,15 @@ local function log_take(k, st, rate, p, cost, force)
   local need = cost
   if need < 1 then need = 1 end
   if cost == 0 or (count + need > rate and not force) then
-    local reset, oldest = 0, 0
-    if count > 0 then reset, oldest = st.newest + p - at, log_nth(k, cut, stored, 0, at) + p - at end
+    local reset = 0
+    if count > 0 then reset = st.newest + p - at end
     if count + need > rate then
       local rem = rate - count
       if rem < 0 then rem = 0 end
       return st, false, rem, log_nth(k, cut, stored, count + need - rate - 1, at) + p - at, reset, 0
     end
-    if force then oldest = 0 end -- a forced take replies its retry-after as it is
+    local oldest = 0 -- a forced take replies its retry-after as it is
+    if count > 0 and not force then oldest = log_nth(k, cut, stored, 0, at) + p - at end
     return st, true, rate - count, oldest, reset, 0
   end
   local add = cost
