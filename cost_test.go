@@ -18,7 +18,7 @@ import (
 // clamped to the capacity and admitted), with a problem+json body that says
 // so and no Retry-After, consumes nothing, and is reported as CostExceeded.
 func TestCostAboveCapacityIsNeverAdmitted(t *testing.T) {
-	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.Concurrency} {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.Concurrency, ratelimit.SlidingLog} {
 		t.Run(alg.String(), func(t *testing.T) {
 			rec := &recorder{}
 			cost := func(r *http.Request) int {

@@ -39,8 +39,10 @@
 // requests at once, refilled smoothly at Rate per Period. SlidingWindow
 // weights the previous window's count; FixedWindow counts per calendar or
 // epoch-aligned window and suits quotas (see Quota, Daily, Monthly);
-// Concurrency caps requests in flight. Each reports exact Remaining,
-// RetryAfter and ResetAfter.
+// Concurrency caps requests in flight; SlidingLog keeps the time of every
+// admitted event, exact in any trailing window, for low-cardinality limits
+// (docs/sliding-log.md). Each reports exact Remaining, RetryAfter and
+// ResetAfter.
 //
 // # Several rules
 //

@@ -26,7 +26,7 @@ func TestPeekConsumesNothingAndResetRestoresCapacity(t *testing.T) {
 		"memory":  func() ratelimit.Option { return ratelimit.WithStore(memory.New(memory.WithClock(clock))) },
 	}
 	for sname, opt := range stores {
-		for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency} {
+		for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency, ratelimit.SlidingLog} {
 			t.Run(sname+"/"+alg.String(), func(t *testing.T) {
 				long := strings.Repeat("k", 300) // hashed by the middleware: Reset must map it the same way
 				l := ratelimit.NewRulesLimiter([]ratelimit.Rule{

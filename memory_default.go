@@ -75,6 +75,8 @@ func engineAlg(a Algorithm) (_ memstore.Alg, ok bool) {
 		return memstore.FixedWindow, true
 	case Concurrency:
 		return memstore.Concurrency, true
+	case SlidingLog:
+		return memstore.SlidingLog, true
 	}
 	return 0, false
 }

@@ -37,10 +37,23 @@ const (
 	// longest request.
 	Concurrency
 
+	// SlidingLog remembers the time of every admitted event and allows an
+	// event when fewer than Limit.Rate fit in the trailing Period: exact
+	// for any arrival pattern, at the cost of one timestamp per event in
+	// the window. For low-cardinality, high-value limits; its Rate is at
+	// most 10,000, and Request.Validate (so also building a rule) refuses a
+	// larger one. See docs/sliding-log.md.
+	SlidingLog
+
 	numAlgorithms
 )
 
-var algorithmNames = [...]string{"gcra", "sliding-window", "fixed-window", "concurrency"}
+// maxSlidingLog bounds the Rate of a SlidingLog limit: its log keeps one
+// timestamp per event in the window, so a key costs memory in proportion to
+// Rate (see docs/sliding-log.md).
+const maxSlidingLog = 10000
+
+var algorithmNames = [...]string{"gcra", "sliding-window", "fixed-window", "concurrency", "sliding-log"}
 
 // String returns the algorithm's name as used in metrics, e.g. "gcra".
 func (a Algorithm) String() string {
@@ -101,6 +114,8 @@ type Request struct {
 	//     if they have already expired. Zero releases the Cost slots that
 	//     would expire soonest (Limiter.Return, which holds no token, does
 	//     that).
+	//   - SlidingLog: Return gives back the events that Take added (the
+	//     newest, with Slot zero); a forced take ignores it.
 	//   - FixedWindow and SlidingWindow: the units count in the window the
 	//     Take counted in, never in a later one; when that window no longer
 	//     counts (a fixed window that ended, a sliding window before the
@@ -149,6 +164,9 @@ func (r *Request) Validate() error {
 	if r.Algorithm != GCRA && r.Limit.Burst != 0 && r.Limit.Burst != r.Limit.Rate {
 		return fmt.Errorf("%w: %v counts Rate per window and takes no Burst (got %d)", ErrInvalidLimit, r.Algorithm, r.Limit.Burst)
 	}
+	if r.Algorithm == SlidingLog && r.Limit.Rate > maxSlidingLog {
+		return fmt.Errorf("%w: %v keeps one timestamp per event, and %d per window is more than its bound of %d: use GCRA for an exact limit this large", ErrInvalidLimit, r.Algorithm, r.Limit.Rate, maxSlidingLog)
+	}
 	if r.MaxDelay < 0 {
 		return fmt.Errorf("%w: negative MaxDelay %v", ErrInvalidRequest, r.MaxDelay)
 	}
@@ -186,7 +204,8 @@ type Result struct {
 	// Slot, for an allowed Take of non-zero cost, identifies what it
 	// consumed (an opaque token): for Concurrency the slots it acquired
 	// (unique per key while they live), for FixedWindow and SlidingWindow
-	// the window it counted in. Pass it in Request.Slot to Return exactly
+	// the window it counted in, for SlidingLog the time its events were
+	// stamped with. Pass it in Request.Slot to Return exactly
 	// those units or to settle against that window. Zero for GCRA and
 	// otherwise.
 	Slot uint64
@@ -198,8 +217,8 @@ type Result struct {
 
 	// NextAfter is how long until more than Remaining units are available,
 	// assuming no other traffic: the t parameter of the RateLimit field.
-	// The memory store sets it on window takes, the Redis store on allowed
-	// sliding-window takes. A store may leave it zero; the field then
+	// The memory store sets it on window and sliding-log takes, the Redis
+	// store on allowed sliding-window and sliding-log takes. A store may leave it zero; the field then
 	// derives it from ResetAfter, exactly for GCRA (the time one unit takes
 	// to come back) and FixedWindow (the window's end), as an upper bound
 	// for SlidingWindow (the time until the key is back to full).

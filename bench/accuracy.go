@@ -18,7 +18,7 @@ import (
 var AccuracyLimit = ratelimit.PerSecond(100)
 
 // Algorithms are the algorithms whose accuracy is checked.
-var Algorithms = []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow}
+var Algorithms = []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.SlidingLog}
 
 // Admission is one admitted request of an accuracy run, in Unix
 // microseconds of the wall clock (the clock Redis's TIME reads on this host).
@@ -195,6 +195,7 @@ func MaxPerAlignedWindow(adm []Admission, period time.Duration) (most, unplaced 
 //     counter approximates; see the report for when it does not hold).
 //   - Fixed window: at most Rate per aligned window, and up to twice that in
 //     a trailing Period that straddles a boundary.
+//   - Sliding log: at most Rate in any trailing Period, exactly.
 func Checks(run *AccuracyRun) []Check {
 	l := AccuracyLimit
 	var out []Check
@@ -205,7 +206,7 @@ func Checks(run *AccuracyRun) []Check {
 			m := MaxInWindow(run.Admitted, d)
 			out = append(out, Check{What: "any " + d.String() + " interval", Max: m, Bound: bound, OK: m <= bound, Note: "burst + d/interval"})
 		}
-	case ratelimit.SlidingWindow:
+	case ratelimit.SlidingWindow, ratelimit.SlidingLog:
 		m := MaxInWindow(run.Admitted, l.Period)
 		out = append(out, Check{What: "any " + l.Period.String() + " interval", Max: m, Bound: l.Rate, OK: m <= l.Rate, Note: "rate per trailing period"})
 	case ratelimit.FixedWindow:

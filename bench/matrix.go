@@ -52,6 +52,14 @@ func Configurations() []Configuration {
 		}},
 		{Name: "fixed-window", Denies: true, Fields: true, Middleware: one(ratelimit.WithAlgorithm(ratelimit.FixedWindow))},
 		{Name: "sliding-window", Denies: true, Fields: true, Middleware: one(ratelimit.WithAlgorithm(ratelimit.SlidingWindow))},
+		{Name: "sliding-log", Denies: true, Fields: true, Middleware: func(l Limit, next http.Handler) http.Handler {
+			if l.N > 10_000 {
+				// A log holds at most 10,000 events: 100 per 5µs (2*10^7/s
+				// a key, 800 bytes of log) stands in for Unlimited.
+				l = Limit{N: 100, Per: 5 * time.Microsecond}
+			}
+			return ratelimit.New(ours(l), ratelimit.ByIP(), ratelimit.WithAlgorithm(ratelimit.SlidingLog))(next)
+		}},
 		{Name: "stacked", Denies: true, Fields: true, Middleware: func(l Limit, next http.Handler) http.Handler {
 			daily := ratelimit.Rule{Name: "daily", Quota: ratelimit.Daily(1_000_000_000, time.UTC), Key: ratelimit.ByIP()}
 			return rules(rule(l), daily)(l, next)

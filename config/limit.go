@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/sluicehq/ratelimit"
+	"go.yaml.in/yaml/v3"
 )
 
 // parseRate parses the short form of a limit, "100/min burst 20", with
@@ -54,4 +55,15 @@ func checkLimit(l ratelimit.Limit, allowZero bool) error {
 		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "ratelimit: "))
 	}
 	return nil
+}
+
+// logBound reports, at n, a sliding-log limit larger than the log holds
+// (see ratelimit.SlidingLog), and whether l is within it.
+func (c *compiler) logBound(n *yaml.Node, path string, l ratelimit.Limit) bool {
+	req := ratelimit.Request{Limit: l, Algorithm: ratelimit.SlidingLog, Cost: 1}
+	if err := req.Validate(); err != nil {
+		c.fail(n, path, "%s", strings.TrimPrefix(err.Error(), "ratelimit: invalid limit: "))
+		return false
+	}
+	return true
 }

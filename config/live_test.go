@@ -109,7 +109,7 @@ func TestLiveUnderLoadDecidesEachRequestWithOneSet(t *testing.T) {
 // same file 1,000 times into a Live while a static Set of it, on a store
 // of its own, sees the same requests at the same times.
 func TestReloadingAnUnchangedFileAdmitsExactlyLikeAStaticSet(t *testing.T) {
-	for _, alg := range []string{"gcra", "sliding-window", "fixed-window"} {
+	for _, alg := range []string{"gcra", "sliding-window", "fixed-window", "sliding-log"} {
 		t.Run(alg, func(t *testing.T) {
 			src := fmt.Sprintf("rules:\n  - {name: ip, key: client_ip, limit: 10/s, algorithm: %s}\n"+
 				"  - {name: api, key: client_ip, limit: 4/s, algorithm: %s, match: {routes: [/api/*]}}\n", alg, alg)

@@ -38,6 +38,8 @@ var mistakes = []mistake{
 	{"too fast", "  - name: a8\n    key: client_ip\n    limit: 2000000000/s\n", false, 3, 12, "rules[N].limit", "faster than"},
 	{"long form missing per", "  - name: a9\n    key: client_ip\n    limit: {rate: 5}\n", false, 3, 12, "rules[N].limit.per", "missing"},
 	{"burst on sliding window", "  - name: b1\n    key: client_ip\n    limit: 10/s burst 20\n    algorithm: sliding-window\n", false, 3, 12, "rules[N].limit", "takes no burst"},
+	{"sliding log too large", "  - name: b11\n    key: client_ip\n    limit: 20000/min\n    algorithm: sliding-log\n", false, 3, 12, "rules[N].limit", "more than its bound of 10000"},
+	{"sliding log override too large", "  - name: b12\n    key: tenant\n    limit: 10/min\n    algorithm: sliding-log\n    overrides:\n      big: 20000/min\n", false, 6, 12, "rules[N].overrides.big", "more than its bound of 10000"},
 	{"unknown algorithm", "  - name: b2\n    key: client_ip\n    limit: 1/s\n    algorithm: leaky\n", false, 4, 16, "rules[N].algorithm", `unknown algorithm "leaky"`},
 	{"limit and quota", "  - name: b3\n    key: client_ip\n    limit: 1/s\n    quota: {limit: 5, per: day}\n", false, 4, 5, "rules[N].quota", "contradicts limit"},
 	{"no limit at all", "  - name: b4\n    key: client_ip\n", false, 1, 5, "rules[N]", "needs one of"},

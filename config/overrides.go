@@ -156,6 +156,9 @@ func (c *compiler) overrideLimit(n *yaml.Node, base, key string, alg ratelimit.A
 		c.fail(n, at(), "%s counts the rate per window and takes no burst", alg)
 		return override{}, false
 	}
+	if o.kind == ownLimit && alg == ratelimit.SlidingLog && !c.logBound(n, at(), l) {
+		return override{}, false
+	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && alg == ratelimit.GCRA {
 		if c.seenLimits == nil {
 			c.seenLimits = map[string]override{}

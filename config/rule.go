@@ -14,6 +14,7 @@ var ruleFields = []string{"name", "key", "key_kind", "limit", "algorithm", "quot
 
 var algorithms = map[string]ratelimit.Algorithm{
 	"gcra": ratelimit.GCRA, "sliding-window": ratelimit.SlidingWindow, "fixed-window": ratelimit.FixedWindow,
+	"sliding-log": ratelimit.SlidingLog,
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,64}$`)
@@ -139,7 +140,7 @@ func (c *compiler) ruleLimit(f map[string]field, n *yaml.Node, path string, r *r
 			if a, known := algorithms[s]; known {
 				alg, hasAlg = a, true
 			} else {
-				c.fail(v.val, path+".algorithm", "unknown algorithm %q: use gcra, sliding-window or fixed-window (or concurrency: n)", s)
+				c.fail(v.val, path+".algorithm", "unknown algorithm %q: use gcra, sliding-window, fixed-window or sliding-log (or concurrency: n)", s)
 			}
 		}
 	}
@@ -148,6 +149,8 @@ func (c *compiler) ruleLimit(f map[string]field, n *yaml.Node, path string, r *r
 		l, ok := c.limit(f["limit"].val, path+".limit", false)
 		if ok && alg != ratelimit.GCRA && l.Burst != 0 && l.Burst != l.Rate {
 			c.fail(f["limit"].val, path+".limit", "%s counts the rate per window and takes no burst", alg)
+		} else if ok && alg == ratelimit.SlidingLog {
+			c.logBound(f["limit"].val, path+".limit", l)
 		}
 		r.Limit, r.Algorithm = l, alg
 	case "quota":

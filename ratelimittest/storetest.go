@@ -19,8 +19,9 @@ type NewStoreFunc func(t *testing.T, clock ratelimit.Clock) ratelimit.Store
 // isolation, all-or-nothing TakeAll, refunds and concurrent use; bounds that
 // hold when requests arrive out of order, the clock is stepped back or
 // instances see calendar windows turn at different times; and Concurrency
-// slots that expire one by one; and a limit that changes for a key keeps
-// what the key used (a raise gives its new headroom at once). Every store in this module runs it; so
+// slots that expire one by one; a limit that changes for a key keeps
+// what the key used (a raise gives its new headroom at once); and a
+// SlidingLog exact in every trailing window. Every store in this module runs it; so
 // should yours.
 //
 // The clock starts at Epoch, a boundary of every common window, and the
@@ -28,7 +29,7 @@ type NewStoreFunc func(t *testing.T, clock ratelimit.Clock) ratelimit.Store
 // millisecond resolution gives the same results as one with nanoseconds.
 func TestStore(t *testing.T, newStore NewStoreFunc) {
 	cases := append(storeCases[:len(storeCases):len(storeCases)], exactCases...)
-	for _, tc := range append(append(cases, shapeCases...), changeCases...) {
+	for _, tc := range append(append(append(cases, shapeCases...), changeCases...), logCases...) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := NewClock(Epoch())
 			s := newStore(t, clock)

@@ -42,7 +42,7 @@ func (st *storeTester) use(req ratelimit.Request, n int) {
 // changeAlgorithms are the algorithms a limit change is checked on:
 // Concurrency counts slots in flight (it takes no Period-based refill, and
 // its slots live a minute here).
-var changeAlgorithms = []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency}
+var changeAlgorithms = []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency, ratelimit.SlidingLog}
 
 var changeCases = []struct {
 	name string

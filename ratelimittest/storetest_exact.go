@@ -31,7 +31,7 @@ func (st *storeTester) release(req ratelimit.Request, slot uint64) {
 
 // bounded are the algorithms with a per-window bound: PerMinute(10) allows
 // 10 per window (GCRA: 10 at once, then one every 6s).
-var bounded = []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow, ratelimit.SlidingWindow}
+var bounded = []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.SlidingLog}
 
 // dayWindow is the explicit window of the UTC day containing t, with its
 // neighbours, as a Quota rule would send it.

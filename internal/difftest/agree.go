@@ -22,7 +22,10 @@ func AdaptersAgree(t *testing.T, newA, newB NewStore) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	a, b := newA(clock), newB(clock)
-	slots := map[string][2]uint64{} // the last slot each store gave a key
+	// The last slot each store gave a (rule, key): a Concurrency token is
+	// drawn from its shard's counter, so another rule's token may name
+	// this rule's slots in one store and nothing in the other.
+	slots := map[[2]string][2]uint64{}
 	ctx := context.Background()
 	for i := 0; i < 20_000; i++ {
 		clock.Advance(time.Duration(rng.Int64N(int64(50 * time.Millisecond))))
@@ -30,12 +33,12 @@ func AdaptersAgree(t *testing.T, newA, newB NewStore) {
 		where := fmt.Sprintf("op %d (%s %v %v cost %d)", i, req.Key, req.Algorithm, req.Limit, req.Cost)
 		switch rng.IntN(8) {
 		case 0:
-			alg := ratelimit.Algorithm(rng.IntN(6)) // 4 and 5 name no algorithm
+			alg := ratelimit.Algorithm(rng.IntN(7)) // 5 and 6 name no algorithm
 			ea := a.(ratelimit.Resetter).Reset(ctx, req.Rule, req.Key, alg)
 			eb := b.(ratelimit.Resetter).Reset(ctx, req.Rule, req.Key, alg)
 			sameError(t, where+" Reset", ea, eb)
 		case 1:
-			s := slots[req.Key]
+			s := slots[[2]string{req.Rule, req.Key}]
 			req.Slot = s[0]
 			ea := a.Return(ctx, req)
 			req.Slot = s[1]
@@ -55,7 +58,7 @@ func AdaptersAgree(t *testing.T, newA, newB NewStore) {
 			sameError(t, where+" Take", ea, eb)
 			sameResult(t, where+" Take", ra, rb)
 			if ra.Slot != 0 {
-				slots[req.Key] = [2]uint64{ra.Slot, rb.Slot}
+				slots[[2]string{req.Rule, req.Key}] = [2]uint64{ra.Slot, rb.Slot}
 			}
 		}
 	}
@@ -64,9 +67,9 @@ func AdaptersAgree(t *testing.T, newA, newB NewStore) {
 // randomRequest picks one of a few keys and rules so that operations meet,
 // and now and then an invalid cost or an unknown algorithm.
 func randomRequest(rng *rand.Rand) ratelimit.Request {
-	alg := ratelimit.Algorithm(rng.IntN(4))
+	alg := ratelimit.Algorithm(rng.IntN(5))
 	if rng.IntN(50) == 0 {
-		alg = ratelimit.Algorithm(4 + rng.IntN(252))
+		alg = ratelimit.Algorithm(5 + rng.IntN(251))
 	}
 	limit := ratelimit.Limit{Rate: 1 + rng.IntN(5), Period: time.Duration(1+rng.IntN(4)) * 100 * time.Millisecond}
 	return ratelimit.Request{
@@ -90,7 +93,7 @@ func sameError(t *testing.T, where string, a, b error) {
 func sameResult(t *testing.T, where string, a, b ratelimit.Result) {
 	t.Helper()
 	if (a.Slot != 0) != (b.Slot != 0) {
-		t.Fatalf("%s: slots differ: %d and %d", where, a.Slot, b.Slot)
+		t.Fatalf("%s: slots differ: %d and %d\n%+v\n%+v", where, a.Slot, b.Slot, a, b)
 	}
 	a.Slot, b.Slot = 0, 0
 	if a != b {

@@ -19,6 +19,7 @@ func MapsEveryAlgorithmByName(t *testing.T, engineAlg func(ratelimit.Algorithm) 
 		ratelimit.SlidingWindow: memstore.SlidingWindow,
 		ratelimit.FixedWindow:   memstore.FixedWindow,
 		ratelimit.Concurrency:   memstore.Concurrency,
+		ratelimit.SlidingLog:    memstore.SlidingLog,
 	}
 	for v := 0; v < 256; v++ {
 		a := ratelimit.Algorithm(v)
@@ -35,7 +36,7 @@ func MapsEveryAlgorithmByName(t *testing.T, engineAlg func(ratelimit.Algorithm) 
 func UnknownAlgorithmIsInvalid(t *testing.T, newStore NewStore) {
 	s := newStore(ratelimit.SystemClock())
 	ctx := context.Background()
-	for _, a := range []ratelimit.Algorithm{4, 255} {
+	for _, a := range []ratelimit.Algorithm{5, 255} {
 		req := ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(1), Algorithm: a, Cost: 1}
 		if _, err := s.Take(ctx, req); !errors.Is(err, ratelimit.ErrInvalidRequest) {
 			t.Errorf("Take(%v) = %v; want ErrInvalidRequest", a, err)

@@ -20,6 +20,7 @@ const (
 	SlidingWindow
 	FixedWindow
 	Concurrency
+	SlidingLog
 )
 
 // Limit is a validated limit: Rate events per Period nanoseconds with at

@@ -19,8 +19,8 @@ type Prepared struct {
 }
 
 // Prepare returns the prepared form of r, whose Key is ignored. r must be
-// valid (as for Take) and use GCRA, SlidingWindow or epoch-aligned
-// FixedWindow (no explicit window); Prepare panics otherwise, since the
+// valid (as for Take) and use GCRA, SlidingWindow, SlidingLog or
+// epoch-aligned FixedWindow (no explicit window); Prepare panics otherwise, since the
 // caller decides this once, when it builds its rules.
 func (s *Store) Prepare(r Request) *Prepared {
 	if r.Alg == Concurrency || r.WinEnd != 0 || r.Limit.Rate <= 0 || r.Limit.Period <= 0 {

@@ -15,6 +15,11 @@ func (s *Store) Delete(r *Request) {
 		sh.mu.Lock()
 		sh.t.remove(h)
 		sh.mu.Unlock()
+	case SlidingLog:
+		sh := &s.logs[i]
+		sh.mu.Lock()
+		sh.drop(h)
+		sh.mu.Unlock()
 	default:
 		sh := &s.windows[i]
 		sh.mu.Lock()

@@ -35,7 +35,7 @@ type Request struct {
 // which is also when the key's bucket is full again and its state can be
 // dropped, and which a check updates without a lock (see gshard); fixed and
 // sliding windows keep a 16-byte window; Concurrency keys keep a queue of
-// slot deadlines. Each shard is bounded; see Config.MaxKeys.
+// slot deadlines; sliding logs keep a ring of event times (slidinglog.go). Each shard is bounded; see Config.MaxKeys.
 //
 // A Store is safe for concurrent use. Its zero value is not usable; call New.
 type Store struct {
@@ -45,8 +45,8 @@ type Store struct {
 	gcra    []gshard
 	windows []shard[window]
 	conc    []shard[*slots]
-	tags    *tags    // the GCRA intervals' tags: see gcratags.go
-	_       [24]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
+	logs    []logShard // SlidingLog keys: see slidinglog.go
+	tags    *tags      // the GCRA intervals' tags: see gcratags.go
 }
 
 type state interface {
@@ -117,6 +117,7 @@ func New(cfg Config) *Store {
 		gcra:    make([]gshard, n),
 		windows: make([]shard[window], n),
 		conc:    make([]shard[*slots], n),
+		logs:    make([]logShard, n),
 		tags:    new(tags),
 	}
 	for i := range s.gcra {
@@ -125,6 +126,8 @@ func New(cfg Config) *Store {
 		s.windows[i].floor = math.MaxInt64
 		s.conc[i].t = newTable[*slots](s.perCap)
 		s.conc[i].floor = math.MaxInt64
+		s.logs[i].t = newTable[*eventLog](s.perCap)
+		s.logs[i].swept = math.MinInt64
 	}
 	if bitsN == 0 {
 		s.shift = 63 // one shard: every hash maps to index 0
@@ -139,6 +142,7 @@ func (s *Store) Len() int {
 		n += s.gcra[i].len()
 		n += lockedLen(&s.windows[i])
 		n += lockedLen(&s.conc[i])
+		n += s.logs[i].len()
 	}
 	return n
 }
@@ -203,6 +207,9 @@ func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 		res := applySlots(sh, s.perCap, h, r, now)
 		sh.mu.Unlock()
 		return res
+	}
+	if r.Alg == SlidingLog {
+		return s.takeLog(h, r, now)
 	}
 	sh := &s.windows[i]
 	sh.mu.Lock()
@@ -295,6 +302,10 @@ func (s *Store) Return(r *Request, now int64) {
 			set(sh, h, q)
 		}
 		sh.mu.Unlock()
+		return
+	}
+	if r.Alg == SlidingLog {
+		s.returnLog(h, r)
 		return
 	}
 	sh := &s.windows[i]

@@ -35,6 +35,7 @@ const (
 	gcraTable = iota
 	windowTable
 	concTable
+	logTable
 )
 
 func tableOf(a Alg) int {
@@ -43,6 +44,8 @@ func tableOf(a Alg) int {
 		return gcraTable
 	case Concurrency:
 		return concTable
+	case SlidingLog:
+		return logTable
 	}
 	return windowTable
 }
@@ -53,6 +56,9 @@ func (s *Store) apply(h uint64, r *Request, now int64) Result {
 	i := s.index(h)
 	if r.Alg == Concurrency {
 		return applySlots(&s.conc[i], s.perCap, h, r, now)
+	}
+	if r.Alg == SlidingLog {
+		return s.logs[i].apply(s.perCap, h, r, now)
 	}
 	return applyWindow(&s.windows[i], s.perCap, h, r, now)
 }
@@ -150,6 +156,8 @@ func (s *Store) remember(r *Request, h uint64) undo {
 	u := undo{h: h}
 	if r.Alg == Concurrency {
 		_, u.existed = s.conc[s.index(h)].t.get(h)
+	} else if r.Alg == SlidingLog {
+		_, u.existed = s.logs[s.index(h)].t.get(h)
 	} else {
 		u.win, u.existed = s.windows[s.index(h)].t.get(h)
 	}
@@ -210,6 +218,12 @@ func (s *Store) rollback(reqs []Request, hs []held, which []uint8, log []undo, r
 // undo undoes one window or Concurrency request of a denied TakeAll.
 func (s *Store) undo(r *Request, u *undo, res *Result) {
 	i := s.index(u.h)
+	if r.Alg == SlidingLog {
+		if res.Allowed && r.Cost > 0 {
+			s.logs[i].undo(u.h, r.Cost, u.existed)
+		}
+		return
+	}
 	if r.Alg != Concurrency {
 		restore(&s.windows[i], u.h, u.win, u.existed)
 		return
@@ -242,8 +256,10 @@ func (s *Store) lockIndex(l int, lock bool) {
 		mu = &s.gcra[l].mu
 	case windowTable:
 		mu = &s.windows[l-n].mu
-	default:
+	case concTable:
 		mu = &s.conc[l-2*n].mu
+	default:
+		mu = &s.logs[l-3*n].mu
 	}
 	if lock {
 		mu.Lock()

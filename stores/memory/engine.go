@@ -19,6 +19,8 @@ func engineAlg(a ratelimit.Algorithm) (_ memstore.Alg, ok bool) {
 		return memstore.FixedWindow, true
 	case ratelimit.Concurrency:
 		return memstore.Concurrency, true
+	case ratelimit.SlidingLog:
+		return memstore.SlidingLog, true
 	}
 	return 0, false
 }

@@ -23,9 +23,11 @@ import (
 // (1,048,576 keys, the test TestMemoryAtFullBound): 22.0 bytes per GCRA key
 // (22 MiB for a full table) and 32.5 per window key (33 MiB); at 200,000
 // keys, 26 and 39. A Concurrency key also keeps a queue of its slots in
-// flight (about 64 bytes, plus 24 per acquisition held). The store holds at
-// most MaxKeys keys per table (GCRA; fixed and sliding windows together;
-// Concurrency). A key whose state has
+// flight (about 64 bytes, plus 24 per acquisition held). A SlidingLog key
+// keeps a ring of Rate timestamps and counts as ceil((9*Rate+128)/32) keys
+// (see docs/sliding-log.md). The store holds at most MaxKeys keys per table
+// (GCRA; fixed and sliding windows together; Concurrency; sliding logs, by
+// that weight). A key whose state has
 // expired is equivalent to an absent one and is swept a few at a time as new
 // keys arrive in a shard at least half full (below that, there is room and
 // nothing to gain); only when a shard is full of live keys does a new key evict the

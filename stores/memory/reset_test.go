@@ -13,7 +13,7 @@ func TestResetForgetsOneKeyOfOneRuleAndAlgorithm(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
 	l := ratelimit.Limit{Rate: 2, Period: time.Hour}
-	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency} {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency, ratelimit.SlidingLog} {
 		take := func(rule, key string, cost int) ratelimit.Result {
 			res, err := s.Take(ctx, ratelimit.Request{Rule: rule, Key: key, Limit: l, Algorithm: alg, Cost: cost})
 			if err != nil {

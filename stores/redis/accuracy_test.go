@@ -36,6 +36,7 @@ func TestAccuracyFourInstances(t *testing.T) {
 		{"gcra", ratelimit.GCRA, ratelimit.PerSecond(100), 30 * time.Millisecond, false},
 		{"sliding-window", ratelimit.SlidingWindow, ratelimit.PerSecond(100), 70 * time.Millisecond, false},
 		{"fixed-window", ratelimit.FixedWindow, ratelimit.PerSecond(100), 70 * time.Millisecond, false},
+		{"sliding-log", ratelimit.SlidingLog, ratelimit.PerSecond(100), 70 * time.Millisecond, false},
 		{"gcra-lease", ratelimit.GCRA, ratelimit.PerSecond(1000), 20 * time.Millisecond, true},
 	}
 	const instances, workers, rounds = 4, 8, 30

@@ -29,9 +29,9 @@ import (
 // round trip shorter.
 //
 // Which checks are served: GCRA and FixedWindow checks of any cost >= 1 for
-// the same Limit (and Window); SlidingWindow checks of cost 1 after a
-// denial of cost 1 (its RetryAfter for other costs depends on state the
-// denial does not reveal). Concurrency is never cached: slots come back by
+// the same Limit (and Window); SlidingWindow and SlidingLog checks of cost
+// 1 after a denial of cost 1 (their RetryAfter for other costs depends on
+// state the denial does not reveal). Concurrency is never cached: slots come back by
 // Return, at any time. Cost-0 peeks always go to Redis.
 
 type cacheKey struct {
@@ -91,7 +91,7 @@ func (c *deniedCache) get(req *ratelimit.Request, now int64) (ratelimit.Result, 
 	switch req.Algorithm {
 	case ratelimit.GCRA:
 		retry += int64(req.Cost-e.cost) * e.interval
-	case ratelimit.SlidingWindow:
+	case ratelimit.SlidingWindow, ratelimit.SlidingLog:
 		if req.Cost != e.cost {
 			return ratelimit.Result{}, false
 		}
@@ -126,7 +126,7 @@ func (c *deniedCache) observe(req *ratelimit.Request, res *ratelimit.Result, sen
 	case ratelimit.GCRA:
 		e.interval = gcraInterval(req.Limit)
 		wait -= int64(req.Cost-1) * e.interval
-	case ratelimit.SlidingWindow:
+	case ratelimit.SlidingWindow, ratelimit.SlidingLog:
 		if req.Cost != 1 {
 			return
 		}

@@ -37,6 +37,8 @@ func TestRetriedCallAppliesOnce(t *testing.T) {
 		{"takeall/gcra", gcraReq("a", ratelimit.PerHour(10), 1), takeAll, 4},
 		{"return/gcra", gcraReq("r", ratelimit.PerHour(10), 1), giveBack, 2},
 		{"return/concurrency", slotReq("rc", 10, time.Hour, 1), giveBack, 2},
+		{"take/sliding-log", withAlg(gcraReq("l", ratelimit.PerHour(10), 1), ratelimit.SlidingLog), take, 4},
+		{"return/sliding-log", withAlg(gcraReq("rl", ratelimit.PerHour(10), 1), ratelimit.SlidingLog), giveBack, 2},
 	}
 	for _, coalesce := range []bool{true, false} {
 		for _, c := range cases {

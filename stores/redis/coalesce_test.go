@@ -79,7 +79,7 @@ func TestCoalescing(t *testing.T) {
 			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			s := newStore(b.client(t), WithClock(clock), WithPrefix(uniquePrefix(t)))
 			const workers, each, capacity = 32, 12, 200
-			for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency} {
+			for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency, ratelimit.SlidingLog} {
 				req := withAlg(gcraReq("hot", ratelimit.Limit{Rate: capacity, Period: time.Hour}, 1), alg)
 				var mu sync.Mutex
 				var remaining []int

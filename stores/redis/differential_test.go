@@ -35,7 +35,7 @@ func randomEntry(rng *rand.Rand, i int) entry {
 	e.req.Rule = fmt.Sprintf("rule%d", rng.IntN(2))
 	e.req.Key = keys[i%len(keys)] + fmt.Sprint(i/len(keys))
 	ms := time.Millisecond
-	switch e.req.Algorithm = ratelimit.Algorithm(rng.IntN(4)); e.req.Algorithm {
+	switch e.req.Algorithm = ratelimit.Algorithm(rng.IntN(5)); e.req.Algorithm {
 	case ratelimit.GCRA:
 		rate := 1 + rng.IntN(20)
 		interval := time.Duration(1+rng.IntN(300_000)) * time.Microsecond // whole µs
@@ -59,6 +59,8 @@ func randomEntry(rng *rand.Rand, i int) entry {
 		}
 	case ratelimit.Concurrency:
 		e.req.Limit = ratelimit.Limit{Rate: 1 + rng.IntN(10), Period: time.Duration(10+rng.IntN(5000)) * ms}
+	case ratelimit.SlidingLog:
+		e.req.Limit = ratelimit.Limit{Rate: 1 + rng.IntN(20), Period: time.Duration(1+rng.IntN(3000)) * ms}
 	}
 	return e
 }
@@ -93,7 +95,7 @@ func (e *entry) shape(rng *rand.Rand, req ratelimit.Request, take bool) (mreq, r
 		req.Force, req.Cost = true, rng.IntN(2*req.Limit.Capacity()+2)
 	}
 	mreq, rreq = req, req
-	window := alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindow
+	window := alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindow || alg == ratelimit.SlidingLog
 	if window && (req.Force || !take) && e.memSlot != 0 && rng.IntN(2) == 0 {
 		mreq.Slot, rreq.Slot = e.memSlot, e.redisSlot
 	}
@@ -153,7 +155,7 @@ func sameResult(e *entry, forced bool, got, want ratelimit.Result) bool {
 		return false
 	}
 	got.Slot, want.Slot = 0, 0
-	if e.req.Algorithm == ratelimit.SlidingWindow && want.Allowed && !forced {
+	if (e.req.Algorithm == ratelimit.SlidingWindow || e.req.Algorithm == ratelimit.SlidingLog) && want.Allowed && !forced {
 		want.NextAfter = ceilMicro(want.NextAfter) // in µs here
 	} else {
 		want.NextAfter = 0 // reported for allowed sliding-window takes alone
@@ -165,7 +167,7 @@ func sameResult(e *entry, forced bool, got, want ratelimit.Result) bool {
 // store's want.
 func sameSlot(alg ratelimit.Algorithm, got, want uint64) bool {
 	switch alg {
-	case ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.GCRA:
+	case ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.GCRA, ratelimit.SlidingLog:
 		return int64(got)*1000 == int64(want)
 	}
 	return (got == 0) == (want == 0)
@@ -349,7 +351,7 @@ func TestLargeSlidingWindow(t *testing.T) {
 func TestDifferentialLoweredLimit(t *testing.T) {
 	ctx := context.Background()
 	client := standaloneClient(t)
-	for alg := ratelimit.GCRA; alg <= ratelimit.Concurrency; alg++ {
+	for alg := ratelimit.GCRA; alg <= ratelimit.SlidingLog; alg++ {
 		for _, ended := range []bool{false, true} {
 			if ended && alg != ratelimit.FixedWindow {
 				continue

@@ -44,6 +44,17 @@
 // slots that expire soonest. An acquisition or a release is still one
 // script call.
 //
+// # Sliding log
+//
+// ratelimit.SlidingLog state is a sorted set with one member per event in
+// the window, scored by the time it was admitted at (server time, or the
+// WithClock time). A check is one script call that counts the window and,
+// when it allows, drops the events that left, adds its own and sets the
+// TTL, all in one step; members are ids drawn past the newest, unique
+// whatever instance adds them. Result.Slot is the take's time: Return with
+// it gives back that take's events, with Slot 0 the newest. See
+// docs/sliding-log.md.
+//
 // # Pacing and settlements
 //
 // A GCRA Take with Request.MaxDelay (a reservation, answered with
@@ -134,9 +145,9 @@
 // cache, so this instance may keep denying the key until its cached time
 // passes. The cache times a denial from when its request was sent, so it
 // never denies longer than Redis would. GCRA and fixed-window denials
-// answer any cost; sliding-window denials answer cost 1 only (other costs
-// depend on state a denial does not reveal); Concurrency is never cached,
-// nor are cost-0 peeks. The cache holds DefaultDeniedCacheSize keys.
+// answer any cost; sliding-window and sliding-log denials answer cost 1
+// only (other costs depend on state a denial does not reveal); Concurrency
+// is never cached, nor are cost-0 peeks. The cache holds DefaultDeniedCacheSize keys.
 //
 // Lease mode (WithLease, opt-in, GCRA only). A Store takes a few units of
 // a key at a time and spends them locally until they run out or the lease

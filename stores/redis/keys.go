@@ -18,7 +18,7 @@ const MaxKeyLen = 4 << 20
 // earlier releases kept it as a string under code 'c', which this release
 // never reads (so a rolling upgrade never meets WRONGTYPE: the old keys
 // expire on their own).
-var algorithmCodes = [...]byte{ratelimit.GCRA: 'g', ratelimit.SlidingWindow: 's', ratelimit.FixedWindow: 'f', ratelimit.Concurrency: 'z'}
+var algorithmCodes = [...]byte{ratelimit.GCRA: 'g', ratelimit.SlidingWindow: 's', ratelimit.FixedWindow: 'f', ratelimit.Concurrency: 'z', ratelimit.SlidingLog: 'l'}
 
 // stateKey returns the Redis key of req's state:
 //

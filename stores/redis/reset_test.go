@@ -19,7 +19,7 @@ func TestResetDeletesTheKeyOfOneRuleAndAlgorithm(t *testing.T) {
 			client := b.client(t)
 			clock := ratelimittest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 			s := newStore(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
-			for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency} {
+			for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency, ratelimit.SlidingLog} {
 				l := ratelimit.Limit{Rate: 2, Period: time.Hour}
 				for _, rule := range []string{"a", "b"} {
 					for range 2 {

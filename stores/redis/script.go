@@ -24,7 +24,7 @@ var clockSource string
 // script is the one Lua script behind every call. Run sends EVALSHA and, on
 // NOSCRIPT (a restarted or flushed server, a new Cluster node), EVAL, which
 // also caches the script again.
-var script = redis.NewScript(clockSource + scriptSource)
+var script = redis.NewScript(clockSource + logSource + scriptSource)
 
 // Script modes; see script.lua.
 const (
@@ -76,7 +76,7 @@ func (s *Store) header(args []any, mode string, now instant) []any {
 
 // appendRequest appends the script fields of a validated request.
 func appendRequest(args []any, req *ratelimit.Request) ([]any, error) {
-	return appendFields(args, req, int(req.Algorithm), req.Limit.Rate, req.Cost), nil
+	return appendFields(args, req, wireAlg(req.Algorithm), req.Limit.Rate, req.Cost), nil
 }
 
 // appendOp appends the script fields of an op in mode "i": a return
@@ -84,11 +84,11 @@ func appendRequest(args []any, req *ratelimit.Request) ([]any, error) {
 func appendOp(args []any, o *op) []any {
 	switch o.kind {
 	case opReturn:
-		return appendFields(args, &o.req, int(o.req.Algorithm), o.req.Limit.Rate, -o.req.Cost)
+		return appendFields(args, &o.req, wireAlg(o.req.Algorithm), o.req.Limit.Rate, -o.req.Cost)
 	case opLease:
 		return appendFields(args, &o.req, 4, o.n, o.req.Cost)
 	}
-	return appendFields(args, &o.req, int(o.req.Algorithm), o.req.Limit.Rate, o.req.Cost)
+	return appendFields(args, &o.req, wireAlg(o.req.Algorithm), o.req.Limit.Rate, o.req.Cost)
 }
 
 func appendFields(args []any, req *ratelimit.Request, alg, rate, cost int) []any {
@@ -132,8 +132,8 @@ func seventh(req *ratelimit.Request) string {
 func sixth(req *ratelimit.Request) any {
 	w := req.Window
 	switch {
-	case req.Algorithm == ratelimit.Concurrency:
-		return strconv.FormatUint(req.Slot, 10)
+	case req.Algorithm == ratelimit.Concurrency || req.Algorithm == ratelimit.SlidingLog:
+		return strconv.FormatUint(min(req.Slot, maxSafe), 10)
 	case req.Algorithm == ratelimit.GCRA && req.Slot == 0:
 		return ""
 	case req.Algorithm == ratelimit.GCRA:
@@ -295,7 +295,7 @@ func takeResult(req *ratelimit.Request, v []int64) ratelimit.Result {
 	case v[0] != 1 || req.Force:
 	case req.Algorithm == ratelimit.GCRA:
 		res.RetryAfter, res.Delay = 0, res.RetryAfter
-	case req.Algorithm == ratelimit.SlidingWindow:
+	case req.Algorithm == ratelimit.SlidingWindow || req.Algorithm == ratelimit.SlidingLog:
 		res.RetryAfter, res.NextAfter = 0, res.RetryAfter
 	}
 	if req.Cost > 0 {

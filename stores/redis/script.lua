@@ -19,13 +19,15 @@
 -- ARGV[3]  extra TTL in milliseconds added to every write (0 with server time).
 -- ARGV[4]  how long the call key keeps the reply, in milliseconds; 0: no call key.
 -- ARGV[5+7(i-1)..] seven fields per request: algorithm (0 GCRA, 1 sliding
---          window, 2 fixed window, 3 concurrency), rate, span in µs (the
+--          window, 2 fixed window, 3 concurrency, 5 sliding log; see
+--          slidinglog.lua), rate, span in µs (the
 --          period; for GCRA the interval, ceil(period/rate), which the
 --          caller computes exactly), capacity, cost, a sixth field:
 --          for a fixed window its explicit bounds in µs, "" for an
 --          epoch-aligned window, "<end>", or "<prev>:<start>:<end>:<next>"
 --          with the neighbours' outer bounds (0: unknown); for a
 --          concurrency return the slot token (0: the soonest to expire);
+--          for a sliding log return the take's token (0: the newest events);
 --          for a GCRA return the token of the take it gives back ("" or
 --          0: unknown, the units come off the latest take; see Holes);
 --          and a seventh, "" for most requests, or "[!]<n>": "!" marks a
@@ -617,8 +619,8 @@ local function load(i, alg, t)
   local k = KEYS[i]
   local s = cache[k]
   if s == nil then
-    if alg == 3 then
-      s = slots_load(k)
+    if alg == 3 or alg == 5 then
+      if alg == 3 then s = slots_load(k) else s = log_load(k) end
       if not s then return error("WRONGTYPE " .. k .. " holds another type of value") end
     else
       local w
@@ -632,6 +634,10 @@ end
 
 local function apply(k, alg, st, rate, p, cap, cost, spec, x, force)
   if alg == 0 then return gcra(st, now, p, cap, cost, x, force) end
+  if alg == 5 then
+    local nst, ok, rem, retry, reset, token = log_take(k, st, rate, p, cost, force)
+    return nst, ok, rem, retry, reset, 0, token
+  end
   if force and alg ~= 3 then
     local nst, ok, rem, retry, reset, lifetime = settle(alg, st, now, rate, p, cost, spec, x)
     return nst, ok, rem, retry, reset, lifetime, 0
@@ -653,6 +659,8 @@ local function commit()
     local st = cache[k]
     if algs[k] == 3 then
       slots_write(k, st)
+    elseif algs[k] == 5 then
+      log_write(k, st, slack)
     elseif st then
       local ms = max(1, idiv(life[k] + 999, 1000)) + slack
       redis.call("SET", k, encode(algs[k], st, spans[k]), "PX", int(ms))
@@ -688,6 +696,23 @@ local function one(out, i)
       end
     end
     if not ok then reply(out, b, -1, 0, 0, 0, 0) end
+    return
+  end
+  if alg == 5 then
+    -- Applied at once, as concurrency: the set is the state.
+    local st
+    if cost < 0 then
+      st = log_return(k, -cost, tonumber(spec) or 0)
+      reply(out, b, 0, 0, 0, 0, 0)
+    else
+      st = log_load(k)
+      if st then
+        local nst, allowed, rem, retry, reset, token = log_take(k, st, rate, p, cost, force)
+        log_write(k, nst, slack)
+        reply(out, b, allowed and 1 or 0, rem, retry, reset, token)
+      end
+    end
+    if not st then reply(out, b, -1, 0, 0, 0, 0) end
     return
   end
   local lease = alg == 4
@@ -769,8 +794,10 @@ if mode == "r" then
     local alg = tonumber(field(i, 1))
     local rate, p, cap = tonumber(field(i, 2)), tonumber(field(i, 3)), tonumber(field(i, 4))
     local cost, spec = tonumber(field(i, 5)), field(i, 6)
-    if alg == 3 then
-      if not slots_return(KEYS[i], cost, tonumber(spec) or 0) then
+    if alg == 3 or alg == 5 then
+      local ret = slots_return
+      if alg == 5 then ret = log_return end
+      if not ret(KEYS[i], cost, tonumber(spec) or 0) then
         return error("WRONGTYPE " .. KEYS[i] .. " holds another type of value")
       end
     else

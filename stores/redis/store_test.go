@@ -197,7 +197,7 @@ func TestTTLs(t *testing.T) {
 					t.Errorf("%v: PTTL after Return = %v", r.Algorithm, d)
 				}
 			}
-			for _, a := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency} {
+			for _, a := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency, ratelimit.SlidingLog} {
 				r := withAlg(gcraReq("absent", ratelimit.PerMinute(5), 1), a)
 				if err := s.Return(ctx, r); err != nil {
 					t.Fatal(err)

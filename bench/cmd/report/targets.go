@@ -70,7 +70,7 @@ func (r *report) targets() []target {
 				}
 			}
 		}
-		m := "every bound held (GCRA, fixed window)"
+		m := "every bound held (GCRA, fixed window, sliding log)"
 		if !ok {
 			m = strings.Join(bad, "; ")
 		}

@@ -1,0 +1,196 @@
+package memstore
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// logModel is the sliding log written the obvious way: a slice of every
+// admitted event's time, for TestSlidingLogMatchesModel to check the ring
+// against.
+type logModel struct{ stamps []int64 }
+
+func (m *logModel) decide(now int64, r *Request) Result {
+	if len(m.stamps) > 0 {
+		now = max(now, m.stamps[len(m.stamps)-1])
+	}
+	var live []int64
+	for _, s := range m.stamps {
+		if s > now-r.Limit.Period {
+			live = append(live, s)
+		}
+	}
+	need := max(r.Cost, 1)
+	allowed := int64(len(live))+need <= r.Limit.Rate
+	var res Result
+	if allowed && r.Cost > 0 {
+		for range r.Cost {
+			live = append(live, now)
+		}
+		m.stamps = live
+		res.Slot = uint64(now)
+	}
+	res.Allowed = allowed
+	res.Remaining = max(0, r.Limit.Rate-int64(len(live)))
+	if len(live) > 0 {
+		res.ResetAfter = live[len(live)-1] + r.Limit.Period - now
+		res.Next = live[0] + r.Limit.Period - now
+	}
+	if !allowed {
+		// The request fits once all but Rate-need of the events have left.
+		res.RetryAfter = live[int64(len(live))+need-r.Limit.Rate-1] + r.Limit.Period - now
+	}
+	return res
+}
+
+// TestSlidingLogMatchesModel replays random timelines (costs from 0 to the
+// rate, stamps that jump back as well as forward, now and then a Return of
+// a take's events) through the engine and the model, and requires the same
+// Result every time: Remaining, RetryAfter, ResetAfter and Next exact to
+// the nanosecond.
+func TestSlidingLogMatchesModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for run := range 200 {
+		s := New(Config{MaxKeys: 1 << 12})
+		rate := 1 + rng.Int64N(12)
+		period := 1 + rng.Int64N(1000)
+		r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}}
+		var m logModel
+		now := int64(1_000_000)
+		for op := range 300 {
+			now += rng.Int64N(period/2+1) - period/10 // sometimes back
+			r.Cost = rng.Int64N(rate + 1)
+			if rng.IntN(10) == 0 && len(m.stamps) > 0 {
+				// Give back the newest take's events in both.
+				ret := r
+				ret.Cost = 1
+				ret.Slot = uint64(m.stamps[len(m.stamps)-1])
+				s.Return(&ret, now)
+				m.stamps = m.stamps[:len(m.stamps)-1]
+				continue
+			}
+			got, want := s.Take(&r, now), m.decide(now, &r)
+			if got != want {
+				t.Fatalf("run %d (rate %d period %d) op %d at %d, cost %d:\n got %+v\nwant %+v", run, rate, period, op, now, r.Cost, got, want)
+			}
+		}
+	}
+}
+
+// TestSlidingLogNeverExceedsRateInAnyTrailingWindow sends bursts from many
+// callers whose clocks disagree and jump back, and checks every trailing
+// window of the times the store decided at: never more than Rate events.
+func TestSlidingLogNeverExceedsRateInAnyTrailingWindow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	s := New(Config{})
+	const rate, period = 5, 1000
+	r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}}
+	var admitted []int64
+	base := int64(0)
+	for range 20_000 {
+		base += rng.Int64N(40)
+		now := base - rng.Int64N(3*period) // a caller behind by up to three periods
+		r.Cost = 1 + rng.Int64N(2)
+		if res := s.Take(&r, now); res.Allowed {
+			for range r.Cost {
+				admitted = append(admitted, int64(res.Slot)) // the time it was decided at
+			}
+		}
+	}
+	for i := range admitted {
+		j := i
+		for j < len(admitted) && admitted[j] < admitted[i]+period {
+			j++
+		}
+		if j-i > rate {
+			t.Fatalf("%d events in [%d, %d), limit %d", j-i, admitted[i], admitted[i]+period, rate)
+		}
+	}
+	if len(admitted) < 1000 {
+		t.Fatalf("only %d admitted: the run tests nothing", len(admitted))
+	}
+}
+
+// TestSlidingLogCostThatDoesNotFitConsumesNothing: a take of cost n is
+// allowed only when all n fit, and a denied one leaves the log as it was.
+func TestSlidingLogCostThatDoesNotFitConsumesNothing(t *testing.T) {
+	s := New(Config{})
+	r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: 5, Period: 100, Capacity: 5}, Cost: 3}
+	if res := s.Take(&r, 0); !res.Allowed || res.Remaining != 2 {
+		t.Fatalf("first take of 3: %+v", res)
+	}
+	if res := s.Take(&r, 10); res.Allowed || res.Remaining != 2 || res.RetryAfter != 90 {
+		t.Fatalf("second take of 3 out of the 2 left: %+v; want denied, 2 left, retry after 90", res)
+	}
+	r.Cost = 2
+	if res := s.Take(&r, 20); !res.Allowed || res.Remaining != 0 || res.Next != 80 || res.ResetAfter != 100 {
+		t.Fatalf("take of the last 2: %+v", res)
+	}
+}
+
+// TestSlidingLogWeighsItsEventsAgainstTheBound: a store bounded to B keys
+// holds sliding logs whose weights (see logWeight) add up to at most B, and
+// a new key evicts to stay within it.
+func TestSlidingLogWeighsItsEventsAgainstTheBound(t *testing.T) {
+	const bound = 1024
+	s := New(Config{MaxKeys: bound, Shards: 1})
+	r := Request{Alg: SlidingLog, Limit: Limit{Rate: 100, Period: 1e9, Capacity: 100}, Cost: 1}
+	w := logWeight(100)
+	for i := range 200 {
+		r.Key = string(rune('a'+i%26)) + string(rune('A'+i/26))
+		if res := s.Take(&r, int64(i)); !res.Allowed {
+			t.Fatalf("key %d denied: %+v", i, res)
+		}
+		if used := s.logs[0].used; used > bound || used != w*s.Len() {
+			t.Fatalf("after key %d: weight %d for %d keys of weight %d, bound %d", i, used, s.Len(), w, bound)
+		}
+	}
+	if s.Len() != bound/w {
+		t.Fatalf("%d keys of weight %d held under a bound of %d; want %d", s.Len(), w, bound, bound/w)
+	}
+}
+
+// TestSlidingLogTakeAllRollsBack: a TakeAll denied by another request
+// leaves a log as it was, and one it created is gone.
+func TestSlidingLogTakeAllRollsBack(t *testing.T) {
+	s := New(Config{})
+	log := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: 3, Period: 100, Capacity: 3}, Cost: 1}
+	full := Request{Key: "f", Alg: FixedWindow, Limit: Limit{Rate: 1, Period: 100, Capacity: 1}, Cost: 1}
+	s.Take(&full, 0)
+	res := make([]Result, 3)
+	if s.TakeAll([]Request{log, log, full}, res, 0); res[2].Allowed {
+		t.Fatal("the full window allowed")
+	}
+	if s.Len() != 1 {
+		t.Fatalf("%d keys after a denied TakeAll; want the window alone", s.Len())
+	}
+	s.Take(&log, 10)
+	s.TakeAll([]Request{log, full}, res[:2], 20)
+	if got := s.Take(&log, 30); got.Remaining != 1 {
+		t.Fatalf("after one take and a denied TakeAll, the next take leaves %d; want 1", got.Remaining)
+	}
+}
+
+// TestSlidingLogDroppedAsExpiredIsNotCountedBeforeItsExpiry: a full log
+// dropped to make room once its events have left is never counted again
+// before it emptied, so a request stamped inside its window (a slow
+// clock) cannot add to the events it held there.
+func TestSlidingLogDroppedAsExpiredIsNotCountedBeforeItsExpiry(t *testing.T) {
+	s := New(Config{MaxKeys: 1024, Shards: 1})
+	r := Request{Key: "a", Alg: SlidingLog, Limit: Limit{Rate: 5, Period: 100, Capacity: 5}, Cost: 5}
+	if res := s.Take(&r, 1000); !res.Allowed {
+		t.Fatalf("filling the log: %+v", res)
+	}
+	h := s.hash(&r)
+	for i := 0; s.logs[0].t.find(h) >= 0; i++ { // new keys at 1200 until the expired log is dropped
+		k := r
+		k.Key, k.Cost = fmt.Sprint("k", i), 1
+		s.Take(&k, 1200)
+	}
+	r.Cost = 1
+	res := s.Take(&r, 1050) // inside the dropped log's window
+	if !res.Allowed || int64(res.Slot) < 1100 {
+		t.Fatalf("a request stamped 1050 after the log of 5 events at 1000 was dropped: %+v; want allowed at 1100 or later", res)
+	}
+}
