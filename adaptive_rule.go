@@ -1,8 +1,6 @@
 package ratelimit
 
 import (
-	"bufio"
-	"net"
 	"net/http"
 	"reflect"
 	"slices"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/adaptive"
+	"github.com/sluicehq/ratelimit/internal/request"
 )
 
 // adaptiveSet is a compiled adaptive rule: a controller per key, up to
@@ -22,6 +21,7 @@ type adaptiveSet struct {
 	name     string
 	clock    Clock
 	system   bool                       // clock is SystemClock: read the monotonic clock alone
+	timeAll  bool                       // time every request: a fake clock, or a Classify that reads elapsed
 	epoch    time.Time                  // the time every controller of the rule counts from
 	denial   atomic.Pointer[denyFields] // the fields of a rejection at the last limit rejected
 	keys     atomic.Pointer[map[string]*adaptive.Limiter]
@@ -51,6 +51,12 @@ func compileAdaptive(ru *rule, clock Clock) {
 	cfg := ru.Adaptive.Normalize(ru.Name)
 	_, system := clock.(systemClock)
 	s := &adaptiveSet{cfg: cfg, name: ru.Name, clock: clock, system: system, epoch: clock.Now()}
+	// DefaultClassify ignores elapsed: on the system clock the controller
+	// then reads the clock only for the requests it samples. A Classify of
+	// the user's is given every request's elapsed time, and a fake clock
+	// (tests, simulations) is read for every request, so that what it
+	// decides is a function of the times it is given.
+	s.timeAll = !system || ru.Adaptive.Classify != nil
 	s.overflow = adaptive.NewRule(cfg, ru.Name, adaptive.OverflowKey, s.epoch, s.epoch)
 	s.keys.Store(&map[string]*adaptive.Limiter{})
 	s.problem = []byte(`{"type":"` + reducedCapacityType + `","title":"Service Unavailable","status":503,` +
@@ -142,6 +148,43 @@ type adaptiveHeld struct {
 	ticket adaptive.Ticket
 }
 
+// take is the adaptive step of a request under one rule: it takes a slot
+// of lim, the controller of the request's key, for r. It neither locks nor
+// allocates; the clock is read only when the request is timed (see
+// timeAll).
+func (s *adaptiveSet) take(r *http.Request, lim *adaptive.Limiter) (adaptiveHeld, bool) {
+	critical := s.cfg.Critical == nil || s.cfg.Critical(r)
+	var tk adaptive.Ticket
+	var ok bool
+	if s.timeAll {
+		tk, ok = lim.AcquireAt(s.now(), critical)
+	} else {
+		tk, ok = lim.Acquire(critical)
+	}
+	return adaptiveHeld{s, tk}, ok
+}
+
+// release gives the slot back; sampled tells whether the request ran (its
+// outcome is classified with status) or was stopped by another rule
+// (ignored).
+func (h adaptiveHeld) release(r *http.Request, sampled bool, status int) {
+	s := h.s
+	if !s.timeAll { // DefaultClassify, which ignores elapsed; the ticket knows whether it was timed
+		v := adaptive.SampleIgnore
+		if sampled {
+			v = s.cfg.Classify(r, status, -1)
+		}
+		h.ticket.Release(v)
+		return
+	}
+	now := s.now()
+	v := adaptive.SampleIgnore
+	if sampled {
+		v = s.cfg.Classify(r, status, h.ticket.ElapsedAt(now))
+	}
+	h.ticket.ReleaseAt(now, v)
+}
+
 // adaptiveDone holds a request's adaptive slots until it is released. It
 // holds them by value (no pointer into itself), so that the caller's copy
 // stays on the stack until hold copies it for an admitted request.
@@ -170,19 +213,11 @@ func (d *adaptiveDone) release(sampled bool, status int) {
 	}
 	n, more := d.n, d.more
 	d.n, d.more = 0, nil
-	releaseHeld(d.inline[:min(n, len(d.inline))], d.r, sampled, status)
-	releaseHeld(more, d.r, sampled, status)
-}
-
-func releaseHeld(held []adaptiveHeld, r *http.Request, sampled bool, status int) {
-	for _, h := range held {
-		s := h.s
-		now := s.now()
-		v := adaptive.SampleIgnore
-		if sampled {
-			v = s.cfg.Classify(r, status, h.ticket.ElapsedAt(now))
-		}
-		h.ticket.ReleaseAt(now, v)
+	for _, h := range d.inline[:min(n, len(d.inline))] {
+		h.release(d.r, sampled, status)
+	}
+	for _, h := range more {
+		h.release(d.r, sampled, status)
 	}
 }
 
@@ -190,7 +225,7 @@ func releaseHeld(held []adaptiveHeld, r *http.Request, sampled bool, status int)
 // caller's. It reports whether the request was admitted; when a rule
 // rejects the request or its key, it sets the verdict *v and gives back the
 // slots taken. It does not allocate: the slots are copied to the heap only
-// once the whole request is admitted (hold).
+// once the whole request is admitted (hold), or not at all (serveAdaptive).
 func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) bool {
 	d.r = r
 	for _, ru := range l.adaptive {
@@ -211,11 +246,10 @@ func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) 
 		default:
 			lim = s.sharedLimiter()
 		}
-		critical := s.cfg.Critical == nil || s.cfg.Critical(r)
-		tk, ok := lim.AcquireAt(s.now(), critical)
+		h, ok := s.take(r, lim)
 		switch {
 		case ok:
-			d.add(adaptiveHeld{s, tk})
+			d.add(h)
 			if len(l.observers) > 0 {
 				l.observers.result(r, ru, adaptiveResult(lim, true), OutcomeDenied, 0)
 			}
@@ -232,6 +266,44 @@ func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) 
 	return true
 }
 
+// serveAdaptive is the middleware's request path for a Limiter whose rules
+// are all adaptive: the slots are taken on the stack, the handler runs and
+// the slots are given back with its status; nothing is allocated, admitted
+// or rejected. A writer that does not report its status (net/http's) is
+// wrapped in a recorder taken from a pool and given back once the handler
+// has returned.
+func (l *Limiter) serveAdaptive(w http.ResponseWriter, r *http.Request, next http.Handler, mux *http.ServeMux) {
+	if l.skip(r, routing{mux: mux}) {
+		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
+		next.ServeHTTP(w, r)
+		return
+	}
+	var v Verdict
+	var d adaptiveDone
+	if !l.acquireAdaptive(r, &v, &d) {
+		v.write(w)
+		return
+	}
+	rec, ok := w.(interface{ Status() int })
+	var sw *request.StatusWriter
+	if !ok {
+		sw = request.NewStatusWriter(w)
+		w, rec = sw, sw
+	}
+	served := false
+	defer func() { // open-coded: no allocation
+		status := http.StatusInternalServerError // a panic fails, whatever was written before it
+		if served {
+			status = rec.Status()
+		}
+		d.release(true, status)
+		if sw != nil {
+			sw.Free()
+		}
+	}()
+	next.ServeHTTP(w, r)
+	served = true
+}
 // rejectionFields returns the shared field values of a rejection at limit:
 // RateLimit-Policy, RateLimit, Retry-After, Cache-Control, Content-Type.
 // They are built once per limit and shared by the rejections at it (see
@@ -282,42 +354,5 @@ func (l *Limiter) recordStatus(w http.ResponseWriter) http.ResponseWriter {
 	if _, ok := w.(interface{ Status() int }); ok {
 		return w
 	}
-	return &statusWriter{ResponseWriter: w}
-}
-
-// statusWriter records the status code written through it. It passes
-// Flush and Hijack through (Unwrap serves http.ResponseController).
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 && code >= 200 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Status returns the status written, 0 if none yet.
-func (s *statusWriter) Status() int { return s.status }
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-func (s *statusWriter) Flush() {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	_ = http.NewResponseController(s.ResponseWriter).Flush()
-}
-
-func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(s.ResponseWriter).Hijack()
+	return request.NewStatusWriter(w) // never freed: the request's held keeps it
 }
