@@ -304,6 +304,7 @@ func (l *Limiter) serveAdaptive(w http.ResponseWriter, r *http.Request, next htt
 	next.ServeHTTP(w, r)
 	served = true
 }
+
 // rejectionFields returns the shared field values of a rejection at limit:
 // RateLimit-Policy, RateLimit, Retry-After, Cache-Control, Content-Type.
 // They are built once per limit and shared by the rejections at it (see
