@@ -25,6 +25,7 @@ type adaptiveSet struct {
 	epoch    time.Time                  // the time every controller of the rule counts from
 	denial   atomic.Pointer[denyFields] // the fields of a rejection at the last limit rejected
 	keys     atomic.Pointer[map[string]*adaptive.Limiter]
+	first    atomic.Pointer[keyedLimiter] // the first key's controller: a Global rule's only one, found without hashing
 	mu       sync.Mutex // serialises additions
 	overflow *adaptive.Limiter
 	shared   atomic.Bool // overflow was handed out
@@ -66,8 +67,17 @@ func compileAdaptive(ru *rule, clock Clock) {
 
 const reducedCapacityType = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 
+// keyedLimiter is a key and its controller.
+type keyedLimiter struct {
+	key string
+	l   *adaptive.Limiter
+}
+
 // limiter returns the controller of key.
 func (s *adaptiveSet) limiter(key string) *adaptive.Limiter {
+	if f := s.first.Load(); f != nil && f.key == key {
+		return f.l
+	}
 	if l, ok := (*s.keys.Load())[key]; ok {
 		return l
 	}
@@ -87,6 +97,9 @@ func (s *adaptiveSet) limiter(key string) *adaptive.Limiter {
 	}
 	next[key] = l
 	s.keys.Store(&next)
+	if len(m) == 0 {
+		s.first.Store(&keyedLimiter{key, l})
+	}
 	return l
 }
 

@@ -3,7 +3,6 @@ package adaptive
 import (
 	"math"
 	"math/bits"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 )
@@ -28,7 +27,7 @@ import (
 // New; the zero value is not usable.
 type Limiter struct {
 	// Written by every request.
-	inflight atomic.Int64
+	inflight atomic.Int64 // admissions<<32 | requests in flight: see admission
 	peak     atomic.Int64 // the highest in-flight count of this window
 	_        [48]byte
 	// Read by every request, written about once a window.
@@ -123,7 +122,7 @@ func NewAt(a Config, epoch time.Time) *Limiter {
 func (l *Limiter) Limit() int { return int(l.limit.Load()) }
 
 // InFlight returns the number of requests admitted and not yet released.
-func (l *Limiter) InFlight() int { return int(l.inflight.Load()) }
+func (l *Limiter) InFlight() int { return int(l.inFlight()) }
 
 // Ticket is an admitted request's slot. Release it exactly once;
 // the zero Ticket's methods do nothing.
@@ -143,18 +142,38 @@ const (
 // Acquire admits one request if the number in flight is below the limit
 // (below LowPriorityShare of it when critical is false).
 func (l *Limiter) Acquire(critical bool) (Ticket, bool) {
-	if s := l.shift.Load(); s != 0 && rand.Uint64()>>(64-s) != 0 {
-		return l.acquire(0, 0, critical) // not sampled: no clock reading
+	limit := l.limitFor(critical)
+	v := l.inflight.Add(admission | 1)
+	var t int64
+	var flags uint8
+	// The admission's number picks the sampled ones: one in 2^shift, spread
+	// by a multiplicative hash so that no period of the traffic aliases.
+	if s := l.shift.Load(); s == 0 || uint64(v>>32)*0x9e3779b97f4a7c15>>(64-s) == 0 {
+		t, flags = l.now(), ticketTimed|ticketSampled
 	}
-	return l.acquire(l.now(), ticketTimed|ticketSampled, critical)
+	return l.admit(int64(int32(v)), limit, t, flags)
 }
 
 // AcquireAt is Acquire at the time now, for simulations and tests; times
 // need not be monotonic (a window never closes on a time before its start).
 func (l *Limiter) AcquireAt(now time.Time, critical bool) (Ticket, bool) {
 	t := int64(now.Sub(l.epoch))
-	return l.acquire(t, ticketTimed|l.sampleAt(t), critical)
+	flags := ticketTimed | l.sampleAt(t)
+	limit := l.limitFor(critical)
+	return l.admit(int64(int32(l.inflight.Add(admission|1))), limit, t, flags)
 }
+
+// admission is what admitting a request adds to inflight, beside the one
+// it adds to the requests in flight: inflight holds both counts, the
+// admissions (wrapping) in its upper 32 bits, so that the one atomic
+// addition that counts a request in also numbers it for sampling, without
+// a random draw.
+const admission = 1 << 32
+
+// inFlight returns the number of requests in flight: the lower 32 bits of
+// inflight, signed (a Ticket released twice takes it below zero; the borrow
+// only moves the admissions' count, which nothing compares).
+func (l *Limiter) inFlight() int64 { return int64(int32(l.inflight.Load())) }
 
 // now reads the limiter's clock: one monotonic reading.
 func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
@@ -163,20 +182,24 @@ func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
 // is sampled: deterministic for a simulation, about one in 2^shift.
 func (l *Limiter) sampleAt(t int64) uint8 {
 	s := l.shift.Load()
-	if s == 0 || (uint64(t)^uint64(l.inflight.Load())<<40)*0x9e3779b97f4a7c15>>(64-s) == 0 {
+	if s == 0 || (uint64(t)^uint64(l.inFlight())<<40)*0x9e3779b97f4a7c15>>(64-s) == 0 {
 		return ticketSampled
 	}
 	return 0
 }
 
-// acquire admits a request at t (ns since epoch, when flags has
-// ticketTimed) or rejects it.
-func (l *Limiter) acquire(t int64, flags uint8, critical bool) (Ticket, bool) {
-	limit := l.limit.Load()
-	if !critical {
-		limit = l.low.Load()
+// limitFor returns the limit a request of that criticality is held to.
+func (l *Limiter) limitFor(critical bool) int64 {
+	if critical {
+		return l.limit.Load()
 	}
-	n := l.inflight.Add(1)
+	return l.low.Load()
+}
+
+// admit lets in a request that made n in flight, if n is within limit, or
+// takes it out again and rejects it; t is the time (ns since epoch) when
+// flags has ticketTimed.
+func (l *Limiter) admit(n, limit, t int64, flags uint8) (Ticket, bool) {
 	if n > limit {
 		l.inflight.Add(-1)
 		l.rejected.Add(1)
@@ -286,7 +309,7 @@ func (l *Limiter) maybeClose(t int64) {
 func (l *Limiter) closeWindow(t int64) {
 	d, rej := l.drops.Swap(0), l.rejected.Swap(0)
 	l.successes.Store(0)
-	peak := l.peak.Swap(l.inflight.Load())
+	peak := l.peak.Swap(l.inFlight())
 	lat, n := l.takeLatency()
 	n <<= l.shift.Load() // the successes, estimated from the sampled ones
 	l.winStart.Store(t)
@@ -374,7 +397,7 @@ func (l *Limiter) State() State {
 	}
 	st.Windows = l.windows.Load()
 	st.Limit = int(l.limit.Load())
-	st.InFlight = int(max(0, l.inflight.Load()))
+	st.InFlight = int(max(0, l.inFlight()))
 	st.MinRTT = time.Duration(l.minRTT.Load())
 	st.SampleRTT = time.Duration(l.sample.Load())
 	return st
