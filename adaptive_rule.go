@@ -26,7 +26,7 @@ type adaptiveSet struct {
 	denial   atomic.Pointer[denyFields] // the fields of a rejection at the last limit rejected
 	keys     atomic.Pointer[map[string]*adaptive.Limiter]
 	first    atomic.Pointer[keyedLimiter] // the first key's controller: a Global rule's only one, found without hashing
-	mu       sync.Mutex // serialises additions
+	mu       sync.Mutex                   // serialises additions
 	overflow *adaptive.Limiter
 	shared   atomic.Bool // overflow was handed out
 	problem  []byte      // the 503 body
