@@ -145,6 +145,44 @@ func (l *Limiter) Adaptive(rule string) []adaptive.State {
 	return nil
 }
 
+// AdaptiveLimit returns the current limit of the adaptive rule named rule:
+// its controller's for a Global key, the sum of its keys' for a keyed rule
+// (Initial before any request has reached it), 0 if the limiter has no
+// such rule. It reads a few atomics and allocates nothing: cheap enough to
+// call on every request, as the SeatsFunc of a fair.Scheduler that queues
+// requests in front of the limiter:
+//
+//	cfg.SeatsFunc = func() int { return l.AdaptiveLimit("inflight") }
+//	h := fair.New(cfg).Handler(l.Handler(mux))
+func (l *Limiter) AdaptiveLimit(rule string) int {
+	for _, ru := range l.adaptive {
+		if ru.Name == rule {
+			return ru.adaptive.Load().limit()
+		}
+	}
+	return 0
+}
+
+// limit is the rule's limit: the sum of its controllers'.
+func (s *adaptiveSet) limit() int {
+	m := *s.keys.Load()
+	n := 0
+	if f := s.first.Load(); f != nil && len(m) == 1 {
+		n = f.l.Limit()
+	} else {
+		for _, l := range m {
+			n += l.Limit()
+		}
+	}
+	if s.shared.Load() {
+		n += s.overflow.Limit()
+	}
+	if n == 0 {
+		return s.cfg.Initial
+	}
+	return n
+}
+
 // now reads the rule's clock: the monotonic clock alone for SystemClock
 // (a time that carries only the epoch's wall reading moved by it).
 func (s *adaptiveSet) now() time.Time {

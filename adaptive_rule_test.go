@@ -468,3 +468,43 @@ func TestAdaptiveSlotFreedWhenAKeyFuncPanics(t *testing.T) {
 		t.Errorf("a request after the panics: status %d, want 200", code)
 	}
 }
+
+// TestAdaptiveLimitFollowsTheRule: AdaptiveLimit is the rule's limit as it
+// moves (Initial before any request, lower after windows of drops), summed
+// over a keyed rule's keys, 0 for a rule the limiter does not have, and
+// reading it allocates nothing (a fair.Scheduler calls it on every
+// request).
+func TestAdaptiveLimitFollowsTheRule(t *testing.T) {
+	clock := ratelimittest.NewClock(time.Time{})
+	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Initial: 40, MinSamples: 5}},
+		{Name: "per-route", Key: ratelimit.ByHeader("X-Route"), Adaptive: &adaptive.Config{Initial: 7}},
+	}, ratelimit.WithClock(clock))
+	if got := lim.AdaptiveLimit("inflight"); got != 40 {
+		t.Errorf("before any request: %d, want Initial, 40", got)
+	}
+	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	for range 3 { // windows of upstream 503s: drops
+		for i := range 10 {
+			ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/api", "", "X-Route", fmt.Sprint(i%2)))
+		}
+		clock.Advance(200 * time.Millisecond)
+	}
+	got, want := lim.AdaptiveLimit("inflight"), lim.Adaptive("inflight")[0].Limit
+	if got != want || got >= 40 {
+		t.Errorf("after windows of drops: %d, want the rule's limit %d, below 40", got, want)
+	}
+	sum := 0
+	for _, st := range lim.Adaptive("per-route") {
+		sum += st.Limit
+	}
+	if got := lim.AdaptiveLimit("per-route"); got != sum || len(lim.Adaptive("per-route")) != 2 {
+		t.Errorf("a keyed rule: %d, want the sum of its two keys' limits, %d", got, sum)
+	}
+	if got := lim.AdaptiveLimit("nope"); got != 0 {
+		t.Errorf("a rule the limiter does not have: %d, want 0", got)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { lim.AdaptiveLimit("inflight") }); allocs != 0 {
+		t.Errorf("%v allocations per call, want 0", allocs)
+	}
+}
