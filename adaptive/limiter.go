@@ -43,6 +43,7 @@ type Limiter struct {
 	drops     atomic.Int64
 	rejected  atomic.Int64
 	successes atomic.Int64 // sampled successes of the window (the histogram's total)
+	estimated atomic.Int64 // the window's successes: each sampled one counts 2^(its shift)
 	busy      atomic.Bool
 	minRTT    atomic.Int64
 	sample    atomic.Int64
@@ -130,6 +131,7 @@ type Ticket struct {
 	l     *Limiter
 	start int64 // ns since the limiter's epoch, when timed
 	flags uint8
+	shift uint8 // the sampling when it was admitted: a sampled outcome stands for 2^shift
 }
 
 // The flags of an Ticket.
@@ -137,6 +139,7 @@ const (
 	ticketTimed   = 1 << iota // start is set
 	ticketSampled             // its latency goes in the histogram (implies timed)
 	ticketProbe               // one of the first requests (implies sampled)
+	ticketThinned             // timed because sampled (Acquire): a timed outcome stands for 2^shift
 )
 
 // Acquire admits one request if the number in flight is below the limit
@@ -148,19 +151,21 @@ func (l *Limiter) Acquire(critical bool) (Ticket, bool) {
 	var flags uint8
 	// The admission's number picks the sampled ones: one in 2^shift, spread
 	// by a multiplicative hash so that no period of the traffic aliases.
-	if s := l.shift.Load(); s == 0 || uint64(v>>32)*0x9e3779b97f4a7c15>>(64-s) == 0 {
-		t, flags = l.now(), ticketTimed|ticketSampled
+	s := l.shift.Load()
+	if s == 0 || uint64(v>>32)*0x9e3779b97f4a7c15>>(64-s) == 0 {
+		t, flags = l.now(), ticketTimed|ticketSampled|ticketThinned
 	}
-	return l.admit(int64(int32(v)), limit, t, flags)
+	return l.admit(int64(int32(v)), limit, t, flags, s)
 }
 
 // AcquireAt is Acquire at the time now, for simulations and tests; times
 // need not be monotonic (a window never closes on a time before its start).
 func (l *Limiter) AcquireAt(now time.Time, critical bool) (Ticket, bool) {
 	t := int64(now.Sub(l.epoch))
-	flags := ticketTimed | l.sampleAt(t)
+	s := l.shift.Load()
+	flags := ticketTimed | l.sampleAt(t, s)
 	limit := l.limitFor(critical)
-	return l.admit(int64(int32(l.inflight.Add(admission|1))), limit, t, flags)
+	return l.admit(int64(int32(l.inflight.Add(admission|1))), limit, t, flags, s)
 }
 
 // admission is what admitting a request adds to inflight, beside the one
@@ -179,9 +184,8 @@ func (l *Limiter) inFlight() int64 { return int64(int32(l.inflight.Load())) }
 func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
 
 // sampleAt decides from the time t and the load whether a timed request
-// is sampled: deterministic for a simulation, about one in 2^shift.
-func (l *Limiter) sampleAt(t int64) uint8 {
-	s := l.shift.Load()
+// is sampled: deterministic for a simulation, about one in 2^s.
+func (l *Limiter) sampleAt(t int64, s uint32) uint8 {
 	if s == 0 || (uint64(t)^uint64(l.inFlight())<<40)*0x9e3779b97f4a7c15>>(64-s) == 0 {
 		return ticketSampled
 	}
@@ -198,8 +202,8 @@ func (l *Limiter) limitFor(critical bool) int64 {
 
 // admit lets in a request that made n in flight, if n is within limit, or
 // takes it out again and rejects it; t is the time (ns since epoch) when
-// flags has ticketTimed.
-func (l *Limiter) admit(n, limit, t int64, flags uint8) (Ticket, bool) {
+// flags has ticketTimed, s the sampling shift it was decided under.
+func (l *Limiter) admit(n, limit, t int64, flags uint8, s uint32) (Ticket, bool) {
 	if n > limit {
 		l.inflight.Add(-1)
 		l.rejected.Add(1)
@@ -216,7 +220,7 @@ func (l *Limiter) admit(n, limit, t int64, flags uint8) (Ticket, bool) {
 	if flags&ticketSampled != 0 && l.probes.Load() > 0 && l.probes.Add(-1) >= 0 {
 		flags |= ticketProbe
 	}
-	return Ticket{l: l, start: t, flags: flags}, true
+	return Ticket{l: l, start: t, flags: flags, shift: uint8(s)}, true
 }
 
 // Release frees the slot and reports the request's outcome.
@@ -256,11 +260,22 @@ func (t Ticket) release(now int64, v Sample) {
 		l.recordProbe(rtt, v)
 	}
 	switch {
-	case v == SampleDrop || v == SampleAbandoned && t.flags&ticketTimed != 0 && l.slow(rtt):
+	case v == SampleDrop:
 		l.drops.Add(1)
+	case v == SampleAbandoned && t.flags&ticketTimed != 0 && l.slow(rtt):
+		// Only the timed abandoned requests can be told slow: under
+		// Acquire's sampling, one stands for 2^shift.
+		w := int64(1)
+		if t.flags&ticketThinned != 0 {
+			w <<= t.shift
+		}
+		l.drops.Add(w)
 	case v == SampleSuccess && t.flags&ticketSampled != 0 && rtt >= 0:
 		l.hist[rttBucket(rtt)].Add(1)
-		l.successes.Add(1)
+		l.estimated.Add(1 << t.shift)
+		if c := l.successes.Add(1); c%(4*l.target) == 0 {
+			l.thin()
+		}
 	}
 	l.maybeClose(now)
 }
@@ -310,8 +325,8 @@ func (l *Limiter) closeWindow(t int64) {
 	d, rej := l.drops.Swap(0), l.rejected.Swap(0)
 	l.successes.Store(0)
 	peak := l.peak.Swap(l.inFlight())
-	lat, n := l.takeLatency()
-	n <<= l.shift.Load() // the successes, estimated from the sampled ones
+	lat, _ := l.takeLatency()
+	n := l.estimated.Swap(0) // the successes, estimated from the sampled ones
 	l.winStart.Store(t)
 	l.windows.Add(1)
 	l.adjust(t, n, d, peak, rej, lat)
@@ -371,6 +386,17 @@ func (l *Limiter) setShift(outcomes int64) {
 		s = min(bits.Len64(uint64(q))-1, maxSampleShift)
 	}
 	l.shift.Store(uint32(s))
+}
+
+// thin samples half as many requests from now on, at most down to one in
+// 2^maxSampleShift: a window has sampled four times the target already
+// (the rate rose within it, or this is the first), and timing each request
+// would cost the clock readings for nothing. The window's estimated
+// successes count each sample for the sampling it was taken under.
+func (l *Limiter) thin() {
+	if s := l.shift.Load(); s < maxSampleShift {
+		l.shift.CompareAndSwap(s, s+1)
+	}
 }
 
 // cutFailed reports whether the previous window cut the limit for latency,
