@@ -12,14 +12,17 @@ import (
 // interceptor, a queue consumer). See Config for the algorithm.
 //
 // The request path (Acquire and Release) is lock-free and allocation-free:
-// an atomic in-flight counter compared with an atomically published limit.
+// one atomic addition counts the request in and numbers it, and the count
+// is compared with an atomically published limit.
 // Latency is sampled: every request while the traffic is light, and once
 // a window held more than twice max(256, 16×MinSamples) outcomes (512 by
 // default: 5,120 requests a second with the default Window) one in 2^k of
-// them, k ≤ 6, so that a window still holds about 256 samples; only the
-// sampled requests read the clock (one monotonic reading each at Acquire
-// and Release) and count in the latency histogram. Drops are always
-// counted.
+// them, k ≤ 6, picked by their number, so that a window still holds about
+// 256 samples; a window that samples four times that many (the first one,
+// or a surge) halves its sampling at once, and at each further four times.
+// Only the sampled requests read the clock (one monotonic reading each at
+// Acquire and Release) and count in the latency histogram; each counts for
+// the 2^k requests it stands for. Drops are always counted.
 // The timed request that closes a sample window runs the controller,
 // under a flag that other requests skip.
 //
@@ -146,16 +149,30 @@ const (
 // (below LowPriorityShare of it when critical is false).
 func (l *Limiter) Acquire(critical bool) (Ticket, bool) {
 	limit := l.limitFor(critical)
-	v := l.inflight.Add(admission | 1)
-	var t int64
-	var flags uint8
-	// The admission's number picks the sampled ones: one in 2^shift, spread
-	// by a multiplicative hash so that no period of the traffic aliases.
 	s := l.shift.Load()
-	if s == 0 || uint64(v>>32)*0x9e3779b97f4a7c15>>(64-s) == 0 {
-		t, flags = l.now(), ticketTimed|ticketSampled|ticketThinned
+	if l.inFlight() < limit { // at the limit, a rejection writes nothing it shares with admissions
+		v := l.inflight.Add(admission | 1)
+		if n := int64(int32(v)); n <= limit {
+			var t int64
+			var flags uint8
+			if sampled(uint64(v>>32), s) {
+				t, flags = l.now(), ticketTimed|ticketSampled|ticketThinned
+			}
+			return l.admit(n, t, flags, s), true
+		}
+		l.inflight.Add(-1)
 	}
-	return l.admit(int64(int32(v)), limit, t, flags, s)
+	if c := l.reject(limit); sampled(uint64(c), s) {
+		l.maybeClose(l.now())
+	}
+	return Ticket{}, false
+}
+
+// sampled reports whether the request numbered c is one of the one in 2^s
+// sampled: a multiplicative hash spreads them, so that no period of the
+// traffic aliases with the sampling.
+func sampled(c uint64, s uint32) bool {
+	return s == 0 || c*0x9e3779b97f4a7c15>>(64-s) == 0
 }
 
 // AcquireAt is Acquire at the time now, for simulations and tests; times
@@ -165,7 +182,15 @@ func (l *Limiter) AcquireAt(now time.Time, critical bool) (Ticket, bool) {
 	s := l.shift.Load()
 	flags := ticketTimed | l.sampleAt(t, s)
 	limit := l.limitFor(critical)
-	return l.admit(int64(int32(l.inflight.Add(admission|1))), limit, t, flags, s)
+	if l.inFlight() < limit {
+		if n := int64(int32(l.inflight.Add(admission | 1))); n <= limit {
+			return l.admit(n, t, flags, s), true
+		}
+		l.inflight.Add(-1)
+	}
+	l.reject(limit)
+	l.maybeClose(t)
+	return Ticket{}, false
 }
 
 // admission is what admitting a request adds to inflight, beside the one
@@ -200,27 +225,25 @@ func (l *Limiter) limitFor(critical bool) int64 {
 	return l.low.Load()
 }
 
-// admit lets in a request that made n in flight, if n is within limit, or
-// takes it out again and rejects it; t is the time (ns since epoch) when
-// flags has ticketTimed, s the sampling shift it was decided under.
-func (l *Limiter) admit(n, limit, t int64, flags uint8, s uint32) (Ticket, bool) {
-	if n > limit {
-		l.inflight.Add(-1)
-		l.rejected.Add(1)
-		if l.peak.Load() < limit {
-			l.peak.Store(limit) // demand reached the limit
-		}
-		if flags&ticketTimed != 0 {
-			l.maybeClose(t)
-		}
-		return Ticket{}, false
-	}
+// admit lets in a request that made n in flight; t is the time (ns since
+// epoch) when flags has ticketTimed, s the sampling shift it was decided
+// under.
+func (l *Limiter) admit(n, t int64, flags uint8, s uint32) Ticket {
 	for p := l.peak.Load(); n > p && !l.peak.CompareAndSwap(p, n); p = l.peak.Load() {
 	}
 	if flags&ticketSampled != 0 && l.probes.Load() > 0 && l.probes.Add(-1) >= 0 {
 		flags |= ticketProbe
 	}
-	return Ticket{l: l, start: t, flags: flags, shift: uint8(s)}, true
+	return Ticket{l: l, start: t, flags: flags, shift: uint8(s)}
+}
+
+// reject counts a request rejected at limit and returns the window's
+// rejections so far.
+func (l *Limiter) reject(limit int64) int64 {
+	if l.peak.Load() < limit {
+		l.peak.Store(limit) // demand reached the limit
+	}
+	return l.rejected.Add(1)
 }
 
 // Release frees the slot and reports the request's outcome.
