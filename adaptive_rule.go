@@ -213,6 +213,28 @@ func (s *adaptiveSet) rejectionFields(quotedName string, limit int) *denyFields 
 	return d
 }
 
+// setRejectionFields sets on h the fields of a rejection at limit of the
+// rule named quotedName: RateLimit-Policy and RateLimit under HeadersIETF
+// (added to any an outer limiter set), Retry-After, Cache-Control and, for
+// a response with a problem body, Content-Type. The values are shared (see
+// rejectionFields).
+func (s *adaptiveSet) setRejectionFields(h http.Header, quotedName string, limit int, style HeaderStyle, problem bool) {
+	f := s.rejectionFields(quotedName, limit)
+	if style&HeadersIETF != 0 {
+		if len(h) == 0 { // nothing to add to: no lookup first
+			h[hdrPolicy], h[hdrRateLimit] = f.vals[0:1:1], f.vals[1:2:2]
+		} else {
+			addShared(h, hdrPolicy, f.vals[0:1:1])
+			addShared(h, hdrRateLimit, f.vals[1:2:2])
+		}
+	}
+	h[hdrRetryAfter] = f.vals[2:3:3]
+	h[hdrCacheControl] = f.vals[3:4:4]
+	if problem {
+		h[hdrContentType] = f.vals[4:5:5]
+	}
+}
+
 // addShared adds the shared value v (length and capacity 1) to the field
 // k: it becomes the field when the field is empty, else it is appended,
 // which copies.

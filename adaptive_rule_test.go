@@ -508,3 +508,35 @@ func TestAdaptiveLimitFollowsTheRule(t *testing.T) {
 		t.Errorf("%v allocations per call, want 0", allocs)
 	}
 }
+
+// TestAdaptiveRejectionAddsToAnOuterLimitersFields: a rejection through
+// the middleware adds its RateLimit-Policy and RateLimit members to those
+// an outer limiter already set, and answers as Check and Write do.
+func TestAdaptiveRejectionAddsToAnOuterLimitersFields(t *testing.T) {
+	inner := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1)}})
+	g := newGate(200)
+	h := ratelimit.New(ratelimit.PerMinute(100), ratelimit.Global(), ratelimit.WithName("outer"))(inner.Handler(g))
+	get := func() *http.Request { return ratelimittest.NewRequest("GET", "/api", "") }
+	wait := hold(t, h, g, 1, get)
+	res := ratelimittest.Do(h, get())
+	direct := ratelimittest.NewDiscardWriter()
+	v := inner.Check(get())
+	v.Write(direct)
+	close(g.release)
+	wait()
+	if res.Code != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", res.Code)
+	}
+	policies := res.Header.Values("RateLimit-Policy")
+	if len(policies) != 2 || !strings.HasPrefix(policies[0], `"outer";`) || policies[1] != `"inflight";q=1;qu="concurrent-requests"` {
+		t.Errorf("RateLimit-Policy %q, want the outer limiter's, then the adaptive rule's", policies)
+	}
+	if got := res.Header.Values("RateLimit"); len(got) != 2 || got[1] != `"inflight";r=0` {
+		t.Errorf("RateLimit %q, want the outer limiter's, then the adaptive rule's", got)
+	}
+	for _, k := range []string{"Retry-After", "Cache-Control", "Content-Type"} {
+		if got, want := res.Header.Get(k), direct.Header().Get(k); got != want {
+			t.Errorf("%s: %q through the middleware, %q through Check and Write", k, got, want)
+		}
+	}
+}

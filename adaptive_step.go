@@ -203,13 +203,26 @@ func (l *Limiter) serveAdaptiveRules(w http.ResponseWriter, r *http.Request, nex
 	serveHolding(w, r, next, adaptiveHeld{}, &d)
 }
 
-// stopAdaptive answers a request the adaptive step stopped. Apart, so that
+// stopAdaptive answers a request the adaptive step stopped: a rejection is
+// written here, as Verdict.write would (503, the rejection's fields, the
+// rule's problem body), unless a denied handler answers it. Apart, so that
 // the admitted request's path does not make room for a Verdict.
 //
 //go:noinline
 func (l *Limiter) stopAdaptive(w http.ResponseWriter, r *http.Request, stop *adaptiveStop) {
-	v := stop.verdict(l, r)
-	v.write(w)
+	if stop.kind != verdictAdaptive || l.denied != nil {
+		v := stop.verdict(l, r)
+		v.write(w)
+		return
+	}
+	ru, s := stop.ru, stop.ru.adaptive.Load()
+	limit := stop.lim.Limit()
+	if len(l.observers) > 0 {
+		l.observers.result(r, ru, adaptiveResult(stop.lim, false), OutcomeDenied, 0)
+	}
+	s.setRejectionFields(w.Header(), ru.quotedName, limit, l.headers, true)
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write(s.problem)
 }
 
 // serveHolding runs next for a request that holds the slot h, or the slots
