@@ -52,7 +52,7 @@ func (l *Limiter) enterAdaptive(r *http.Request, ru *rule) (h adaptiveHeld, stop
 	switch {
 	case ok:
 		if len(l.observers) > 0 {
-			l.observers.result(r, ru, adaptiveResult(lim, true), OutcomeDenied, 0)
+			l.observeAdmitted(r, ru, h, lim)
 		}
 		return h, stop
 	case ru.Shadow:
@@ -60,6 +60,19 @@ func (l *Limiter) enterAdaptive(r *http.Request, ru *rule) (h adaptiveHeld, stop
 		return adaptiveHeld{}, stop
 	}
 	return adaptiveHeld{}, adaptiveStop{kind: verdictAdaptive, ru: ru, lim: lim}
+}
+
+// observeAdmitted reports r's admission under ru to the observers, giving
+// the slot h back if one of them panics: the caller never got to hold it.
+func (l *Limiter) observeAdmitted(r *http.Request, ru *rule, h adaptiveHeld, lim *adaptive.Limiter) {
+	observed := false
+	defer func() {
+		if !observed {
+			h.release(r, false, 0)
+		}
+	}()
+	l.observers.result(r, ru, adaptiveResult(lim, true), OutcomeDenied, 0)
+	observed = true
 }
 
 // verdict is the verdict on r that stop stands for; a rejection is
@@ -196,7 +209,15 @@ func (l *Limiter) serveAdaptive(w http.ResponseWriter, r *http.Request, next htt
 func (l *Limiter) serveAdaptiveRules(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	var v Verdict
 	var d adaptiveDone
-	if !l.acquireAdaptive(r, &v, &d) {
+	taken := false
+	defer func() {
+		if !taken { // a KeyFunc, Critical or observer panicked: give back the slots held so far
+			d.release(false, 0)
+		}
+	}()
+	ok := l.acquireAdaptive(r, &v, &d)
+	taken = true
+	if !ok {
 		v.write(w)
 		return
 	}

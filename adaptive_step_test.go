@@ -120,3 +120,52 @@ func TestAdaptiveRejectionAddsToAnOuterLimitersFields(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveSlotsFreedWhenTheRequestPathPanics: a panic after a slot was
+// taken and before the handler ran (an observer of the admission, the
+// KeyFunc of a second adaptive rule) gives the slots back: otherwise each
+// such request would hold one for good (net/http recovers the panic), and
+// after the limit's worth every request would be rejected.
+func TestAdaptiveSlotsFreedWhenTheRequestPathPanics(t *testing.T) {
+	boom := func(r *http.Request) bool { return r.Header.Get("X-Boom") != "" }
+	panicky := ratelimit.KeyFunc(func(r *http.Request) (string, error) {
+		if boom(r) {
+			panic("key func bug")
+		}
+		return "k", nil
+	})
+	observer := ratelimit.ObserverFunc(func(e ratelimit.Event) {
+		if e.Request != nil && boom(e.Request) && e.Result.Allowed {
+			panic("observer bug")
+		}
+	})
+	for _, c := range []struct {
+		name string
+		lim  *ratelimit.Limiter
+	}{
+		{"an observer", ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1)}},
+			ratelimit.WithObserver(observer))},
+		{"a second rule's KeyFunc", ratelimit.NewRulesLimiter([]ratelimit.Rule{
+			{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1)},
+			{Name: "per-key", Key: panicky, Adaptive: fixedAdaptive(1)},
+		})},
+	} {
+		h := c.lim.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		for i := range 3 {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Fatalf("%s: request %d did not panic: rejected, %d in flight", c.name, i, c.lim.Adaptive("inflight")[0].InFlight)
+					}
+				}()
+				ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "", "X-Boom", "1"))
+			}()
+		}
+		if st := c.lim.Adaptive("inflight")[0]; st.InFlight != 0 {
+			t.Errorf("%s: %d in flight after three panicking requests, want 0", c.name, st.InFlight)
+		}
+		if code := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")).Code; code != http.StatusOK {
+			t.Errorf("%s: a request after the panics: status %d, want 200", c.name, code)
+		}
+	}
+}
