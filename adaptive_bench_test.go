@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -110,25 +111,92 @@ func (w *plainWriter) Header() http.Header         { return w.h }
 func (w *plainWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *plainWriter) WriteHeader(code int)        { w.code = code }
 
-// BenchmarkAdaptiveMiddleware is a request through the middleware with one
-// adaptive rule (admitted, or rejected with a 503), beside the same
-// through a fixed Concurrency rule on the default memory store.
+// semaphore is the hand-written middleware an adaptive rule is measured
+// against: a buffered channel of n slots. A request takes a slot without
+// waiting, runs next and gives the slot back (also when next panics). When
+// every slot is taken it writes the response an adaptive rule named
+// "inflight" writes at the limit n: 503 with the same five header fields
+// (values built once and shared, as the rule's are) and problem body. It
+// neither times the request nor looks at its status: a fixed cap has
+// nothing to learn.
+func semaphore(n int, next http.Handler) http.Handler {
+	sem := make(chan struct{}, n)
+	policy := []string{`"inflight";q=` + strconv.Itoa(n) + `;qu="concurrent-requests"`}
+	remaining, retryAfter := []string{`"inflight";r=0`}, []string{"1"}
+	noStore, problem := []string{"no-store"}, []string{"application/problem+json"}
+	body := []byte(`{"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity","title":"Service Unavailable","status":503,` +
+		`"detail":"The server is at its concurrency limit; retry shortly.","violated-policies":["inflight"]}` + "\n")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case sem <- struct{}{}:
+		default:
+			h := w.Header()
+			h["Ratelimit-Policy"], h["Ratelimit"], h["Retry-After"] = policy, remaining, retryAfter
+			h["Cache-Control"], h["Content-Type"] = noStore, problem
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write(body)
+			return
+		}
+		defer func() { <-sem }()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// BenchmarkAdaptiveMiddleware is a request through an adaptive rule's
+// middleware (NewRules with one Global adaptive rule, the library's entry
+// point) beside the same request through semaphore, the channel
+// semaphore's middleware, in the same run: both wrap the same handler,
+// which answers 200, and are served the same request with the same
+// writer. Where neither binds ("allow"), the adaptive rule also
+// classifies the response's status and samples latency; where both are
+// full ("reject"), both write the same 503 response. A fixed
+// Concurrency rule on the default store is the third column.
+//
+// The writer is ratelimittest's DiscardWriter, which reports its status
+// (as chi's, gin's and echo's writers do), or "plain", one that does not
+// (as net/http's does not): the adaptive rule then records the status
+// itself.
 func BenchmarkAdaptiveMiddleware(b *testing.B) {
 	const big = 1 << 20
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	rule := func(limit int) []ratelimit.Rule {
+		return []ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: limit, Max: limit, Initial: limit}}}
+	}
 	for _, tc := range []struct {
-		name string
-		rule ratelimit.Rule
-		want int
+		name  string
+		h     func() http.Handler
+		plain bool
+		want  int
 	}{
-		{"adaptive/allow", ratelimit.Rule{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: big, Max: big, Initial: big}}, 200},
-		{"concurrency/allow", ratelimit.Rule{Name: "inflight", Key: ratelimit.Global(), Algorithm: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: big, Period: time.Minute}}, 200},
+		{"allow/adaptive", func() http.Handler { return ratelimit.NewRules(rule(big))(next) }, false, 200},
+		{"allow/semaphore", func() http.Handler { return semaphore(big, next) }, false, 200},
+		{"allow/concurrency", func() http.Handler {
+			return ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Algorithm: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: big, Period: time.Minute}}})(next)
+		}, false, 200},
+		{"allow-plain/adaptive", func() http.Handler { return ratelimit.NewRules(rule(big))(next) }, true, 200},
+		{"allow-plain/semaphore", func() http.Handler { return semaphore(big, next) }, true, 200},
+		{"reject/adaptive", func() http.Handler { return heldFull(b, ratelimit.NewRules(rule(1))) }, false, 503},
+		{"reject/semaphore", func() http.Handler {
+			return heldFull(b, func(h http.Handler) http.Handler { return semaphore(1, h) })
+		}, false, 503},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			h := ratelimit.NewRules([]ratelimit.Rule{tc.rule})(next)
+			h := tc.h()
 			req := httptest.NewRequest("GET", "/api/items", nil)
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
+				if tc.plain {
+					w := &plainWriter{h: http.Header{}}
+					for pb.Next() {
+						w.code = 0
+						h.ServeHTTP(w, req)
+						if w.code != tc.want {
+							b.Errorf("status %d", w.code)
+							return
+						}
+					}
+					return
+				}
 				w := ratelimittest.NewDiscardWriter()
 				for pb.Next() {
 					w.Reset()
@@ -141,39 +209,23 @@ func BenchmarkAdaptiveMiddleware(b *testing.B) {
 			})
 		})
 	}
-	b.Run("adaptive/allow-plain-writer", func(b *testing.B) {
-		h := ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: big, Max: big, Initial: big}}})(next)
-		req := httptest.NewRequest("GET", "/api/items", nil)
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			w := &plainWriter{h: http.Header{}}
-			for pb.Next() {
-				w.code = 0
-				h.ServeHTTP(w, req)
-				if w.code != 200 {
-					b.Errorf("status %d", w.code)
-					return
-				}
-			}
-		})
+}
+
+// heldFull returns mw around a handler that answers 200, with one request
+// held inside it until the benchmark ends: a middleware of one slot is
+// then full.
+func heldFull(b *testing.B, mw func(http.Handler) http.Handler) http.Handler {
+	g := newGate(200)
+	h := mw(g)
+	done := make(chan struct{})
+	go func() {
+		ratelimittest.Do(h, httptest.NewRequest("GET", "/", nil))
+		close(done)
+	}()
+	<-g.arrived
+	b.Cleanup(func() {
+		close(g.release)
+		<-done
 	})
-	b.Run("adaptive/reject", func(b *testing.B) {
-		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: 1, Max: 1, Initial: 1}}})
-		held, _ := l.Admit(ratelimittest.NewDiscardWriter(), httptest.NewRequest("GET", "/", nil))
-		defer held()
-		h := l.Handler(next)
-		req := httptest.NewRequest("GET", "/api/items", nil)
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			w := ratelimittest.NewDiscardWriter()
-			for pb.Next() {
-				w.Reset()
-				h.ServeHTTP(w, req)
-				if w.Status() != 503 {
-					b.Errorf("status %d", w.Status())
-					return
-				}
-			}
-		})
-	})
+	return h
 }

@@ -1,8 +1,6 @@
 package ratelimit
 
 import (
-	"bufio"
-	"net"
 	"net/http"
 	"reflect"
 	"slices"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/adaptive"
+	"github.com/sluicehq/ratelimit/internal/request"
 )
 
 // adaptiveSet is a compiled adaptive rule: a controller per key, up to
@@ -22,10 +21,12 @@ type adaptiveSet struct {
 	name     string
 	clock    Clock
 	system   bool                       // clock is SystemClock: read the monotonic clock alone
+	timeAll  bool                       // time every request: a fake clock, or a Classify that reads elapsed
 	epoch    time.Time                  // the time every controller of the rule counts from
 	denial   atomic.Pointer[denyFields] // the fields of a rejection at the last limit rejected
 	keys     atomic.Pointer[map[string]*adaptive.Limiter]
-	mu       sync.Mutex // serialises additions
+	first    atomic.Pointer[keyedLimiter] // the first key's controller: a Global rule's only one, found without hashing
+	mu       sync.Mutex                   // serialises additions
 	overflow *adaptive.Limiter
 	shared   atomic.Bool // overflow was handed out
 	problem  []byte      // the 503 body
@@ -51,6 +52,12 @@ func compileAdaptive(ru *rule, clock Clock) {
 	cfg := ru.Adaptive.Normalize(ru.Name)
 	_, system := clock.(systemClock)
 	s := &adaptiveSet{cfg: cfg, name: ru.Name, clock: clock, system: system, epoch: clock.Now()}
+	// DefaultClassify ignores elapsed: on the system clock the controller
+	// then reads the clock only for the requests it samples. A Classify of
+	// the user's is given every request's elapsed time, and a fake clock
+	// (tests, simulations) is read for every request, so that what it
+	// decides is a function of the times it is given.
+	s.timeAll = !system || ru.Adaptive.Classify != nil
 	s.overflow = adaptive.NewRule(cfg, ru.Name, adaptive.OverflowKey, s.epoch, s.epoch)
 	s.keys.Store(&map[string]*adaptive.Limiter{})
 	s.problem = []byte(`{"type":"` + reducedCapacityType + `","title":"Service Unavailable","status":503,` +
@@ -60,8 +67,17 @@ func compileAdaptive(ru *rule, clock Clock) {
 
 const reducedCapacityType = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 
+// keyedLimiter is a key and its controller.
+type keyedLimiter struct {
+	key string
+	l   *adaptive.Limiter
+}
+
 // limiter returns the controller of key.
 func (s *adaptiveSet) limiter(key string) *adaptive.Limiter {
+	if f := s.first.Load(); f != nil && f.key == key {
+		return f.l
+	}
 	if l, ok := (*s.keys.Load())[key]; ok {
 		return l
 	}
@@ -81,6 +97,9 @@ func (s *adaptiveSet) limiter(key string) *adaptive.Limiter {
 	}
 	next[key] = l
 	s.keys.Store(&next)
+	if len(m) == 0 {
+		s.first.Store(&keyedLimiter{key, l})
+	}
 	return l
 }
 
@@ -126,6 +145,44 @@ func (l *Limiter) Adaptive(rule string) []adaptive.State {
 	return nil
 }
 
+// AdaptiveLimit returns the current limit of the adaptive rule named rule:
+// its controller's for a Global key, the sum of its keys' for a keyed rule
+// (Initial before any request has reached it), 0 if the limiter has no
+// such rule. It reads a few atomics and allocates nothing: cheap enough to
+// call on every request, as the SeatsFunc of a fair.Scheduler that queues
+// requests in front of the limiter:
+//
+//	cfg.SeatsFunc = func() int { return l.AdaptiveLimit("inflight") }
+//	h := fair.New(cfg).Handler(l.Handler(mux))
+func (l *Limiter) AdaptiveLimit(rule string) int {
+	for _, ru := range l.adaptive {
+		if ru.Name == rule {
+			return ru.adaptive.Load().limit()
+		}
+	}
+	return 0
+}
+
+// limit is the rule's limit: the sum of its controllers'.
+func (s *adaptiveSet) limit() int {
+	m := *s.keys.Load()
+	n := 0
+	if f := s.first.Load(); f != nil && len(m) == 1 {
+		n = f.l.Limit()
+	} else {
+		for _, l := range m {
+			n += l.Limit()
+		}
+	}
+	if s.shared.Load() {
+		n += s.overflow.Limit()
+	}
+	if n == 0 {
+		return s.cfg.Initial
+	}
+	return n
+}
+
 // now reads the rule's clock: the monotonic clock alone for SystemClock
 // (a time that carries only the epoch's wall reading moved by it).
 func (s *adaptiveSet) now() time.Time {
@@ -133,103 +190,6 @@ func (s *adaptiveSet) now() time.Time {
 		return s.epoch.Add(time.Since(s.epoch))
 	}
 	return s.clock.Now()
-}
-
-// adaptiveHeld is one adaptive slot a request holds, and the rule state it
-// was taken from.
-type adaptiveHeld struct {
-	s      *adaptiveSet
-	ticket adaptive.Ticket
-}
-
-// adaptiveDone holds a request's adaptive slots until it is released. It
-// holds them by value (no pointer into itself), so that the caller's copy
-// stays on the stack until hold copies it for an admitted request.
-type adaptiveDone struct {
-	r      *http.Request
-	n      int             // slots held: inline's first ones, then more
-	inline [2]adaptiveHeld // the slots of up to two adaptive rules
-	more   []adaptiveHeld  // beyond two
-}
-
-func (d *adaptiveDone) add(h adaptiveHeld) {
-	if d.n < len(d.inline) {
-		d.inline[d.n] = h
-	} else {
-		d.more = append(d.more, h)
-	}
-	d.n++
-}
-
-// release frees every slot; sampled tells whether the request ran (its
-// outcome is classified with status) or was stopped by another rule
-// (ignored). A nil d holds nothing; a second release frees nothing.
-func (d *adaptiveDone) release(sampled bool, status int) {
-	if d == nil || d.n == 0 {
-		return
-	}
-	n, more := d.n, d.more
-	d.n, d.more = 0, nil
-	releaseHeld(d.inline[:min(n, len(d.inline))], d.r, sampled, status)
-	releaseHeld(more, d.r, sampled, status)
-}
-
-func releaseHeld(held []adaptiveHeld, r *http.Request, sampled bool, status int) {
-	for _, h := range held {
-		s := h.s
-		now := s.now()
-		v := adaptive.SampleIgnore
-		if sampled {
-			v = s.cfg.Classify(r, status, h.ticket.ElapsedAt(now))
-		}
-		h.ticket.ReleaseAt(now, v)
-	}
-}
-
-// acquireAdaptive takes a slot under every adaptive rule into *d, the
-// caller's. It reports whether the request was admitted; when a rule
-// rejects the request or its key, it sets the verdict *v and gives back the
-// slots taken. It does not allocate: the slots are copied to the heap only
-// once the whole request is admitted (hold).
-func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) bool {
-	d.r = r
-	for _, ru := range l.adaptive {
-		s := ru.adaptive.Load()
-		key, err := ru.Key(r)
-		var lim *adaptive.Limiter
-		switch {
-		case err == nil:
-			lim = s.limiter(compactKey(key))
-		case ru.Shadow:
-			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
-			continue
-		case !ru.onKeyError.shared:
-			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
-			d.release(false, 0)
-			*v = Verdict{l: l, r: r, kind: verdictKeyError, top: ru, err: err}
-			return false
-		default:
-			lim = s.sharedLimiter()
-		}
-		critical := s.cfg.Critical == nil || s.cfg.Critical(r)
-		tk, ok := lim.AcquireAt(s.now(), critical)
-		switch {
-		case ok:
-			d.add(adaptiveHeld{s, tk})
-			if len(l.observers) > 0 {
-				l.observers.result(r, ru, adaptiveResult(lim, true), OutcomeDenied, 0)
-			}
-		case ru.Shadow:
-			l.observers.result(r, ru, adaptiveResult(lim, false), OutcomeShadowDenied, 0)
-		default:
-			res := adaptiveResult(lim, false)
-			l.observers.result(r, ru, res, OutcomeDenied, 0)
-			d.release(false, 0)
-			*v = Verdict{l: l, r: r, kind: verdictAdaptive, top: ru, res: res, limit: res.Limit}
-			return false
-		}
-	}
-	return true
 }
 
 // rejectionFields returns the shared field values of a rejection at limit:
@@ -251,6 +211,28 @@ func (s *adaptiveSet) rejectionFields(quotedName string, limit int) *denyFields 
 	d.vals = d.intact
 	s.denial.Store(d)
 	return d
+}
+
+// setRejectionFields sets on h the fields of a rejection at limit of the
+// rule named quotedName: RateLimit-Policy and RateLimit under HeadersIETF
+// (added to any an outer limiter set), Retry-After, Cache-Control and, for
+// a response with a problem body, Content-Type. The values are shared (see
+// rejectionFields).
+func (s *adaptiveSet) setRejectionFields(h http.Header, quotedName string, limit int, style HeaderStyle, problem bool) {
+	f := s.rejectionFields(quotedName, limit)
+	if style&HeadersIETF != 0 {
+		if len(h) == 0 { // nothing to add to: no lookup first
+			h[hdrPolicy], h[hdrRateLimit] = f.vals[0:1:1], f.vals[1:2:2]
+		} else {
+			addShared(h, hdrPolicy, f.vals[0:1:1])
+			addShared(h, hdrRateLimit, f.vals[1:2:2])
+		}
+	}
+	h[hdrRetryAfter] = f.vals[2:3:3]
+	h[hdrCacheControl] = f.vals[3:4:4]
+	if problem {
+		h[hdrContentType] = f.vals[4:5:5]
+	}
 }
 
 // addShared adds the shared value v (length and capacity 1) to the field
@@ -282,42 +264,5 @@ func (l *Limiter) recordStatus(w http.ResponseWriter) http.ResponseWriter {
 	if _, ok := w.(interface{ Status() int }); ok {
 		return w
 	}
-	return &statusWriter{ResponseWriter: w}
-}
-
-// statusWriter records the status code written through it. It passes
-// Flush and Hijack through (Unwrap serves http.ResponseController).
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 && code >= 200 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Status returns the status written, 0 if none yet.
-func (s *statusWriter) Status() int { return s.status }
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-func (s *statusWriter) Flush() {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	_ = http.NewResponseController(s.ResponseWriter).Flush()
-}
-
-func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(s.ResponseWriter).Hijack()
+	return request.NewStatusWriter(w) // never freed: the request's held keeps it
 }

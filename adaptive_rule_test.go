@@ -396,42 +396,6 @@ func TestAdaptiveObserverSeesLimit(t *testing.T) {
 	}
 }
 
-// TestAdaptiveMiddlewareAllocations: through Handler, a rejection
-// allocates nothing and an admitted request at most twice (its state with
-// the status recorder, and the done function), whatever the writer.
-func TestAdaptiveMiddlewareAllocations(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates")
-	}
-	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
-	full := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1)}})
-	held, _ := full.Admit(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", ""))
-	defer held()
-	open := ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1 << 20)}})(next)
-	req := ratelimittest.NewRequest("GET", "/", "")
-	w := ratelimittest.NewDiscardWriter()
-	plain := &plainWriter{h: http.Header{}}
-	for _, c := range []struct {
-		name string
-		h    http.Handler
-		w    http.ResponseWriter
-		max  float64
-	}{
-		{"rejected", full.Handler(next), w, 0},
-		{"admitted", open, w, 2},
-		{"admitted, writer without Status", open, plain, 2},
-	} {
-		allocs := testing.AllocsPerRun(200, func() {
-			w.Reset()
-			clear(plain.h)
-			c.h.ServeHTTP(c.w, req)
-		})
-		if allocs > c.max {
-			t.Errorf("%s: %v allocations, want at most %v", c.name, allocs, c.max)
-		}
-	}
-}
-
 // TestAdaptiveSlotFreedWhenAKeyFuncPanics: a KeyFunc of another rule that
 // panics (net/http recovers the handler's panic) gives the adaptive slot
 // back: otherwise each such request would hold one for good, and after

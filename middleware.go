@@ -251,6 +251,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve is the middleware's request path: admit, then next, then done.
 // mux is next when next is a *http.ServeMux (asked about carve-outs).
 func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler, mux *http.ServeMux) {
+	if l.rules == nil { // adaptive rules alone (Handler refuses the zero Limiter)
+		l.serveAdaptive(w, r, next, mux)
+		return
+	}
 	w = l.recordStatus(w)
 	h, ok := l.admitHeld(w, r, routing{mux: mux})
 	if !ok {

@@ -133,16 +133,7 @@ func (v *Verdict) setHeaders(h http.Header, problem bool) {
 		f := rateFields{style: v.l.headers, alg: v.top.Algorithm, policy: policy, name: v.top.quotedName, capacity: v.top.capacityText, limit: v.limit, now: v.now}
 		f.write(h, &v.res, problem)
 	case verdictAdaptive:
-		f := v.top.adaptive.Load().rejectionFields(v.top.quotedName, v.res.Limit.Rate)
-		if v.l.headers&HeadersIETF != 0 {
-			addShared(h, hdrPolicy, f.vals[0:1:1])
-			addShared(h, hdrRateLimit, f.vals[1:2:2])
-		}
-		h[hdrRetryAfter] = f.vals[2:3:3]
-		h[hdrCacheControl] = f.vals[3:4:4]
-		if problem {
-			h[hdrContentType] = f.vals[4:5:5]
-		}
+		v.top.adaptive.Load().setRejectionFields(h, v.top.quotedName, v.res.Limit.Rate, v.l.headers, problem)
 	case verdictCostExceeded:
 		h[hdrCacheControl] = []string{"no-store"}
 	}

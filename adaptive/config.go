@@ -59,7 +59,10 @@ type Config struct {
 	MinRTTHorizon time.Duration
 
 	// Classify tells what a finished request says about capacity; see
-	// Sample. DefaultClassify when nil. It runs on the request path.
+	// Sample. DefaultClassify when nil. It runs on the request path. A
+	// rule that sets it times every request, to give it elapsed; with
+	// DefaultClassify, which ignores elapsed, only the sampled requests
+	// read the clock (elapsed is then -1).
 	Classify func(r *http.Request, status int, elapsed time.Duration) Sample
 
 	// Critical, if set, splits requests in two priorities: at the limit,
@@ -103,7 +106,8 @@ const (
 	// caller chose to wait that little, and is ignored: a caller's short
 	// deadlines cannot shrink the limit. Before the minimum RTT is learned,
 	// every abandoned request is ignored. (A request sampled out, on the
-	// fastest paths at high rates, is never timed and so always ignored.)
+	// fastest paths at high rates, is never timed and so ignored; a timed
+	// one found slow counts as a drop for each of the 2^k it stands for.)
 	SampleAbandoned
 )
 

@@ -2,8 +2,6 @@ package adaptive
 
 import (
 	"math"
-	"math/bits"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 )
@@ -13,14 +11,17 @@ import (
 // interceptor, a queue consumer). See Config for the algorithm.
 //
 // The request path (Acquire and Release) is lock-free and allocation-free:
-// an atomic in-flight counter compared with an atomically published limit.
+// one atomic addition counts the request in and numbers it, and the count
+// is compared with an atomically published limit.
 // Latency is sampled: every request while the traffic is light, and once
 // a window held more than twice max(256, 16×MinSamples) outcomes (512 by
 // default: 5,120 requests a second with the default Window) one in 2^k of
-// them, k ≤ 6, so that a window still holds about 256 samples; only the
-// sampled requests read the clock (one monotonic reading each at Acquire
-// and Release) and count in the latency histogram. Drops are always
-// counted.
+// them, k ≤ 6, picked by their number, so that a window still holds about
+// 256 samples; a window that samples four times that many (the first one,
+// or a surge) halves its sampling at once, and at each further four times.
+// Only the sampled requests read the clock (one monotonic reading each at
+// Acquire and Release) and count in the latency histogram; each counts for
+// the 2^k requests it stands for. Drops are always counted.
 // The timed request that closes a sample window runs the controller,
 // under a flag that other requests skip.
 //
@@ -28,7 +29,7 @@ import (
 // New; the zero value is not usable.
 type Limiter struct {
 	// Written by every request.
-	inflight atomic.Int64
+	inflight atomic.Int64 // admissions<<32 | requests in flight: see admission
 	peak     atomic.Int64 // the highest in-flight count of this window
 	_        [48]byte
 	// Read by every request, written about once a window.
@@ -44,6 +45,7 @@ type Limiter struct {
 	drops     atomic.Int64
 	rejected  atomic.Int64
 	successes atomic.Int64 // sampled successes of the window (the histogram's total)
+	estimated atomic.Int64 // the window's successes: each sampled one counts 2^(its shift)
 	busy      atomic.Bool
 	minRTT    atomic.Int64
 	sample    atomic.Int64
@@ -123,133 +125,7 @@ func NewAt(a Config, epoch time.Time) *Limiter {
 func (l *Limiter) Limit() int { return int(l.limit.Load()) }
 
 // InFlight returns the number of requests admitted and not yet released.
-func (l *Limiter) InFlight() int { return int(l.inflight.Load()) }
-
-// Ticket is an admitted request's slot. Release it exactly once;
-// the zero Ticket's methods do nothing.
-type Ticket struct {
-	l     *Limiter
-	start int64 // ns since the limiter's epoch, when timed
-	flags uint8
-}
-
-// The flags of an Ticket.
-const (
-	ticketTimed   = 1 << iota // start is set
-	ticketSampled             // its latency goes in the histogram (implies timed)
-	ticketProbe               // one of the first requests (implies sampled)
-)
-
-// Acquire admits one request if the number in flight is below the limit
-// (below LowPriorityShare of it when critical is false).
-func (l *Limiter) Acquire(critical bool) (Ticket, bool) {
-	if s := l.shift.Load(); s != 0 && rand.Uint64()>>(64-s) != 0 {
-		return l.acquire(0, 0, critical) // not sampled: no clock reading
-	}
-	return l.acquire(l.now(), ticketTimed|ticketSampled, critical)
-}
-
-// AcquireAt is Acquire at the time now, for simulations and tests; times
-// need not be monotonic (a window never closes on a time before its start).
-func (l *Limiter) AcquireAt(now time.Time, critical bool) (Ticket, bool) {
-	t := int64(now.Sub(l.epoch))
-	return l.acquire(t, ticketTimed|l.sampleAt(t), critical)
-}
-
-// now reads the limiter's clock: one monotonic reading.
-func (l *Limiter) now() int64 { return int64(time.Since(l.epoch)) }
-
-// sampleAt decides from the time t and the load whether a timed request
-// is sampled: deterministic for a simulation, about one in 2^shift.
-func (l *Limiter) sampleAt(t int64) uint8 {
-	s := l.shift.Load()
-	if s == 0 || (uint64(t)^uint64(l.inflight.Load())<<40)*0x9e3779b97f4a7c15>>(64-s) == 0 {
-		return ticketSampled
-	}
-	return 0
-}
-
-// acquire admits a request at t (ns since epoch, when flags has
-// ticketTimed) or rejects it.
-func (l *Limiter) acquire(t int64, flags uint8, critical bool) (Ticket, bool) {
-	limit := l.limit.Load()
-	if !critical {
-		limit = l.low.Load()
-	}
-	n := l.inflight.Add(1)
-	if n > limit {
-		l.inflight.Add(-1)
-		l.rejected.Add(1)
-		if l.peak.Load() < limit {
-			l.peak.Store(limit) // demand reached the limit
-		}
-		if flags&ticketTimed != 0 {
-			l.maybeClose(t)
-		}
-		return Ticket{}, false
-	}
-	for p := l.peak.Load(); n > p && !l.peak.CompareAndSwap(p, n); p = l.peak.Load() {
-	}
-	if flags&ticketSampled != 0 && l.probes.Load() > 0 && l.probes.Add(-1) >= 0 {
-		flags |= ticketProbe
-	}
-	return Ticket{l: l, start: t, flags: flags}, true
-}
-
-// Release frees the slot and reports the request's outcome.
-func (t Ticket) Release(v Sample) {
-	switch {
-	case t.l == nil:
-	case t.flags&ticketTimed == 0 && v != SampleDrop:
-		t.l.inflight.Add(-1) // not sampled: nothing to record
-	default:
-		t.release(t.l.now(), v)
-	}
-}
-
-// ReleaseAt is Release at the time now. A success that ends before it
-// started (a clock stepped back) is ignored rather than sampled.
-func (t Ticket) ReleaseAt(now time.Time, v Sample) {
-	if t.l != nil {
-		t.release(int64(now.Sub(t.l.epoch)), v)
-	}
-}
-
-// ElapsedAt is how long the request has been admitted at now, or -1 if it
-// was acquired without reading the clock (Acquire at a sampled-out moment).
-func (t Ticket) ElapsedAt(now time.Time) time.Duration {
-	if t.l == nil || t.flags&ticketTimed == 0 {
-		return -1
-	}
-	return time.Duration(int64(now.Sub(t.l.epoch)) - t.start)
-}
-
-// release frees the slot at now (ns since epoch) and records the outcome.
-func (t Ticket) release(now int64, v Sample) {
-	l := t.l
-	l.inflight.Add(-1)
-	rtt := time.Duration(now - t.start)
-	if t.flags&ticketProbe != 0 {
-		l.recordProbe(rtt, v)
-	}
-	switch {
-	case v == SampleDrop || v == SampleAbandoned && t.flags&ticketTimed != 0 && l.slow(rtt):
-		l.drops.Add(1)
-	case v == SampleSuccess && t.flags&ticketSampled != 0 && rtt >= 0:
-		l.hist[rttBucket(rtt)].Add(1)
-		l.successes.Add(1)
-	}
-	l.maybeClose(now)
-}
-
-// slow reports whether rtt, the latency of a request its caller abandoned,
-// already exceeds Tolerance times the minimum RTT: only then does it say
-// something of the server, that it was too slow for its callers, a drop
-// (see SampleAbandoned).
-func (l *Limiter) slow(rtt time.Duration) bool {
-	m := l.minRTT.Load()
-	return m > 0 && float64(rtt) > float64(m)*l.cfg.Tolerance
-}
+func (l *Limiter) InFlight() int { return int(l.inFlight()) }
 
 // maybeClose runs the controller if the sample window is complete at t
 // (ns since epoch): at least Window long with MinSamples outcomes, or 10
@@ -286,9 +162,9 @@ func (l *Limiter) maybeClose(t int64) {
 func (l *Limiter) closeWindow(t int64) {
 	d, rej := l.drops.Swap(0), l.rejected.Swap(0)
 	l.successes.Store(0)
-	peak := l.peak.Swap(l.inflight.Load())
-	lat, n := l.takeLatency()
-	n <<= l.shift.Load() // the successes, estimated from the sampled ones
+	peak := l.peak.Swap(l.inFlight())
+	lat, _ := l.takeLatency()
+	n := l.estimated.Swap(0) // the successes, estimated from the sampled ones
 	l.winStart.Store(t)
 	l.windows.Add(1)
 	l.adjust(t, n, d, peak, rej, lat)
@@ -336,20 +212,6 @@ func (l *Limiter) adjust(t, n, d, peak, rej, lat int64) {
 	l.lim = min(max(lim, float64(l.cfg.Min)), float64(l.cfg.Max))
 }
 
-// maxSampleShift bounds the sampling: at least one request in 64 is timed.
-const maxSampleShift = 6
-
-// setShift sets the sampling for the next window from the outcomes of
-// this one: all of them when there were fewer than twice the target, else
-// about one in 2^shift so that the target is still reached.
-func (l *Limiter) setShift(outcomes int64) {
-	s := 0
-	if q := outcomes / l.target; q >= 2 {
-		s = min(bits.Len64(uint64(q))-1, maxSampleShift)
-	}
-	l.shift.Store(uint32(s))
-}
-
 // cutFailed reports whether the previous window cut the limit for latency,
 // the cut took effect for the whole of this window (whose peak includes
 // the requests in flight when it began) with a quarter fewer requests in
@@ -374,7 +236,7 @@ func (l *Limiter) State() State {
 	}
 	st.Windows = l.windows.Load()
 	st.Limit = int(l.limit.Load())
-	st.InFlight = int(max(0, l.inflight.Load()))
+	st.InFlight = int(max(0, l.inFlight()))
 	st.MinRTT = time.Duration(l.minRTT.Load())
 	st.SampleRTT = time.Duration(l.sample.Load())
 	return st

@@ -294,8 +294,11 @@ func TestAdaptiveUnsampledRequestsSkipTheClock(t *testing.T) {
 			tk.Release(adaptive.SampleSuccess)
 		}
 		time.Sleep(100 * time.Millisecond)
-		tk, _ := l.Acquire(true)
-		tk.Release(adaptive.SampleSuccess) // closes the window of 4000
+		for closed := false; !closed; { // a timed release closes the window of 4000
+			tk, _ := l.Acquire(true) // (sampling thinned within it)
+			closed = adaptive.TicketTimed(tk)
+			tk.Release(adaptive.SampleSuccess)
+		}
 		shift := adaptive.SampleShift(l)
 		if shift < 2 {
 			t.Fatalf("shift %d after a window of 4000 outcomes, want >= 2", shift)

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,10 +12,13 @@ import (
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/platinummonkey/go-concurrency-limits/core"
 	gcllimit "github.com/platinummonkey/go-concurrency-limits/limit"
 
+	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/adaptive"
+	"github.com/sluicehq/ratelimit/fair"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
 
@@ -170,6 +175,85 @@ func BenchmarkAdaptiveAcquireRelease(b *testing.B) {
 				<-sem
 			}
 		})
+	})
+}
+
+// BenchmarkAdaptiveMiddleware: a request through each library's HTTP
+// entry point for an adaptive limit, beside a channel semaphore's
+// middleware doing the same job, side by side in parallel; no limit binds.
+// Every variant wraps the same handler (it answers 200) and is served the
+// same request with the same writer (ratelimittest.DiscardWriter, which
+// reports its status):
+//
+//   - sluicehq: NewRules with one Global adaptive rule: it takes a slot,
+//     runs the handler, classifies the status it wrote (DefaultClassify)
+//     and gives the slot back, timing the requests it samples;
+//   - sluicehq-behind-fair: the same limiter behind a fair.Scheduler whose
+//     seats follow the rule's limit (Limiter.AdaptiveLimit), one level and
+//     one flow: a seat, then a slot;
+//   - failsafe-go: failsafehttp.NewHandler with its adaptivelimiter, which
+//     times every request and records each response;
+//   - chan-semaphore: a buffered channel: take a slot without waiting, run
+//     the handler, give the slot back (a 503 when full, never reached here).
+func BenchmarkAdaptiveMiddleware(b *testing.B) {
+	const limit = 1 << 20
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	ours := func() *ratelimit.Limiter {
+		return ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(),
+			Adaptive: &adaptive.Config{Min: limit, Max: limit, Initial: limit}}})
+	}
+	for _, v := range []struct {
+		name string
+		h    func() http.Handler
+	}{
+		{"sluicehq", func() http.Handler { return ours().Handler(next) }},
+		{"sluicehq-behind-fair", func() http.Handler {
+			l := ours()
+			return fair.New(fair.Config{
+				SeatsFunc: func() int { return l.AdaptiveLimit("inflight") },
+				Levels:    []fair.Level{{Name: "all", Shares: 1}},
+			}).Handler(l.Handler(next))
+		}},
+		{"failsafe-go", func() http.Handler {
+			return failsafehttp.NewHandler(next, adaptivelimiter.NewBuilder[*http.Response]().WithLimits(limit, limit, limit).Build())
+		}},
+		{"chan-semaphore", func() http.Handler { return semaphoreMiddleware(limit, next) }},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			h := v.h()
+			req := httptest.NewRequest("GET", "/api/items", nil)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				w := ratelimittest.NewDiscardWriter()
+				for pb.Next() {
+					w.Reset()
+					h.ServeHTTP(w, req)
+					if w.Status() != http.StatusOK {
+						b.Errorf("status %d", w.Status())
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// semaphoreMiddleware caps the requests in flight at n with a buffered
+// channel: a request takes a slot without waiting, runs next and gives the
+// slot back (also when next panics); when every slot is taken it answers
+// 503 with Retry-After: 1.
+func semaphoreMiddleware(n int, next http.Handler) http.Handler {
+	sem := make(chan struct{}, n)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case sem <- struct{}{}:
+		default:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		defer func() { <-sem }()
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -105,27 +105,32 @@ func releaseTwice(t *testing.T, admit func(*fair.Scheduler, http.ResponseWriter,
 
 // TestUncontendedAdmissionDoesNotAllocate: when a seat is free and nobody
 // waits, Acquire and Release, and a request through Handler, do not
-// allocate: with an observer or without, and with the seats following an
-// adaptive limit. Admit allocates only its done function.
+// allocate: with an observer or without, with the seats following an
+// adaptive limit, and following the adaptive rule of the limiter the
+// Scheduler queues requests for (Handler then runs that limiter too).
+// Admit allocates only its done function.
 func TestUncontendedAdmissionDoesNotAllocate(t *testing.T) {
 	r := httptest.NewRequest("GET", "/api", nil)
 	w := ratelimittest.NewDiscardWriter()
 	served := 0
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ })
 	limit := adaptive.New(adaptive.Config{Min: 4, Max: 64, Initial: 16})
+	rule := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: 4, Max: 64, Initial: 16}}})
 	for _, c := range []struct {
 		name  string
 		obs   fair.Observer
 		seats func() int
+		inner http.Handler
 	}{
-		{"no observer", nil, nil},
-		{"observer", fair.ObserverFunc(func(fair.Event) {}), nil},
-		{"adaptive seats", nil, limit.Limit},
+		{"no observer", nil, nil, next},
+		{"observer", fair.ObserverFunc(func(fair.Event) {}), nil, next},
+		{"adaptive seats", nil, limit.Limit, next},
+		{"an adaptive rule's seats", nil, func() int { return rule.AdaptiveLimit("inflight") }, rule.Handler(next)},
 	} {
 		cfg := fair.Preset(4, ratelimit.ByIP())
 		cfg.Observer, cfg.SeatsFunc = c.obs, c.seats
 		f := fair.New(cfg)
-		h := f.Handler(next)
+		h := f.Handler(c.inner)
 		if allocs := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, r) }); allocs != 0 {
 			t.Errorf("%s: %v allocations per uncontended request through Handler, want 0", c.name, allocs)
 		}
@@ -151,8 +156,8 @@ func TestUncontendedAdmissionDoesNotAllocate(t *testing.T) {
 			t.Errorf("%s: %+v after the requests, want no seat in use", c.name, st)
 		}
 	}
-	if served != 3*1001 {
-		t.Errorf("next served %d requests, want %d", served, 3*1001)
+	if served != 4*1001 {
+		t.Errorf("next served %d requests, want %d", served, 4*1001)
 	}
 }
 

@@ -1,0 +1,273 @@
+package ratelimit
+
+import (
+	"net/http"
+
+	"github.com/sluicehq/ratelimit/adaptive"
+	"github.com/sluicehq/ratelimit/internal/request"
+)
+
+// The adaptive step of the request path: a request takes a slot under each
+// adaptive rule (enterAdaptive), runs, and gives the slots back with its
+// outcome (adaptiveHeld.release). It locks nothing and allocates nothing;
+// the controllers read the clock only for the requests they time.
+
+// adaptiveHeld is one adaptive slot a request holds, and the rule state it
+// was taken from; the zero adaptiveHeld holds nothing.
+type adaptiveHeld struct {
+	s      *adaptiveSet
+	ticket adaptive.Ticket
+}
+
+// adaptiveStop is why the adaptive step stopped a request: its rule
+// rejected it at lim's limit (verdictAdaptive), or could not key it
+// (verdictKeyError, err). The zero adaptiveStop lets the request go on.
+type adaptiveStop struct {
+	kind verdictKind
+	ru   *rule
+	lim  *adaptive.Limiter
+	err  error
+}
+
+// enterAdaptive is the step of the adaptive rule ru for r: it takes a slot
+// of the controller of r's key (h), lets r pass without one (a shadow
+// rule's rejection or key error: h is zero), or stops it (stop).
+func (l *Limiter) enterAdaptive(r *http.Request, ru *rule) (h adaptiveHeld, stop adaptiveStop) {
+	s := ru.adaptive.Load()
+	key, err := ru.Key(r)
+	var lim *adaptive.Limiter
+	switch {
+	case err == nil:
+		lim = s.limiter(compactKey(key))
+	case ru.Shadow:
+		l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
+		return h, stop
+	case !ru.onKeyError.shared:
+		l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
+		return h, adaptiveStop{kind: verdictKeyError, ru: ru, err: err}
+	default:
+		lim = s.sharedLimiter()
+	}
+	h, ok := s.take(r, lim)
+	switch {
+	case ok:
+		if len(l.observers) > 0 {
+			l.observeAdmitted(r, ru, h, lim)
+		}
+		return h, stop
+	case ru.Shadow:
+		l.observers.result(r, ru, adaptiveResult(lim, false), OutcomeShadowDenied, 0)
+		return adaptiveHeld{}, stop
+	}
+	return adaptiveHeld{}, adaptiveStop{kind: verdictAdaptive, ru: ru, lim: lim}
+}
+
+// observeAdmitted reports r's admission under ru to the observers, giving
+// the slot h back if one of them panics: the caller never got to hold it.
+func (l *Limiter) observeAdmitted(r *http.Request, ru *rule, h adaptiveHeld, lim *adaptive.Limiter) {
+	observed := false
+	defer func() {
+		if !observed {
+			h.release(r, false, 0)
+		}
+	}()
+	l.observers.result(r, ru, adaptiveResult(lim, true), OutcomeDenied, 0)
+	observed = true
+}
+
+// verdict is the verdict on r that stop stands for; a rejection is
+// reported to the observers.
+func (stop *adaptiveStop) verdict(l *Limiter, r *http.Request) Verdict {
+	if stop.kind == verdictKeyError {
+		return Verdict{l: l, r: r, kind: verdictKeyError, top: stop.ru, err: stop.err}
+	}
+	res := adaptiveResult(stop.lim, false)
+	l.observers.result(r, stop.ru, res, OutcomeDenied, 0)
+	return Verdict{l: l, r: r, kind: verdictAdaptive, top: stop.ru, res: res, limit: res.Limit}
+}
+
+// take takes a slot of lim, the controller of r's key under the rule s.
+// The clock is read only when the request is timed (see timeAll).
+func (s *adaptiveSet) take(r *http.Request, lim *adaptive.Limiter) (adaptiveHeld, bool) {
+	critical := s.cfg.Critical == nil || s.cfg.Critical(r)
+	var tk adaptive.Ticket
+	var ok bool
+	if s.timeAll {
+		tk, ok = lim.AcquireAt(s.now(), critical)
+	} else {
+		tk, ok = lim.Acquire(critical)
+	}
+	return adaptiveHeld{s, tk}, ok
+}
+
+// release gives the slot back; sampled tells whether the request ran (its
+// outcome is classified with status) or was stopped by another rule
+// (ignored). The zero adaptiveHeld releases nothing.
+func (h adaptiveHeld) release(r *http.Request, sampled bool, status int) {
+	s := h.s
+	switch {
+	case s == nil:
+	case !s.timeAll: // DefaultClassify, which ignores elapsed; the ticket knows whether it was timed
+		v := adaptive.SampleIgnore
+		if sampled {
+			v = s.cfg.Classify(r, status, -1)
+		}
+		h.ticket.Release(v)
+	default:
+		now := s.now()
+		v := adaptive.SampleIgnore
+		if sampled {
+			v = s.cfg.Classify(r, status, h.ticket.ElapsedAt(now))
+		}
+		h.ticket.ReleaseAt(now, v)
+	}
+}
+
+// adaptiveDone holds a request's adaptive slots until it is released. It
+// holds them by value (no pointer into itself), so that the caller's copy
+// stays on the stack until hold copies it for an admitted request.
+type adaptiveDone struct {
+	r      *http.Request
+	n      int             // slots held: inline's first ones, then more
+	inline [2]adaptiveHeld // the slots of up to two adaptive rules
+	more   []adaptiveHeld  // beyond two
+}
+
+func (d *adaptiveDone) add(h adaptiveHeld) {
+	if h.s == nil {
+		return
+	}
+	if d.n < len(d.inline) {
+		d.inline[d.n] = h
+	} else {
+		d.more = append(d.more, h)
+	}
+	d.n++
+}
+
+// release frees every slot; sampled tells whether the request ran (its
+// outcome is classified with status) or was stopped by another rule
+// (ignored). A nil d holds nothing; a second release frees nothing.
+func (d *adaptiveDone) release(sampled bool, status int) {
+	if d == nil || d.n == 0 {
+		return
+	}
+	n, more := d.n, d.more
+	d.n, d.more = 0, nil
+	for _, h := range d.inline[:min(n, len(d.inline))] {
+		h.release(d.r, sampled, status)
+	}
+	for _, h := range more {
+		h.release(d.r, sampled, status)
+	}
+}
+
+// acquireAdaptive takes a slot under every adaptive rule into *d, the
+// caller's. It reports whether the request was admitted; when a rule
+// rejects the request or its key, it sets the verdict *v and gives back the
+// slots taken. It does not allocate: the slots are copied to the heap only
+// once the whole request is admitted (hold), or not at all (serveAdaptive).
+func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) bool {
+	d.r = r
+	for _, ru := range l.adaptive {
+		h, stop := l.enterAdaptive(r, ru)
+		if stop.kind != verdictPass {
+			*v = stop.verdict(l, r)
+			d.release(false, 0)
+			return false
+		}
+		d.add(h)
+	}
+	return true
+}
+
+// serveAdaptive is the middleware's request path for a Limiter whose rules
+// are all adaptive: the slots are taken on the stack, the handler runs and
+// the slots are given back with its status. Nothing is allocated, whether
+// the request is admitted or rejected: a writer that does not report its
+// status (net/http's) is wrapped in a recorder taken from a pool and given
+// back once the handler has returned.
+func (l *Limiter) serveAdaptive(w http.ResponseWriter, r *http.Request, next http.Handler, mux *http.ServeMux) {
+	if l.skip(r, routing{mux: mux}) {
+		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
+		next.ServeHTTP(w, r)
+		return
+	}
+	if len(l.adaptive) > 1 {
+		l.serveAdaptiveRules(w, r, next)
+		return
+	}
+	h, stop := l.enterAdaptive(r, l.adaptive[0])
+	if stop.kind != verdictPass {
+		l.stopAdaptive(w, r, &stop)
+		return
+	}
+	serveHolding(w, r, next, h, nil)
+}
+
+// serveAdaptiveRules is serveAdaptive for several adaptive rules.
+func (l *Limiter) serveAdaptiveRules(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	var v Verdict
+	var d adaptiveDone
+	taken := false
+	defer func() {
+		if !taken { // a KeyFunc, Critical or observer panicked: give back the slots held so far
+			d.release(false, 0)
+		}
+	}()
+	ok := l.acquireAdaptive(r, &v, &d)
+	taken = true
+	if !ok {
+		v.write(w)
+		return
+	}
+	serveHolding(w, r, next, adaptiveHeld{}, &d)
+}
+
+// stopAdaptive answers a request the adaptive step stopped: a rejection is
+// written here, as Verdict.write would (503, the rejection's fields, the
+// rule's problem body), unless a denied handler answers it. Apart, so that
+// the admitted request's path does not make room for a Verdict.
+//
+//go:noinline
+func (l *Limiter) stopAdaptive(w http.ResponseWriter, r *http.Request, stop *adaptiveStop) {
+	if stop.kind != verdictAdaptive || l.denied != nil {
+		v := stop.verdict(l, r)
+		v.write(w)
+		return
+	}
+	ru, s := stop.ru, stop.ru.adaptive.Load()
+	limit := stop.lim.Limit()
+	if len(l.observers) > 0 {
+		l.observers.result(r, ru, adaptiveResult(stop.lim, false), OutcomeDenied, 0)
+	}
+	s.setRejectionFields(w.Header(), ru.quotedName, limit, l.headers, true)
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write(s.problem)
+}
+
+// serveHolding runs next for a request that holds the slot h, or the slots
+// d, and gives them back with the status it wrote (500 if it panicked,
+// whatever it wrote before).
+func serveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, h adaptiveHeld, d *adaptiveDone) {
+	rec, ok := w.(interface{ Status() int })
+	var sw *request.StatusWriter
+	if !ok {
+		sw = request.NewStatusWriter(w)
+		w, rec = sw, sw
+	}
+	served := false
+	defer func() { // open-coded: no allocation
+		status := http.StatusInternalServerError
+		if served {
+			status = rec.Status()
+		}
+		h.release(r, true, status)
+		d.release(true, status)
+		if sw != nil {
+			sw.Free()
+		}
+	}()
+	next.ServeHTTP(w, r)
+	served = true
+}

@@ -1,0 +1,171 @@
+package ratelimit_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+// TestAdaptiveMiddlewareAllocations: through Handler, a Limiter of
+// adaptive rules allocates nothing, whether it rejects or admits the
+// request, whatever the writer: its slots stay on the stack, and a writer
+// that does not report its status is recorded by a reused recorder.
+func TestAdaptiveMiddlewareAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	full := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1)}})
+	held, _ := full.Admit(ratelimittest.NewDiscardWriter(), ratelimittest.NewRequest("GET", "/", ""))
+	defer held()
+	open := ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1 << 20)}})(next)
+	req := ratelimittest.NewRequest("GET", "/", "")
+	w := ratelimittest.NewDiscardWriter()
+	plain := &plainWriter{h: http.Header{}}
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+		w    http.ResponseWriter
+		max  float64
+	}{
+		{"rejected", full.Handler(next), w, 0},
+		{"admitted", open, w, 0},
+		{"admitted, writer without Status", open, plain, 0},
+	} {
+		allocs := testing.AllocsPerRun(200, func() {
+			w.Reset()
+			clear(plain.h)
+			c.h.ServeHTTP(c.w, req)
+		})
+		if allocs > c.max {
+			t.Errorf("%s: %v allocations, want at most %v", c.name, allocs, c.max)
+		}
+	}
+}
+
+// TestAdaptiveLimitFollowsTheRule: AdaptiveLimit is the rule's limit as it
+// moves (Initial before any request, lower after windows of drops), summed
+// over a keyed rule's keys, 0 for a rule the limiter does not have, and
+// reading it allocates nothing (a fair.Scheduler calls it on every
+// request).
+func TestAdaptiveLimitFollowsTheRule(t *testing.T) {
+	clock := ratelimittest.NewClock(time.Time{})
+	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{
+		{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Initial: 40, MinSamples: 5}},
+		{Name: "per-route", Key: ratelimit.ByHeader("X-Route"), Adaptive: &adaptive.Config{Initial: 7}},
+	}, ratelimit.WithClock(clock))
+	if got := lim.AdaptiveLimit("inflight"); got != 40 {
+		t.Errorf("before any request: %d, want Initial, 40", got)
+	}
+	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	for range 3 { // windows of upstream 503s: drops
+		for i := range 10 {
+			ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/api", "", "X-Route", fmt.Sprint(i%2)))
+		}
+		clock.Advance(200 * time.Millisecond)
+	}
+	got, want := lim.AdaptiveLimit("inflight"), lim.Adaptive("inflight")[0].Limit
+	if got != want || got >= 40 {
+		t.Errorf("after windows of drops: %d, want the rule's limit %d, below 40", got, want)
+	}
+	sum := 0
+	for _, st := range lim.Adaptive("per-route") {
+		sum += st.Limit
+	}
+	if got := lim.AdaptiveLimit("per-route"); got != sum || len(lim.Adaptive("per-route")) != 2 {
+		t.Errorf("a keyed rule: %d, want the sum of its two keys' limits, %d", got, sum)
+	}
+	if got := lim.AdaptiveLimit("nope"); got != 0 {
+		t.Errorf("a rule the limiter does not have: %d, want 0", got)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { lim.AdaptiveLimit("inflight") }); allocs != 0 {
+		t.Errorf("%v allocations per call, want 0", allocs)
+	}
+}
+
+// TestAdaptiveRejectionAddsToAnOuterLimitersFields: a rejection through
+// the middleware adds its RateLimit-Policy and RateLimit members to those
+// an outer limiter already set, and answers as Check and Write do.
+func TestAdaptiveRejectionAddsToAnOuterLimitersFields(t *testing.T) {
+	inner := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1)}})
+	g := newGate(200)
+	h := ratelimit.New(ratelimit.PerMinute(100), ratelimit.Global(), ratelimit.WithName("outer"))(inner.Handler(g))
+	get := func() *http.Request { return ratelimittest.NewRequest("GET", "/api", "") }
+	wait := hold(t, h, g, 1, get)
+	res := ratelimittest.Do(h, get())
+	direct := ratelimittest.NewDiscardWriter()
+	v := inner.Check(get())
+	v.Write(direct)
+	close(g.release)
+	wait()
+	if res.Code != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", res.Code)
+	}
+	policies := res.Header.Values("RateLimit-Policy")
+	if len(policies) != 2 || !strings.HasPrefix(policies[0], `"outer";`) || policies[1] != `"inflight";q=1;qu="concurrent-requests"` {
+		t.Errorf("RateLimit-Policy %q, want the outer limiter's, then the adaptive rule's", policies)
+	}
+	if got := res.Header.Values("RateLimit"); len(got) != 2 || got[1] != `"inflight";r=0` {
+		t.Errorf("RateLimit %q, want the outer limiter's, then the adaptive rule's", got)
+	}
+	for _, k := range []string{"Retry-After", "Cache-Control", "Content-Type"} {
+		if got, want := res.Header.Get(k), direct.Header().Get(k); got != want {
+			t.Errorf("%s: %q through the middleware, %q through Check and Write", k, got, want)
+		}
+	}
+}
+
+// TestAdaptiveSlotsFreedWhenTheRequestPathPanics: a panic after a slot was
+// taken and before the handler ran (an observer of the admission, the
+// KeyFunc of a second adaptive rule) gives the slots back: otherwise each
+// such request would hold one for good (net/http recovers the panic), and
+// after the limit's worth every request would be rejected.
+func TestAdaptiveSlotsFreedWhenTheRequestPathPanics(t *testing.T) {
+	boom := func(r *http.Request) bool { return r.Header.Get("X-Boom") != "" }
+	panicky := ratelimit.KeyFunc(func(r *http.Request) (string, error) {
+		if boom(r) {
+			panic("key func bug")
+		}
+		return "k", nil
+	})
+	observer := ratelimit.ObserverFunc(func(e ratelimit.Event) {
+		if e.Request != nil && boom(e.Request) && e.Result.Allowed {
+			panic("observer bug")
+		}
+	})
+	for _, c := range []struct {
+		name string
+		lim  *ratelimit.Limiter
+	}{
+		{"an observer", ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1)}},
+			ratelimit.WithObserver(observer))},
+		{"a second rule's KeyFunc", ratelimit.NewRulesLimiter([]ratelimit.Rule{
+			{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1)},
+			{Name: "per-key", Key: panicky, Adaptive: fixedAdaptive(1)},
+		})},
+	} {
+		h := c.lim.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		for i := range 3 {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Fatalf("%s: request %d did not panic: rejected, %d in flight", c.name, i, c.lim.Adaptive("inflight")[0].InFlight)
+					}
+				}()
+				ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "", "X-Boom", "1"))
+			}()
+		}
+		if st := c.lim.Adaptive("inflight")[0]; st.InFlight != 0 {
+			t.Errorf("%s: %d in flight after three panicking requests, want 0", c.name, st.InFlight)
+		}
+		if code := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")).Code; code != http.StatusOK {
+			t.Errorf("%s: a request after the panics: status %d, want 200", c.name, code)
+		}
+	}
+}
