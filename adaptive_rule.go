@@ -203,7 +203,7 @@ func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) 
 		case ru.Shadow:
 			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
 			continue
-		case !ru.onKeyError.shared:
+		case !ru.onKeyError.Shared:
 			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
 			d.release(false, 0)
 			*v = Verdict{l: l, r: r, kind: verdictKeyError, top: ru, err: err}

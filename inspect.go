@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -14,16 +13,6 @@ import (
 type Resetter interface {
 	Reset(ctx context.Context, rule, key string, alg Algorithm) error
 }
-
-var (
-	// ErrUnknownRule is wrapped by Peek and Reset when the limiter has no
-	// rule of the given name.
-	ErrUnknownRule = errors.New("ratelimit: unknown rule")
-
-	// ErrResetUnsupported is wrapped by Reset when the rule's store does not
-	// implement Resetter.
-	ErrResetUnsupported = errors.New("ratelimit: store cannot reset keys")
-)
 
 // Peek reads the state of key under the rule named rule without consuming
 // anything: Result.Allowed reports whether one unit would fit, Remaining how

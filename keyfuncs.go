@@ -1,8 +1,6 @@
 package ratelimit
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -166,31 +164,6 @@ var errOutsideRouter = &keyError{
 	detail: "ByRoute found no route pattern on any request: the rate limiter wraps the router. " +
 		"Install it inside the router, on the handlers a ServeMux routes to " +
 		"(mux.Handle(\"GET /items\", limit(items))), not around the ServeMux.",
-}
-
-// keyError is a key function's error with a detail for the problem body.
-type keyError struct {
-	err    error
-	detail string
-}
-
-func (e *keyError) Error() string { return e.err.Error() + ": " + e.detail }
-func (e *keyError) Unwrap() error { return e.err }
-
-// keyProblemDetail returns the problem body for a key error that carries a
-// detail of its own, or nil.
-func keyProblemDetail(status int, err error) []byte {
-	var ke *keyError
-	if !errors.As(err, &ke) {
-		return nil
-	}
-	b, _ := json.Marshal(struct {
-		Type   string `json:"type"`
-		Title  string `json:"title"`
-		Status int    `json:"status"`
-		Detail string `json:"detail"`
-	}{"about:blank", http.StatusText(status), status, ke.detail})
-	return append(b, '\n')
 }
 
 // ByRouteFunc keys requests by the route pattern returned by pattern, for

@@ -111,19 +111,19 @@ func TestKeyErrorPolicies(t *testing.T) {
 		t.Fatalf("default key error: %d %v %q", resp.Code, resp.Header, resp.Body)
 	}
 
-	for _, p := range []ratelimit.KeyErrorPolicy{{}, ratelimit.RejectKeyError(0)} {
+	for _, p := range []ratelimit.KeyErrorPolicy{{}, ratelimit.KeyErrorPolicy{Status: 0}} {
 		h = ratelimit.New(ratelimit.PerHour(2), byPeer, ratelimit.OnKeyError(p))(ok)
 		if resp := ratelimittest.Do(h, noPeer()); resp.Code != 400 {
 			t.Fatalf("KeyErrorPolicy %+v: status %d, want the default 400", p, resp.Code)
 		}
 	}
 
-	h = ratelimit.New(ratelimit.PerHour(2), byPeer, ratelimit.OnKeyError(ratelimit.RejectKeyError(401)))(ok)
+	h = ratelimit.New(ratelimit.PerHour(2), byPeer, ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: 401}))(ok)
 	if resp := ratelimittest.Do(h, noPeer()); resp.Code != 401 {
-		t.Fatalf("RejectKeyError(401): status %d", resp.Code)
+		t.Fatalf("KeyErrorPolicy{Status: 401}: status %d", resp.Code)
 	}
 
-	h = ratelimit.New(ratelimit.PerHour(2), byPeer, ratelimit.OnKeyError(ratelimit.SharedBucketOnKeyError()), ratelimit.WithClock(newClock()))(ok)
+	h = ratelimit.New(ratelimit.PerHour(2), byPeer, ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Shared: true}), ratelimit.WithClock(newClock()))(ok)
 	n, _ := ratelimittest.FirstLimited(h, 10, noPeer)
 	if n != 3 {
 		t.Fatalf("shared bucket for keyless requests: first 429 at %d, want 3", n)

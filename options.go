@@ -166,45 +166,6 @@ func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error))
 	return func(c *config) { c.onError = f }
 }
 
-// KeyErrorPolicy is what happens to a request whose key cannot be extracted
-// (the KeyFunc returned an error): never a silent bypass. Make one with
-// RejectKeyError or SharedBucketOnKeyError. The zero value is
-// RejectKeyError(http.StatusBadRequest), the default.
-type KeyErrorPolicy struct {
-	shared bool
-	status int // 0 means 400
-}
-
-// RejectKeyError answers the request with status, a 4xx or 5xx (0 means
-// 400 Bad Request; 401 suits a rule keyed by an authenticated user), and an
-// RFC 9457 problem body, without running the handler. It panics on another
-// status.
-func RejectKeyError(status int) KeyErrorPolicy {
-	if status != 0 && (status < 400 || status > 599) {
-		panic(fmt.Sprintf("ratelimit: RejectKeyError(%d): use a 4xx or 5xx status", status))
-	}
-	return KeyErrorPolicy{status: status}
-}
-
-// SharedBucketOnKeyError counts every request without a key in one bucket
-// per rule, under the same limit: anonymous traffic as a whole is limited as
-// one client would be.
-func SharedBucketOnKeyError() KeyErrorPolicy { return KeyErrorPolicy{shared: true} }
-
-// rejectStatus is the status of a rejected request without a key.
-func (p KeyErrorPolicy) rejectStatus() int {
-	if p.status == 0 {
-		return http.StatusBadRequest
-	}
-	return p.status
-}
-
-// OnKeyError sets the key-error policy of every rule of the Limiter;
-// RejectKeyError(400) unless set.
-func OnKeyError(p KeyErrorPolicy) Option {
-	return func(c *config) { c.onKeyError = p }
-}
-
 // WithFailurePolicy sets what the rule of New does when its store fails;
 // FailOpen unless set. With NewRules, set Rule.OnStoreError instead.
 func WithFailurePolicy(p FailurePolicy) Option {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/adaptive"
+	"github.com/sluicehq/ratelimit/internal/problem"
 )
 
 // Rule is one limit of a Limiter: what to count, by which key, and what to
@@ -161,8 +162,8 @@ func compileRule(r Rule, c config) *rule {
 	if r.Settled && (r.Adaptive != nil || ru.Algorithm == Concurrency) {
 		panic(fmt.Sprintf("ratelimit: rule %q: a concurrency limit holds slots, it has no cost to settle", r.Name))
 	}
-	ru.problem = problemBody([]string{r.Name})
-	ru.keyProblem = keyProblemBody(c.onKeyError.rejectStatus())
+	ru.problem = problem.Denied([]string{r.Name})
+	ru.keyProblem = problem.NoKey(c.onKeyError.rejectStatus())
 	return ru
 }
 
@@ -244,7 +245,7 @@ func (ru *rule) request(r *http.Request, now time.Time, req *Request) (use, erro
 	*req = Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
 	key, err := ru.Key(r)
 	switch {
-	case err != nil && !ru.onKeyError.shared:
+	case err != nil && !ru.onKeyError.Shared:
 		return keyFailed, err
 	case err != nil:
 		req.Rule = ru.noKeyRule

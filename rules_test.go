@@ -379,18 +379,19 @@ func TestTimeBudget(t *testing.T) {
 func TestNewRulesConfigErrors(t *testing.T) {
 	r := ratelimit.Rule{Name: "a", Limit: ratelimit.PerSecond(1), Key: byPeer}
 	cases := map[string]func(){
-		"rule option":      func() { ratelimit.NewRules([]ratelimit.Rule{r}, ratelimit.WithName("x")) },
-		"duplicate names":  func() { ratelimit.NewRules([]ratelimit.Rule{r, r}) },
-		"no rules":         func() { ratelimit.NewRules(nil) },
-		"too many rules":   func() { ratelimit.NewRules(make([]ratelimit.Rule, 17)) },
-		"missing key":      func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Limit: ratelimit.PerSecond(1)}}) },
-		"invalid limit":    func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Key: byPeer}}) },
-		"bad quota":        func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Key: byPeer, Quota: ratelimit.Daily(0, nil)}}) },
-		"bad fail status":  func() { ratelimit.FailClosed(500) },
-		"key error 200":    func() { ratelimit.RejectKeyError(200) },
-		"key error 600":    func() { ratelimit.RejectKeyError(600) },
-		"tiers w/o plans":  func() { ratelimit.Tiers("t", byPeer, func(*http.Request) (string, bool) { return "", false }, nil) },
-		"negative timeout": func() { ratelimit.WithTimeout(-1) },
+		"rule option":                    func() { ratelimit.NewRules([]ratelimit.Rule{r}, ratelimit.WithName("x")) },
+		"duplicate names":                func() { ratelimit.NewRules([]ratelimit.Rule{r, r}) },
+		"no rules":                       func() { ratelimit.NewRules(nil) },
+		"too many rules":                 func() { ratelimit.NewRules(make([]ratelimit.Rule, 17)) },
+		"missing key":                    func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Limit: ratelimit.PerSecond(1)}}) },
+		"invalid limit":                  func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Key: byPeer}}) },
+		"bad quota":                      func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Key: byPeer, Quota: ratelimit.Daily(0, nil)}}) },
+		"bad fail status":                func() { ratelimit.FailClosed(500) },
+		"key error 200":                  func() { ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: 200}) },
+		"key error 600":                  func() { ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: 600}) },
+		"shared key error with a status": func() { ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Shared: true, Status: 429}) },
+		"tiers w/o plans":                func() { ratelimit.Tiers("t", byPeer, func(*http.Request) (string, bool) { return "", false }, nil) },
+		"negative timeout":               func() { ratelimit.WithTimeout(-1) },
 	}
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {

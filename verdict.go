@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/problem"
 )
 
 // Verdict is a Limiter's decision on one request, from Check or
@@ -179,7 +181,7 @@ func (v *Verdict) write(w http.ResponseWriter) {
 		v.setHeaders(w.Header(), true)
 		body := v.top.problem
 		if v.violated != nil {
-			body = problemBody(v.violated)
+			body = problem.Denied(v.violated)
 		}
 		w.WriteHeader(http.StatusTooManyRequests)
 		w.Write(body)
@@ -188,7 +190,7 @@ func (v *Verdict) write(w http.ResponseWriter) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.Write(v.top.adaptive.Load().problem)
 	case verdictCostExceeded:
-		writeBody(w, http.StatusTooManyRequests, costProblemBody(v.top.Name, v.cost, v.limit.Capacity()))
+		problem.WriteBody(w, http.StatusTooManyRequests, problem.CostExceeded(v.top.Name, v.cost, v.limit.Capacity()))
 	case verdictKeyError:
 		writeKeyProblem(w, v.top, v.err)
 	case verdictFailedClosed:
@@ -198,11 +200,11 @@ func (v *Verdict) write(w http.ResponseWriter) {
 		}
 		w.Header()[hdrRetryAfter] = []string{"1"}
 		status := v.Status()
-		writeProblem(w, status, failClosedType, "The rate limiter is unavailable; retry shortly.")
+		problem.Write(w, status, failClosedType, "The rate limiter is unavailable; retry shortly.")
 	case verdictMisconfigured:
-		writeProblem(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
+		problem.Write(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
 	case verdictCanceled:
-		writeProblem(w, http.StatusServiceUnavailable, "about:blank", "The request ended while waiting for its turn.")
+		problem.Write(w, http.StatusServiceUnavailable, "about:blank", "The request ended while waiting for its turn.")
 	}
 }
 

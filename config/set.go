@@ -75,7 +75,7 @@ func refusing(opts []ratelimit.Option) *ratelimit.Limiter {
 		Limit: ratelimit.PerSecond(1),
 		Key:   func(*http.Request) (string, error) { return "", errSplitPath },
 	}
-	return ratelimit.NewRulesLimiter([]ratelimit.Rule{rule}, append(opts, ratelimit.OnKeyError(ratelimit.RejectKeyError(http.StatusBadRequest)))...)
+	return ratelimit.NewRulesLimiter([]ratelimit.Rule{rule}, append(opts, ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: http.StatusBadRequest}))...)
 }
 
 // Limiter returns the Limiter that decides r, or nil when no rule can

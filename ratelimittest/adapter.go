@@ -57,7 +57,7 @@ type Route struct {
 //   - a failing store fails open by default and answers 503 under
 //     FailClosed(503), without running the handler;
 //   - a key error gets the key-error policy's status (400, or the one set
-//     with OnKeyError(RejectKeyError(status))) without running the handler;
+//     with OnKeyError(KeyErrorPolicy{Status: status})) without running the handler;
 //   - WithSkip predicates let requests through without fields;
 //   - Concurrency slots are held while the handler runs and released when
 //     it returns or panics;

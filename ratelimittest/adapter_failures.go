@@ -45,7 +45,7 @@ func (a Adapter) testKeyError(t *testing.T) {
 		opts   []ratelimit.Option
 	}{
 		{http.StatusBadRequest, nil},
-		{http.StatusUnauthorized, []ratelimit.Option{ratelimit.OnKeyError(ratelimit.RejectKeyError(http.StatusUnauthorized))}},
+		{http.StatusUnauthorized, []ratelimit.Option{ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: http.StatusUnauthorized})}},
 	} {
 		var hs handlers
 		l := ratelimit.NewLimiter(ratelimit.PerMinute(5), noKey, append(tc.opts, still())...)

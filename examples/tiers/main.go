@@ -101,7 +101,7 @@ func newHandler(reg prometheus.Registerer, gather prometheus.Gatherer) http.Hand
 	)
 	limit := ratelimit.NewRules(rules,
 		ratelimit.WithObserver(metrics),
-		ratelimit.OnKeyError(ratelimit.RejectKeyError(http.StatusUnauthorized)),
+		ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: http.StatusUnauthorized}),
 	)
 
 	mux := http.NewServeMux()
