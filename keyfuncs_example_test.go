@@ -209,7 +209,7 @@ func ExampleByBearerToken() {
 
 	// With a secret shared by every instance, low-entropy keys cannot be
 	// recovered from the store by guessing.
-	keyed := ratelimit.ByBearerToken(ratelimit.HMACSecret([]byte("0123456789abcdef0123456789abcdef")))
+	keyed := ratelimit.TokenConfig{Secret: []byte("0123456789abcdef0123456789abcdef")}.KeyFunc()
 	fmt.Println(keyed(r))
 	// Output:
 	// sha256:bkS7POnO99ehFojMDxoOwg <nil>

@@ -50,8 +50,10 @@ func TestBuiltinKeyFuncsReportTheirKind(t *testing.T) {
 		{"ByRoute", ratelimit.ByRoute(), "route"},
 		{"ByRouteFunc", ratelimit.ByRouteFunc(func(*http.Request) string { return "/x" }), "route"},
 		{"ByRouteFunc with errors", ratelimit.ByRouteFunc(func(*http.Request) (string, error) { return "/x", nil }), "route"},
-		{"ByBearerToken", ratelimit.ByBearerToken(ratelimit.HMACSecret([]byte("0123456789abcdef0123456789abcdef"))), "bearer"},
+		{"ByBearerToken", ratelimit.ByBearerToken(), "bearer"},
+		{"TokenConfig.KeyFunc", ratelimit.TokenConfig{Secret: []byte("0123456789abcdef0123456789abcdef")}.KeyFunc(), "bearer"},
 		{"ByAPIKey", ratelimit.ByAPIKey("X-API-Key"), "api_key"},
+		{"TokenConfig.KeyFunc with Header", ratelimit.TokenConfig{Header: "X-API-Key", Secret: []byte("0123456789abcdef")}.KeyFunc(), "api_key"},
 		{"Keys", ratelimit.Keys(ratelimit.ByIP(), ratelimit.ByRoute()), "key"},
 		{"custom", custom, "key"},
 	} {
