@@ -51,7 +51,7 @@
 // do not stack that way: each counts a request as it passes, so one the
 // inner limiter denies has been counted by the outer one; make a route's
 // limit a rule of the same limiter (a LimitFunc that exempts other routes)
-// when that matters. Tiers builds the rules of a tiered
+// when that matters. Package tiers builds the rules of a tiered
 // API from a plan per tenant. A Rule can run in Shadow mode, reporting to an
 // Observer without ever denying.
 //

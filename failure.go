@@ -61,7 +61,7 @@ func FallbackTo(store Store) FailurePolicy {
 // limit divided among instances: with a fleet limit of 1,000 a minute and 8
 // instances, each falls back to 125 a minute (at least 1), so the fleet as a
 // whole stays near its limit during an outage. It works with limits chosen
-// per request (LimitFunc, Tiers) too. It panics on a policy that is not a
+// per request (LimitFunc, tiers.Rules) too. It panics on a policy that is not a
 // fallback or on fewer than 1 instance.
 func (p FailurePolicy) DividedBy(instances int) FailurePolicy {
 	if p.mode != failFallback || instances < 1 {

@@ -29,7 +29,7 @@ func (l *Limiter) Peek(ctx context.Context, rule, key string) (Result, error) {
 	req := Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm}
 	if !ru.Quota.IsZero() {
 		req.Limit, req.Window = quotaWindow(ru.Quota, l.clock.Now())
-	} else if req.Limit.isZero() {
+	} else if req.Limit == (Limit{}) {
 		return Result{}, fmt.Errorf("%w: rule %q picks its limit per request and has no Limit to peek against", ErrInvalidRequest, rule)
 	}
 	return ru.Store.Take(ctx, req)

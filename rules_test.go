@@ -193,44 +193,6 @@ func TestQuotaWindows(t *testing.T) {
 	}
 }
 
-func TestTiersPlanSwitch(t *testing.T) {
-	var mu sync.Mutex
-	tiers := map[string]string{"acme": "free"}
-	tenant := func(r *http.Request) (string, error) { return r.Header.Get("X-Tenant"), nil }
-	resolve := func(r *http.Request) (string, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		tier, ok := tiers[r.Header.Get("X-Tenant")]
-		return tier, ok
-	}
-	plans := map[string]ratelimit.Plan{
-		"free":       {Rate: ratelimit.PerMinute(2), Quota: ratelimit.Daily(100, nil)},
-		"enterprise": {Rate: ratelimit.PerMinute(1000)},
-	}
-	h := ratelimit.NewRules(ratelimit.Tiers("plan", tenant, resolve, plans), ratelimit.WithClock(newClock()))(ok)
-	get := func(tenant string) *ratelimittest.Response {
-		return ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "", "X-Tenant", tenant))
-	}
-	get("acme")
-	get("acme")
-	if resp := get("acme"); resp.Code != 429 {
-		t.Fatalf("free tier third request: %d", resp.Code)
-	}
-	mu.Lock()
-	tiers["acme"] = "enterprise"
-	mu.Unlock()
-	resp := get("acme")
-	if resp.Code != 200 {
-		t.Fatalf("after the upgrade: %d", resp.Code)
-	}
-	if got := resp.Header.Get("RateLimit-Policy"); got != `"plan-rate";q=1000;w=60` {
-		t.Fatalf("enterprise policy %q (no quota, no concurrency cap)", got)
-	}
-	if resp := get("unknown-tenant"); resp.Code != 400 {
-		t.Fatalf("a tenant with no plan must be rejected, got %d", resp.Code)
-	}
-}
-
 func TestConcurrencyRule(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 10)
@@ -390,7 +352,6 @@ func TestNewRulesConfigErrors(t *testing.T) {
 		"key error 200":                  func() { ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: 200}) },
 		"key error 600":                  func() { ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: 600}) },
 		"shared key error with a status": func() { ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Shared: true, Status: 429}) },
-		"tiers w/o plans":                func() { ratelimit.Tiers("t", byPeer, func(*http.Request) (string, bool) { return "", false }, nil) },
 		"negative timeout":               func() { ratelimit.WithTimeout(-1) },
 	}
 	for name, f := range cases {
