@@ -95,10 +95,7 @@ func TestRulesThatDecidedAreObservedWhenAnotherFailsClosed(t *testing.T) {
 // synctest bubble an unbounded wait is a deadlock, reported as a failure.)
 func TestFallbackStoreCallIsBoundedByTheTimeBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := ratelimit.NewLimiter(ratelimit.PerMinute(10), ratelimit.Global(),
-			ratelimit.WithStore(ratelimittest.FailingStore{Err: errors.New("down")}),
-			ratelimit.WithFailurePolicy(ratelimit.FallbackTo(hangingStore{})),
-			ratelimit.WithTimeout(50*time.Millisecond))
+		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), OnStoreError: ratelimit.FallbackTo(hangingStore{})}}, ratelimit.WithStore(ratelimittest.FailingStore{Err: errors.New("down")}), ratelimit.WithTimeout(50*time.Millisecond))
 		start := time.Now()
 		res, err := l.Allow(context.Background(), "k")
 		if took := time.Since(start); took != 50*time.Millisecond {

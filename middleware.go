@@ -54,12 +54,18 @@ type Limiter struct {
 //	http.ListenAndServe(":8080", mw(mux))
 //
 // Invalid static configuration (a zero limit, a nil key, a bad option)
-// panics with a "ratelimit: ..." message, like http.HandleFunc does.
+// panics with a "ratelimit: ..." message, like http.HandleFunc does. The
+// rule is a GCRA limit that fails open; the Rule fields of NewRules set
+// everything else about a rule (algorithm, cost, failure policy, pacing,
+// settlement), for one rule as for several.
 func New(limit Limit, key KeyFunc, opts ...Option) func(http.Handler) http.Handler {
 	return NewLimiter(limit, key, opts...).Handler
 }
 
-// NewLimiter returns a Limiter with a single rule; see New.
+// NewLimiter returns a Limiter with a single rule; see New. The rule is a
+// GCRA limit that fails open, named from its key kind and limit unless
+// WithName names it: for another algorithm, a cost, a failure policy, pacing
+// or settlement, give NewRulesLimiter a Rule with those fields.
 func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 	if err := limit.Validate(); err != nil {
 		panic(err.Error())
@@ -69,11 +75,7 @@ func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 	if !slices.Contains(c.ruleOpts, "WithName") {
 		name = "" // compileRule derives one from the limit and the key
 	}
-	r := Rule{
-		Name: name, Limit: limit, Key: key, Algorithm: c.algorithm,
-		Cost: c.costFunc, OnStoreError: c.failure, Pace: c.pace, Settled: c.settled,
-	}
-	return newLimiter([]Rule{r}, c)
+	return newLimiter([]Rule{{Name: name, Limit: limit, Key: key}}, c)
 }
 
 // NewRules returns middleware that applies every rule to each request: a
@@ -88,9 +90,8 @@ func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 //	})
 //
 // The response fields list every policy and report the most restrictive;
-// the 429 body names every rule that denied. Options that describe a single
-// rule (WithName, WithAlgorithm, WithCostFunc, ...) panic here: set the Rule's
-// fields instead.
+// the 429 body names every rule that denied. WithName, which names the
+// single rule of New, panics here: set Rule.Name instead.
 func NewRules(rules []Rule, opts ...Option) func(http.Handler) http.Handler {
 	return NewRulesLimiter(rules, opts...).Handler
 }
@@ -176,7 +177,7 @@ func newLimiter(rules []Rule, c config) *Limiter {
 		}
 	}
 	if c.onError != nil && !failsClosed {
-		panic("ratelimit: WithErrorHandler answers store errors of rules that fail closed, and no rule does: add WithFailurePolicy(FailClosed(503)), or set Rule.OnStoreError")
+		panic("ratelimit: WithErrorHandler answers store errors of rules that fail closed, and no rule does: set Rule.OnStoreError to FailClosed(503) on one")
 	}
 	if allStatic {
 		l.policyHeader = strings.Join(items, ", ")

@@ -170,12 +170,10 @@ func TestStoreErrors(t *testing.T) {
 		}
 	}
 	var seen error
-	h = ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithStore(failingStore),
-		ratelimit.WithFailurePolicy(ratelimit.FailClosed(http.StatusServiceUnavailable)),
-		ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
-			seen = err
-			http.Error(w, "limiter unavailable", http.StatusServiceUnavailable)
-		}))(ok)
+	h = ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: byPeer, OnStoreError: ratelimit.FailClosed(http.StatusServiceUnavailable)}}, ratelimit.WithStore(failingStore), ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+		seen = err
+		http.Error(w, "limiter unavailable", http.StatusServiceUnavailable)
+	}))(ok)
 	resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
 	if resp.Code != 503 || !errors.Is(seen, errDown) || !strings.HasPrefix(seen.Error(), "ratelimit: ") {
 		t.Fatalf("fail-closed handler: status %d, error %v", resp.Code, seen)
@@ -246,7 +244,7 @@ func TestCostFunc(t *testing.T) {
 		}
 		return -3 // clamped to 1
 	}
-	h := ratelimit.New(ratelimit.PerHour(10), byPeer, ratelimit.WithCostFunc(cost), ratelimit.WithClock(newClock()))(ok)
+	h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerHour(10), Key: byPeer, Cost: cost}}, ratelimit.WithClock(newClock()))(ok)
 	remaining := func(path string) string {
 		return ratelimittest.Do(h, ratelimittest.NewRequest("GET", path, "")).Header.Get("RateLimit")
 	}
@@ -269,7 +267,7 @@ func TestConstructionPanics(t *testing.T) {
 		"nil key":          func() { ratelimit.New(ratelimit.PerSecond(1), nil) },
 		"bad name":         func() { ratelimit.WithName(`a"b`) },
 		"burst with window": func() {
-			ratelimit.New(ratelimit.PerSecond(1).WithBurst(5), byPeer, ratelimit.WithAlgorithm(ratelimit.FixedWindow))
+			ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1).WithBurst(5), Key: byPeer, Algorithm: ratelimit.FixedWindow}})
 		},
 		"relative carveout": func() { ratelimit.WithCarveOuts("healthz") },
 		"nil store":         func() { ratelimit.WithStore(nil) },

@@ -13,8 +13,6 @@ type config struct {
 	store      Store
 	clock      Clock
 	name       string
-	algorithm  Algorithm
-	costFunc   func(*http.Request) int
 	headers    HeaderStyle
 	carveOuts  []string
 	skippers   []func(*http.Request) bool
@@ -23,10 +21,7 @@ type config struct {
 	onKeyError KeyErrorPolicy
 	observers  []Observer
 	timeout    time.Duration
-	failure    FailurePolicy
-	pace       Pace
-	settled    bool
-	ruleOpts   []string // rule-level options used, rejected by NewRules
+	ruleOpts   []string // WithName, which NewRules rejects
 }
 
 func defaultConfig() config {
@@ -75,26 +70,6 @@ func WithName(name string) Option {
 		panic(fmt.Sprintf("ratelimit: WithName(%q): use 1-64 letters, digits or -_.:/", name))
 	}
 	return func(c *config) { c.name = name; c.ruleOpts = append(c.ruleOpts, "WithName") }
-}
-
-// WithAlgorithm selects the counting algorithm; GCRA unless set.
-func WithAlgorithm(a Algorithm) Option {
-	if a >= numAlgorithms {
-		panic(fmt.Sprintf("ratelimit: WithAlgorithm(%v): unknown algorithm", a))
-	}
-	return func(c *config) { c.algorithm = a; c.ruleOpts = append(c.ruleOpts, "WithAlgorithm") }
-}
-
-// WithCostFunc sets a per-request cost, for example 5 for a search. A
-// result below 1 counts as 1: a request can never cost nothing. A request
-// that costs more than the limit's capacity can never be admitted: it is
-// denied at once, without Retry-After, with a problem+json body saying so,
-// and reported to observers as CostExceeded.
-func WithCostFunc(f func(*http.Request) int) Option {
-	if f == nil {
-		panic("ratelimit: WithCostFunc(nil)")
-	}
-	return func(c *config) { c.costFunc = f; c.ruleOpts = append(c.ruleOpts, "WithCostFunc") }
 }
 
 // WithHeaders selects the rate-limit fields written on limited responses:
@@ -155,21 +130,14 @@ func WithDeniedHandler(h http.Handler) Option {
 // deadline passed) under a rule that fails closed: f owns the response
 // instead of the default RFC 9457 body; err wraps ErrStoreUnavailable and
 // the store's error. It does not change any rule's FailurePolicy: at least
-// one enforced rule must fail closed (WithFailurePolicy(FailClosed(503))
-// with New, Rule.OnStoreError with NewRules), or the Limiter panics, since f
-// would never run. Rules fail open by default: the request passes without
+// one enforced rule must fail closed (Rule.OnStoreError), or the Limiter
+// panics, since f would never run. Rules fail open by default: the request passes without
 // rate-limit fields, and a store outage never becomes an API outage.
 func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	if f == nil {
 		panic("ratelimit: WithErrorHandler(nil)")
 	}
 	return func(c *config) { c.onError = f }
-}
-
-// WithFailurePolicy sets what the rule of New does when its store fails;
-// FailOpen unless set. With NewRules, set Rule.OnStoreError instead.
-func WithFailurePolicy(p FailurePolicy) Option {
-	return func(c *config) { c.failure = p; c.ruleOpts = append(c.ruleOpts, "WithFailurePolicy") }
 }
 
 // WithTimeout bounds each call to the store: a slow or hung store adds at

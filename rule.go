@@ -55,9 +55,12 @@ type Rule struct {
 	// Algorithm counts the events; GCRA unless set (FixedWindow for quotas).
 	Algorithm Algorithm
 
-	// Cost, if set, is the number of units a request consumes; 1 when nil.
-	// Results below 1 count as 1; a request whose cost exceeds the limit's
-	// capacity is denied (see WithCostFunc).
+	// Cost, if set, is the number of units a request consumes, for example
+	// 5 for a search; 1 when nil. Results below 1 count as 1: a request can
+	// never cost nothing. A request that costs more than the limit's
+	// capacity can never be admitted: it is denied at once, without
+	// Retry-After, with a problem+json body saying so, and reported to
+	// observers as CostExceeded.
 	Cost func(r *http.Request) int
 
 	// Shadow makes the rule report without enforcing: it counts requests and

@@ -85,8 +85,7 @@ func TestServeRouteDenyGetsTheVerdictAndFields(t *testing.T) {
 // the store's error; returning nil serves a request its rule's FailClosed
 // would stop, without rate-limit fields.
 func TestServeRouteErrorHandlerLetsAFailedClosedRequestThrough(t *testing.T) {
-	l := ratelimit.NewLimiter(ratelimit.PerMinute(1), ratelimit.Global(), ratelimit.WithStore(failingStore),
-		ratelimit.WithFailurePolicy(ratelimit.FailClosed(503)))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerMinute(1), Key: ratelimit.Global(), OnStoreError: ratelimit.FailClosed(503)}}, ratelimit.WithStore(failingStore))
 	var rt routeCalls
 	w := ratelimittest.NewDiscardWriter()
 	served, err := rt.serveRoute(l, w, false, true, nil, nil)
@@ -156,7 +155,7 @@ func TestServeRouteErrorHandlerLetsNoDenialThrough(t *testing.T) {
 // request whose context reaches Settle, and the settled cost is charged;
 // otherwise it gets the request itself.
 func TestServeRouteHandlerSettles(t *testing.T) {
-	l := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithSettlement(), ratelimit.WithClock(newClock()))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(newClock()))
 	r := ratelimittest.NewRequest("GET", "/", "")
 	settled := false
 	if served, err := l.ServeRoute(ratelimittest.NewDiscardWriter(), r, "", nil, nil, func(r *http.Request) error {

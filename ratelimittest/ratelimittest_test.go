@@ -127,8 +127,7 @@ func TestZeroFailingStoreIsAnOutage(t *testing.T) {
 		if policy == "fail-closed" {
 			p = ratelimit.FailClosed(http.StatusServiceUnavailable)
 		}
-		h := ratelimit.New(ratelimit.PerMinute(10), ratelimit.Global(),
-			ratelimit.WithStore(ratelimittest.FailingStore{}), ratelimit.WithFailurePolicy(p))(ok)
+		h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), OnStoreError: p}}, ratelimit.WithStore(ratelimittest.FailingStore{}))(ok)
 		if resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")); resp.Code != want {
 			t.Errorf("%s: status %d, want %d", policy, resp.Code, want)
 		}
@@ -148,8 +147,7 @@ func TestZeroFailingStoreIsAnOutage(t *testing.T) {
 // TestParseRateLimitOfConcurrency: a Concurrency rule's member has r and no
 // t (the draft makes t optional), and parses with Reset zero.
 func TestParseRateLimitOfConcurrency(t *testing.T) {
-	l := ratelimit.NewLimiter(ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.Global(),
-		ratelimit.WithName("inflight"), ratelimit.WithAlgorithm(ratelimit.Concurrency))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: 3, Period: time.Minute}, Key: ratelimit.Global(), Name: "inflight", Algorithm: ratelimit.Concurrency}})
 	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	rl, err := ratelimittest.ParseRateLimit(ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")).Header)
 	if want := (ratelimittest.RateLimit{Policy: "inflight", Remaining: 2}); err != nil || rl != want {

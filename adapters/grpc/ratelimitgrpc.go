@@ -83,7 +83,7 @@
 //
 // # Settled costs
 //
-// Under a limiter that settles costs (ratelimit.WithSettlement), handlers
+// Under a limiter that settles costs (ratelimit.Rule.Settled), handlers
 // report a call's actual cost with ratelimit.Settle(ctx, n): unary
 // handlers get a context carrying what Settle reads, and stream handlers a
 // stream whose Context does.

@@ -83,11 +83,7 @@ func instance(n int, addr, redisAddr string) *http.Server {
 	// to a request, then nothing; meanwhile requests pass (FailOpen).
 	store := breaker.New(redisstore.New(client), breaker.Config{})
 
-	limit := ratelimit.New(ratelimit.PerMinute(5), ratelimit.ByIP(),
-		ratelimit.WithStore(store),
-		ratelimit.WithName("shared"),
-		ratelimit.WithFailurePolicy(ratelimit.FailOpen()),
-	)
+	limit := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerMinute(5), Key: ratelimit.ByIP(), Name: "shared", OnStoreError: ratelimit.FailOpen()}}, ratelimit.WithStore(store))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from instance %d\n", n)

@@ -165,8 +165,7 @@ func TestPackageExampleSetupWhileRedisHangs(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	defer client.Close()
 	store := breaker.New(New(client), breaker.Config{})
-	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
-		ratelimit.WithStore(store), ratelimit.WithFailurePolicy(ratelimit.FailOpen()))
+	mw := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerMinute(100), Key: ratelimit.ByIP(), OnStoreError: ratelimit.FailOpen()}}, ratelimit.WithStore(store))
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 
 	var slowest time.Duration

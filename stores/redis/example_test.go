@@ -18,8 +18,7 @@ import (
 func Example() {
 	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	store := breaker.New(redisstore.New(client), breaker.Config{})
-	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
-		ratelimit.WithStore(store), ratelimit.WithFailurePolicy(ratelimit.FailOpen()))
+	mw := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerMinute(100), Key: ratelimit.ByIP(), OnStoreError: ratelimit.FailOpen()}}, ratelimit.WithStore(store))
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("hello\n")) })

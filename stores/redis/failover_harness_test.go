@@ -117,9 +117,7 @@ func newFoRigBudget(t *testing.T, client redis.UniversalClient, policy string, b
 			tr.decided = true
 		}
 	})
-	mw := ratelimit.New(ratelimit.PerHour(1_000_000), ratelimit.ByIP(),
-		ratelimit.WithStore(r.br), ratelimit.WithTimeout(budget),
-		ratelimit.WithFailurePolicy(p), ratelimit.WithObserver(obs))
+	mw := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerHour(1_000_000), Key: ratelimit.ByIP(), OnStoreError: p}}, ratelimit.WithStore(r.br), ratelimit.WithTimeout(budget), ratelimit.WithObserver(obs))
 	r.h = mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
 	return r
 }

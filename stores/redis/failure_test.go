@@ -96,8 +96,7 @@ func newRigBudget(t *testing.T, client redis.UniversalClient, policy policyCase,
 			}
 		},
 	})
-	mw := ratelimit.New(limit, ratelimit.ByIP(),
-		ratelimit.WithStore(r.br), ratelimit.WithTimeout(budget), ratelimit.WithFailurePolicy(policy.policy()))
+	mw := ratelimit.NewRules([]ratelimit.Rule{{Limit: limit, Key: ratelimit.ByIP(), OnStoreError: policy.policy()}}, ratelimit.WithStore(r.br), ratelimit.WithTimeout(budget))
 	r.h = mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
 	return r
 }
