@@ -31,8 +31,8 @@ func ExampleByIP() {
 }
 
 // Key IPv4 clients by /24 and IPv6 clients by /56.
-func ExampleByIPPrefix() {
-	key := ratelimit.ByIPPrefix(24, 56)
+func ExampleClientIPConfig_peer() {
+	key := ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, IPv4Prefix: 24, IPv6Prefix: 56}.KeyFunc()
 
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "[2001:db8:1:2ff::1]:443"

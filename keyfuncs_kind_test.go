@@ -40,7 +40,7 @@ func TestBuiltinKeyFuncsReportTheirKind(t *testing.T) {
 		want string
 	}{
 		{"ByIP", ratelimit.ByIP(), "ip"},
-		{"ByIPPrefix", ratelimit.ByIPPrefix(32, 48), "ip"},
+		{"ClientIPConfig.KeyFunc with SourcePeer", ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, IPv4Prefix: 32, IPv6Prefix: 48}.KeyFunc(), "ip"},
 		{"ByClientIP", ratelimit.ByClientIP("10.0.0.0/8"), "client_ip"},
 		{"ClientIPConfig.KeyFunc with Hops", ratelimit.ClientIPConfig{Hops: 2}.KeyFunc(), "client_ip"},
 		{"ClientIPConfig.KeyFunc with SourceHeader", ratelimit.ClientIPConfig{Source: ratelimit.SourceHeader, Header: "CF-Connecting-IP", TrustedProxies: []string{"10.0.0.0/8"}}.KeyFunc(), "client_ip"},
