@@ -105,7 +105,7 @@ func TestLateReleaseFreesNoOtherSlotMultiRule(t *testing.T) {
 }
 
 // TestFallbackSlotReleasedInFallbackStore: with the primary store down and
-// FallbackTo, a Concurrency slot taken in the fallback store is released
+// a Fallback, a Concurrency slot taken in the fallback store is released
 // there, not against the failing primary (where it leaked).
 func TestFallbackSlotReleasedInFallbackStore(t *testing.T) {
 	var releaseErrs atomic.Int32
@@ -114,7 +114,7 @@ func TestFallbackSlotReleasedInFallbackStore(t *testing.T) {
 			releaseErrs.Add(1)
 		}
 	})
-	h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: 2, Period: time.Minute}, Key: ratelimit.ByIP(), Algorithm: ratelimit.Concurrency, OnStoreError: ratelimit.FallbackTo(memory.New())}}, ratelimit.WithStore(ratelimittest.FailingStore{Err: errStoreDown}), ratelimit.WithObserver(obs))(http.NotFoundHandler())
+	h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: 2, Period: time.Minute}, Key: ratelimit.ByIP(), Algorithm: ratelimit.Concurrency, OnStoreError: ratelimit.FailurePolicy{Fallback: memory.New()}}}, ratelimit.WithStore(ratelimittest.FailingStore{Err: errStoreDown}), ratelimit.WithObserver(obs))(http.NotFoundHandler())
 	for i := 1; i <= 4; i++ { // sequential: at most one in flight
 		if code, _, _ := serve(h, ratelimittest.NewRequest("GET", "/", "")); code != http.StatusNotFound {
 			t.Fatalf("request %d: %d with nothing in flight (release errors: %d)", i, code, releaseErrs.Load())

@@ -75,8 +75,8 @@
 // # When the store fails
 //
 // A store error is never a denial unless you choose it. Each rule has a
-// FailurePolicy: FailOpen (the default), FailClosed(429 or 503), or
-// FallbackTo a local store. WithTimeout bounds every store call, and
+// FailurePolicy: fail open (the default), fail closed with a Status of 429
+// or 503, or check a Fallback store, a local one. WithTimeout bounds every store call, and
 // breaker.New (package github.com/sluicehq/ratelimit/breaker) stops calling a
 // store that keeps failing and probes it back.
 //

@@ -143,14 +143,14 @@ func TestAdaptiveRejectionHasNoEffectiveWindow(t *testing.T) {
 }
 
 // TestFailClosedIsNoQuotaViolation: a request stopped because a store
-// failed under FailClosed exceeded no quota, so its answer says so: the
+// failed under fail closed exceeded no quota, so its answer says so: the
 // problem type temporary-reduced-capacity (the limiter cannot count), no
 // violated-policies member, no rate-limit fields (no rule decided), and
-// Retry-After: 1, whichever status FailClosed was given.
+// Retry-After: 1, whichever status fail closed was given.
 func TestFailClosedIsNoQuotaViolation(t *testing.T) {
 	down := ratelimittest.FailingStore{Err: errors.New("down")}
 	for _, status := range []int{429, 503} {
-		h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerMinute(5), Key: ratelimit.Global(), OnStoreError: ratelimit.FailClosed(status)}}, ratelimit.WithStore(down))(http.NotFoundHandler())
+		h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerMinute(5), Key: ratelimit.Global(), OnStoreError: ratelimit.FailurePolicy{Status: status}}}, ratelimit.WithStore(down))(http.NotFoundHandler())
 		resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
 		var body map[string]any
 		if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {

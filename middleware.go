@@ -141,6 +141,7 @@ func newLimiter(rules []Rule, c config) *Limiter {
 	var stores []Store
 	for i := range rules {
 		ru := compileRule(rules[i], c)
+		ru.OnStoreError.validate(ru.Name)
 		ru.storeID, stores = storeID(stores, ru.Store)
 		if names[ru.Name] {
 			panic(fmt.Sprintf("ratelimit: two rules are named %q; names key the state and must differ", ru.Name))
@@ -173,11 +174,11 @@ func newLimiter(rules []Rule, c config) *Limiter {
 			l.enforced++
 			items = append(items, ru.policyItem)
 			allStatic = allStatic && ru.static
-			failsClosed = failsClosed || ru.OnStoreError.mode == failClosed
+			failsClosed = failsClosed || ru.OnStoreError.mode() == failClosed
 		}
 	}
 	if c.onError != nil && !failsClosed {
-		panic("ratelimit: WithErrorHandler answers store errors of rules that fail closed, and no rule does: set Rule.OnStoreError to FailClosed(503) on one")
+		panic("ratelimit: WithErrorHandler answers store errors of rules that fail closed, and no rule does: set Rule.OnStoreError.Status on one")
 	}
 	if allStatic {
 		l.policyHeader = strings.Join(items, ", ")

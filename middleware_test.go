@@ -170,7 +170,7 @@ func TestStoreErrors(t *testing.T) {
 		}
 	}
 	var seen error
-	h = ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: byPeer, OnStoreError: ratelimit.FailClosed(http.StatusServiceUnavailable)}}, ratelimit.WithStore(failingStore), ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+	h = ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: byPeer, OnStoreError: ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}}}, ratelimit.WithStore(failingStore), ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
 		seen = err
 		http.Error(w, "limiter unavailable", http.StatusServiceUnavailable)
 	}))(ok)

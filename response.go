@@ -7,7 +7,7 @@ import "github.com/sluicehq/ratelimit/internal/problem"
 const ProblemType = problem.QuotaExceeded
 
 // failClosedType is the problem type of a fail-closed response, whichever
-// status FailClosed was given: temporary-reduced-capacity, which
+// status fail closed was given: temporary-reduced-capacity, which
 // draft-ietf-httpapi-ratelimit-headers registers for requests that cannot
 // be served for a temporary lack of capacity, here the limiter's. Not
 // quota-exceeded: the request exceeded no quota, so the body names no

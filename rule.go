@@ -68,7 +68,7 @@ type Rule struct {
 	// response fields. For rolling out a new limit safely.
 	Shadow bool
 
-	// OnStoreError is what happens when the store cannot decide; FailOpen
+	// OnStoreError is what happens when the store cannot decide; fail open
 	// when zero. See FailurePolicy.
 	OnStoreError FailurePolicy
 
@@ -112,7 +112,7 @@ type rule struct {
 	adaptive     atomic.Pointer[adaptiveSet] // set once compiled; a Reloadable may hand it an older one
 	fast         *fastRule
 	pacer        *pacer   // with Pace.MaxDelay set
-	_            [56]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
+	_            [64]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 func compileRule(r Rule, c config) *rule {

@@ -52,7 +52,7 @@ func (v Verdict) Allowed() bool { return v.kind <= verdictAllowed }
 // Denied reports whether a limit turned the request away: a rate limit, a
 // cost above a rule's capacity or an adaptive limit. It is false when the
 // request may proceed and when it was stopped for another reason (its key
-// could not be extracted, a store failed under FailClosed, a rule is
+// could not be extracted, a store failed under fail closed, a rule is
 // misconfigured): Write then answers with the core's response.
 func (v Verdict) Denied() bool {
 	return v.kind == verdictDenied || v.kind == verdictAdaptive || v.kind == verdictCostExceeded
@@ -73,7 +73,7 @@ func (v Verdict) Status() int {
 	case verdictKeyError:
 		return v.top.onKeyError.rejectStatus()
 	case verdictFailedClosed:
-		return v.top.OnStoreError.status
+		return v.top.OnStoreError.Status
 	case verdictMisconfigured:
 		return http.StatusInternalServerError
 	}
@@ -109,7 +109,7 @@ func (v Verdict) Violated() []string {
 
 // Err is why no store decided for some rule: an error wrapping
 // ErrStoreUnavailable when a store failed (the request proceeds under
-// FailOpen unless another rule denied it, stops under FailClosed), one wrapping ErrInvalidRequest when the
+// fail open unless another rule denied it, stops under fail closed), one wrapping ErrInvalidRequest when the
 // request costs more than a rule's capacity or a rule is misconfigured (it
 // never wraps ErrStoreUnavailable then), or the KeyFunc's error on a key
 // error; on a paced request whose context ended while it waited, an error

@@ -55,7 +55,7 @@ type Route struct {
 //     fields, Retry-After and an RFC 9457 problem body, and the handler
 //     does not run;
 //   - a failing store fails open by default and answers 503 under
-//     FailClosed(503), without running the handler;
+//     fail closed (503), without running the handler;
 //   - a key error gets the key-error policy's status (400, or the one set
 //     with OnKeyError(KeyErrorPolicy{Status: status})) without running the handler;
 //   - WithSkip predicates let requests through without fields;

@@ -26,7 +26,7 @@ func (a Adapter) testStoreFailure(t *testing.T) {
 	})
 	t.Run("FailClosed", func(t *testing.T) {
 		var hs handlers
-		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerMinute(1), Key: ratelimit.ByIP(), OnStoreError: ratelimit.FailClosed(http.StatusServiceUnavailable)}}, down, still())
+		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerMinute(1), Key: ratelimit.ByIP(), OnStoreError: ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}}}, down, still())
 		h := a.Router(l, Route{"GET", "/x", hs.named("/x")})
 		if resp := send(h, "GET", "/x"); resp.Code != http.StatusServiceUnavailable {
 			t.Fatalf("%d %q; want 503", resp.Code, resp.Body)

@@ -118,14 +118,14 @@ func TestKeyRecorderMustLast(t *testing.T) {
 
 // TestZeroFailingStoreIsAnOutage: a FailingStore without Err fails every
 // call, so that a limiter treats it as a store that is down (its failure
-// policy applies: 503 under FailClosed(503), 200 under the default
-// FailOpen), never as a limit that denies.
+// policy applies: 503 under fail closed (503), 200 under the default
+// fail open), never as a limit that denies.
 func TestZeroFailingStoreIsAnOutage(t *testing.T) {
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	for policy, want := range map[string]int{"fail-open": http.StatusOK, "fail-closed": http.StatusServiceUnavailable} {
-		p := ratelimit.FailOpen()
+		p := ratelimit.FailurePolicy{}
 		if policy == "fail-closed" {
-			p = ratelimit.FailClosed(http.StatusServiceUnavailable)
+			p = ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}
 		}
 		h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), OnStoreError: p}}, ratelimit.WithStore(ratelimittest.FailingStore{}))(ok)
 		if resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")); resp.Code != want {

@@ -44,8 +44,9 @@
 // without rate-limit fields (fail open) unless Config.ErrorHandler is set:
 // its error is returned from the middleware (fail closed, typically
 // echo.NewHTTPError(http.StatusServiceUnavailable, "")); returning nil lets the
-// request through after all, for example after logging the error. The core's
-// ratelimit.FailClosed, as a rule's OnStoreError, works too, with its own RFC 9457 response.
+// request through after all, for example after logging the error. A rule
+// that fails closed (a Status in its OnStoreError) works too, with the
+// core's RFC 9457 response.
 //
 // A request whose key cannot be extracted gets the core's key-error response
 // (400 problem+json unless set with ratelimit.OnKeyError).

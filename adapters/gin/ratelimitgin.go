@@ -82,7 +82,7 @@
 //
 // By default a store failure lets the request through without rate-limit
 // fields (fail open). With a rule that fails closed (Config.Rules, with
-// Rule.OnStoreError ratelimit.FailClosed(503)) the core answers 503, and
+// Rule.OnStoreError ratelimit.FailurePolicy{Status: 503}) the core answers 503, and
 // with ratelimit.WithErrorHandler the handler writes the response; either
 // way the chain is aborted (fail closed).
 package ratelimitgin

@@ -163,7 +163,7 @@ func TestStreamDeniedWhenOpened(t *testing.T) {
 }
 
 func TestFailClosedIsUnavailableWithRetryInfo(t *testing.T) {
-	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerMinute(10), Key: ratelimit.ByIP(), OnStoreError: ratelimit.FailClosed(http.StatusServiceUnavailable)}}, ratelimit.WithStore(ratelimittest.FailingStore{Err: net.ErrClosed}))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerMinute(10), Key: ratelimit.ByIP(), OnStoreError: ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}}}, ratelimit.WithStore(ratelimittest.FailingStore{Err: net.ErrClosed}))
 	conn := newEnv(t, l).dial(peerAddr(1))
 	hdr, err := call(t, conn, ping, "x")
 	st := mustCode(t, err, codes.Unavailable)

@@ -8,8 +8,8 @@
 //
 //	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 //	store := breaker.New(redisstore.New(client), breaker.Config{})
-//	mw := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerMinute(100), Key: ratelimit.ByIP(),
-//		OnStoreError: ratelimit.FailOpen()}}, ratelimit.WithStore(store))
+//	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
+//		ratelimit.WithStore(store)) // fails open, the default FailurePolicy
 //
 // While Redis is down or hung a request then waits at most DefaultTimeout
 // (50ms), and nothing once the breaker is open.
