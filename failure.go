@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/sluicehq/ratelimit/internal/problem"
 )
 
 // FailurePolicy is what a rule does when its store cannot decide: Redis is
@@ -37,6 +39,14 @@ type FailurePolicy struct {
 	// works with limits chosen per request (LimitFunc, tiers.Rules) too.
 	Instances int
 }
+
+// failClosedType is the problem type of a fail-closed response, whichever
+// Status the policy gives: temporary-reduced-capacity, which
+// draft-ietf-httpapi-ratelimit-headers registers for requests that cannot
+// be served for a temporary lack of capacity, here the limiter's. Not
+// quota-exceeded: the request exceeded no quota, so the body names no
+// violated policies.
+const failClosedType = problem.ReducedCapacity
 
 // failMode is what a FailurePolicy does.
 type failMode uint8

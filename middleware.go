@@ -34,7 +34,7 @@ type Limiter struct {
 	policyHeader string // every enforced rule's policy item, when all are static
 	carveOuts    carveOuts
 	skippers     []func(*http.Request) bool
-	denied       http.Handler
+	denied       func(http.ResponseWriter, *http.Request, *Verdict)
 	onError      func(http.ResponseWriter, *http.Request, error)
 	observers    observers
 	timeout      time.Duration
@@ -44,7 +44,7 @@ type Limiter struct {
 	slots        bool     // some rule is a Concurrency limit: admitted requests may hold slots
 	paced        bool     // some rule is paced: admitted requests may wait
 	settled      bool     // some rule settles costs after the response
-	_            [16]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
+	_            [24]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 // New returns middleware that limits requests to limit per key. For example,
@@ -90,7 +90,8 @@ func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 //	})
 //
 // The response fields list every policy and report the most restrictive;
-// the 429 body names every rule that denied. WithName, which names the
+// the 429 body names every rule that denied. A Limiter takes 1 to 16
+// rules; NewRules panics on more. WithName, which names the
 // single rule of New, panics here: set Rule.Name instead.
 func NewRules(rules []Rule, opts ...Option) func(http.Handler) http.Handler {
 	return NewRulesLimiter(rules, opts...).Handler
@@ -105,8 +106,9 @@ func NewRulesLimiter(rules []Rule, opts ...Option) *Limiter {
 	return newLimiter(rules, c)
 }
 
-// MaxRules is the most rules one Limiter takes.
-const MaxRules = 16
+// maxRules is the most rules one Limiter takes: NewRules panics past it.
+// The config module keeps its own copy and tests that they agree.
+const maxRules = 16
 
 func buildConfig(opts []Option) config {
 	c := defaultConfig()
@@ -123,8 +125,8 @@ func buildConfig(opts []Option) config {
 }
 
 func newLimiter(rules []Rule, c config) *Limiter {
-	if len(rules) == 0 || len(rules) > MaxRules {
-		panic(fmt.Sprintf("ratelimit: a Limiter takes 1 to %d rules, got %d", MaxRules, len(rules)))
+	if len(rules) == 0 || len(rules) > maxRules {
+		panic(fmt.Sprintf("ratelimit: a Limiter takes 1 to %d rules, got %d", maxRules, len(rules)))
 	}
 	l := &Limiter{
 		store:     c.store,

@@ -87,7 +87,7 @@ func TestHeadersAndDenial(t *testing.T) {
 		if err := json.Unmarshal([]byte(resp.Body), &problem); err != nil {
 			t.Fatalf("step %d: body %q: %v", i, resp.Body, err)
 		}
-		if problem.Type != ratelimit.ProblemType || problem.Status != 429 || len(problem.Violated) != 1 || problem.Violated[0] != "key-3-per-1m" {
+		if problem.Type != "https://iana.org/assignments/http-problem-types#quota-exceeded" || problem.Status != 429 || len(problem.Violated) != 1 || problem.Violated[0] != "key-3-per-1m" {
 			t.Fatalf("step %d: problem %+v", i, problem)
 		}
 	}
@@ -136,10 +136,10 @@ func TestKeyErrorPolicies(t *testing.T) {
 
 func TestDeniedHandler(t *testing.T) {
 	var got *ratelimit.Verdict
-	denied := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, _ = ratelimit.VerdictFrom(r)
+	denied := func(w http.ResponseWriter, r *http.Request, v *ratelimit.Verdict) {
+		got = v
 		w.WriteHeader(http.StatusServiceUnavailable)
-	})
+	}
 	h := ratelimit.New(ratelimit.PerHour(1), byPeer, ratelimit.WithDeniedHandler(denied), ratelimit.WithName("login"), ratelimit.WithClock(newClock()))(ok)
 	n, resp := 0, (*ratelimittest.Response)(nil)
 	for n = 1; n <= 3; n++ {

@@ -16,7 +16,7 @@ type config struct {
 	headers    HeaderStyle
 	carveOuts  []string
 	skippers   []func(*http.Request) bool
-	denied     http.Handler
+	denied     func(http.ResponseWriter, *http.Request, *Verdict)
 	onError    func(http.ResponseWriter, *http.Request, error)
 	onKeyError KeyErrorPolicy
 	observers  []Observer
@@ -115,15 +115,16 @@ func WithSkip(skip func(*http.Request) bool) Option {
 	return func(c *config) { c.skippers = append(c.skippers, skip) }
 }
 
-// WithDeniedHandler replaces the default 429 problem+json response. The
-// handler runs with the rate-limit fields, Retry-After and Cache-Control
-// already set; it writes the status and body. VerdictFrom gives it the
-// verdict.
-func WithDeniedHandler(h http.Handler) Option {
-	if h == nil {
+// WithDeniedHandler replaces the default 429 problem+json response with f.
+// f runs with the rate-limit fields, Retry-After and Cache-Control already
+// set; it writes the status and body. v tells what denied the request (its
+// Rule, Result and Violated); f answers the request itself and must not
+// call v's Write.
+func WithDeniedHandler(f func(w http.ResponseWriter, r *http.Request, v *Verdict)) Option {
+	if f == nil {
 		panic("ratelimit: WithDeniedHandler(nil)")
 	}
-	return func(c *config) { c.denied = h }
+	return func(c *config) { c.denied = f }
 }
 
 // WithErrorHandler sets the response to a store failure (Redis down, a

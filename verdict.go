@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -171,7 +170,7 @@ func (v *Verdict) write(w http.ResponseWriter) {
 	if v.Denied() && l.denied != nil {
 		v.setHeaders(w.Header(), false)
 		c := *v // the handler's copy, so that v stays on its caller's stack
-		l.denied.ServeHTTP(w, v.r.WithContext(context.WithValue(v.r.Context(), verdictKey{}, &c)))
+		l.denied(w, v.r, &c)
 		return
 	}
 	switch v.kind {
@@ -206,17 +205,6 @@ func (v *Verdict) write(w http.ResponseWriter) {
 	case verdictCanceled:
 		problem.Write(w, http.StatusServiceUnavailable, "about:blank", "The request ended while waiting for its turn.")
 	}
-}
-
-type verdictKey struct{}
-
-// VerdictFrom returns the verdict the limiter attached to r before calling
-// the handler set by WithDeniedHandler: Rule, Result and Violated tell what
-// denied the request. The handler answers the request itself; it must not
-// call the verdict's Write.
-func VerdictFrom(r *http.Request) (*Verdict, bool) {
-	v, ok := r.Context().Value(verdictKey{}).(*Verdict)
-	return v, ok
 }
 
 // Done gives back what an admitted request holds, once it has been served:

@@ -207,13 +207,13 @@ func (c *compiler) index(cfg *Config, ents []entry, at *yaml.Node) {
 }
 
 // overBound reports the rule that takes the entries of group g, of one
-// kind, past ratelimit.MaxRules, once per rule.
+// kind, past maxRules, once per rule.
 func (c *compiler) overBound(cfg *Config, g groupSpec, ents []int32, kind string, reported map[int32]bool) {
-	if len(ents) <= ratelimit.MaxRules || reported[ents[ratelimit.MaxRules]] {
+	if len(ents) <= maxRules || reported[ents[maxRules]] {
 		return
 	}
-	fe := cfg.entries[ents[ratelimit.MaxRules]]
-	reported[ents[ratelimit.MaxRules]] = true
+	fe := cfg.entries[ents[maxRules]]
+	reported[ents[maxRules]] = true
 	var names []string
 	for _, e := range ents[:min(len(ents), 20)] {
 		names = append(names, cfg.entries[e].name)
@@ -222,7 +222,7 @@ func (c *compiler) overBound(cfg *Config, g groupSpec, ents []int32, kind string
 		names = append(names, "...")
 	}
 	c.fail(fe.node, fe.path, "a request such as %s can match %d %s %v: a request is checked against at most %d; narrow the rules' match",
-		g.example, len(ents), kind, names, ratelimit.MaxRules)
+		g.example, len(ents), kind, names, maxRules)
 }
 
 func (c *compiler) store(n *yaml.Node, path string) ratelimit.Store {

@@ -261,7 +261,7 @@ func TestDenialReturnsNilAfterCoreResponse(t *testing.T) {
 	ratelimittest.Get(e, "/x")
 	resp := ratelimittest.Get(e, "/x")
 	if resp.Code != http.StatusTooManyRequests || resp.Header.Get("Content-Type") != "application/problem+json" ||
-		!strings.Contains(resp.Body, ratelimit.ProblemType) {
+		!strings.Contains(resp.Body, "https://iana.org/assignments/http-problem-types#quota-exceeded") {
 		t.Fatalf("%d %v %q", resp.Code, resp.Header, resp.Body)
 	}
 	if len(errs) != 0 {

@@ -129,11 +129,10 @@ func TestPerRouteAndGroupLimits(t *testing.T) {
 func TestDeniedHandler(t *testing.T) {
 	r := gin.New()
 	r.GET("/x", ratelimitgin.New(ratelimit.PerMinute(1), ratelimit.ByIP(), clock(),
-		ratelimit.WithDeniedHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			v, _ := ratelimit.VerdictFrom(r)
+		ratelimit.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, v *ratelimit.Verdict) {
 			w.WriteHeader(http.StatusTooManyRequests)
 			fmt.Fprintf(w, "slow down (%s)", v.Rule())
-		}))), ok)
+		})), ok)
 	ratelimittest.Get(r, "/x")
 	resp := ratelimittest.Get(r, "/x")
 	if resp.Code != http.StatusTooManyRequests || resp.Body != "slow down (ip-1-per-1m)" || resp.Header.Get("Retry-After") == "" {

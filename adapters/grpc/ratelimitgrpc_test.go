@@ -192,9 +192,9 @@ func TestFailOpenLetsCallsThrough(t *testing.T) {
 func TestDeniedHandlerStillRefusesTheCall(t *testing.T) {
 	l := ratelimit.NewLimiter(ratelimit.PerMinute(1), ratelimit.ByIP(),
 		ratelimit.WithClock(ratelimittest.NewClock(time.Time{})),
-		ratelimit.WithDeniedHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ratelimit.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, _ *ratelimit.Verdict) {
 			w.Write([]byte("slow down"))
-		})))
+		}))
 	conn := newEnv(t, l).dial(peerAddr(1))
 	if _, err := call(t, conn, ping, "x"); err != nil {
 		t.Fatal(err)
