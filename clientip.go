@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 
@@ -232,6 +233,22 @@ func (cfg ClientIPConfig) KeyFunc() KeyFunc {
 // if trustedProxies is empty or holds an invalid entry.
 func ByClientIP(trustedProxies ...string) KeyFunc {
 	return ClientIPConfig{TrustedProxies: trustedProxies}.keyFunc("ByClientIP")
+}
+
+// peerKeyFunc is the KeyFunc of a SourcePeer cfg, panicking with fn's name
+// on an invalid one.
+func (cfg ClientIPConfig) peerKeyFunc(fn string) KeyFunc {
+	if len(cfg.TrustedProxies) > 0 || cfg.Header != "" || cfg.Hops != 0 || cfg.MaxMembers != 0 {
+		panic(fmt.Sprintf("ratelimit: %s: SourcePeer reads no header: TrustedProxies, Header, Hops and MaxMembers must be unset", fn))
+	}
+	v4, v6 := cmp.Or(cfg.IPv4Prefix, defaultIPv4Prefix), cmp.Or(cfg.IPv6Prefix, defaultIPv6Prefix)
+	if v4 < 1 || v4 > 32 {
+		panic(fmt.Sprintf("ratelimit: %s: IPv4Prefix %d must be 1 to 32", fn, v4))
+	}
+	if v6 < 1 || v6 > 128 {
+		panic(fmt.Sprintf("ratelimit: %s: IPv6Prefix %d must be 1 to 128", fn, v6))
+	}
+	return peerKey(fn, v4, v6, parseNAT64(fn, cfg.NAT64Prefixes))
 }
 
 // clientIPPlan is a validated ClientIPConfig.

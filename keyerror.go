@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/sluicehq/ratelimit/internal/problem"
@@ -32,36 +31,14 @@ func (p KeyErrorPolicy) rejectStatus() int {
 	return p.Status
 }
 
-// OnKeyError sets the key-error policy of every rule of the Limiter; a 400
-// unless set. It panics on a Status that is not 0 or a 4xx or 5xx, and on
-// a Status with Shared.
-func OnKeyError(p KeyErrorPolicy) Option {
-	if p.Status != 0 && (p.Status < 400 || p.Status > 599) {
-		panic(fmt.Sprintf("ratelimit: OnKeyError: Status %d: use a 4xx or 5xx status", p.Status))
-	}
-	if p.Shared && p.Status != 0 {
-		panic(fmt.Sprintf("ratelimit: OnKeyError: Status %d with Shared: a shared bucket rejects no request", p.Status))
-	}
-	return func(c *config) { c.onKeyError = p }
-}
-
-// writeKeyProblem answers a request that ru's key function failed on.
-func writeKeyProblem(w http.ResponseWriter, ru *rule, err error) {
-	body := ru.keyProblem
-	if b := keyProblemDetail(ru.onKeyError.rejectStatus(), err); b != nil {
+// writeKeyProblem answers with status a request whose key function failed
+// with err: body, unless err carries a detail of its own.
+func writeKeyProblem(w http.ResponseWriter, status int, body []byte, err error) {
+	if b := keyProblemDetail(status, err); b != nil {
 		body = b
 	}
-	problem.WriteBody(w, ru.onKeyError.rejectStatus(), body)
+	problem.WriteBody(w, status, body)
 }
-
-// keyError is a key function's error with a detail for the problem body.
-type keyError struct {
-	err    error
-	detail string
-}
-
-func (e *keyError) Error() string { return e.err.Error() + ": " + e.detail }
-func (e *keyError) Unwrap() error { return e.err }
 
 // keyProblemDetail returns the problem body for a key error that carries a
 // detail of its own, or nil.

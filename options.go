@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/fieldval"
 )
 
 // Option configures a Limiter or the middleware New returns.
@@ -66,7 +68,7 @@ func WithClock(clock Clock) Option {
 // so two middlewares sharing a store need different names. Names are 1–64
 // characters of letters, digits and "-_.:/".
 func WithName(name string) Option {
-	if !validPolicyName(name) {
+	if !fieldval.ValidName(name) {
 		panic(fmt.Sprintf("ratelimit: WithName(%q): use 1-64 letters, digits or -_.:/", name))
 	}
 	return func(c *config) { c.name = name; c.ruleOpts = append(c.ruleOpts, "WithName") }
@@ -139,6 +141,19 @@ func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error))
 		panic("ratelimit: WithErrorHandler(nil)")
 	}
 	return func(c *config) { c.onError = f }
+}
+
+// OnKeyError sets the key-error policy of every rule of the Limiter; a 400
+// unless set. It panics on a Status that is not 0 or a 4xx or 5xx, and on
+// a Status with Shared.
+func OnKeyError(p KeyErrorPolicy) Option {
+	if p.Status != 0 && (p.Status < 400 || p.Status > 599) {
+		panic(fmt.Sprintf("ratelimit: OnKeyError: Status %d: use a 4xx or 5xx status", p.Status))
+	}
+	if p.Shared && p.Status != 0 {
+		panic(fmt.Sprintf("ratelimit: OnKeyError: Status %d with Shared: a shared bucket rejects no request", p.Status))
+	}
+	return func(c *config) { c.onKeyError = p }
 }
 
 // WithTimeout bounds each call to the store: a slow or hung store adds at

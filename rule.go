@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/adaptive"
+	"github.com/sluicehq/ratelimit/internal/fieldval"
 	"github.com/sluicehq/ratelimit/internal/problem"
 )
 
@@ -125,7 +126,7 @@ func compileRule(r Rule, c config) *rule {
 	if r.Name == "" {
 		r.Name = defaultName(r)
 	}
-	if !validPolicyName(r.Name) {
+	if !fieldval.ValidName(r.Name) {
 		panic(fmt.Sprintf("ratelimit: rule name %q: use 1-64 letters, digits or -_.:/", r.Name))
 	}
 	if r.Store == nil {
@@ -211,7 +212,7 @@ func defaultName(r Rule) string {
 	}
 	name := []byte(b.String())
 	for i, ch := range name { // a KeyKind set by the user may hold anything
-		if !validPolicyName(string(ch)) {
+		if !fieldval.ValidName(string(ch)) {
 			name[i] = '_'
 		}
 	}

@@ -191,7 +191,7 @@ func (v *Verdict) write(w http.ResponseWriter) {
 	case verdictCostExceeded:
 		problem.WriteBody(w, http.StatusTooManyRequests, problem.CostExceeded(v.top.Name, v.cost, v.limit.Capacity()))
 	case verdictKeyError:
-		writeKeyProblem(w, v.top, v.err)
+		writeKeyProblem(w, v.top.onKeyError.rejectStatus(), v.top.keyProblem, v.err)
 	case verdictFailedClosed:
 		if l.onError != nil {
 			l.onError(w, v.r, v.err)
