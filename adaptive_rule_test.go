@@ -265,14 +265,14 @@ func TestAdaptiveDoneTwiceReleasesOnce(t *testing.T) {
 }
 
 // TestAdaptiveKeyErrorPolicy: a request without a key is rejected by
-// default, and shares the overflow controller with SharedBucketOnKeyError.
+// default, and shares the overflow controller with KeyErrorPolicy.Shared.
 func TestAdaptiveKeyErrorPolicy(t *testing.T) {
 	rules := []ratelimit.Rule{{Name: "inflight", Key: ratelimit.ByHeader("X-Client"), Adaptive: &adaptive.Config{}}}
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	if res := ratelimittest.Do(ratelimit.NewRules(rules)(next), ratelimittest.NewRequest("GET", "/", "")); res.Code != 400 {
 		t.Fatalf("keyless request: %d, want 400", res.Code)
 	}
-	lim := ratelimit.NewRulesLimiter(rules, ratelimit.OnKeyError(ratelimit.SharedBucketOnKeyError()))
+	lim := ratelimit.NewRulesLimiter(rules, ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Shared: true}))
 	if res := ratelimittest.Do(lim.Handler(next), ratelimittest.NewRequest("GET", "/", "")); res.Code != 200 {
 		t.Fatalf("keyless request with a shared bucket: %d, want 200", res.Code)
 	}

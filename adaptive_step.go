@@ -42,7 +42,7 @@ func (l *Limiter) enterAdaptive(r *http.Request, ru *rule) (h adaptiveHeld, stop
 	case ru.Shadow:
 		l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
 		return h, stop
-	case !ru.onKeyError.shared:
+	case !ru.onKeyError.Shared:
 		l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
 		return h, adaptiveStop{kind: verdictKeyError, ru: ru, err: err}
 	default:

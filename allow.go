@@ -31,8 +31,8 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 //   - wrapping ErrStoreUnavailable (and the store's error, such as
 //     context.DeadlineExceeded when the budget ran out, or breaker.ErrOpen):
 //     a store failed and no fallback decided. The Result then carries the
-//     failure policy's answer: Allowed under FailOpen (unless another rule
-//     denied), not Allowed under FailClosed.
+//     failure policy's answer: Allowed under fail open (unless another rule
+//     denied), not Allowed under fail closed.
 //   - wrapping ErrInvalidRequest, never ErrStoreUnavailable: n is negative
 //     or above a rule's capacity (such a request could never be admitted),
 //     no enforced rule can decide without a request, or a store rejected

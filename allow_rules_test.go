@@ -11,15 +11,16 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/tiers"
 )
 
 // TestAllowWithOnlyRequestRulesIsInvalid: Allow on a limiter whose every
-// rule needs a request (here a Tiers rule) returns ErrInvalidRequest
+// rule needs a request (here a tiers.Rules rule) returns ErrInvalidRequest
 // instead of panicking, and admits nothing.
 func TestAllowWithOnlyRequestRulesIsInvalid(t *testing.T) {
-	l := ratelimit.NewRulesLimiter(ratelimit.Tiers("api", ratelimit.ByIP(),
+	l := ratelimit.NewRulesLimiter(tiers.Rules("api", ratelimit.ByIP(),
 		func(*http.Request) (string, bool) { return "free", true },
-		map[string]ratelimit.Plan{"free": {Rate: ratelimit.PerMinute(10)}}))
+		map[string]tiers.Plan{"free": {Rate: ratelimit.PerMinute(10)}}))
 	defer func() {
 		if p := recover(); p != nil {
 			t.Errorf("Allow panicked: %v", p)

@@ -80,14 +80,14 @@ func add(rvs []ruleVerdict, ru *rule, req Request) []ruleVerdict {
 
 // groupScratch holds the contiguous slices one TakeAll call needs.
 type groupScratch struct {
-	reqs [MaxRules]Request
-	res  [MaxRules]Result
+	reqs [maxRules]Request
+	res  [maxRules]Result
 }
 
 // batch holds a decision's rules when there are several. Batches are
 // pooled: the multi-rule path allocates only what it must keep.
 type batch struct {
-	rvs     [MaxRules]ruleVerdict
+	rvs     [maxRules]ruleVerdict
 	scratch groupScratch
 }
 

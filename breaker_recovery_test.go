@@ -62,8 +62,7 @@ func TestBreakerOpenAtReleaseLeaksNoSlot(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	st := &switchStore{Store: memory.New(memory.WithClock(clock))}
 	br := breaker.New(st, breaker.Config{Failures: 1, Cooldown: time.Second, Clock: clock})
-	l := ratelimit.NewLimiter(ratelimit.Limit{Rate: 1, Period: time.Minute}, ratelimit.ByIP(),
-		ratelimit.WithAlgorithm(ratelimit.Concurrency), ratelimit.WithStore(br), ratelimit.WithClock(clock))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: 1, Period: time.Minute}, Key: ratelimit.ByIP(), Algorithm: ratelimit.Concurrency}}, ratelimit.WithStore(br), ratelimit.WithClock(clock))
 	done, ok := l.Admit(httptest.NewRecorder(), ratelimittest.NewRequest("GET", "/", ""))
 	if !ok {
 		t.Fatal("first request denied")

@@ -24,9 +24,9 @@ type localFailing struct{ ratelimittest.FailingStore }
 func (localFailing) Local() bool { return true }
 
 // TestStoreErrorIsReportedWhenAnotherRuleDenies: a rule whose store failed
-// (FailOpen) and another rule that denies: the request is denied and the
+// (fail open) and another rule that denies: the request is denied and the
 // error still wraps ErrStoreUnavailable, from AllowN and from Check, as
-// AllowN's contract says ("Allowed under FailOpen (unless another rule
+// AllowN's contract says ("Allowed under fail open (unless another rule
 // denied)") and as with the rule alone.
 func TestStoreErrorIsReportedWhenAnotherRuleDenies(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
@@ -54,7 +54,7 @@ func TestStoreErrorIsReportedWhenAnotherRuleDenies(t *testing.T) {
 }
 
 // TestRulesThatDecidedAreObservedWhenAnotherFailsClosed: when a rule's
-// store failure stops the request (FailClosed), each rule that its store
+// store failure stops the request (fail closed), each rule that its store
 // had already decided still reports its decision: one event per rule, as
 // when another rule denies.
 func TestRulesThatDecidedAreObservedWhenAnotherFailsClosed(t *testing.T) {
@@ -63,7 +63,7 @@ func TestRulesThatDecidedAreObservedWhenAnotherFailsClosed(t *testing.T) {
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 		{Name: "local", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: memory.New(memory.WithClock(clock))},
 		{Name: "remote", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(),
-			Store: ratelimittest.FailingStore{Err: errors.New("down")}, OnStoreError: ratelimit.FailClosed(503)},
+			Store: ratelimittest.FailingStore{Err: errors.New("down")}, OnStoreError: ratelimit.FailurePolicy{Status: 503}},
 	}, ratelimit.WithClock(clock), ratelimit.WithObserver(ev))
 	for _, call := range []struct {
 		name  string
@@ -95,10 +95,7 @@ func TestRulesThatDecidedAreObservedWhenAnotherFailsClosed(t *testing.T) {
 // synctest bubble an unbounded wait is a deadlock, reported as a failure.)
 func TestFallbackStoreCallIsBoundedByTheTimeBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := ratelimit.NewLimiter(ratelimit.PerMinute(10), ratelimit.Global(),
-			ratelimit.WithStore(ratelimittest.FailingStore{Err: errors.New("down")}),
-			ratelimit.WithFailurePolicy(ratelimit.FallbackTo(hangingStore{})),
-			ratelimit.WithTimeout(50*time.Millisecond))
+		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), OnStoreError: ratelimit.FailurePolicy{Fallback: hangingStore{}}}}, ratelimit.WithStore(ratelimittest.FailingStore{Err: errors.New("down")}), ratelimit.WithTimeout(50*time.Millisecond))
 		start := time.Now()
 		res, err := l.Allow(context.Background(), "k")
 		if took := time.Since(start); took != 50*time.Millisecond {
@@ -119,7 +116,7 @@ func TestFallbackRejectingTheRequestIsAStoreFailureOnly(t *testing.T) {
 	for _, n := range []int{1, 2} {
 		rules := []ratelimit.Rule{{Name: "a", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(),
 			Store:        ratelimittest.FailingStore{Err: down},
-			OnStoreError: ratelimit.FallbackTo(ratelimittest.FailingStore{Err: fmt.Errorf("odd limit: %w", ratelimit.ErrInvalidRequest)})}}
+			OnStoreError: ratelimit.FailurePolicy{Fallback: ratelimittest.FailingStore{Err: fmt.Errorf("odd limit: %w", ratelimit.ErrInvalidRequest)}}}}
 		if n == 2 {
 			rules = append(rules, ratelimit.Rule{Name: "b", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global()})
 		}
@@ -153,7 +150,7 @@ func (ctxStore) Take(ctx context.Context, _ ratelimit.Request) (ratelimit.Result
 }
 
 // TestCompensationOutlivesTheRequestContext: a client that goes away while
-// the second store is asked stops the request (FailClosed); the units the
+// the second store is asked stops the request (fail closed); the units the
 // first store granted are given back on a context that is not cancelled,
 // so the key keeps its full capacity.
 func TestCompensationOutlivesTheRequestContext(t *testing.T) {
@@ -161,7 +158,7 @@ func TestCompensationOutlivesTheRequestContext(t *testing.T) {
 	first := ctxCheckingStore{memory.New(memory.WithClock(clock))}
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 		{Name: "first", Limit: ratelimit.PerMinute(2), Key: ratelimit.Global(), Store: first},
-		{Name: "second", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: ctxStore{}, OnStoreError: ratelimit.FailClosed(503)},
+		{Name: "second", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: ctxStore{}, OnStoreError: ratelimit.FailurePolicy{Status: 503}},
 	}, ratelimit.WithClock(clock))
 	for i := range 3 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -217,9 +214,9 @@ func TestOneEventPerRulePerDecisionUnderFailures(t *testing.T) {
 	})
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 		{Name: "open", Limit: ratelimit.PerMinute(50), Key: ratelimit.Global(), Store: one},
-		{Name: "closed", Limit: ratelimit.PerMinute(40), Key: ratelimit.Global(), Store: two, OnStoreError: ratelimit.FailClosed(503)},
+		{Name: "closed", Limit: ratelimit.PerMinute(40), Key: ratelimit.Global(), Store: two, OnStoreError: ratelimit.FailurePolicy{Status: 503}},
 		{Name: "fallback", Limit: ratelimit.PerMinute(30), Key: ratelimit.Global(), Store: two,
-			OnStoreError: ratelimit.FallbackTo(memory.New(memory.WithClock(clock)))},
+			OnStoreError: ratelimit.FailurePolicy{Fallback: memory.New(memory.WithClock(clock))}},
 	}, ratelimit.WithClock(clock), ratelimit.WithObserver(obs))
 	var wg sync.WaitGroup
 	for range 8 {

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 
@@ -12,11 +13,11 @@ const (
 	maxMaxMembers     = 1024
 )
 
-// ClientIPSource selects the one header a client IP key function reads.
-// Exactly one source is read per key function: when a request carries several
-// (X-Forwarded-For and Forwarded, say), the others are ignored, never
-// consulted as a fallback, so that a client cannot pick the header that suits
-// it.
+// ClientIPSource selects where a client IP key function reads the client's
+// address: the one header it reads, or none (SourcePeer). Exactly one source
+// is read per key function: when a request carries several (X-Forwarded-For
+// and Forwarded, say), the others are ignored, never consulted as a
+// fallback, so that a client cannot pick the header that suits it.
 type ClientIPSource uint8
 
 const (
@@ -35,12 +36,20 @@ const (
 	// CF-Connecting-IP (Cloudflare), True-Client-IP (Akamai, Cloudflare
 	// Enterprise), Fastly-Client-IP.
 	SourceHeader
+
+	// SourcePeer reads no header: the client is the connecting peer
+	// (RemoteAddr), as with ByIP, for a server that clients reach directly;
+	// it groups addresses by IPv4Prefix and IPv6Prefix and translates
+	// NAT64Prefixes. TrustedProxies, Header, Hops and MaxMembers must be
+	// unset.
+	SourcePeer
 )
 
-// ClientIPConfig configures a key function for the client address behind
-// proxies: its KeyFunc method is the general form of ByClientIP, and the
-// one for a single-address header set by your edge (Source: SourceHeader)
-// or a fixed chain of proxies (Hops):
+// ClientIPConfig configures a key function for the client address: its
+// KeyFunc method is the general form of ByIP and ByClientIP, and the one for
+// a single-address header set by your edge (Source: SourceHeader), a fixed
+// chain of proxies (Hops), or the connecting peer grouped by another prefix
+// or behind a NAT64 translator (Source: SourcePeer):
 //
 //	// Behind Cloudflare, which overwrites CF-Connecting-IP:
 //	ratelimit.ClientIPConfig{
@@ -48,6 +57,9 @@ const (
 //		Header:         "CF-Connecting-IP",
 //		TrustedProxies: cloudflareRanges,
 //	}.KeyFunc()
+//
+//	// Clients connecting directly, each customer site (/56) one client:
+//	ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, IPv6Prefix: 56}.KeyFunc()
 //
 // # Trust model
 //
@@ -112,11 +124,13 @@ type ClientIPConfig struct {
 	// your CDN's published ranges), as narrowly as you can: every address
 	// listed here is an address whose X-Forwarded-For claims are believed.
 	//
-	// Required, except with Hops. Invalid entries panic: unparsable ones,
-	// prefixes with host bits set ("10.0.0.1/8"), zones, and /0.
+	// Required, except with Hops, and not allowed with SourcePeer. Invalid
+	// entries panic: unparsable ones, prefixes with host bits set
+	// ("10.0.0.1/8"), zones, and /0.
 	TrustedProxies []string
 
-	// Source is the one header read; SourceXForwardedFor by default.
+	// Source is the one header read, or SourcePeer for none;
+	// SourceXForwardedFor by default.
 	Source ClientIPSource
 
 	// Header is the name of the header. Required with SourceHeader
@@ -144,17 +158,26 @@ type ClientIPConfig struct {
 	// chains have a handful.
 	MaxMembers int
 
-	// IPv4Prefix and IPv6Prefix group client addresses by prefix, as
-	// ByIPPrefix does for the peer: 0 means 32 and 64 (see "Key format" at
-	// ByIP).
+	// IPv4Prefix and IPv6Prefix group client addresses by prefix: the first
+	// IPv4Prefix bits of an IPv4 address (1 to 32) and the first IPv6Prefix
+	// bits of an IPv6 address (1 to 128, such as 128 to key every IPv6
+	// address separately, 56 or 48 to group whole customer sites). 0 means
+	// 32 and 64, as ByIP and ByClientIP (see "Key format" at ByIP).
 	IPv4Prefix, IPv6Prefix int
 
-	// NAT64Prefixes names network-specific IPv4/IPv6 translation prefixes
-	// whose addresses are keyed by the IPv4 address they embed, whether the
-	// address is the client's or an untrusted peer's, as
-	// PeerIPConfig.NAT64Prefixes does. The well-known prefix 64:ff9b::/96 is
-	// always translated. Which proxies are trusted is decided on the address
-	// as it arrives, never on the IPv4 address it embeds.
+	// NAT64Prefixes names the network-specific IPv4/IPv6 translation
+	// prefixes (RFC 6052) of the translators in front of the server, such
+	// as "2001:db8:64::/96" or "64:ff9b:1::/96" (a local-use prefix, RFC
+	// 8215). An address in one of them, the client's or an untrusted
+	// peer's, stands for an IPv4 client and is keyed by the IPv4 address it
+	// embeds, with IPv4Prefix. The well-known prefix 64:ff9b::/96 is always
+	// translated and need not be named. Which proxies are trusted is decided
+	// on the address as it arrives, never on the IPv4 address it embeds.
+	//
+	// Each must be an IPv6 prefix of 32, 40, 48, 56, 64 or 96 bits (the
+	// lengths RFC 6052 defines) without host bits, and none may overlap
+	// another or the well-known prefix; at most 16. KeyFunc panics
+	// otherwise.
 	NAT64Prefixes []string
 }
 
@@ -167,7 +190,8 @@ const (
 )
 
 // KeyFunc returns a KeyFunc for the client address that cfg's proxies
-// report. This is a security boundary: the key decides whose budget a
+// report, or with SourcePeer for the connecting peer's (as ByIP, grouped
+// and translated as cfg says). This is a security boundary: the key decides whose budget a
 // request spends, and a client that can choose its key can spend another
 // client's budget or escape its own. Read the trust model at ClientIPConfig
 // before using it; in short:
@@ -211,6 +235,22 @@ func ByClientIP(trustedProxies ...string) KeyFunc {
 	return ClientIPConfig{TrustedProxies: trustedProxies}.keyFunc("ByClientIP")
 }
 
+// peerKeyFunc is the KeyFunc of a SourcePeer cfg, panicking with fn's name
+// on an invalid one.
+func (cfg ClientIPConfig) peerKeyFunc(fn string) KeyFunc {
+	if len(cfg.TrustedProxies) > 0 || cfg.Header != "" || cfg.Hops != 0 || cfg.MaxMembers != 0 {
+		panic(fmt.Sprintf("ratelimit: %s: SourcePeer reads no header: TrustedProxies, Header, Hops and MaxMembers must be unset", fn))
+	}
+	v4, v6 := cmp.Or(cfg.IPv4Prefix, defaultIPv4Prefix), cmp.Or(cfg.IPv6Prefix, defaultIPv6Prefix)
+	if v4 < 1 || v4 > 32 {
+		panic(fmt.Sprintf("ratelimit: %s: IPv4Prefix %d must be 1 to 32", fn, v4))
+	}
+	if v6 < 1 || v6 > 128 {
+		panic(fmt.Sprintf("ratelimit: %s: IPv6Prefix %d must be 1 to 128", fn, v6))
+	}
+	return peerKey(fn, v4, v6, parseNAT64(fn, cfg.NAT64Prefixes))
+}
+
 // clientIPPlan is a validated ClientIPConfig.
 type clientIPPlan struct {
 	trusted                  clientip.Set
@@ -223,6 +263,9 @@ type clientIPPlan struct {
 
 // keyFunc validates cfg, panicking with fn's name, and returns its KeyFunc.
 func (cfg ClientIPConfig) keyFunc(fn string) KeyFunc {
+	if cfg.Source == SourcePeer {
+		return cfg.peerKeyFunc(fn)
+	}
 	fail := func(format string, args ...any) {
 		panic(fmt.Sprintf("ratelimit: %s: ", fn) + fmt.Sprintf(format, args...))
 	}

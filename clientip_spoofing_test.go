@@ -103,7 +103,7 @@ func TestIPv4MappedClientsKeepTheirOwnKeyInEveryNotation(t *testing.T) {
 		keyCase{"IPv6 ending in a dotted quad", "[2001:db8:1:2::192.0.2.1]:1", nil, "2001:db8:1:2::/64"},
 		keyCase{"the same address in hex", "[2001:db8:1:2::c000:201]:1", nil, "2001:db8:1:2::/64"},
 	))
-	runKeyCases(t, ratelimit.ByIPPrefix(32, 56), append(mapped,
+	runKeyCases(t, ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, IPv4Prefix: 32, IPv6Prefix: 56}.KeyFunc(), append(mapped,
 		keyCase{"IPv6 ending in a dotted quad", "[2001:db8:1:2::192.0.2.1]:1", nil, "2001:db8:1::/56"},
 	))
 	runKeyCases(t, ratelimit.ByClientIP("10.0.0.0/8"), []keyCase{

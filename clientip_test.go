@@ -83,11 +83,11 @@ func TestByIP(t *testing.T) {
 		{"leading zero", "192.0.2.01:80", nil, ""},
 		{"bad port", "192.0.2.1:x", nil, ""},
 	})
-	runKeyCases(t, ratelimit.ByIPPrefix(24, 128), []keyCase{
+	runKeyCases(t, ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, IPv4Prefix: 24, IPv6Prefix: 128}.KeyFunc(), []keyCase{
 		{"ipv4 /24", "192.0.2.77:1", nil, "192.0.2.0/24"},
 		{"ipv6 /128", "[2001:db8::1%eth0]:1", nil, "2001:db8::1"},
 	})
-	runKeyCases(t, ratelimit.ByIPPrefix(32, 48), []keyCase{
+	runKeyCases(t, ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, IPv4Prefix: 32, IPv6Prefix: 48}.KeyFunc(), []keyCase{
 		{"ipv6 /48", "[2001:db8:1:2::1]:1", nil, "2001:db8:1::/48"},
 	})
 }
@@ -107,10 +107,10 @@ func TestByIPKeysNAT64ClientsByTheirIPv4Address(t *testing.T) {
 		{"local-use, not named", "[64:ff9b:1::198.51.100.7]:1", nil, "64:ff9b:1::/64"},
 		{"network-specific, not named", "[2001:db8:64::198.51.100.7]:1", nil, "2001:db8:64::/64"},
 	})
-	runKeyCases(t, ratelimit.ByIPPrefix(24, 64), []keyCase{
+	runKeyCases(t, ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, IPv4Prefix: 24, IPv6Prefix: 64}.KeyFunc(), []keyCase{
 		{"well-known /24", "[64:ff9b::198.51.100.7]:1", nil, "198.51.100.0/24"},
 	})
-	runKeyCases(t, ratelimit.PeerIPConfig{NAT64Prefixes: []string{"2001:db8:64::/96", "64:ff9b:1::/64"}}.KeyFunc(), []keyCase{
+	runKeyCases(t, ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, NAT64Prefixes: []string{"2001:db8:64::/96", "64:ff9b:1::/64"}}.KeyFunc(), []keyCase{
 		{"network-specific /96", "[2001:db8:64::198.51.100.7]:1", nil, "198.51.100.7"},
 		{"local-use /64", "[64:ff9b:1:0:c6:3364:700:0]:1", nil, "198.51.100.7"},
 		{"well-known still", "[64:ff9b::198.51.100.9]:1", nil, "198.51.100.9"},
@@ -156,10 +156,16 @@ func TestNAT64PrefixesPanicAtStartUp(t *testing.T) {
 		f    func()
 		want string
 	}{
-		{"peer length", func() { ratelimit.PeerIPConfig{NAT64Prefixes: []string{"2001:db8::/72"}}.KeyFunc() }, "ratelimit: PeerIPConfig.KeyFunc: NAT64Prefixes"},
-		{"peer ipv4", func() { ratelimit.PeerIPConfig{NAT64Prefixes: []string{"10.0.0.0/8"}}.KeyFunc() }, "not an IPv6 prefix"},
-		{"peer overlap", func() { ratelimit.PeerIPConfig{NAT64Prefixes: []string{"64:ff9b::/32"}}.KeyFunc() }, "overlaps the well-known prefix"},
-		{"peer v4 prefix", func() { ratelimit.PeerIPConfig{IPv4Prefix: 33}.KeyFunc() }, "ratelimit: PeerIPConfig.KeyFunc: IPv4Prefix 33"},
+		{"peer length", func() {
+			ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, NAT64Prefixes: []string{"2001:db8::/72"}}.KeyFunc()
+		}, "ratelimit: ClientIPConfig.KeyFunc: NAT64Prefixes"},
+		{"peer ipv4", func() {
+			ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, NAT64Prefixes: []string{"10.0.0.0/8"}}.KeyFunc()
+		}, "not an IPv6 prefix"},
+		{"peer overlap", func() {
+			ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, NAT64Prefixes: []string{"64:ff9b::/32"}}.KeyFunc()
+		}, "overlaps the well-known prefix"},
+		{"peer v4 prefix", func() { ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, IPv4Prefix: 33}.KeyFunc() }, "ratelimit: ClientIPConfig.KeyFunc: IPv4Prefix 33"},
 		{"client host bits", func() {
 			ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, NAT64Prefixes: []string{"2001:db8::1/96"}}.KeyFunc()
 		}, "ratelimit: ClientIPConfig.KeyFunc: NAT64Prefixes"},
@@ -375,10 +381,13 @@ func TestClientIPConfigPanics(t *testing.T) {
 		{"format mismatch 2", func() {
 			ratelimit.ClientIPConfig{TrustedProxies: []string{"10.0.0.1"}, Source: ratelimit.SourceForwarded, Header: "x-forwarded-for"}.KeyFunc()
 		}, "does not have the format of Forwarded"},
-		{"ByIPPrefix v6 zero", func() { ratelimit.ByIPPrefix(32, 0) }, "ratelimit: ByIPPrefix: ipv6Bits 0"},
-		{"ByIPPrefix v6 big", func() { ratelimit.ByIPPrefix(32, 129) }, "ratelimit: ByIPPrefix: ipv6Bits 129"},
-		{"ByIPPrefix v4 big", func() { ratelimit.ByIPPrefix(33, 64) }, "ratelimit: ByIPPrefix: ipv4Bits 33"},
-		{"ByIPPrefix v4 zero", func() { ratelimit.ByIPPrefix(0, 64) }, "ratelimit: ByIPPrefix: ipv4Bits 0"},
+		{"peer v6 prefix", func() { ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, IPv6Prefix: 129}.KeyFunc() }, "ratelimit: ClientIPConfig.KeyFunc: IPv6Prefix 129"},
+		{"peer negative v4 prefix", func() { ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, IPv4Prefix: -1}.KeyFunc() }, "ratelimit: ClientIPConfig.KeyFunc: IPv4Prefix -1"},
+		{"peer with trusted proxies", func() {
+			ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, TrustedProxies: []string{"10.0.0.0/8"}}.KeyFunc()
+		}, "ratelimit: ClientIPConfig.KeyFunc: SourcePeer reads no header"},
+		{"peer with a header", func() { ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, Header: "X-Real-IP"}.KeyFunc() }, "SourcePeer reads no header"},
+		{"peer with hops", func() { ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, Hops: 1}.KeyFunc() }, "SourcePeer reads no header"},
 	}
 	for _, tt := range tests {
 		got := kfPanics(tt.f)

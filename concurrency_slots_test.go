@@ -16,9 +16,7 @@ import (
 )
 
 func concurrencyLimiter(clock *ratelimittest.Clock, inFlight int) *ratelimit.Limiter {
-	return ratelimit.NewLimiter(ratelimit.Limit{Rate: inFlight, Period: time.Minute}, ratelimit.Global(),
-		ratelimit.WithAlgorithm(ratelimit.Concurrency), ratelimit.WithClock(clock),
-		ratelimit.WithStore(memory.New(memory.WithClock(clock))))
+	return ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: inFlight, Period: time.Minute}, Key: ratelimit.Global(), Algorithm: ratelimit.Concurrency}}, ratelimit.WithClock(clock), ratelimit.WithStore(memory.New(memory.WithClock(clock))))
 }
 
 func admit(l *ratelimit.Limiter) (func(), bool) {
@@ -107,7 +105,7 @@ func TestLateReleaseFreesNoOtherSlotMultiRule(t *testing.T) {
 }
 
 // TestFallbackSlotReleasedInFallbackStore: with the primary store down and
-// FallbackTo, a Concurrency slot taken in the fallback store is released
+// a Fallback, a Concurrency slot taken in the fallback store is released
 // there, not against the failing primary (where it leaked).
 func TestFallbackSlotReleasedInFallbackStore(t *testing.T) {
 	var releaseErrs atomic.Int32
@@ -116,11 +114,7 @@ func TestFallbackSlotReleasedInFallbackStore(t *testing.T) {
 			releaseErrs.Add(1)
 		}
 	})
-	h := ratelimit.New(ratelimit.Limit{Rate: 2, Period: time.Minute}, ratelimit.ByIP(),
-		ratelimit.WithAlgorithm(ratelimit.Concurrency),
-		ratelimit.WithStore(ratelimittest.FailingStore{Err: errStoreDown}),
-		ratelimit.WithFailurePolicy(ratelimit.FallbackTo(memory.New())),
-		ratelimit.WithObserver(obs))(http.NotFoundHandler())
+	h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: 2, Period: time.Minute}, Key: ratelimit.ByIP(), Algorithm: ratelimit.Concurrency, OnStoreError: ratelimit.FailurePolicy{Fallback: memory.New()}}}, ratelimit.WithStore(ratelimittest.FailingStore{Err: errStoreDown}), ratelimit.WithObserver(obs))(http.NotFoundHandler())
 	for i := 1; i <= 4; i++ { // sequential: at most one in flight
 		if code, _, _ := serve(h, ratelimittest.NewRequest("GET", "/", "")); code != http.StatusNotFound {
 			t.Fatalf("request %d: %d with nothing in flight (release errors: %d)", i, code, releaseErrs.Load())

@@ -41,7 +41,7 @@ func TestCostAboveCapacityIsNeverAdmitted(t *testing.T) {
 			if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
 				t.Fatalf("body %q: %v", resp.Body, err)
 			}
-			if body.Type != ratelimit.ProblemType || !strings.Contains(body.Detail, "costs 11") || !strings.Contains(body.Detail, "at most 10") || len(body.Violated) != 1 || body.Violated[0] != "cost" {
+			if body.Type != "https://iana.org/assignments/http-problem-types#quota-exceeded" || !strings.Contains(body.Detail, "costs 11") || !strings.Contains(body.Detail, "at most 10") || len(body.Violated) != 1 || body.Violated[0] != "cost" {
 				t.Fatalf("body %+v", body)
 			}
 			if got := rec.outcomes(); got != "cost:cost_exceeded" {

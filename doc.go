@@ -53,7 +53,7 @@
 // do not stack that way: each counts a request as it passes, so one the
 // inner limiter denies has been counted by the outer one; make a route's
 // limit a rule of the same limiter (a LimitFunc that exempts other routes)
-// when that matters. Tiers builds the rules of a tiered
+// when that matters. Package tiers builds the rules of a tiered
 // API from a plan per tenant. A Rule can run in Shadow mode, reporting to an
 // Observer without ever denying.
 //
@@ -77,8 +77,8 @@
 // # When the store fails
 //
 // A store error is never a denial unless you choose it. Each rule has a
-// FailurePolicy: FailOpen (the default), FailClosed(429 or 503), or
-// FallbackTo a local store. WithTimeout bounds every store call, and
+// FailurePolicy: fail open (the default), fail closed with a Status of 429
+// or 503, or check a Fallback store, a local one. WithTimeout bounds every store call, and
 // breaker.New (package github.com/sluicehq/ratelimit/breaker) stops calling a
 // store that keeps failing and probes it back.
 //

@@ -21,6 +21,14 @@ var (
 	// ErrStoreUnavailable is wrapped by errors reported for a store that failed;
 	// errors.Is(err, ErrStoreUnavailable) tells store failures from bad requests.
 	ErrStoreUnavailable = errors.New("ratelimit: store unavailable")
+
+	// ErrUnknownRule is wrapped by Peek and Reset when the limiter has no
+	// rule of the given name.
+	ErrUnknownRule = errors.New("ratelimit: unknown rule")
+
+	// ErrResetUnsupported is wrapped by Reset when the rule's store does not
+	// implement Resetter.
+	ErrResetUnsupported = errors.New("ratelimit: store cannot reset keys")
 )
 
 // ruleError wraps the error a store returned for rule: with

@@ -72,26 +72,3 @@ func ExampleLimiter_Allow() {
 	// locked out; retry in 12m0s
 	// remaining: 1
 }
-
-func ExampleTiers() {
-	plans := map[string]ratelimit.Plan{
-		"free":       {Rate: ratelimit.PerMinute(60), Quota: ratelimit.Daily(1_000, nil), Concurrency: 2},
-		"enterprise": {Rate: ratelimit.PerMinute(6_000).WithBurst(500), Concurrency: 50},
-	}
-	tierOf := map[string]string{"acme": "enterprise", "bob": "free"}
-	tenant := ratelimit.ByHeader("X-Tenant")
-	resolve := func(r *http.Request) (string, bool) {
-		tier, ok := tierOf[r.Header.Get("X-Tenant")]
-		return tier, ok
-	}
-	h := ratelimit.NewRules(ratelimit.Tiers("plan", tenant, resolve, plans))(http.NotFoundHandler())
-
-	for _, t := range []string{"acme", "bob", "mallory"} {
-		resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "", "X-Tenant", t))
-		fmt.Println(t, resp.Code, resp.Header.Get("RateLimit-Policy"))
-	}
-	// Output:
-	// acme 404 "plan-rate";q=500;w=5, "plan-concurrency";q=50;qu="concurrent-requests"
-	// bob 404 "plan-rate";q=60;w=60, "plan-quota";q=1000;w=86400, "plan-concurrency";q=2;qu="concurrent-requests"
-	// mallory 400
-}

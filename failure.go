@@ -1,28 +1,53 @@
 package ratelimit
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/sluicehq/ratelimit/internal/problem"
 )
 
 // FailurePolicy is what a rule does when its store cannot decide: Redis is
 // down, slow past the time budget, or the circuit breaker is open. The zero
-// value is FailOpen().
+// value fails open.
 //
-//	policy              the request                 guarantees
-//	FailOpen            passes, without fields      availability; no limit during the outage
-//	FailClosed(status)  gets status (429 or 503)    the limit is never exceeded; availability is lost
-//	FallbackTo(store)   is checked against store    a limit always applies (a local one, per instance)
+//	policy                              the request                 guarantees
+//	FailurePolicy{}                     passes, without fields      availability; no limit during the outage
+//	FailurePolicy{Status: 503}          gets Status (429 or 503)    the limit is never exceeded; availability is lost
+//	FailurePolicy{Fallback: store}      is checked against store    a limit always applies (a local one, per instance)
 //
 // A store error never becomes a 429 unless the rule fails closed with 429.
+// NewRules panics on a policy with a Status other than 429 or 503, with
+// both Status and Fallback, or with Instances and no Fallback.
 type FailurePolicy struct {
-	mode      failMode
-	status    int
-	fallback  Store
-	instances int // the fallback's share of the limit: 1/instances
+	// Status, if set, fails closed: the request is answered with Status,
+	// http.StatusTooManyRequests or http.StatusServiceUnavailable, and an
+	// RFC 9457 body (or WithErrorHandler's response).
+	Status int
+
+	// Fallback, if set, checks requests against this store while the rule's
+	// own store fails, typically a memory store with the fleet limit
+	// divided among instances (see Instances). If the fallback fails too,
+	// the request passes.
+	Fallback Store
+
+	// Instances, when above 1, makes the Fallback apply the rule's limit
+	// divided among that many instances: with a fleet limit of 1,000 a
+	// minute and 8 instances, each falls back to 125 a minute (at least 1),
+	// so the fleet as a whole stays near its limit during an outage. It
+	// works with limits chosen per request (LimitFunc, tiers.Rules) too.
+	Instances int
 }
 
+// failClosedType is the problem type of a fail-closed response, whichever
+// Status the policy gives: temporary-reduced-capacity, which
+// draft-ietf-httpapi-ratelimit-headers registers for requests that cannot
+// be served for a temporary lack of capacity, here the limiter's. Not
+// quota-exceeded: the request exceeded no quota, so the body names no
+// violated policies.
+const failClosedType = problem.ReducedCapacity
+
+// failMode is what a FailurePolicy does.
 type failMode uint8
 
 const (
@@ -31,145 +56,51 @@ const (
 	failFallback
 )
 
-// FailOpen lets requests through when the store fails: an outage of the
-// limiter's store never becomes an outage of the API. The default, and the
-// zero FailurePolicy.
-func FailOpen() FailurePolicy { return FailurePolicy{} }
-
-// FailClosed answers status (http.StatusTooManyRequests or
-// http.StatusServiceUnavailable) with an RFC 9457 body when the store fails.
-// It panics on any other status.
-func FailClosed(status int) FailurePolicy {
-	if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
-		panic(fmt.Sprintf("ratelimit: FailClosed(%d): use 429 or 503", status))
+// mode is what p does.
+func (p FailurePolicy) mode() failMode {
+	switch {
+	case p.Status != 0:
+		return failClosed
+	case p.Fallback != nil:
+		return failFallback
 	}
-	return FailurePolicy{mode: failClosed, status: status}
+	return failOpen
 }
 
-// FallbackTo checks requests against store while the rule's own store fails,
-// typically a memory store with the fleet limit divided by the number of
-// instances (set by the rule's LimitFunc or a separate Limiter). If the
-// fallback fails too, the request passes.
-func FallbackTo(store Store) FailurePolicy {
-	if store == nil {
-		panic("ratelimit: FallbackTo(nil)")
+// validate panics, naming rule, on a policy NewRules refuses.
+func (p FailurePolicy) validate(rule string) {
+	switch {
+	case p.Status != 0 && p.Status != http.StatusTooManyRequests && p.Status != http.StatusServiceUnavailable:
+		panic(fmt.Sprintf("ratelimit: rule %q: OnStoreError.Status %d: use 429 or 503", rule, p.Status))
+	case p.Status != 0 && p.Fallback != nil:
+		panic(fmt.Sprintf("ratelimit: rule %q: OnStoreError has both a Status and a Fallback: pick one", rule))
+	case p.Instances < 0 || (p.Instances > 0 && p.Fallback == nil):
+		panic(fmt.Sprintf("ratelimit: rule %q: OnStoreError.Instances %d needs a Fallback and at least 1 instance", rule, p.Instances))
 	}
-	return FailurePolicy{mode: failFallback, fallback: store}
-}
-
-// DividedBy returns a FallbackTo policy whose fallback applies the rule's
-// limit divided among instances: with a fleet limit of 1,000 a minute and 8
-// instances, each falls back to 125 a minute (at least 1), so the fleet as a
-// whole stays near its limit during an outage. It works with limits chosen
-// per request (LimitFunc, Tiers) too. It panics on a policy that is not a
-// fallback or on fewer than 1 instance.
-func (p FailurePolicy) DividedBy(instances int) FailurePolicy {
-	if p.mode != failFallback || instances < 1 {
-		panic(fmt.Sprintf("ratelimit: DividedBy(%d) needs a FallbackTo policy and at least 1 instance", instances))
-	}
-	p.instances = instances
-	return p
 }
 
 // share returns l divided among the policy's instances.
 func (p FailurePolicy) share(l Limit) Limit {
-	if p.instances <= 1 {
+	if p.Instances <= 1 {
 		return l
 	}
-	out := Limit{Rate: max(1, l.Rate/p.instances), Period: l.Period}
+	out := Limit{Rate: max(1, l.Rate/p.Instances), Period: l.Period}
 	if l.Burst != 0 {
-		out.Burst = max(1, l.Burst/p.instances)
+		out.Burst = max(1, l.Burst/p.Instances)
 	}
 	return out
 }
 
 // String describes the policy for events and logs.
 func (p FailurePolicy) String() string {
-	switch p.mode {
+	switch p.mode() {
 	case failClosed:
-		return fmt.Sprintf("fail-closed(%d)", p.status)
+		return fmt.Sprintf("fail-closed(%d)", p.Status)
 	case failFallback:
-		if p.instances > 1 {
-			return fmt.Sprintf("fallback(1/%d)", p.instances)
+		if p.Instances > 1 {
+			return fmt.Sprintf("fallback(1/%d)", p.Instances)
 		}
 		return "fallback"
 	}
 	return "fail-open"
-}
-
-// fail applies rv's FailurePolicy after its store returned err, or asks
-// ask (if not nil) in its place, and reports whether the request must stop. A fallback that decides leaves rv
-// decided, with the request it saw (its share of the limit) so that
-// releases go to the store that took the units.
-func (l *Limiter) fail(d *decision, rv *ruleVerdict, err error, ask *askOnError) (stop bool) {
-	ru := rv.ru
-	rv.err = ruleError(ru.Name, err)
-	if !errors.Is(rv.err, ErrStoreUnavailable) {
-		// A LimitFunc or Cost produced something no store can enforce: a
-		// bug in the configuration, never a reason to let traffic through
-		// (nor, for a shadow rule, to stop it).
-		rv.state = misconfigured
-		l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeStoreError, Err: rv.err, Latency: rv.lat, Request: d.r})
-		return !ru.Shadow
-	}
-	p := ru.OnStoreError
-	if p.mode == failFallback {
-		local := rv.req
-		local.Limit = p.share(rv.req.Limit)
-		local.Cost = min(local.Cost, local.Limit.Capacity())
-		ctx, cancel := l.budget(d.ctx)
-		res, ferr := p.fallback.Take(ctx, local)
-		cancel()
-		if ferr == nil {
-			l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeFallback, Result: res, Err: rv.err, Latency: rv.lat, Request: d.r})
-			rv.req, rv.res, rv.by, rv.state, rv.err = local, res, p.fallback, decided, nil
-			return false
-		}
-		rv.err = fallbackError(rv.err, ferr)
-	}
-	l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeStoreError, Err: rv.err, Latency: rv.lat, Request: d.r})
-	rv.state = failedOpen
-	switch {
-	case ru.Shadow: // never stops a request
-	case ask != nil:
-		if ask.stops(rv.err) {
-			rv.state = failedClosed
-		}
-	case p.mode == failClosed:
-		rv.state = failedClosed
-	}
-	return rv.state == failedClosed
-}
-
-// askOnError is ServeRoute's onError as the request path consults it: at
-// the first store failure of an enforced rule, once per request, in place
-// of the rule's FailurePolicy. nil lets the request through that failure,
-// and any later one, as FailOpen would: the rules whose stores answer still
-// count it, and may deny it. An error stops the request there, as FailClosed
-// would: what the rules decided before is given back, and the rules after
-// are not asked.
-type askOnError struct {
-	f     func(error) error
-	asked bool
-	err   error // what f returned
-}
-
-// stops reports whether the request must stop at the store failure err.
-func (a *askOnError) stops(err error) bool {
-	if !a.asked {
-		a.asked, a.err = true, a.f(err)
-	}
-	return a.err != nil
-}
-
-// fallbackError is err, a store failure, with ferr, the fallback's error.
-// ferr is wrapped only when it too is a failure: a fallback that rejects
-// the request as invalid must not make err wrap both ErrStoreUnavailable
-// and ErrInvalidRequest (the rule's failure policy applies, as for any
-// failed fallback).
-func fallbackError(err, ferr error) error {
-	if errors.Is(ferr, ErrInvalidRequest) || errors.Is(ferr, ErrInvalidLimit) {
-		return fmt.Errorf("%w (fallback: %v)", err, ferr)
-	}
-	return fmt.Errorf("%w (fallback: %w)", err, ferr)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sluicehq/ratelimit/internal/fieldval"
 	"github.com/sluicehq/ratelimit/internal/memstore"
 )
 
@@ -88,12 +89,12 @@ func (f *fastRule) admit(w http.ResponseWriter, r *http.Request, ru *rule) (ok, 
 	if res.Allowed {
 		next := res.Next // a window's: see nextAfter
 		if f.gcra {
-			next = gcraNext(res.ResetAfter, f.unit, f.units, res.Remaining)
+			next = fieldval.GCRANext(res.ResetAfter, f.unit, f.units, res.Remaining)
 		}
-		f.setFields(h, res.Remaining, seconds(time.Duration(next)), now)
+		f.setFields(h, res.Remaining, fieldval.Seconds(time.Duration(next)), now)
 		return true, true
 	}
-	t := seconds(time.Duration(res.RetryAfter))
+	t := fieldval.Seconds(time.Duration(res.RetryAfter))
 	if res.Remaining == 0 {
 		f.denial(t).set(h)
 	} else { // not with a cost of 1, but the fields would say so

@@ -37,9 +37,8 @@ func TestDirectPathAnswersAsTheGeneralPath(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/%v", alg, limit), func(t *testing.T) {
 				start := time.Unix(1_700_000_000, 123)
 				fastClock, slowClock := ratelimittest.NewClock(start), ratelimittest.NewClock(start)
-				fast := ratelimit.New(limit, ratelimit.ByIP(), ratelimit.WithAlgorithm(alg), ratelimit.WithClock(fastClock))(okHandler)
-				slow := ratelimit.New(limit, ratelimit.ByIP(), ratelimit.WithAlgorithm(alg), ratelimit.WithClock(slowClock),
-					ratelimit.WithObserver(ratelimit.ObserverFunc(func(ratelimit.Event) {})))(okHandler)
+				fast := ratelimit.NewRules([]ratelimit.Rule{{Limit: limit, Key: ratelimit.ByIP(), Algorithm: alg}}, ratelimit.WithClock(fastClock))(okHandler)
+				slow := ratelimit.NewRules([]ratelimit.Rule{{Limit: limit, Key: ratelimit.ByIP(), Algorithm: alg}}, ratelimit.WithClock(slowClock), ratelimit.WithObserver(ratelimit.ObserverFunc(func(ratelimit.Event) {})))(okHandler)
 				rng := rand.New(rand.NewPCG(1, uint64(alg)))
 				denied := 0
 				for i := range 3000 {

@@ -1,13 +1,11 @@
 package ratelimit
 
 import (
-	"math"
-	"math/bits"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
-	"unsafe"
+
+	"github.com/sluicehq/ratelimit/internal/fieldval"
 )
 
 // HeaderStyle selects the rate-limit fields written on limited responses.
@@ -67,14 +65,6 @@ const (
 	hdrContentType  = "Content-Type"
 )
 
-// seconds rounds d up to whole seconds, never below zero: delay-seconds.
-func seconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
 // policyItem formats one RateLimit-Policy list member for a rule of alg.
 //
 // q is the capacity. For the rate algorithms w is the seconds an empty quota
@@ -89,25 +79,7 @@ func policyItem(name string, l Limit, alg Algorithm) string {
 	if alg == Concurrency {
 		return item + `;qu="concurrent-requests"`
 	}
-	return item + ";w=" + strconv.FormatUint(refillSeconds(l), 10)
-}
-
-// refillSeconds is ceil(Capacity*Period/Rate) in seconds, at least 1,
-// computed exactly: for a valid limit the quotient fits in 64 bits.
-func refillSeconds(l Limit) uint64 {
-	if l.Rate <= 0 || l.Period <= 0 {
-		return 1
-	}
-	hi, lo := bits.Mul64(uint64(max(l.Capacity(), 0)), uint64(l.Period))
-	d := uint64(l.Rate) * uint64(time.Second)
-	if hi >= d {
-		return math.MaxInt64
-	}
-	q, r := bits.Div64(hi, lo, d)
-	if r != 0 {
-		q++
-	}
-	return max(q, 1)
+	return item + ";w=" + strconv.FormatUint(fieldval.RefillSeconds(l.Capacity(), l.Period, l.Rate), 10)
 }
 
 // appendRateLimit appends a RateLimit field value for res under policy
@@ -129,7 +101,7 @@ func appendRateLimit(b []byte, quotedName string, res *Result, alg Algorithm, l 
 // denial never says "retry now").
 func delay(res *Result, alg Algorithm, l Limit) int64 {
 	if res.Allowed {
-		return seconds(nextAfter(res, alg, l))
+		return fieldval.Seconds(nextAfter(res, alg, l))
 	}
 	return retryAfter(res)
 }
@@ -143,52 +115,13 @@ func nextAfter(res *Result, alg Algorithm, l Limit) time.Duration {
 	case res.NextAfter > 0:
 		return res.NextAfter
 	case alg == GCRA:
-		return time.Duration(gcraNext(int64(res.ResetAfter), int64(l.Interval()), int64(l.Capacity()), int64(res.Remaining)))
+		return time.Duration(fieldval.GCRANext(int64(res.ResetAfter), int64(l.Interval()), int64(l.Capacity()), int64(res.Remaining)))
 	}
 	return res.ResetAfter
 }
 
-// gcraNext is when the next unit of a GCRA key comes back, in nanoseconds:
-// the key is full again after resetAfter and each of the capacity-remaining
-// units missing takes interval, so the first of them is back after
-// resetAfter less the time of the others. A full key (resetAfter 0) gives
-// back a unit interval after one is taken. One multiplication: it is on
-// the direct path of every allowed request.
-func gcraNext(resetAfter, interval, capacity, remaining int64) int64 {
-	return min(max(resetAfter-interval*(capacity-remaining-1), 0), max(resetAfter, interval))
-}
-
 // retryAfter is the Retry-After value of a denial: at least one second.
-func retryAfter(res *Result) int64 { return max(1, seconds(res.RetryAfter)) }
-
-// fields holds the values of one response's rate-limit fields: the slices
-// the header map points to and the bytes of the values formatted for this
-// response, in a single allocation.
-// It is sized for the default fields of a denial (five values, 160 bytes in
-// all); legacy fields or long policy names spill into separate allocations.
-type fields struct {
-	vals [5]string
-	buf  [72]byte
-	n    int // bytes of buf used
-}
-
-// format appends the bytes written by f to the buffer and returns them as a
-// string sharing the buffer's memory. The bytes are never written again, so
-// the string is immutable like any other.
-func (fs *fields) format(f func([]byte) []byte) string {
-	if fs.n == len(fs.buf) {
-		return string(f(nil))
-	}
-	b := f(fs.buf[fs.n:fs.n:len(fs.buf)])
-	if len(b) == 0 {
-		return ""
-	}
-	if &b[0] != &fs.buf[fs.n] { // did not fit: append reallocated
-		return string(b)
-	}
-	fs.n += len(b)
-	return unsafe.String(&b[0], len(b))
-}
+func retryAfter(res *Result) int64 { return max(1, fieldval.Seconds(res.RetryAfter)) }
 
 // rateFields are the values of one response's rate-limit fields, those of
 // the most restrictive rule.
@@ -208,15 +141,15 @@ func (f *rateFields) write(h http.Header, res *Result, problem bool) {
 	if f.style == HeadersNone && res.Allowed {
 		return
 	}
-	fs := new(fields)
+	fs := new(fieldval.Values)
 	i := 0
 	set := func(key, v string) {
-		if i == len(fs.vals) {
+		if i == len(fs.Vals) {
 			h[key] = []string{v}
 			return
 		}
-		fs.vals[i] = v
-		h[key] = fs.vals[i : i+1 : i+1]
+		fs.Vals[i] = v
+		h[key] = fs.Vals[i : i+1 : i+1]
 		i++
 	}
 	// The IETF fields are lists: a limiter nested in another (a tighter
@@ -234,7 +167,7 @@ func (f *rateFields) write(h http.Header, res *Result, problem bool) {
 	}
 	if f.style&HeadersIETF != 0 {
 		add(hdrPolicy, f.policy)
-		add(hdrRateLimit, fs.format(func(b []byte) []byte { return appendRateLimit(b, f.name, res, f.alg, f.limit) }))
+		add(hdrRateLimit, fs.Format(func(b []byte) []byte { return appendRateLimit(b, f.name, res, f.alg, f.limit) }))
 	}
 	if f.style&HeadersLegacy != 0 {
 		capText := f.capacity
@@ -242,7 +175,7 @@ func (f *rateFields) write(h http.Header, res *Result, problem bool) {
 			capText = strconv.Itoa(f.limit.Capacity())
 		}
 		set(hdrLimit, capText)
-		set(hdrRemaining, fs.format(func(b []byte) []byte { return strconv.AppendInt(b, int64(max(0, res.Remaining)), 10) }))
+		set(hdrRemaining, fs.Format(func(b []byte) []byte { return strconv.AppendInt(b, int64(max(0, res.Remaining)), 10) }))
 		// A Concurrency rule's slots come back when requests finish: no
 		// reset time on an allowed request, as no t in its RateLimit member.
 		if !res.Allowed || f.alg != Concurrency {
@@ -251,30 +184,14 @@ func (f *rateFields) write(h http.Header, res *Result, problem bool) {
 				reset = f.now.Add(res.RetryAfter)
 			}
 			unix := (reset.UnixNano() + int64(time.Second) - 1) / int64(time.Second)
-			set(hdrReset, fs.format(func(b []byte) []byte { return strconv.AppendInt(b, unix, 10) }))
+			set(hdrReset, fs.Format(func(b []byte) []byte { return strconv.AppendInt(b, unix, 10) }))
 		}
 	}
 	if !res.Allowed {
-		set(hdrRetryAfter, fs.format(func(b []byte) []byte { return strconv.AppendInt(b, retryAfter(res), 10) }))
+		set(hdrRetryAfter, fs.Format(func(b []byte) []byte { return strconv.AppendInt(b, retryAfter(res), 10) }))
 		set(hdrCacheControl, "no-store")
 		if problem {
 			set(hdrContentType, "application/problem+json")
 		}
 	}
-}
-
-// validPolicyName reports whether name can be used as a policy name: it is
-// written as a Structured Fields string and used in metrics, so it is kept
-// to 1–64 characters of letters, digits and "-_.:/".
-func validPolicyName(name string) bool {
-	if len(name) == 0 || len(name) > 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.:/", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }

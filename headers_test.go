@@ -36,7 +36,7 @@ func TestPolicyWindow(t *testing.T) {
 		{ratelimit.Limit{Rate: 2, Period: time.Minute}, ratelimit.Concurrency, `"p";q=2;qu="concurrent-requests"`},
 	}
 	for _, c := range cases {
-		h := ratelimit.New(c.limit, ratelimit.Global(), ratelimit.WithName("p"), ratelimit.WithAlgorithm(c.alg))(http.NotFoundHandler())
+		h := ratelimit.NewRules([]ratelimit.Rule{{Limit: c.limit, Key: ratelimit.Global(), Name: "p", Algorithm: c.alg}})(http.NotFoundHandler())
 		resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
 		if got := resp.Header.Get("RateLimit-Policy"); got != c.want {
 			t.Errorf("%v %v: RateLimit-Policy %s, want %s", c.alg, c.limit, got, c.want)
@@ -47,8 +47,7 @@ func TestPolicyWindow(t *testing.T) {
 // TestConcurrencyPolicyParses: the concurrent-requests member reads back as
 // a quota of requests in flight, with no window.
 func TestConcurrencyPolicyParses(t *testing.T) {
-	h := ratelimit.New(ratelimit.Limit{Rate: 2, Period: time.Minute}, ratelimit.Global(), ratelimit.WithName("c"),
-		ratelimit.WithAlgorithm(ratelimit.Concurrency))(http.NotFoundHandler())
+	h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: 2, Period: time.Minute}, Key: ratelimit.Global(), Name: "c", Algorithm: ratelimit.Concurrency}})(http.NotFoundHandler())
 	ps, err := ratelimittest.ParsePolicies(ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")).Header)
 	if err != nil {
 		t.Fatal(err)
@@ -91,8 +90,7 @@ func TestConcurrencyIsNoRateInTheFields(t *testing.T) {
 		}
 	}
 
-	only := ratelimit.NewLimiter(ratelimit.Limit{Rate: 2, Period: time.Minute}, ratelimit.Global(),
-		ratelimit.WithName("c"), ratelimit.WithAlgorithm(ratelimit.Concurrency))
+	only := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: 2, Period: time.Minute}, Key: ratelimit.Global(), Name: "c", Algorithm: ratelimit.Concurrency}})
 	rec := httptest.NewRecorder()
 	only.Check(httptest.NewRequest("GET", "/", nil)).Write(rec)
 	if got := rec.Header().Get("RateLimit"); got != `"c";r=1` {
@@ -108,9 +106,7 @@ func TestConcurrencyIsNoRateInTheFields(t *testing.T) {
 // over a minute. A denial still says when to retry (Retry-After: 1).
 func TestConcurrencyLegacyFieldsHaveNoReset(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
-	l := ratelimit.NewLimiter(ratelimit.Limit{Rate: 2, Period: time.Minute}, ratelimit.Global(),
-		ratelimit.WithName("c"), ratelimit.WithAlgorithm(ratelimit.Concurrency),
-		ratelimit.WithHeaders(ratelimit.HeadersLegacy), ratelimit.WithClock(clock))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: 2, Period: time.Minute}, Key: ratelimit.Global(), Name: "c", Algorithm: ratelimit.Concurrency}}, ratelimit.WithHeaders(ratelimit.HeadersLegacy), ratelimit.WithClock(clock))
 	for i, want := range []struct {
 		code             int
 		remaining, reset string
@@ -147,15 +143,14 @@ func TestAdaptiveRejectionHasNoEffectiveWindow(t *testing.T) {
 }
 
 // TestFailClosedIsNoQuotaViolation: a request stopped because a store
-// failed under FailClosed exceeded no quota, so its answer says so: the
+// failed under fail closed exceeded no quota, so its answer says so: the
 // problem type temporary-reduced-capacity (the limiter cannot count), no
 // violated-policies member, no rate-limit fields (no rule decided), and
-// Retry-After: 1, whichever status FailClosed was given.
+// Retry-After: 1, whichever status fail closed was given.
 func TestFailClosedIsNoQuotaViolation(t *testing.T) {
 	down := ratelimittest.FailingStore{Err: errors.New("down")}
 	for _, status := range []int{429, 503} {
-		h := ratelimit.New(ratelimit.PerMinute(5), ratelimit.Global(), ratelimit.WithStore(down),
-			ratelimit.WithFailurePolicy(ratelimit.FailClosed(status)))(http.NotFoundHandler())
+		h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerMinute(5), Key: ratelimit.Global(), OnStoreError: ratelimit.FailurePolicy{Status: status}}}, ratelimit.WithStore(down))(http.NotFoundHandler())
 		resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
 		var body map[string]any
 		if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {

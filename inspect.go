@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -14,16 +13,6 @@ import (
 type Resetter interface {
 	Reset(ctx context.Context, rule, key string, alg Algorithm) error
 }
-
-var (
-	// ErrUnknownRule is wrapped by Peek and Reset when the limiter has no
-	// rule of the given name.
-	ErrUnknownRule = errors.New("ratelimit: unknown rule")
-
-	// ErrResetUnsupported is wrapped by Reset when the rule's store does not
-	// implement Resetter.
-	ErrResetUnsupported = errors.New("ratelimit: store cannot reset keys")
-)
 
 // Peek reads the state of key under the rule named rule without consuming
 // anything: Result.Allowed reports whether one unit would fit, Remaining how
@@ -40,7 +29,7 @@ func (l *Limiter) Peek(ctx context.Context, rule, key string) (Result, error) {
 	req := Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm}
 	if !ru.Quota.IsZero() {
 		req.Limit, req.Window = quotaWindow(ru.Quota, l.clock.Now())
-	} else if req.Limit.isZero() {
+	} else if req.Limit == (Limit{}) {
 		return Result{}, fmt.Errorf("%w: rule %q picks its limit per request and has no Limit to peek against", ErrInvalidRequest, rule)
 	}
 	return ru.Store.Take(ctx, req)

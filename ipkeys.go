@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"cmp"
 	"fmt"
 	"net/http"
 
@@ -18,16 +17,18 @@ const (
 //
 // Use it when clients connect to the server directly. Behind a proxy or load
 // balancer every request has the proxy's address, so all clients would share
-// one bucket: use ByClientIP there.
+// one bucket: use ByClientIP there. To group addresses by a prefix of
+// another length or name a NAT64 prefix, use ClientIPConfig with
+// SourcePeer.
 //
 // # Key format
 //
-// Every IP key function (ByIP, ByIPPrefix, ByClientIP,
-// ClientIPConfig.KeyFunc) returns the same key format, so
-// switching between them never changes how a client is counted:
+// Every IP key function (ByIP, ByClientIP, ClientIPConfig.KeyFunc) returns
+// the same key format, so switching between them never changes how a
+// client is counted:
 //
-//   - an IPv4 address as dotted quad, "192.0.2.1" (or its prefix, "192.0.2.0/24",
-//     with ByIPPrefix or ClientIPConfig.IPv4Prefix);
+//   - an IPv4 address as dotted quad, "192.0.2.1" (or its prefix,
+//     "192.0.2.0/24", with ClientIPConfig.IPv4Prefix);
 //   - an IPv6 address grouped by its /64 prefix, "2001:db8:1:2::/64", because
 //     one subscriber or one cloud VM commonly holds a whole /64 and could
 //     otherwise rotate through 2^64 keys;
@@ -38,10 +39,10 @@ const (
 //     ("64:ff9b::192.0.2.1"), as that IPv4 address: grouped by /64 like
 //     other IPv6 addresses, every client of the translator would share one
 //     key. Addresses of a network-specific translation prefix are keyed the
-//     same way once named (PeerIPConfig.NAT64Prefixes,
-//     ClientIPConfig.NAT64Prefixes); the local-use prefix 64:ff9b:1::/48
-//     (RFC 8215) is not translated unless named, because where the IPv4
-//     address sits in it depends on the prefix length the network chose.
+//     same way once named (ClientIPConfig.NAT64Prefixes); the local-use
+//     prefix 64:ff9b:1::/48 (RFC 8215) is not translated unless named,
+//     because where the IPv4 address sits in it depends on the prefix
+//     length the network chose.
 //
 // An IPv4 key is a substring of the request (RemoteAddr or the header) and
 // costs no allocation; an IPv6 or prefixed key allocates one small string.
@@ -50,61 +51,6 @@ const (
 // socket, a request built by hand) gives an error wrapping ErrNoKey.
 func ByIP() KeyFunc {
 	return peerKey("ByIP", defaultIPv4Prefix, defaultIPv6Prefix, nil)
-}
-
-// ByIPPrefix is ByIP with clients grouped by address prefix: the first
-// ipv4Bits bits of an IPv4 address (1 to 32; ByIP uses 32, every address
-// separately) and the first ipv6Bits bits of an IPv6 address (1 to 128; ByIP
-// uses 64). Use ipv6Bits 128 to key every IPv6 address separately, 56 or 48
-// to group whole customer sites. It panics if either is out of range.
-func ByIPPrefix(ipv4Bits, ipv6Bits int) KeyFunc {
-	if ipv4Bits < 1 || ipv4Bits > 32 {
-		panic(fmt.Sprintf("ratelimit: ByIPPrefix: ipv4Bits %d must be 1 to 32", ipv4Bits))
-	}
-	if ipv6Bits < 1 || ipv6Bits > 128 {
-		panic(fmt.Sprintf("ratelimit: ByIPPrefix: ipv6Bits %d must be 1 to 128", ipv6Bits))
-	}
-	return peerKey("ByIPPrefix", ipv4Bits, ipv6Bits, nil)
-}
-
-// PeerIPConfig configures a key function for the address of the connecting
-// peer, http.Request.RemoteAddr: its KeyFunc method is the general form of
-// ByIP and ByIPPrefix. Behind proxies, use ClientIPConfig, which has the
-// same fields.
-type PeerIPConfig struct {
-	// IPv4Prefix and IPv6Prefix group addresses by prefix, as ByIPPrefix
-	// does: 0 means 32 and 64 (see "Key format" at ByIP).
-	IPv4Prefix, IPv6Prefix int
-
-	// NAT64Prefixes names the network-specific IPv4/IPv6 translation
-	// prefixes (RFC 6052) of the translators in front of the server, such as
-	// "2001:db8:64::/96" or "64:ff9b:1::/96" (a local-use prefix, RFC 8215).
-	// An address in one of them stands for an IPv4 client and is keyed by
-	// the IPv4 address it embeds, with IPv4Prefix. The well-known prefix
-	// 64:ff9b::/96 is always translated and need not be named.
-	//
-	// Each must be an IPv6 prefix of 32, 40, 48, 56, 64 or 96 bits (the
-	// lengths RFC 6052 defines) without host bits, and none may overlap
-	// another or the well-known prefix; at most 16. KeyFunc panics
-	// otherwise.
-	NAT64Prefixes []string
-}
-
-// KeyFunc returns the KeyFunc of cfg. It panics with a "ratelimit:
-// PeerIPConfig.KeyFunc: ..." message on an invalid configuration.
-func (cfg PeerIPConfig) KeyFunc() KeyFunc {
-	return cfg.keyFunc("PeerIPConfig.KeyFunc")
-}
-
-func (cfg PeerIPConfig) keyFunc(fn string) KeyFunc {
-	v4, v6 := cmp.Or(cfg.IPv4Prefix, defaultIPv4Prefix), cmp.Or(cfg.IPv6Prefix, defaultIPv6Prefix)
-	if v4 < 1 || v4 > 32 {
-		panic(fmt.Sprintf("ratelimit: %s: IPv4Prefix %d must be 1 to 32", fn, v4))
-	}
-	if v6 < 1 || v6 > 128 {
-		panic(fmt.Sprintf("ratelimit: %s: IPv6Prefix %d must be 1 to 128", fn, v6))
-	}
-	return peerKey(fn, v4, v6, parseNAT64(fn, cfg.NAT64Prefixes))
 }
 
 // parseNAT64 parses the NAT64Prefixes of a key config, panicking with fn's

@@ -31,8 +31,8 @@ func ExampleByIP() {
 }
 
 // Key IPv4 clients by /24 and IPv6 clients by /56.
-func ExampleByIPPrefix() {
-	key := ratelimit.ByIPPrefix(24, 56)
+func ExampleClientIPConfig_peer() {
+	key := ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, IPv4Prefix: 24, IPv6Prefix: 56}.KeyFunc()
 
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "[2001:db8:1:2ff::1]:443"
@@ -209,7 +209,7 @@ func ExampleByBearerToken() {
 
 	// With a secret shared by every instance, low-entropy keys cannot be
 	// recovered from the store by guessing.
-	keyed := ratelimit.ByBearerToken(ratelimit.HMACSecret([]byte("0123456789abcdef0123456789abcdef")))
+	keyed := ratelimit.TokenConfig{Secret: []byte("0123456789abcdef0123456789abcdef")}.KeyFunc()
 	fmt.Println(keyed(r))
 	// Output:
 	// sha256:bkS7POnO99ehFojMDxoOwg <nil>

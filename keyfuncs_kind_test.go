@@ -40,7 +40,7 @@ func TestBuiltinKeyFuncsReportTheirKind(t *testing.T) {
 		want string
 	}{
 		{"ByIP", ratelimit.ByIP(), "ip"},
-		{"ByIPPrefix", ratelimit.ByIPPrefix(32, 48), "ip"},
+		{"ClientIPConfig.KeyFunc with SourcePeer", ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, IPv4Prefix: 32, IPv6Prefix: 48}.KeyFunc(), "ip"},
 		{"ByClientIP", ratelimit.ByClientIP("10.0.0.0/8"), "client_ip"},
 		{"ClientIPConfig.KeyFunc with Hops", ratelimit.ClientIPConfig{Hops: 2}.KeyFunc(), "client_ip"},
 		{"ClientIPConfig.KeyFunc with SourceHeader", ratelimit.ClientIPConfig{Source: ratelimit.SourceHeader, Header: "CF-Connecting-IP", TrustedProxies: []string{"10.0.0.0/8"}}.KeyFunc(), "client_ip"},
@@ -50,8 +50,10 @@ func TestBuiltinKeyFuncsReportTheirKind(t *testing.T) {
 		{"ByRoute", ratelimit.ByRoute(), "route"},
 		{"ByRouteFunc", ratelimit.ByRouteFunc(func(*http.Request) string { return "/x" }), "route"},
 		{"ByRouteFunc with errors", ratelimit.ByRouteFunc(func(*http.Request) (string, error) { return "/x", nil }), "route"},
-		{"ByBearerToken", ratelimit.ByBearerToken(ratelimit.HMACSecret([]byte("0123456789abcdef0123456789abcdef"))), "bearer"},
+		{"ByBearerToken", ratelimit.ByBearerToken(), "bearer"},
+		{"TokenConfig.KeyFunc", ratelimit.TokenConfig{Secret: []byte("0123456789abcdef0123456789abcdef")}.KeyFunc(), "bearer"},
 		{"ByAPIKey", ratelimit.ByAPIKey("X-API-Key"), "api_key"},
+		{"TokenConfig.KeyFunc with Header", ratelimit.TokenConfig{Header: "X-API-Key", Secret: []byte("0123456789abcdef")}.KeyFunc(), "api_key"},
 		{"Keys", ratelimit.Keys(ratelimit.ByIP(), ratelimit.ByRoute()), "key"},
 		{"custom", custom, "key"},
 	} {
@@ -117,7 +119,6 @@ func TestDefaultNameDescribesTheRule(t *testing.T) {
 		{ratelimit.PerDay(1000), ratelimit.ByUser(func(*http.Request) (string, bool) { return "u", true }), nil, "user-1000-per-1d"},
 		{ratelimit.Limit{Rate: 3, Period: 90 * time.Second}, ratelimit.ByIP(), nil, "ip-3-per-90s"},
 		{ratelimit.Limit{Rate: 5, Period: 1500 * time.Millisecond}, ratelimit.ByIP(), nil, "ip-5-per-1500ms"},
-		{ratelimit.PerSecond(10), ratelimit.ByIP(), []ratelimit.Option{ratelimit.WithAlgorithm(ratelimit.SlidingWindow)}, "ip-10-per-1s-sliding-window"},
 		{ratelimit.PerSecond(10), ratelimit.ByIP(), []ratelimit.Option{ratelimit.WithName("login")}, "login"},
 	} {
 		h := ratelimit.New(tc.limit, tc.key, tc.opts...)(http.NotFoundHandler())
@@ -125,6 +126,16 @@ func TestDefaultNameDescribesTheRule(t *testing.T) {
 		if got := policies(resp.Header); len(got) != 1 || got[0] != tc.want {
 			t.Errorf("%+v %v: policies %q, want %q", tc.limit, tc.opts, got, tc.want)
 		}
+	}
+}
+
+// TestDefaultNameNamesAnAlgorithmOtherThanGCRA: a rule's default name
+// carries its algorithm when it is not the default.
+func TestDefaultNameNamesAnAlgorithmOtherThanGCRA(t *testing.T) {
+	h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(10), Key: ratelimit.ByIP(), Algorithm: ratelimit.SlidingWindow}})(http.NotFoundHandler())
+	resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "203.0.113.7:1"))
+	if got := policies(resp.Header); len(got) != 1 || got[0] != "ip-10-per-1s-sliding-window" {
+		t.Errorf("policies %q, want ip-10-per-1s-sliding-window", got)
 	}
 }
 

@@ -259,7 +259,7 @@ func TestByBearerToken(t *testing.T) {
 	}
 
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	kf := ratelimit.ByBearerToken(ratelimit.HMACSecret(secret))
+	kf := ratelimit.TokenConfig{Secret: secret}.KeyFunc()
 	long := strings.Repeat("A", 5000) // more than the HMAC chunk
 	runKeyCases(t, kf, []keyCase{
 		{"hmac", "192.0.2.1:1", []string{"Authorization: Bearer " + tok}, hmacKey(secret, tok)},
@@ -277,11 +277,21 @@ func TestByBearerToken(t *testing.T) {
 			t.Errorf("ByBearerToken HMAC: %v allocs/op, want at most 1", a)
 		}
 	}
-	if msg := kfPanics(func() { ratelimit.HMACSecret([]byte("short")) }); !strings.HasPrefix(msg, "ratelimit: HMACSecret") {
-		t.Errorf("short secret panic = %q", msg)
+	for _, secret := range [][]byte{[]byte("short"), {}} {
+		if msg := kfPanics(func() { ratelimit.TokenConfig{Secret: secret}.KeyFunc() }); !strings.HasPrefix(msg, "ratelimit: TokenConfig.KeyFunc: Secret") {
+			t.Errorf("secret of %d bytes: panic = %q", len(secret), msg)
+		}
 	}
-	if msg := kfPanics(func() { ratelimit.ByBearerToken(nil) }); !strings.HasPrefix(msg, "ratelimit: ByBearerToken") {
-		t.Errorf("nil option panic = %q", msg)
+	if msg := kfPanics(func() { ratelimit.TokenConfig{Header: "X API Key"}.KeyFunc() }); !strings.HasPrefix(msg, "ratelimit: TokenConfig.KeyFunc: invalid header") {
+		t.Errorf("invalid header panic = %q", msg)
+	}
+	// The key function keeps its own copy of the secret: the caller's
+	// buffer, reused or zeroed, changes no key.
+	buf := append([]byte(nil), secret...)
+	copied := ratelimit.TokenConfig{Secret: buf}.KeyFunc()
+	clear(buf)
+	if k, _ := copied(r); k != hmacKey(secret, tok) {
+		t.Errorf("after the caller cleared its secret: key %q, want %q", k, hmacKey(secret, tok))
 	}
 }
 
@@ -326,8 +336,8 @@ func TestKeyFuncsConcurrent(t *testing.T) {
 	kfs := []ratelimit.KeyFunc{
 		ratelimit.ByIP(),
 		ratelimit.ByClientIP("10.0.0.0/8"),
-		ratelimit.ByBearerToken(ratelimit.HMACSecret(secret)),
-		ratelimit.Keys(ratelimit.ByIP(), ratelimit.ByAPIKey("X-API-Key", ratelimit.HMACSecret(secret))),
+		ratelimit.TokenConfig{Secret: secret}.KeyFunc(),
+		ratelimit.Keys(ratelimit.ByIP(), ratelimit.TokenConfig{Header: "X-API-Key", Secret: secret}.KeyFunc()),
 	}
 	r := kfReq("10.0.0.1:1", "X-Forwarded-For: 203.0.113.7", "Authorization: Bearer abc", "X-Api-Key: k")
 	want := make([]string, len(kfs))
@@ -357,7 +367,7 @@ func BenchmarkTokenKeys(b *testing.B) {
 	r := kfReq("192.0.2.1:1", "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl")
 	for name, kf := range map[string]ratelimit.KeyFunc{
 		"sha256": ratelimit.ByBearerToken(),
-		"hmac":   ratelimit.ByBearerToken(ratelimit.HMACSecret([]byte("0123456789abcdef"))),
+		"hmac":   ratelimit.TokenConfig{Secret: []byte("0123456789abcdef")}.KeyFunc(),
 	} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()

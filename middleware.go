@@ -34,7 +34,7 @@ type Limiter struct {
 	policyHeader string // every enforced rule's policy item, when all are static
 	carveOuts    carveOuts
 	skippers     []func(*http.Request) bool
-	denied       http.Handler
+	denied       func(http.ResponseWriter, *http.Request, *Verdict)
 	onError      func(http.ResponseWriter, *http.Request, error)
 	observers    observers
 	timeout      time.Duration
@@ -44,7 +44,7 @@ type Limiter struct {
 	slots        bool     // some rule is a Concurrency limit: admitted requests may hold slots
 	paced        bool     // some rule is paced: admitted requests may wait
 	settled      bool     // some rule settles costs after the response
-	_            [16]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
+	_            [24]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 // New returns middleware that limits requests to limit per key. For example,
@@ -54,12 +54,18 @@ type Limiter struct {
 //	http.ListenAndServe(":8080", mw(mux))
 //
 // Invalid static configuration (a zero limit, a nil key, a bad option)
-// panics with a "ratelimit: ..." message, like http.HandleFunc does.
+// panics with a "ratelimit: ..." message, like http.HandleFunc does. The
+// rule is a GCRA limit that fails open; the Rule fields of NewRules set
+// everything else about a rule (algorithm, cost, failure policy, pacing,
+// settlement), for one rule as for several.
 func New(limit Limit, key KeyFunc, opts ...Option) func(http.Handler) http.Handler {
 	return NewLimiter(limit, key, opts...).Handler
 }
 
-// NewLimiter returns a Limiter with a single rule; see New.
+// NewLimiter returns a Limiter with a single rule; see New. The rule is a
+// GCRA limit that fails open, named from its key kind and limit unless
+// WithName names it: for another algorithm, a cost, a failure policy, pacing
+// or settlement, give NewRulesLimiter a Rule with those fields.
 func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 	if err := limit.Validate(); err != nil {
 		panic(err.Error())
@@ -69,11 +75,7 @@ func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 	if !slices.Contains(c.ruleOpts, "WithName") {
 		name = "" // compileRule derives one from the limit and the key
 	}
-	r := Rule{
-		Name: name, Limit: limit, Key: key, Algorithm: c.algorithm,
-		Cost: c.costFunc, OnStoreError: c.failure, Pace: c.pace, Settled: c.settled,
-	}
-	return newLimiter([]Rule{r}, c)
+	return newLimiter([]Rule{{Name: name, Limit: limit, Key: key}}, c)
 }
 
 // NewRules returns middleware that applies every rule to each request: a
@@ -88,9 +90,9 @@ func NewLimiter(limit Limit, key KeyFunc, opts ...Option) *Limiter {
 //	})
 //
 // The response fields list every policy and report the most restrictive;
-// the 429 body names every rule that denied. Options that describe a single
-// rule (WithName, WithAlgorithm, WithCostFunc, ...) panic here: set the Rule's
-// fields instead.
+// the 429 body names every rule that denied. A Limiter takes 1 to 16
+// rules; NewRules panics on more. WithName, which names the
+// single rule of New, panics here: set Rule.Name instead.
 func NewRules(rules []Rule, opts ...Option) func(http.Handler) http.Handler {
 	return NewRulesLimiter(rules, opts...).Handler
 }
@@ -104,8 +106,9 @@ func NewRulesLimiter(rules []Rule, opts ...Option) *Limiter {
 	return newLimiter(rules, c)
 }
 
-// MaxRules is the most rules one Limiter takes.
-const MaxRules = 16
+// maxRules is the most rules one Limiter takes: NewRules panics past it.
+// The config module keeps its own copy and tests that they agree.
+const maxRules = 16
 
 func buildConfig(opts []Option) config {
 	c := defaultConfig()
@@ -122,8 +125,8 @@ func buildConfig(opts []Option) config {
 }
 
 func newLimiter(rules []Rule, c config) *Limiter {
-	if len(rules) == 0 || len(rules) > MaxRules {
-		panic(fmt.Sprintf("ratelimit: a Limiter takes 1 to %d rules, got %d", MaxRules, len(rules)))
+	if len(rules) == 0 || len(rules) > maxRules {
+		panic(fmt.Sprintf("ratelimit: a Limiter takes 1 to %d rules, got %d", maxRules, len(rules)))
 	}
 	l := &Limiter{
 		store:     c.store,
@@ -140,6 +143,7 @@ func newLimiter(rules []Rule, c config) *Limiter {
 	var stores []Store
 	for i := range rules {
 		ru := compileRule(rules[i], c)
+		ru.OnStoreError.validate(ru.Name)
 		ru.storeID, stores = storeID(stores, ru.Store)
 		if names[ru.Name] {
 			panic(fmt.Sprintf("ratelimit: two rules are named %q; names key the state and must differ", ru.Name))
@@ -172,11 +176,11 @@ func newLimiter(rules []Rule, c config) *Limiter {
 			l.enforced++
 			items = append(items, ru.policyItem)
 			allStatic = allStatic && ru.static
-			failsClosed = failsClosed || ru.OnStoreError.mode == failClosed
+			failsClosed = failsClosed || ru.OnStoreError.mode() == failClosed
 		}
 	}
 	if c.onError != nil && !failsClosed {
-		panic("ratelimit: WithErrorHandler answers store errors of rules that fail closed, and no rule does: add WithFailurePolicy(FailClosed(503)), or set Rule.OnStoreError")
+		panic("ratelimit: WithErrorHandler answers store errors of rules that fail closed, and no rule does: set Rule.OnStoreError.Status on one")
 	}
 	if allStatic {
 		l.policyHeader = strings.Join(items, ", ")

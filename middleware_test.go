@@ -87,7 +87,7 @@ func TestHeadersAndDenial(t *testing.T) {
 		if err := json.Unmarshal([]byte(resp.Body), &problem); err != nil {
 			t.Fatalf("step %d: body %q: %v", i, resp.Body, err)
 		}
-		if problem.Type != ratelimit.ProblemType || problem.Status != 429 || len(problem.Violated) != 1 || problem.Violated[0] != "key-3-per-1m" {
+		if problem.Type != "https://iana.org/assignments/http-problem-types#quota-exceeded" || problem.Status != 429 || len(problem.Violated) != 1 || problem.Violated[0] != "key-3-per-1m" {
 			t.Fatalf("step %d: problem %+v", i, problem)
 		}
 	}
@@ -111,19 +111,19 @@ func TestKeyErrorPolicies(t *testing.T) {
 		t.Fatalf("default key error: %d %v %q", resp.Code, resp.Header, resp.Body)
 	}
 
-	for _, p := range []ratelimit.KeyErrorPolicy{{}, ratelimit.RejectKeyError(0)} {
+	for _, p := range []ratelimit.KeyErrorPolicy{{}, ratelimit.KeyErrorPolicy{Status: 0}} {
 		h = ratelimit.New(ratelimit.PerHour(2), byPeer, ratelimit.OnKeyError(p))(ok)
 		if resp := ratelimittest.Do(h, noPeer()); resp.Code != 400 {
 			t.Fatalf("KeyErrorPolicy %+v: status %d, want the default 400", p, resp.Code)
 		}
 	}
 
-	h = ratelimit.New(ratelimit.PerHour(2), byPeer, ratelimit.OnKeyError(ratelimit.RejectKeyError(401)))(ok)
+	h = ratelimit.New(ratelimit.PerHour(2), byPeer, ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: 401}))(ok)
 	if resp := ratelimittest.Do(h, noPeer()); resp.Code != 401 {
-		t.Fatalf("RejectKeyError(401): status %d", resp.Code)
+		t.Fatalf("KeyErrorPolicy{Status: 401}: status %d", resp.Code)
 	}
 
-	h = ratelimit.New(ratelimit.PerHour(2), byPeer, ratelimit.OnKeyError(ratelimit.SharedBucketOnKeyError()), ratelimit.WithClock(newClock()))(ok)
+	h = ratelimit.New(ratelimit.PerHour(2), byPeer, ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Shared: true}), ratelimit.WithClock(newClock()))(ok)
 	n, _ := ratelimittest.FirstLimited(h, 10, noPeer)
 	if n != 3 {
 		t.Fatalf("shared bucket for keyless requests: first 429 at %d, want 3", n)
@@ -136,10 +136,10 @@ func TestKeyErrorPolicies(t *testing.T) {
 
 func TestDeniedHandler(t *testing.T) {
 	var got *ratelimit.Verdict
-	denied := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, _ = ratelimit.VerdictFrom(r)
+	denied := func(w http.ResponseWriter, r *http.Request, v *ratelimit.Verdict) {
+		got = v
 		w.WriteHeader(http.StatusServiceUnavailable)
-	})
+	}
 	h := ratelimit.New(ratelimit.PerHour(1), byPeer, ratelimit.WithDeniedHandler(denied), ratelimit.WithName("login"), ratelimit.WithClock(newClock()))(ok)
 	n, resp := 0, (*ratelimittest.Response)(nil)
 	for n = 1; n <= 3; n++ {
@@ -170,12 +170,10 @@ func TestStoreErrors(t *testing.T) {
 		}
 	}
 	var seen error
-	h = ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithStore(failingStore),
-		ratelimit.WithFailurePolicy(ratelimit.FailClosed(http.StatusServiceUnavailable)),
-		ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
-			seen = err
-			http.Error(w, "limiter unavailable", http.StatusServiceUnavailable)
-		}))(ok)
+	h = ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: byPeer, OnStoreError: ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}}}, ratelimit.WithStore(failingStore), ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+		seen = err
+		http.Error(w, "limiter unavailable", http.StatusServiceUnavailable)
+	}))(ok)
 	resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
 	if resp.Code != 503 || !errors.Is(seen, errDown) || !strings.HasPrefix(seen.Error(), "ratelimit: ") {
 		t.Fatalf("fail-closed handler: status %d, error %v", resp.Code, seen)
@@ -246,7 +244,7 @@ func TestCostFunc(t *testing.T) {
 		}
 		return -3 // clamped to 1
 	}
-	h := ratelimit.New(ratelimit.PerHour(10), byPeer, ratelimit.WithCostFunc(cost), ratelimit.WithClock(newClock()))(ok)
+	h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerHour(10), Key: byPeer, Cost: cost}}, ratelimit.WithClock(newClock()))(ok)
 	remaining := func(path string) string {
 		return ratelimittest.Do(h, ratelimittest.NewRequest("GET", path, "")).Header.Get("RateLimit")
 	}
@@ -269,7 +267,7 @@ func TestConstructionPanics(t *testing.T) {
 		"nil key":          func() { ratelimit.New(ratelimit.PerSecond(1), nil) },
 		"bad name":         func() { ratelimit.WithName(`a"b`) },
 		"burst with window": func() {
-			ratelimit.New(ratelimit.PerSecond(1).WithBurst(5), byPeer, ratelimit.WithAlgorithm(ratelimit.FixedWindow))
+			ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1).WithBurst(5), Key: byPeer, Algorithm: ratelimit.FixedWindow}})
 		},
 		"relative carveout": func() { ratelimit.WithCarveOuts("healthz") },
 		"nil store":         func() { ratelimit.WithStore(nil) },

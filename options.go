@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/fieldval"
 )
 
 // Option configures a Limiter or the middleware New returns.
@@ -13,20 +15,15 @@ type config struct {
 	store      Store
 	clock      Clock
 	name       string
-	algorithm  Algorithm
-	costFunc   func(*http.Request) int
 	headers    HeaderStyle
 	carveOuts  []string
 	skippers   []func(*http.Request) bool
-	denied     http.Handler
+	denied     func(http.ResponseWriter, *http.Request, *Verdict)
 	onError    func(http.ResponseWriter, *http.Request, error)
 	onKeyError KeyErrorPolicy
 	observers  []Observer
 	timeout    time.Duration
-	failure    FailurePolicy
-	pace       Pace
-	settled    bool
-	ruleOpts   []string // rule-level options used, rejected by NewRules
+	ruleOpts   []string // WithName, which NewRules rejects
 }
 
 func defaultConfig() config {
@@ -71,30 +68,10 @@ func WithClock(clock Clock) Option {
 // so two middlewares sharing a store need different names. Names are 1–64
 // characters of letters, digits and "-_.:/".
 func WithName(name string) Option {
-	if !validPolicyName(name) {
+	if !fieldval.ValidName(name) {
 		panic(fmt.Sprintf("ratelimit: WithName(%q): use 1-64 letters, digits or -_.:/", name))
 	}
 	return func(c *config) { c.name = name; c.ruleOpts = append(c.ruleOpts, "WithName") }
-}
-
-// WithAlgorithm selects the counting algorithm; GCRA unless set.
-func WithAlgorithm(a Algorithm) Option {
-	if a >= numAlgorithms {
-		panic(fmt.Sprintf("ratelimit: WithAlgorithm(%v): unknown algorithm", a))
-	}
-	return func(c *config) { c.algorithm = a; c.ruleOpts = append(c.ruleOpts, "WithAlgorithm") }
-}
-
-// WithCostFunc sets a per-request cost, for example 5 for a search. A
-// result below 1 counts as 1: a request can never cost nothing. A request
-// that costs more than the limit's capacity can never be admitted: it is
-// denied at once, without Retry-After, with a problem+json body saying so,
-// and reported to observers as CostExceeded.
-func WithCostFunc(f func(*http.Request) int) Option {
-	if f == nil {
-		panic("ratelimit: WithCostFunc(nil)")
-	}
-	return func(c *config) { c.costFunc = f; c.ruleOpts = append(c.ruleOpts, "WithCostFunc") }
 }
 
 // WithHeaders selects the rate-limit fields written on limited responses:
@@ -140,24 +117,24 @@ func WithSkip(skip func(*http.Request) bool) Option {
 	return func(c *config) { c.skippers = append(c.skippers, skip) }
 }
 
-// WithDeniedHandler replaces the default 429 problem+json response. The
-// handler runs with the rate-limit fields, Retry-After and Cache-Control
-// already set; it writes the status and body. VerdictFrom gives it the
-// verdict.
-func WithDeniedHandler(h http.Handler) Option {
-	if h == nil {
+// WithDeniedHandler replaces the default 429 problem+json response with f.
+// f runs with the rate-limit fields, Retry-After and Cache-Control already
+// set; it writes the status and body. v tells what denied the request (its
+// Rule, Result and Violated); f answers the request itself and must not
+// call v's Write.
+func WithDeniedHandler(f func(w http.ResponseWriter, r *http.Request, v *Verdict)) Option {
+	if f == nil {
 		panic("ratelimit: WithDeniedHandler(nil)")
 	}
-	return func(c *config) { c.denied = h }
+	return func(c *config) { c.denied = f }
 }
 
 // WithErrorHandler sets the response to a store failure (Redis down, a
 // deadline passed) under a rule that fails closed: f owns the response
 // instead of the default RFC 9457 body; err wraps ErrStoreUnavailable and
 // the store's error. It does not change any rule's FailurePolicy: at least
-// one enforced rule must fail closed (WithFailurePolicy(FailClosed(503))
-// with New, Rule.OnStoreError with NewRules), or the Limiter panics, since f
-// would never run. Rules fail open by default: the request passes without
+// one enforced rule must fail closed (Rule.OnStoreError), or the Limiter
+// panics, since f would never run. Rules fail open by default: the request passes without
 // rate-limit fields, and a store outage never becomes an API outage.
 func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	if f == nil {
@@ -166,49 +143,17 @@ func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error))
 	return func(c *config) { c.onError = f }
 }
 
-// KeyErrorPolicy is what happens to a request whose key cannot be extracted
-// (the KeyFunc returned an error): never a silent bypass. Make one with
-// RejectKeyError or SharedBucketOnKeyError. The zero value is
-// RejectKeyError(http.StatusBadRequest), the default.
-type KeyErrorPolicy struct {
-	shared bool
-	status int // 0 means 400
-}
-
-// RejectKeyError answers the request with status, a 4xx or 5xx (0 means
-// 400 Bad Request; 401 suits a rule keyed by an authenticated user), and an
-// RFC 9457 problem body, without running the handler. It panics on another
-// status.
-func RejectKeyError(status int) KeyErrorPolicy {
-	if status != 0 && (status < 400 || status > 599) {
-		panic(fmt.Sprintf("ratelimit: RejectKeyError(%d): use a 4xx or 5xx status", status))
-	}
-	return KeyErrorPolicy{status: status}
-}
-
-// SharedBucketOnKeyError counts every request without a key in one bucket
-// per rule, under the same limit: anonymous traffic as a whole is limited as
-// one client would be.
-func SharedBucketOnKeyError() KeyErrorPolicy { return KeyErrorPolicy{shared: true} }
-
-// rejectStatus is the status of a rejected request without a key.
-func (p KeyErrorPolicy) rejectStatus() int {
-	if p.status == 0 {
-		return http.StatusBadRequest
-	}
-	return p.status
-}
-
-// OnKeyError sets the key-error policy of every rule of the Limiter;
-// RejectKeyError(400) unless set.
+// OnKeyError sets the key-error policy of every rule of the Limiter; a 400
+// unless set. It panics on a Status that is not 0 or a 4xx or 5xx, and on
+// a Status with Shared.
 func OnKeyError(p KeyErrorPolicy) Option {
+	if p.Status != 0 && (p.Status < 400 || p.Status > 599) {
+		panic(fmt.Sprintf("ratelimit: OnKeyError: Status %d: use a 4xx or 5xx status", p.Status))
+	}
+	if p.Shared && p.Status != 0 {
+		panic(fmt.Sprintf("ratelimit: OnKeyError: Status %d with Shared: a shared bucket rejects no request", p.Status))
+	}
 	return func(c *config) { c.onKeyError = p }
-}
-
-// WithFailurePolicy sets what the rule of New does when its store fails;
-// FailOpen unless set. With NewRules, set Rule.OnStoreError instead.
-func WithFailurePolicy(p FailurePolicy) Option {
-	return func(c *config) { c.failure = p; c.ruleOpts = append(c.ruleOpts, "WithFailurePolicy") }
 }
 
 // WithTimeout bounds each call to the store: a slow or hung store adds at

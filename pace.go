@@ -49,13 +49,6 @@ type Pace struct {
 // defaultMaxWaiting is Pace.MaxWaiting when zero.
 const defaultMaxWaiting = 1024
 
-// WithPace paces the limiter's rule instead of rejecting (GCRA only); see
-// Pace. It panics if p.MaxDelay or a bound is negative.
-func WithPace(p Pace) Option {
-	validatePace(p, "WithPace")
-	return func(c *config) { c.pace = p; c.ruleOpts = append(c.ruleOpts, "WithPace") }
-}
-
 func validatePace(p Pace, where string) {
 	if p.MaxDelay < 0 || p.MaxWaiting < 0 || p.MaxWaitingPerKey < 0 {
 		panic(fmt.Sprintf("ratelimit: %s: negative MaxDelay or bound in %+v", where, p))

@@ -27,8 +27,7 @@ import (
 func BenchmarkPacingJitter(b *testing.B) {
 	var mu sync.Mutex
 	served := make([]time.Time, 0, b.N)
-	h := ratelimit.New(ratelimit.PerSecond(100).WithBurst(1), ratelimit.Global(),
-		ratelimit.WithPace(ratelimit.Pace{MaxDelay: time.Hour, MaxWaiting: b.N}))(
+	h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(100).WithBurst(1), Key: ratelimit.Global(), Pace: ratelimit.Pace{MaxDelay: time.Hour, MaxWaiting: b.N}}})(
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 			now := time.Now()
 			mu.Lock()
@@ -70,8 +69,7 @@ func BenchmarkPacingJitter(b *testing.B) {
 // would wait longer than MaxDelay: it must answer at once (its ns/op is the
 // whole cost, far below a millisecond), not after a wait.
 func BenchmarkPacedRejection(b *testing.B) {
-	h := ratelimit.New(ratelimit.PerHour(1).WithBurst(1), ratelimit.Global(),
-		ratelimit.WithPace(ratelimit.Pace{MaxDelay: time.Second}))(
+	h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerHour(1).WithBurst(1), Key: ratelimit.Global(), Pace: ratelimit.Pace{MaxDelay: time.Second}}})(
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	serve(h, keyed("k")) // the one admission of the hour: the next wait is an hour
 	b.ReportAllocs()

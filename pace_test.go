@@ -23,9 +23,15 @@ import (
 // pacedHandler is a paced limiter over a handler that records when each
 // request was served; inside a synctest bubble the times are exact.
 func pacedHandler(limit ratelimit.Limit, p ratelimit.Pace, opts ...ratelimit.Option) (http.Handler, func() []time.Time) {
+	return pacedRule(ratelimit.Rule{Limit: limit, Pace: p}, opts...)
+}
+
+// pacedRule is pacedHandler for the rule ru, keyed by X-Key.
+func pacedRule(ru ratelimit.Rule, opts ...ratelimit.Option) (http.Handler, func() []time.Time) {
 	var mu sync.Mutex
 	var served []time.Time
-	h := ratelimit.New(limit, ratelimit.ByHeader("X-Key"), append(opts, ratelimit.WithPace(p))...)(
+	ru.Key = ratelimit.ByHeader("X-Key")
+	h := ratelimit.NewRules([]ratelimit.Rule{ru}, opts...)(
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 			mu.Lock()
 			served = append(served, time.Now())
@@ -164,8 +170,8 @@ func TestCancelledWaitersGiveBackTheirPlaces(t *testing.T) {
 
 		store := memory.New()
 		limit := ratelimit.PerSecond(1000).WithBurst(1)
-		h, served := pacedHandler(limit, ratelimit.Pace{MaxDelay: time.Minute, MaxWaiting: n},
-			ratelimit.WithStore(store), ratelimit.WithName("paced"))
+		h, served := pacedRule(ratelimit.Rule{Name: "paced", Limit: limit, Pace: ratelimit.Pace{MaxDelay: time.Minute, MaxWaiting: n}},
+			ratelimit.WithStore(store))
 		serve(h, keyed("k")) // the bucket is now empty: every later request waits
 		perWaiter, recs := parkThenCancel(h, n)
 		if extra := perWaiter - perParked; extra > 1024 {
@@ -247,17 +253,18 @@ func heapInUse() int64 {
 func TestPaceIsRejectedWhereItCannotBeHonoured(t *testing.T) {
 	for name, build := range map[string]func(){
 		"sliding window": func() {
-			ratelimit.NewLimiter(ratelimit.PerSecond(1), ratelimit.Global(), ratelimit.WithAlgorithm(ratelimit.SlidingWindow),
-				ratelimit.WithPace(ratelimit.Pace{MaxDelay: time.Second}))
+			ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: ratelimit.Global(), Algorithm: ratelimit.SlidingWindow, Pace: ratelimit.Pace{MaxDelay: time.Second}}})
 		},
 		"shadow": func() {
 			ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: ratelimit.Global(), Shadow: true,
 				Pace: ratelimit.Pace{MaxDelay: time.Second}}})
 		},
 		"no MaxDelay": func() {
-			ratelimit.NewLimiter(ratelimit.PerSecond(1), ratelimit.Global(), ratelimit.WithPace(ratelimit.Pace{MaxWaiting: 3}))
+			ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: ratelimit.Global(), Pace: ratelimit.Pace{MaxWaiting: 3}}})
 		},
-		"negative": func() { ratelimit.WithPace(ratelimit.Pace{MaxDelay: -time.Second}) },
+		"negative": func() {
+			ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: ratelimit.Global(), Pace: ratelimit.Pace{MaxDelay: -time.Second}}})
+		},
 		"beside an adaptive rule": func() {
 			ratelimit.NewRulesLimiter([]ratelimit.Rule{
 				{Limit: ratelimit.PerSecond(1), Key: ratelimit.Global(), Pace: ratelimit.Pace{MaxDelay: time.Second}},
@@ -271,7 +278,7 @@ func TestPaceIsRejectedWhereItCannotBeHonoured(t *testing.T) {
 			})
 		},
 		"settled concurrency": func() {
-			ratelimit.NewLimiter(ratelimit.PerSecond(1), ratelimit.Global(), ratelimit.WithAlgorithm(ratelimit.Concurrency), ratelimit.WithSettlement())
+			ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: ratelimit.Global(), Algorithm: ratelimit.Concurrency, Settled: true}})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -290,8 +297,7 @@ func TestPaceIsRejectedWhereItCannotBeHonoured(t *testing.T) {
 // and its error wraps the context's.
 func TestAllowNWaitsForItsPacedTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := ratelimit.NewLimiter(ratelimit.PerSecond(10).WithBurst(1), ratelimit.Global(),
-			ratelimit.WithPace(ratelimit.Pace{MaxDelay: time.Second}))
+		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerSecond(10).WithBurst(1), Key: ratelimit.Global(), Pace: ratelimit.Pace{MaxDelay: time.Second}}})
 		start := time.Now()
 		for i := range 3 {
 			res, err := l.Allow(context.Background(), "k")
@@ -384,9 +390,7 @@ func (s delayingStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit
 // an hour's Delay holds a request at most the rule's MaxDelay.
 func TestWaitIsBoundedByMaxDelayWhateverTheStoreSays(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := ratelimit.NewLimiter(ratelimit.PerSecond(10), ratelimit.Global(),
-			ratelimit.WithStore(delayingStore{memory.New(), time.Hour}),
-			ratelimit.WithPace(ratelimit.Pace{MaxDelay: time.Second}))
+		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerSecond(10), Key: ratelimit.Global(), Pace: ratelimit.Pace{MaxDelay: time.Second}}}, ratelimit.WithStore(delayingStore{memory.New(), time.Hour}))
 		start := time.Now()
 		if _, err := l.Allow(context.Background(), "k"); err != nil || time.Since(start) != time.Second {
 			t.Fatalf("Allow: %v after %v; want served after MaxDelay (1s)", err, time.Since(start))
@@ -397,8 +401,7 @@ func TestWaitIsBoundedByMaxDelayWhateverTheStoreSays(t *testing.T) {
 // TestUnboundedMaxDelayAdmitsWhatFits: MaxDelay of math.MaxInt64 (no
 // bound on the wait) does not overflow into a denial.
 func TestUnboundedMaxDelayAdmitsWhatFits(t *testing.T) {
-	l := ratelimit.NewLimiter(ratelimit.PerSecond(10), ratelimit.Global(),
-		ratelimit.WithPace(ratelimit.Pace{MaxDelay: math.MaxInt64}))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerSecond(10), Key: ratelimit.Global(), Pace: ratelimit.Pace{MaxDelay: math.MaxInt64}}})
 	if res, err := l.Allow(context.Background(), "k"); err != nil || !res.Allowed {
 		t.Fatalf("a fresh key under Pace{MaxDelay: MaxInt64}: %+v, %v; want allowed", res, err)
 	}
@@ -408,8 +411,7 @@ func TestUnboundedMaxDelayAdmitsWhatFits(t *testing.T) {
 // what fits now, at once, rather than waiting for turns.
 func TestAllowAtMostNeverWaitsForATurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := ratelimit.NewLimiter(ratelimit.PerSecond(10).WithBurst(5), ratelimit.Global(),
-			ratelimit.WithPace(ratelimit.Pace{MaxDelay: time.Second}))
+		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerSecond(10).WithBurst(5), Key: ratelimit.Global(), Pace: ratelimit.Pace{MaxDelay: time.Second}}})
 		if _, err := l.AllowN(context.Background(), "k", 3); err != nil {
 			t.Fatal(err)
 		}

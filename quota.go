@@ -1,6 +1,9 @@
 package ratelimit
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Quota is a calendar quota: a number of events per day, week or month,
 // with windows that start at midnight in a time zone. Windows follow the
@@ -35,6 +38,19 @@ func Monthly(n int, loc *time.Location) Quota { return Quota{n: n, unit: month, 
 
 // IsZero reports whether q is unset.
 func (q Quota) IsZero() bool { return q.unit == 0 }
+
+// Validate reports whether q can be enforced: a quota made by Daily, Weekly
+// or Monthly of 1 to 2^31-1 events. The error wraps ErrInvalidLimit.
+func (q Quota) Validate() error {
+	if q.unit == 0 || q.unit > month {
+		return fmt.Errorf("%w: quota without a calendar window; use Daily, Weekly or Monthly", ErrInvalidLimit)
+	}
+	// The events of one window are counted as a limit of that many per window.
+	if err := (Limit{Rate: q.n, Period: 24 * time.Hour}).Validate(); err != nil {
+		return fmt.Errorf("ratelimit: quota: %w", err)
+	}
+	return nil
+}
 
 // quotaWindow returns the store request's limit and window for q at now:
 // the window containing now and the bounds of its neighbours, so that a

@@ -153,8 +153,7 @@ func TestReloadableChangedLimitAppliesToFirstRequestAfterStore(t *testing.T) {
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	store := memory.New(memory.WithClock(clock))
 	build := func(n int) *ratelimit.Limiter {
-		return ratelimit.NewLimiter(ratelimit.PerMinute(n), ratelimit.Global(), ratelimit.WithName("api"),
-			ratelimit.WithAlgorithm(ratelimit.FixedWindow), ratelimit.WithStore(store), ratelimit.WithClock(clock))
+		return ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerMinute(n), Key: ratelimit.Global(), Name: "api", Algorithm: ratelimit.FixedWindow}}, ratelimit.WithStore(store), ratelimit.WithClock(clock))
 	}
 	h := ratelimit.NewReloadable(build(10))
 	mw := h.Handler(ok)
@@ -181,8 +180,7 @@ func TestReloadableChangedLimitAppliesToFirstRequestAfterStore(t *testing.T) {
 func TestReloadableDoneReleasesThroughTheSnapshotThatTookTheSlot(t *testing.T) {
 	store := memory.New()
 	withConc := func() *ratelimit.Limiter {
-		return ratelimit.NewLimiter(ratelimit.Limit{Rate: 1, Period: time.Hour}, ratelimit.Global(),
-			ratelimit.WithName("inflight"), ratelimit.WithAlgorithm(ratelimit.Concurrency), ratelimit.WithStore(store))
+		return ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: 1, Period: time.Hour}, Key: ratelimit.Global(), Name: "inflight", Algorithm: ratelimit.Concurrency}}, ratelimit.WithStore(store))
 	}
 	without := ratelimit.NewLimiter(ratelimit.PerSecond(1000), ratelimit.Global(), ratelimit.WithName("rate"), ratelimit.WithStore(store))
 	h := ratelimit.NewReloadable(withConc())

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/adaptive"
+	"github.com/sluicehq/ratelimit/internal/fieldval"
+	"github.com/sluicehq/ratelimit/internal/problem"
 )
 
 // Rule is one limit of a Limiter: what to count, by which key, and what to
@@ -54,9 +56,12 @@ type Rule struct {
 	// Algorithm counts the events; GCRA unless set (FixedWindow for quotas).
 	Algorithm Algorithm
 
-	// Cost, if set, is the number of units a request consumes; 1 when nil.
-	// Results below 1 count as 1; a request whose cost exceeds the limit's
-	// capacity is denied (see WithCostFunc).
+	// Cost, if set, is the number of units a request consumes, for example
+	// 5 for a search; 1 when nil. Results below 1 count as 1: a request can
+	// never cost nothing. A request that costs more than the limit's
+	// capacity can never be admitted: it is denied at once, without
+	// Retry-After, with a problem+json body saying so, and reported to
+	// observers as CostExceeded.
 	Cost func(r *http.Request) int
 
 	// Shadow makes the rule report without enforcing: it counts requests and
@@ -64,7 +69,7 @@ type Rule struct {
 	// response fields. For rolling out a new limit safely.
 	Shadow bool
 
-	// OnStoreError is what happens when the store cannot decide; FailOpen
+	// OnStoreError is what happens when the store cannot decide; fail open
 	// when zero. See FailurePolicy.
 	OnStoreError FailurePolicy
 
@@ -108,7 +113,7 @@ type rule struct {
 	adaptive     atomic.Pointer[adaptiveSet] // set once compiled; a Reloadable may hand it an older one
 	fast         *fastRule
 	pacer        *pacer   // with Pace.MaxDelay set
-	_            [56]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
+	_            [64]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 func compileRule(r Rule, c config) *rule {
@@ -121,7 +126,7 @@ func compileRule(r Rule, c config) *rule {
 	if r.Name == "" {
 		r.Name = defaultName(r)
 	}
-	if !validPolicyName(r.Name) {
+	if !fieldval.ValidName(r.Name) {
 		panic(fmt.Sprintf("ratelimit: rule name %q: use 1-64 letters, digits or -_.:/", r.Name))
 	}
 	if r.Store == nil {
@@ -161,8 +166,8 @@ func compileRule(r Rule, c config) *rule {
 	if r.Settled && (r.Adaptive != nil || ru.Algorithm == Concurrency) {
 		panic(fmt.Sprintf("ratelimit: rule %q: a concurrency limit holds slots, it has no cost to settle", r.Name))
 	}
-	ru.problem = problemBody([]string{r.Name})
-	ru.keyProblem = keyProblemBody(c.onKeyError.rejectStatus())
+	ru.problem = problem.Denied([]string{r.Name})
+	ru.keyProblem = problem.NoKey(c.onKeyError.rejectStatus())
 	return ru
 }
 
@@ -207,7 +212,7 @@ func defaultName(r Rule) string {
 	}
 	name := []byte(b.String())
 	for i, ch := range name { // a KeyKind set by the user may hold anything
-		if !validPolicyName(string(ch)) {
+		if !fieldval.ValidName(string(ch)) {
 			name[i] = '_'
 		}
 	}
@@ -244,7 +249,7 @@ func (ru *rule) request(r *http.Request, now time.Time, req *Request) (use, erro
 	*req = Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
 	key, err := ru.Key(r)
 	switch {
-	case err != nil && !ru.onKeyError.shared:
+	case err != nil && !ru.onKeyError.Shared:
 		return keyFailed, err
 	case err != nil:
 		req.Rule = ru.noKeyRule

@@ -17,8 +17,8 @@ import (
 func TestDeniedRequestDoesNotConsumeOtherRulesFallback(t *testing.T) {
 	fb := memory.New()
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
-		{Name: "wide", Limit: ratelimit.PerHour(10), Key: ratelimit.ByIP(), OnStoreError: ratelimit.FallbackTo(fb)},
-		{Name: "narrow", Limit: ratelimit.PerHour(1), Key: ratelimit.ByIP(), OnStoreError: ratelimit.FallbackTo(fb)},
+		{Name: "wide", Limit: ratelimit.PerHour(10), Key: ratelimit.ByIP(), OnStoreError: ratelimit.FailurePolicy{Fallback: fb}},
+		{Name: "narrow", Limit: ratelimit.PerHour(1), Key: ratelimit.ByIP(), OnStoreError: ratelimit.FailurePolicy{Fallback: fb}},
 	}, ratelimit.WithStore(ratelimittest.FailingStore{Err: errStoreDown}))
 	h := l.Handler(http.NotFoundHandler())
 	for i := range 6 {

@@ -193,44 +193,6 @@ func TestQuotaWindows(t *testing.T) {
 	}
 }
 
-func TestTiersPlanSwitch(t *testing.T) {
-	var mu sync.Mutex
-	tiers := map[string]string{"acme": "free"}
-	tenant := func(r *http.Request) (string, error) { return r.Header.Get("X-Tenant"), nil }
-	resolve := func(r *http.Request) (string, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		tier, ok := tiers[r.Header.Get("X-Tenant")]
-		return tier, ok
-	}
-	plans := map[string]ratelimit.Plan{
-		"free":       {Rate: ratelimit.PerMinute(2), Quota: ratelimit.Daily(100, nil)},
-		"enterprise": {Rate: ratelimit.PerMinute(1000)},
-	}
-	h := ratelimit.NewRules(ratelimit.Tiers("plan", tenant, resolve, plans), ratelimit.WithClock(newClock()))(ok)
-	get := func(tenant string) *ratelimittest.Response {
-		return ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "", "X-Tenant", tenant))
-	}
-	get("acme")
-	get("acme")
-	if resp := get("acme"); resp.Code != 429 {
-		t.Fatalf("free tier third request: %d", resp.Code)
-	}
-	mu.Lock()
-	tiers["acme"] = "enterprise"
-	mu.Unlock()
-	resp := get("acme")
-	if resp.Code != 200 {
-		t.Fatalf("after the upgrade: %d", resp.Code)
-	}
-	if got := resp.Header.Get("RateLimit-Policy"); got != `"plan-rate";q=1000;w=60` {
-		t.Fatalf("enterprise policy %q (no quota, no concurrency cap)", got)
-	}
-	if resp := get("unknown-tenant"); resp.Code != 400 {
-		t.Fatalf("a tenant with no plan must be rejected, got %d", resp.Code)
-	}
-}
-
 func TestConcurrencyRule(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 10)
@@ -320,10 +282,10 @@ func TestFailurePolicies(t *testing.T) {
 		codes  []int
 		events string
 	}{
-		{"open", ratelimit.FailOpen(), []int{200, 200, 200}, "r:store_error r:store_error r:store_error"},
-		{"closed-503", ratelimit.FailClosed(503), []int{503, 503, 503}, "r:store_error r:store_error r:store_error"},
-		{"closed-429", ratelimit.FailClosed(429), []int{429, 429, 429}, "r:store_error r:store_error r:store_error"},
-		{"fallback", ratelimit.FallbackTo(memory.New(memory.WithClock(newClock()))), []int{200, 200, 429}, "r:fallback r:allowed r:fallback r:allowed r:fallback r:denied"},
+		{"open", ratelimit.FailurePolicy{}, []int{200, 200, 200}, "r:store_error r:store_error r:store_error"},
+		{"closed-503", ratelimit.FailurePolicy{Status: 503}, []int{503, 503, 503}, "r:store_error r:store_error r:store_error"},
+		{"closed-429", ratelimit.FailurePolicy{Status: 429}, []int{429, 429, 429}, "r:store_error r:store_error r:store_error"},
+		{"fallback", ratelimit.FailurePolicy{Fallback: memory.New(memory.WithClock(newClock()))}, []int{200, 200, 429}, "r:fallback r:allowed r:fallback r:allowed r:fallback r:denied"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -379,18 +341,29 @@ func TestTimeBudget(t *testing.T) {
 func TestNewRulesConfigErrors(t *testing.T) {
 	r := ratelimit.Rule{Name: "a", Limit: ratelimit.PerSecond(1), Key: byPeer}
 	cases := map[string]func(){
-		"rule option":      func() { ratelimit.NewRules([]ratelimit.Rule{r}, ratelimit.WithName("x")) },
-		"duplicate names":  func() { ratelimit.NewRules([]ratelimit.Rule{r, r}) },
-		"no rules":         func() { ratelimit.NewRules(nil) },
-		"too many rules":   func() { ratelimit.NewRules(make([]ratelimit.Rule, 17)) },
-		"missing key":      func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Limit: ratelimit.PerSecond(1)}}) },
-		"invalid limit":    func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Key: byPeer}}) },
-		"bad quota":        func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Key: byPeer, Quota: ratelimit.Daily(0, nil)}}) },
-		"bad fail status":  func() { ratelimit.FailClosed(500) },
-		"key error 200":    func() { ratelimit.RejectKeyError(200) },
-		"key error 600":    func() { ratelimit.RejectKeyError(600) },
-		"tiers w/o plans":  func() { ratelimit.Tiers("t", byPeer, func(*http.Request) (string, bool) { return "", false }, nil) },
-		"negative timeout": func() { ratelimit.WithTimeout(-1) },
+		"rule option":     func() { ratelimit.NewRules([]ratelimit.Rule{r}, ratelimit.WithName("x")) },
+		"duplicate names": func() { ratelimit.NewRules([]ratelimit.Rule{r, r}) },
+		"no rules":        func() { ratelimit.NewRules(nil) },
+		"too many rules":  func() { ratelimit.NewRules(make([]ratelimit.Rule, 17)) },
+		"missing key":     func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Limit: ratelimit.PerSecond(1)}}) },
+		"invalid limit":   func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Key: byPeer}}) },
+		"bad quota":       func() { ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Key: byPeer, Quota: ratelimit.Daily(0, nil)}}) },
+		"bad fail status": func() {
+			ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Limit: ratelimit.PerSecond(1), Key: byPeer, OnStoreError: ratelimit.FailurePolicy{Status: 500}}})
+		},
+		"fail status and fallback": func() {
+			ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Limit: ratelimit.PerSecond(1), Key: byPeer, OnStoreError: ratelimit.FailurePolicy{Status: 503, Fallback: memory.New()}}})
+		},
+		"instances without fallback": func() {
+			ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Limit: ratelimit.PerSecond(1), Key: byPeer, OnStoreError: ratelimit.FailurePolicy{Instances: 8}}})
+		},
+		"negative instances": func() {
+			ratelimit.NewRules([]ratelimit.Rule{{Name: "a", Limit: ratelimit.PerSecond(1), Key: byPeer, OnStoreError: ratelimit.FailurePolicy{Fallback: memory.New(), Instances: -1}}})
+		},
+		"key error 200":                  func() { ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: 200}) },
+		"key error 600":                  func() { ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: 600}) },
+		"shared key error with a status": func() { ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Shared: true, Status: 429}) },
+		"negative timeout":               func() { ratelimit.WithTimeout(-1) },
 	}
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -495,13 +468,13 @@ func TestFallbackDividedAmongInstances(t *testing.T) {
 	fallback := memory.New(memory.WithClock(newClock()))
 	h := ratelimit.NewRules([]ratelimit.Rule{{
 		Name: "fleet", Limit: ratelimit.PerMinute(100), Key: byPeer, Store: failingStore,
-		OnStoreError: ratelimit.FallbackTo(fallback).DividedBy(8),
+		OnStoreError: ratelimit.FailurePolicy{Fallback: fallback, Instances: 8},
 	}})(ok)
 	n, resp := ratelimittest.FirstLimited(h, 50, func() *http.Request { return ratelimittest.NewRequest("GET", "/", "") })
 	if n != 13 || resp.Header.Get("RateLimit-Policy") != `"fleet";q=12;w=60` {
 		t.Fatalf("a 100/min fleet limit over 8 instances: first 429 at %d (policy %q), want 13 (12 per instance)", n, resp.Header.Get("RateLimit-Policy"))
 	}
-	if got := ratelimit.FallbackTo(fallback).DividedBy(8).String(); got != "fallback(1/8)" {
+	if got := (ratelimit.FailurePolicy{Fallback: fallback, Instances: 8}).String(); got != "fallback(1/8)" {
 		t.Fatalf("String %q", got)
 	}
 }

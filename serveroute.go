@@ -21,11 +21,11 @@ import "net/http"
 //     request, in place of the failing rule's FailurePolicy. It is called
 //     when the failure happens, at most once per request, with the error
 //     (it wraps ErrStoreUnavailable; a fallback store that decided is no
-//     failure). A non-nil error stops the request there, as FailClosed
+//     failure). A non-nil error stops the request there, as fail closed
 //     would: what the rules decided before is given back, the rules after
 //     are not asked, ServeRoute writes nothing and returns the error for
 //     the framework to render. With nil the request goes on through that
-//     failure (and any later one) as under FailOpen: the rules whose
+//     failure (and any later one) as under fail open: the rules whose
 //     stores answer count it and may deny it (then deny, or the core's
 //     429, answers), and adaptive and Concurrency rules hold its slots
 //     while next runs. Each request is decided once.

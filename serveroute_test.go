@@ -82,11 +82,10 @@ func TestServeRouteDenyGetsTheVerdictAndFields(t *testing.T) {
 }
 
 // TestServeRouteErrorHandlerLetsAFailedClosedRequestThrough: onError gets
-// the store's error; returning nil serves a request its rule's FailClosed
+// the store's error; returning nil serves a request its rule's fail closed
 // would stop, without rate-limit fields.
 func TestServeRouteErrorHandlerLetsAFailedClosedRequestThrough(t *testing.T) {
-	l := ratelimit.NewLimiter(ratelimit.PerMinute(1), ratelimit.Global(), ratelimit.WithStore(failingStore),
-		ratelimit.WithFailurePolicy(ratelimit.FailClosed(503)))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerMinute(1), Key: ratelimit.Global(), OnStoreError: ratelimit.FailurePolicy{Status: 503}}}, ratelimit.WithStore(failingStore))
 	var rt routeCalls
 	w := ratelimittest.NewDiscardWriter()
 	served, err := rt.serveRoute(l, w, false, true, nil, nil)
@@ -102,7 +101,7 @@ func TestServeRouteErrorHandlerLetsAFailedClosedRequestThrough(t *testing.T) {
 }
 
 // TestServeRouteErrorHandlerStopsAndReleases: onError's error stops a
-// request admitted under FailOpen: nothing is written, next is not called
+// request admitted under fail open: nothing is written, next is not called
 // and the Concurrency slot it took on a healthy rule is given back.
 func TestServeRouteErrorHandlerStopsAndReleases(t *testing.T) {
 	clock := newClock()
@@ -156,7 +155,7 @@ func TestServeRouteErrorHandlerLetsNoDenialThrough(t *testing.T) {
 // request whose context reaches Settle, and the settled cost is charged;
 // otherwise it gets the request itself.
 func TestServeRouteHandlerSettles(t *testing.T) {
-	l := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithSettlement(), ratelimit.WithClock(newClock()))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(newClock()))
 	r := ratelimittest.NewRequest("GET", "/", "")
 	settled := false
 	if served, err := l.ServeRoute(ratelimittest.NewDiscardWriter(), r, "", nil, nil, func(r *http.Request) error {
@@ -258,7 +257,7 @@ func TestServeRouteCallbacksDoNotAllocate(t *testing.T) {
 }
 
 // TestServeRouteLetThroughKeepsTheAdaptiveLimit: with an adaptive rule of 1
-// beside a rule whose store is down under FailClosed, onError returning nil
+// beside a rule whose store is down under fail closed, onError returning nil
 // lets each request through. The adaptive rule has no store and did admit
 // the request, yet its slot is given back before next runs: a second
 // request arriving while the first is in the handler is let through too,
@@ -269,7 +268,7 @@ func TestServeRouteLetThroughKeepsTheAdaptiveLimit(t *testing.T) {
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 		{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1)},
 		{Name: "failing", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: failingStore,
-			OnStoreError: ratelimit.FailClosed(http.StatusServiceUnavailable)},
+			OnStoreError: ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}},
 	})
 	letThrough := func(error) error { return nil }
 	inner := 0
@@ -295,17 +294,17 @@ func TestServeRouteLetThroughKeepsTheAdaptiveLimit(t *testing.T) {
 
 // TestServeRouteLetThroughCountsUnderTheHealthyRules: a rule on a healthy
 // memory store allows 2 a minute; a second rule's store is down under
-// FailClosed, and onError returning nil lets each request through. The
+// fail closed, and onError returning nil lets each request through. The
 // healthy rule's unit is given back (compensated) for every request, as
 // for a stopped one, though next serves it: during the outage the healthy
-// limit is not enforced at all (5 of 5 served), where FailOpen would have
+// limit is not enforced at all (5 of 5 served), where fail open would have
 // served 2.
 func TestServeRouteLetThroughCountsUnderTheHealthyRules(t *testing.T) {
 	clock := newClock()
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 		{Name: "local", Limit: ratelimit.PerMinute(2), Key: ratelimit.Global(), Store: memory.New(memory.WithClock(clock))},
 		{Name: "failing", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: failingStore,
-			OnStoreError: ratelimit.FailClosed(http.StatusServiceUnavailable)},
+			OnStoreError: ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}},
 	}, ratelimit.WithClock(clock))
 	served := 0
 	for range 5 {
@@ -321,7 +320,7 @@ func TestServeRouteLetThroughCountsUnderTheHealthyRules(t *testing.T) {
 }
 
 // TestServeRouteErrorHandlerStopIsNotSampled: a request admitted under
-// FailOpen that onError stops (fail closed) never ran: its adaptive slot
+// fail open that onError stops (fail closed) never ran: its adaptive slot
 // must come back unsampled, as for a request another rule stopped. It was
 // released as served with status 0 and an elapsed time of nearly nothing,
 // a success under DefaultClassify: during a store outage with an error
@@ -390,7 +389,7 @@ func TestServeRoutePanickingHandlerIsClassifiedAs500(t *testing.T) {
 }
 
 // TestServeRouteLetThroughDeniedByAHealthyRuleGoesToDeny: when onError lets
-// through a request a FailClosed store failure stopped and, decided again,
+// through a request a fail closed store failure stopped and, decided again,
 // a healthy rule denies it, the denial is rendered by deny (the framework's
 // way), as any other denial is, not by the core's 429.
 func TestServeRouteLetThroughDeniedByAHealthyRuleGoesToDeny(t *testing.T) {
@@ -399,7 +398,7 @@ func TestServeRouteLetThroughDeniedByAHealthyRuleGoesToDeny(t *testing.T) {
 	// order), so the healthy rule answers only in the second decision.
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 		{Name: "failing", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: failingStore,
-			OnStoreError: ratelimit.FailClosed(http.StatusServiceUnavailable)},
+			OnStoreError: ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}},
 		{Name: "healthy", Limit: ratelimit.PerMinute(1), Key: ratelimit.Global(), Store: remoteLike{memory.New(memory.WithClock(clock))}},
 	}, ratelimit.WithClock(clock))
 	var denied []string
@@ -443,7 +442,7 @@ func (s *storeCalls) Return(ctx context.Context, req ratelimit.Request) error {
 
 // TestServeRouteDecidesEachRequestOnce: every store is asked once per
 // request, whether the request is admitted, denied, let through by onError
-// after a FailClosed store failure, or stopped by it. A let-through request
+// after a fail closed store failure, or stopped by it. A let-through request
 // used to be decided twice (the healthy store asked twice and compensated
 // once, the failing one asked twice); onError is now asked at the moment
 // of the failure, in place of the rule's policy.
@@ -473,7 +472,7 @@ func TestServeRouteDecidesEachRequestOnce(t *testing.T) {
 			l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 				{Name: "healthy", Limit: ratelimit.PerMinute(2), Key: ratelimit.Global(), Store: healthy},
 				{Name: "second", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: second,
-					OnStoreError: ratelimit.FailClosed(http.StatusServiceUnavailable)},
+					OnStoreError: ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}},
 			}, ratelimit.WithClock(clock))
 			asked := 0
 			serve := func() (bool, error) {

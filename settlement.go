@@ -6,16 +6,8 @@ import (
 	"net/http"
 )
 
-// WithSettlement makes the limiter's rule charge each request's cost (its
-// WithCostFunc, or 1) as an estimate, settled once the request has been
-// served: the handler reports the actual cost with Settle, and the
-// difference is charged or given back; see Settle.
-func WithSettlement() Option {
-	return func(c *config) { c.settled = true; c.ruleOpts = append(c.ruleOpts, "WithSettlement") }
-}
-
 // Settle reports the actual cost of the request whose context is ctx, for
-// the rules that settle (WithSettlement, Rule.Settled) of every limiter
+// the rules that settle (Rule.Settled) of every limiter
 // serving it: LLM tokens, rows scanned, bytes sent, known only once the
 // handler has done its work. Call it from the handler, before it returns;
 // the last call wins. When the request has been served, each such rule
@@ -132,7 +124,7 @@ func (l *Limiter) settleRequest(r *http.Request, h *held) *http.Request {
 }
 
 // Settles reports whether a rule of the limiter settles costs
-// (WithSettlement, Rule.Settled). Adapters built on Admit, which cannot
+// (Rule.Settled). Adapters built on Admit, which cannot
 // give the handler a new context, serve such a limiter with Check and
 // Verdict.Context instead, and keep Admit's direct path for the others.
 func (l *Limiter) Settles() bool { return l.settled }

@@ -20,8 +20,13 @@ import (
 // over a handler that reports, with Settle, the cost in X-Actual (none when
 // absent), after running before.
 func settling(limit ratelimit.Limit, est int, before func(*http.Request), opts ...ratelimit.Option) http.Handler {
-	opts = append(opts, ratelimit.WithSettlement(), ratelimit.WithCostFunc(func(*http.Request) int { return est }))
-	return ratelimit.New(limit, ratelimit.Global(), opts...)(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+	return settlingRule(ratelimit.Rule{Limit: limit}, est, before, opts...)
+}
+
+// settlingRule is settling with the limit and algorithm of ru.
+func settlingRule(ru ratelimit.Rule, est int, before func(*http.Request), opts ...ratelimit.Option) http.Handler {
+	ru.Key, ru.Settled, ru.Cost = ratelimit.Global(), true, func(*http.Request) int { return est }
+	return ratelimit.NewRules([]ratelimit.Rule{ru}, opts...)(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		if before != nil {
 			before(r)
 		}
@@ -113,9 +118,10 @@ func TestSettlementCountsInTheRequestsWindow(t *testing.T) {
 			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			store := memory.New(memory.WithClock(clock))
 			late := func(*http.Request) { clock.Advance(time.Minute) } // the handler runs into the next window
-			opts := []ratelimit.Option{ratelimit.WithClock(clock), ratelimit.WithAlgorithm(alg), ratelimit.WithStore(store)}
-			serve(settling(ratelimit.PerMinute(100), 1, late, opts...), actual(60))
-			probe := settling(ratelimit.PerMinute(100), 1, nil, opts...)
+			opts := []ratelimit.Option{ratelimit.WithClock(clock), ratelimit.WithStore(store)}
+			ru := ratelimit.Rule{Limit: ratelimit.PerMinute(100), Algorithm: alg}
+			serve(settlingRule(ru, 1, late, opts...), actual(60))
+			probe := settlingRule(ru, 1, nil, opts...)
 			want := 100 - 1 // the request's fixed window has ended: only the probe counts
 			if alg == ratelimit.SlidingWindow {
 				// Its window is the previous one, fully weighted at the start
@@ -150,7 +156,7 @@ func TestSettlementsKeepTheExactBounds(t *testing.T) {
 	} {
 		t.Run(tc.alg.String(), func(t *testing.T) {
 			clock := ratelimittest.NewClock(ratelimittest.Epoch())
-			h := settling(tc.limit, 2, nil, ratelimit.WithClock(clock), ratelimit.WithAlgorithm(tc.alg))
+			h := settlingRule(ratelimit.Rule{Limit: tc.limit, Algorithm: tc.alg}, 2, nil, ratelimit.WithClock(clock))
 			rng := rand.New(rand.NewPCG(7, 11))
 			type charge struct {
 				at    time.Duration
@@ -190,8 +196,8 @@ func TestSettleReachesNestedLimiters(t *testing.T) {
 		t.Fatal("Settle outside a limiter reported a settled rule")
 	}
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
-	outer := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement(), ratelimit.WithName("outer"))
-	inner := ratelimit.NewLimiter(ratelimit.PerHour(50), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement(), ratelimit.WithName("inner"))
+	outer := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true, Name: "outer"}}, ratelimit.WithClock(clock))
+	inner := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(50), Key: ratelimit.Global(), Settled: true, Name: "inner"}}, ratelimit.WithClock(clock))
 	h := outer.Handler(inner.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		ratelimit.Settle(r.Context(), 11)
 	})))
@@ -228,13 +234,13 @@ func TestAllowAtMostGrantsWhatFits(t *testing.T) {
 }
 
 // TestSettlesReportsSettledRules: Settles is true exactly when a rule
-// settles, through WithSettlement or Rule.Settled.
+// settles (Rule.Settled).
 func TestSettlesReportsSettledRules(t *testing.T) {
 	if ratelimit.NewLimiter(ratelimit.PerHour(1), ratelimit.Global()).Settles() {
 		t.Fatal("a limiter without settlement reports Settles")
 	}
-	if !ratelimit.NewLimiter(ratelimit.PerHour(1), ratelimit.Global(), ratelimit.WithSettlement()).Settles() {
-		t.Fatal("WithSettlement: Settles is false")
+	if !ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(1), Key: ratelimit.Global(), Settled: true}}).Settles() {
+		t.Fatal("Rule.Settled: Settles is false")
 	}
 	rules := []ratelimit.Rule{
 		{Name: "a", Limit: ratelimit.PerHour(1), Key: ratelimit.Global()},
@@ -253,7 +259,7 @@ func TestSettlesReportsSettledRules(t *testing.T) {
 // loops nor charges twice.
 func TestVerdictContextTwiceIsHarmless(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
-	l := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement())
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(clock))
 	r := httptest.NewRequest("GET", "/", nil)
 	v := l.Check(r)
 	ctx := v.Context(v.Context(r.Context()))
@@ -271,7 +277,7 @@ func TestVerdictContextTwiceIsHarmless(t *testing.T) {
 // nothing and says so.
 func TestSettleAfterTheResponseReportsFalse(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
-	l := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement())
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(clock))
 	var ctx context.Context
 	serve(l.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ctx = r.Context() })), httptest.NewRequest("GET", "/", nil))
 	if ratelimit.Settle(ctx, 40) {
@@ -286,7 +292,7 @@ func TestSettleAfterTheResponseReportsFalse(t *testing.T) {
 // the largest debt, and the next response's fields stay well-formed.
 func TestHugeSettlementIsBounded(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
-	l := ratelimit.NewLimiter(ratelimit.PerMinute(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement())
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerMinute(100), Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(clock))
 	h := l.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { ratelimit.Settle(r.Context(), math.MaxInt) }))
 	serve(h, httptest.NewRequest("GET", "/", nil))
 	rec := httptest.NewRecorder()
@@ -325,9 +331,7 @@ func TestAllowAtMostFindsWhatFitsAcrossRules(t *testing.T) {
 func TestSettlementRefundWhileTheKeyIsInDebt(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	limit := ratelimit.PerHour(100) // interval 36s, burst 100
-	l := ratelimit.NewLimiter(limit, ratelimit.Global(), ratelimit.WithClock(clock),
-		ratelimit.WithStore(memory.New(memory.WithClock(clock))),
-		ratelimit.WithSettlement(), ratelimit.WithCostFunc(func(*http.Request) int { return 5 }))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: limit, Key: ratelimit.Global(), Settled: true, Cost: func(*http.Request) int { return 5 }}}, ratelimit.WithClock(clock), ratelimit.WithStore(memory.New(memory.WithClock(clock))))
 	r := httptest.NewRequest("GET", "/", nil)
 	a, b := l.Check(r), l.Check(r)
 	if !a.Allowed() || !b.Allowed() {

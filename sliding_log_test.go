@@ -24,7 +24,7 @@ func TestSlidingLogLargerThanItsBoundIsRefusedAtConstruction(t *testing.T) {
 				msg = fmt.Sprint(p)
 			}
 		}()
-		ratelimit.NewLimiter(ratelimit.PerMinute(rate), ratelimit.Global(), ratelimit.WithAlgorithm(ratelimit.SlidingLog))
+		ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "log", Limit: ratelimit.PerMinute(rate), Key: ratelimit.Global(), Algorithm: ratelimit.SlidingLog}})
 		return ""
 	}
 	if msg := build(10_000); msg != "" {

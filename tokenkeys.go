@@ -17,11 +17,16 @@ const (
 	digestBytes = 16 // 128 bits
 )
 
-// TokenOption configures ByBearerToken and ByAPIKey.
+// TokenConfig configures a key function for a credential: its KeyFunc
+// method is the general form of ByBearerToken and ByAPIKey, and the one for
+// credentials of low entropy (Secret).
+//
+//	// API keys that are short or guessable, under a secret every instance shares:
+//	ratelimit.TokenConfig{Header: "X-API-Key", Secret: secret}.KeyFunc()
 //
 // # Key format
 //
-// ByBearerToken and ByAPIKey never return the credential: they return a
+// Credential key functions never return the credential: they return a
 // digest of it, so that neither the store (Redis keys are visible to anyone
 // with MONITOR or a backup), nor metrics and logs of keys, hold a usable
 // secret. The digest is stable: the same credential gives the same key in
@@ -35,7 +40,7 @@ const (
 // likely) in a short key.
 //
 // A plain digest of a low-entropy credential (a short PIN-like API key, an
-// email address) can be reversed by guessing. With HMACSecret the key is
+// email address) can be reversed by guessing. With a Secret the key is
 // "hmac-sha256:" and the first 128 bits of HMAC-SHA256(secret, credential)
 // instead: without the secret, a leaked key reveals nothing. Every instance
 // must use the same secret to share buckets, and changing it starts every
@@ -48,22 +53,32 @@ const (
 // limiter after the middleware that verifies the credential (so invalid
 // tokens are rejected before they are counted), or add an IP-keyed rule next
 // to the token rule.
-type TokenOption func(*tokenOptions)
+type TokenConfig struct {
+	// Header names the header that holds the credential whole, as ByAPIKey
+	// reads it ("X-API-Key"). Empty, the credential is the bearer token of
+	// the Authorization header, as ByBearerToken reads it.
+	Header string
 
-type tokenOptions struct {
-	secret []byte
+	// Secret, if set, keys credentials by HMAC-SHA256 under Secret instead
+	// of a plain SHA-256, for credentials of low entropy. It must be at
+	// least 16 bytes (32 random bytes recommended) and the same on every
+	// instance. KeyFunc copies it.
+	Secret []byte
 }
 
-// HMACSecret keys credentials by HMAC-SHA256 under secret instead of a plain
-// SHA-256, for credentials of low entropy; see TokenOption. The secret
-// must be at least 16 bytes (32 random bytes recommended) and the same on
-// every instance. It panics on a shorter secret.
-func HMACSecret(secret []byte) TokenOption {
-	if len(secret) < 16 {
-		panic(fmt.Sprintf("ratelimit: HMACSecret: secret of %d bytes; use at least 16 (32 random bytes recommended)", len(secret)))
+// KeyFunc returns the KeyFunc of cfg. It panics with a "ratelimit:
+// TokenConfig.KeyFunc: ..." message if Secret is set and shorter than 16
+// bytes, or if Header is not a valid header name.
+func (cfg TokenConfig) KeyFunc() KeyFunc {
+	const fn = "TokenConfig.KeyFunc"
+	if cfg.Secret != nil && len(cfg.Secret) < 16 {
+		panic(fmt.Sprintf("ratelimit: %s: Secret of %d bytes; use at least 16 (32 random bytes recommended)", fn, len(cfg.Secret)))
 	}
-	secret = append([]byte(nil), secret...)
-	return func(o *tokenOptions) { o.secret = secret }
+	h := newTokenHasher(cfg.Secret)
+	if cfg.Header == "" {
+		return bearerKey(fn, h)
+	}
+	return apiKey(fn, cfg.Header, h)
 }
 
 // tokenHasher turns credentials into keys.
@@ -84,17 +99,13 @@ type hashState struct {
 	sum   [sha256.Size]byte
 }
 
-func newTokenHasher(fn string, opts []TokenOption) *tokenHasher {
-	var o tokenOptions
-	for _, opt := range opts {
-		if opt == nil {
-			panic(fmt.Sprintf("ratelimit: %s: nil TokenOption", fn))
-		}
-		opt(&o)
-	}
+// newTokenHasher returns a hasher of credentials, keyed by secret when it
+// is not nil.
+func newTokenHasher(secret []byte) *tokenHasher {
 	t := &tokenHasher{prefix: tokenPrefix}
 	t.states.New = func() any { return &hashState{h: sha256.New()} }
-	if secret := o.secret; secret != nil {
+	if secret != nil {
+		secret = append([]byte(nil), secret...)
 		t.prefix, t.keyed = hmacPrefix, true
 		t.states.New = func() any { return &hashState{h: hmac.New(sha256.New, secret)} }
 	}
@@ -128,19 +139,23 @@ func (t *tokenHasher) key(c string) string {
 
 // ByBearerToken keys requests by the bearer token of their Authorization
 // header (RFC 6750: "Authorization: Bearer <token>", the scheme matched
-// case-insensitively), hashed as described under TokenOption: the token is
+// case-insensitively), hashed as described under TokenConfig: the token is
 // never returned in clear.
 //
 // A missing Authorization header, another scheme, an empty or malformed token
 // (not RFC 7235 token68 syntax), or more than one Authorization line gives an
 // error wrapping ErrNoKey. The token is not verified: see "Verify before you
-// count" under TokenOption. It panics on a nil option.
-func ByBearerToken(opts ...TokenOption) KeyFunc {
-	h := newTokenHasher("ByBearerToken", opts)
-	errMissing := fmt.Errorf("%w: ByBearerToken: no Authorization header", ErrNoKey)
-	errRepeated := fmt.Errorf("%w: ByBearerToken: Authorization header repeated", ErrNoKey)
-	errScheme := fmt.Errorf("%w: ByBearerToken: Authorization is not a Bearer token", ErrNoKey)
-	errToken := fmt.Errorf("%w: ByBearerToken: malformed bearer token", ErrNoKey)
+// count" under TokenConfig, whose KeyFunc keys tokens under a secret.
+func ByBearerToken() KeyFunc {
+	return bearerKey("ByBearerToken", newTokenHasher(nil))
+}
+
+// bearerKey is ByBearerToken with h, reporting errors as fn's.
+func bearerKey(fn string, h *tokenHasher) KeyFunc {
+	errMissing := fmt.Errorf("%w: %s: no Authorization header", ErrNoKey, fn)
+	errRepeated := fmt.Errorf("%w: %s: Authorization header repeated", ErrNoKey, fn)
+	errScheme := fmt.Errorf("%w: %s: Authorization is not a Bearer token", ErrNoKey, fn)
+	errToken := fmt.Errorf("%w: %s: malformed bearer token", ErrNoKey, fn)
 	return func(r *http.Request) (string, error) {
 		v := r.Header.Values("Authorization")
 		switch {
@@ -163,24 +178,29 @@ func ByBearerToken(opts ...TokenOption) KeyFunc {
 }
 
 // ByAPIKey keys requests by the API key in header (such as "X-API-Key"),
-// hashed as described under TokenOption: the key is never returned in clear.
+// hashed as described under TokenConfig: the key is never returned in clear.
 //
 // A missing or empty header, one sent on more than one line, or a value with
 // anything but visible ASCII characters gives an error wrapping ErrNoKey. The
-// key is not verified: see "Verify before you count" under TokenOption.
-// ByAPIKey panics if header is not a valid header name, or on a nil option.
+// key is not verified: see "Verify before you count" under TokenConfig,
+// whose KeyFunc keys API keys under a secret. ByAPIKey panics if header is
+// not a valid header name.
 //
 // Keys passed in the URL query are deliberately not supported: URLs end up in
 // access logs, browser history and Referer headers. Move them to a header.
-func ByAPIKey(header string, opts ...TokenOption) KeyFunc {
+func ByAPIKey(header string) KeyFunc {
+	return apiKey("ByAPIKey", header, newTokenHasher(nil))
+}
+
+// apiKey is ByAPIKey with h, reporting errors as fn's.
+func apiKey(fn, header string, h *tokenHasher) KeyFunc {
 	if !validHeaderName(header) {
-		panic(fmt.Sprintf("ratelimit: ByAPIKey: invalid header name %q", header))
+		panic(fmt.Sprintf("ratelimit: %s: invalid header name %q", fn, header))
 	}
 	header = http.CanonicalHeaderKey(header)
-	h := newTokenHasher("ByAPIKey", opts)
-	errMissing := fmt.Errorf("%w: ByAPIKey: %s header missing or empty", ErrNoKey, header)
-	errRepeated := fmt.Errorf("%w: ByAPIKey: %s header repeated", ErrNoKey, header)
-	errInvalid := fmt.Errorf("%w: ByAPIKey: %s header is not visible ASCII", ErrNoKey, header)
+	errMissing := fmt.Errorf("%w: %s: %s header missing or empty", ErrNoKey, fn, header)
+	errRepeated := fmt.Errorf("%w: %s: %s header repeated", ErrNoKey, fn, header)
+	errInvalid := fmt.Errorf("%w: %s: %s header is not visible ASCII", ErrNoKey, fn, header)
 	return func(r *http.Request) (string, error) {
 		v := r.Header.Values(header)
 		switch {

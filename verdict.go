@@ -1,9 +1,10 @@
 package ratelimit
 
 import (
-	"context"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/ratelimit/internal/problem"
 )
 
 // Verdict is a Limiter's decision on one request, from Check or
@@ -50,7 +51,7 @@ func (v Verdict) Allowed() bool { return v.kind <= verdictAllowed }
 // Denied reports whether a limit turned the request away: a rate limit, a
 // cost above a rule's capacity or an adaptive limit. It is false when the
 // request may proceed and when it was stopped for another reason (its key
-// could not be extracted, a store failed under FailClosed, a rule is
+// could not be extracted, a store failed under fail closed, a rule is
 // misconfigured): Write then answers with the core's response.
 func (v Verdict) Denied() bool {
 	return v.kind == verdictDenied || v.kind == verdictAdaptive || v.kind == verdictCostExceeded
@@ -71,7 +72,7 @@ func (v Verdict) Status() int {
 	case verdictKeyError:
 		return v.top.onKeyError.rejectStatus()
 	case verdictFailedClosed:
-		return v.top.OnStoreError.status
+		return v.top.OnStoreError.Status
 	case verdictMisconfigured:
 		return http.StatusInternalServerError
 	}
@@ -107,7 +108,7 @@ func (v Verdict) Violated() []string {
 
 // Err is why no store decided for some rule: an error wrapping
 // ErrStoreUnavailable when a store failed (the request proceeds under
-// FailOpen unless another rule denied it, stops under FailClosed), one wrapping ErrInvalidRequest when the
+// fail open unless another rule denied it, stops under fail closed), one wrapping ErrInvalidRequest when the
 // request costs more than a rule's capacity or a rule is misconfigured (it
 // never wraps ErrStoreUnavailable then), or the KeyFunc's error on a key
 // error; on a paced request whose context ended while it waited, an error
@@ -160,7 +161,7 @@ func (v *Verdict) write(w http.ResponseWriter) {
 	if v.Denied() && l.denied != nil {
 		v.setHeaders(w.Header(), false)
 		c := *v // the handler's copy, so that v stays on its caller's stack
-		l.denied.ServeHTTP(w, v.r.WithContext(context.WithValue(v.r.Context(), verdictKey{}, &c)))
+		l.denied(w, v.r, &c)
 		return
 	}
 	switch v.kind {
@@ -170,7 +171,7 @@ func (v *Verdict) write(w http.ResponseWriter) {
 		v.setHeaders(w.Header(), true)
 		body := v.top.problem
 		if v.violated != nil {
-			body = problemBody(v.violated)
+			body = problem.Denied(v.violated)
 		}
 		w.WriteHeader(http.StatusTooManyRequests)
 		w.Write(body)
@@ -179,9 +180,9 @@ func (v *Verdict) write(w http.ResponseWriter) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.Write(v.top.adaptive.Load().problem)
 	case verdictCostExceeded:
-		writeBody(w, http.StatusTooManyRequests, costProblemBody(v.top.Name, v.cost, v.limit.Capacity()))
+		problem.WriteBody(w, http.StatusTooManyRequests, problem.CostExceeded(v.top.Name, v.cost, v.limit.Capacity()))
 	case verdictKeyError:
-		writeKeyProblem(w, v.top, v.err)
+		writeKeyProblem(w, v.top.onKeyError.rejectStatus(), v.top.keyProblem, v.err)
 	case verdictFailedClosed:
 		if l.onError != nil {
 			l.onError(w, v.r, v.err)
@@ -189,23 +190,12 @@ func (v *Verdict) write(w http.ResponseWriter) {
 		}
 		w.Header()[hdrRetryAfter] = []string{"1"}
 		status := v.Status()
-		writeProblem(w, status, failClosedType, "The rate limiter is unavailable; retry shortly.")
+		problem.Write(w, status, failClosedType, "The rate limiter is unavailable; retry shortly.")
 	case verdictMisconfigured:
-		writeProblem(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
+		problem.Write(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
 	case verdictCanceled:
-		writeProblem(w, http.StatusServiceUnavailable, "about:blank", "The request ended while waiting for its turn.")
+		problem.Write(w, http.StatusServiceUnavailable, "about:blank", "The request ended while waiting for its turn.")
 	}
-}
-
-type verdictKey struct{}
-
-// VerdictFrom returns the verdict the limiter attached to r before calling
-// the handler set by WithDeniedHandler: Rule, Result and Violated tell what
-// denied the request. The handler answers the request itself; it must not
-// call the verdict's Write.
-func VerdictFrom(r *http.Request) (*Verdict, bool) {
-	v, ok := r.Context().Value(verdictKey{}).(*Verdict)
-	return v, ok
 }
 
 // Done gives back what an admitted request holds, once it has been served:

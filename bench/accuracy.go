@@ -73,8 +73,7 @@ func RunAccuracy(srv *RedisServer, alg ratelimit.Algorithm, p Pattern, instances
 		// A generous budget: this measures accuracy, and the Store's default
 		// 50ms can be exceeded by a loaded machine's first calls.
 		store := redisstore.New(c, redisstore.WithTimeout(5*time.Second))
-		lim := ratelimit.NewLimiter(AccuracyLimit, ratelimit.ByIP(), ratelimit.WithStore(store),
-			ratelimit.WithAlgorithm(alg), ratelimit.WithName(name))
+		lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: AccuracyLimit, Key: ratelimit.ByIP(), Algorithm: alg, Name: name}}, ratelimit.WithStore(store))
 		insts = append(insts, inst{lim})
 	}
 	run := &AccuracyRun{Algorithm: alg, Pattern: p, Instances: instances, Workers: workers, Duration: d}

@@ -39,26 +39,29 @@ func Configurations() []Configuration {
 	rules := func(rs ...ratelimit.Rule) func(Limit, http.Handler) http.Handler {
 		return func(_ Limit, next http.Handler) http.Handler { return ratelimit.NewRules(rs)(next) }
 	}
-	one := func(opts ...ratelimit.Option) func(Limit, http.Handler) http.Handler {
+	one := func(ru ratelimit.Rule) func(Limit, http.Handler) http.Handler {
 		return func(l Limit, next http.Handler) http.Handler {
-			return ratelimit.New(ours(l), ratelimit.ByIP(), opts...)(next)
+			ru.Limit, ru.Key = ours(l), ratelimit.ByIP()
+			return ratelimit.NewRules([]ratelimit.Rule{ru})(next)
 		}
 	}
 	return []Configuration{
-		{Name: "default", Denies: true, Fields: true, Middleware: one()},
+		{Name: "default", Denies: true, Fields: true, Middleware: func(l Limit, next http.Handler) http.Handler {
+			return ratelimit.New(ours(l), ratelimit.ByIP())(next)
+		}},
 		{Name: "sized-store", Denies: true, Fields: true, Middleware: func(l Limit, next http.Handler) http.Handler {
 			s := memory.New(memory.WithMaxKeys(MaxKeys))
 			return ratelimit.New(ours(l), ratelimit.ByIP(), ratelimit.WithStore(s))(next)
 		}},
-		{Name: "fixed-window", Denies: true, Fields: true, Middleware: one(ratelimit.WithAlgorithm(ratelimit.FixedWindow))},
-		{Name: "sliding-window", Denies: true, Fields: true, Middleware: one(ratelimit.WithAlgorithm(ratelimit.SlidingWindow))},
+		{Name: "fixed-window", Denies: true, Fields: true, Middleware: one(ratelimit.Rule{Algorithm: ratelimit.FixedWindow})},
+		{Name: "sliding-window", Denies: true, Fields: true, Middleware: one(ratelimit.Rule{Algorithm: ratelimit.SlidingWindow})},
 		{Name: "sliding-log", Denies: true, Fields: true, Middleware: func(l Limit, next http.Handler) http.Handler {
 			if l.N > 10_000 {
 				// A log holds at most 10,000 events: 100 per 5µs (2*10^7/s
 				// a key, 800 bytes of log) stands in for Unlimited.
 				l = Limit{N: 100, Per: 5 * time.Microsecond}
 			}
-			return ratelimit.New(ours(l), ratelimit.ByIP(), ratelimit.WithAlgorithm(ratelimit.SlidingLog))(next)
+			return one(ratelimit.Rule{Algorithm: ratelimit.SlidingLog})(l, next)
 		}},
 		{Name: "stacked", Denies: true, Fields: true, Middleware: func(l Limit, next http.Handler) http.Handler {
 			daily := ratelimit.Rule{Name: "daily", Quota: ratelimit.Daily(1_000_000_000, time.UTC), Key: ratelimit.ByIP()}
@@ -68,8 +71,8 @@ func Configurations() []Configuration {
 			c := ratelimit.Rule{Name: "inflight", Algorithm: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: 1000, Period: time.Minute}, Key: ratelimit.ByIP()}
 			return rules(c)(l, next)
 		}},
-		{Name: "settled", Denies: true, Fields: true, Middleware: one(ratelimit.WithSettlement())},
-		{Name: "paced", Denies: true, Fields: true, Middleware: one(ratelimit.WithPace(ratelimit.Pace{MaxDelay: time.Second}))},
+		{Name: "settled", Denies: true, Fields: true, Middleware: one(ratelimit.Rule{Settled: true})},
+		{Name: "paced", Denies: true, Fields: true, Middleware: one(ratelimit.Rule{Pace: ratelimit.Pace{MaxDelay: time.Second}})},
 		{Name: "adaptive", Middleware: func(l Limit, next http.Handler) http.Handler {
 			a := ratelimit.Rule{Name: "adaptive", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: 1 << 16, Max: 1 << 16, Initial: 1 << 16}}
 			return rules(a)(l, next)

@@ -120,7 +120,7 @@ func TestBreakerWithFallbackRule(t *testing.T) {
 	b := breaker.New(flaky, breaker.Config{Failures: 2, Clock: clock})
 	local := memory.New(memory.WithClock(clock))
 	h := ratelimit.NewRules([]ratelimit.Rule{{
-		Name: "fleet", Limit: ratelimit.PerMinute(3), Key: byPeer, Store: b, OnStoreError: ratelimit.FallbackTo(local),
+		Name: "fleet", Limit: ratelimit.PerMinute(3), Key: byPeer, Store: b, OnStoreError: ratelimit.FailurePolicy{Fallback: local},
 	}})(ok)
 	n, _ := ratelimittest.FirstLimited(h, 10, func() *http.Request { return ratelimittest.NewRequest("GET", "/", "") })
 	if n != 4 {

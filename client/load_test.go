@@ -283,8 +283,7 @@ func TestLoadLegacyDeltaReset(t *testing.T) {
 // TestLoadGitHubStyle: a fixed window per period, announced as GitHub does:
 // X-RateLimit-Limit, -Remaining, -Used, -Resource and -Reset as a Unix time.
 func TestLoadGitHubStyle(t *testing.T) {
-	mw := ratelimit.New(ratelimit.Limit{Rate: loadLimit, Period: loadPeriod}, ratelimit.Global(),
-		ratelimit.WithHeaders(ratelimit.HeadersLegacy), ratelimit.WithAlgorithm(ratelimit.FixedWindow))
+	mw := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: loadLimit, Period: loadPeriod}, Key: ratelimit.Global(), Algorithm: ratelimit.FixedWindow}}, ratelimit.WithHeaders(ratelimit.HeadersLegacy))
 	github := rewriteHeaders(mw, func(h http.Header) {
 		h.Set("X-RateLimit-Resource", "core")
 		if rem, err := strconv.Atoi(h.Get("X-RateLimit-Remaining")); err == nil {

@@ -22,7 +22,7 @@
 // A file holds any number of rules: Config.Build makes a Set, which sends
 // each request to a Limiter of the rules that can apply to it (by method
 // and route), and Parse rejects a file in which one request could match
-// more than ratelimit.MaxRules. Live swaps Sets atomically.
+// more than 16 (a Limiter's bound). Live swaps Sets atomically.
 // Watch polls the file's content, and reloads on SIGHUP and on
 // Watcher.Reload; a bad file keeps the rules in force and is logged.
 //

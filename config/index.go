@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/sluicehq/ratelimit"
 )
 
 // The index sends each request to the group of rules that can apply to it,
@@ -54,7 +52,7 @@ func methodClass(m string) int {
 type entry struct {
 	methods uint16   // bit i: methods[i]; 0: every method
 	routes  []string // nil: every path
-	limited bool     // a limited rule, counted against ratelimit.MaxRules
+	limited bool     // a limited rule, counted against maxRules
 }
 
 func (e *entry) takes(class int) bool {
@@ -232,7 +230,7 @@ type indexBuilder struct {
 	groupID map[string]int32
 	stateID map[string]int32
 	key     []byte
-	over    int // groups with more than ratelimit.MaxRules limited, or unlimited, entries
+	over    int // groups with more than maxRules limited, or unlimited, entries
 }
 
 // insert adds route p of entry e to the trie.
@@ -326,7 +324,7 @@ func (b *indexBuilder) group(set []int32, example string) int32 {
 			limited++
 		}
 	}
-	if limited > ratelimit.MaxRules || len(set)-limited > ratelimit.MaxRules {
+	if limited > maxRules || len(set)-limited > maxRules {
 		b.over++
 	}
 	b.groups = append(b.groups, groupSpec{entries: slices.Clone(set), example: example})

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/sluicehq/ratelimit"
 )
 
 // entryMatches is what a rule's own match says of (method, path).
@@ -167,9 +165,9 @@ func TestIndexStopsEarlyOnAFileOverTheBound(t *testing.T) {
 		t.Fatalf("unlimited: err %v with %d groups, want errOverBound within %d groups", err, len(groups), maxOverGroups+1)
 	}
 	// Up to the bound of each kind, a request's group is fine.
-	bounded := append(slices.Clone(ents[:ratelimit.MaxRules]), ents[2000:2000+ratelimit.MaxRules]...)
-	for i := range bounded[ratelimit.MaxRules:] {
-		bounded[ratelimit.MaxRules+i].routes = nil
+	bounded := append(slices.Clone(ents[:maxRules]), ents[2000:2000+maxRules]...)
+	for i := range bounded[maxRules:] {
+		bounded[maxRules+i].routes = nil
 	}
 	if _, _, err := buildIndex(bounded); err != nil {
 		t.Fatal(err)

@@ -207,13 +207,13 @@ func (c *compiler) index(cfg *Config, ents []entry, at *yaml.Node) {
 }
 
 // overBound reports the rule that takes the entries of group g, of one
-// kind, past ratelimit.MaxRules, once per rule.
+// kind, past maxRules, once per rule.
 func (c *compiler) overBound(cfg *Config, g groupSpec, ents []int32, kind string, reported map[int32]bool) {
-	if len(ents) <= ratelimit.MaxRules || reported[ents[ratelimit.MaxRules]] {
+	if len(ents) <= maxRules || reported[ents[maxRules]] {
 		return
 	}
-	fe := cfg.entries[ents[ratelimit.MaxRules]]
-	reported[ents[ratelimit.MaxRules]] = true
+	fe := cfg.entries[ents[maxRules]]
+	reported[ents[maxRules]] = true
 	var names []string
 	for _, e := range ents[:min(len(ents), 20)] {
 		names = append(names, cfg.entries[e].name)
@@ -222,7 +222,7 @@ func (c *compiler) overBound(cfg *Config, g groupSpec, ents []int32, kind string
 		names = append(names, "...")
 	}
 	c.fail(fe.node, fe.path, "a request such as %s can match %d %s %v: a request is checked against at most %d; narrow the rules' match",
-		g.example, len(ents), kind, names, ratelimit.MaxRules)
+		g.example, len(ents), kind, names, maxRules)
 }
 
 func (c *compiler) store(n *yaml.Node, path string) ratelimit.Store {
@@ -241,7 +241,7 @@ func (c *compiler) store(n *yaml.Node, path string) ratelimit.Store {
 func (c *compiler) failure(n *yaml.Node, path string) (ratelimit.FailurePolicy, bool) {
 	s, ok := c.str(n, path)
 	if !ok {
-		return ratelimit.FailOpen(), false
+		return ratelimit.FailurePolicy{}, false
 	}
 	var word, arg string
 	if _, err := fmt.Sscanf(s+" -", "%s %s", &word, &arg); err != nil {
@@ -249,26 +249,26 @@ func (c *compiler) failure(n *yaml.Node, path string) (ratelimit.FailurePolicy, 
 	}
 	switch {
 	case s == "open":
-		return ratelimit.FailOpen(), true
+		return ratelimit.FailurePolicy{}, true
 	case s == "closed":
-		return ratelimit.FailClosed(http.StatusServiceUnavailable), true
+		return ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}, true
 	case word == "closed":
 		code, err := strconv.Atoi(arg)
 		if err != nil || code < 400 || code > 599 {
 			c.fail(n, path, "closed takes an HTTP status from 400 to 599, got %q", arg)
-			return ratelimit.FailOpen(), false
+			return ratelimit.FailurePolicy{}, false
 		}
-		return ratelimit.FailClosed(code), true
+		return ratelimit.FailurePolicy{Status: code}, true
 	case word == "fallback" && arg != "-":
 		st, ok := c.reg.Stores[arg]
 		if !ok {
 			c.fail(n, path, "fallback to unknown store %q (the registry has %v)", arg, sortedKeys(c.reg.Stores))
-			return ratelimit.FailOpen(), false
+			return ratelimit.FailurePolicy{}, false
 		}
-		return ratelimit.FallbackTo(st), true
+		return ratelimit.FailurePolicy{Fallback: st}, true
 	}
 	c.fail(n, path, "unknown failure policy %q: use open, closed, closed <status> or fallback <store>", s)
-	return ratelimit.FailOpen(), false
+	return ratelimit.FailurePolicy{}, false
 }
 
 var calendarUnits = map[string]func(int, *time.Location) ratelimit.Quota{

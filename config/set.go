@@ -9,10 +9,14 @@ import (
 	"github.com/sluicehq/ratelimit"
 )
 
+// maxRules is the most rules a ratelimit.Limiter takes (NewRules panics
+// past it); TestMaxRulesIsTheLimitersBound keeps the two in step.
+const maxRules = 16
+
 // Set is a compiled rules file ready to serve: one ratelimit.Limiter per
 // distinct group of rules a request can match, and the index that sends
 // each request to its group. A request is checked against the rules that
-// can apply to it (at most ratelimit.MaxRules, which Parse checks), all or
+// can apply to it (at most 16, which Parse checks), all or
 // nothing, as one Limiter checks its rules; rules whose match conditions
 // rule the request out are not counted. A request that no rule can apply
 // to passes through.
@@ -36,7 +40,7 @@ func (c *Config) Build(opts ...ratelimit.Option) *Set {
 		byName: make(map[string]named, len(c.Rules)),
 		rules:  len(c.Rules),
 	}
-	rules := make([]ratelimit.Rule, 0, ratelimit.MaxRules)
+	rules := make([]ratelimit.Rule, 0, maxRules)
 	for gi, g := range c.groups {
 		rules = rules[:0]
 		o := slices.Clip(c.Options)
@@ -75,7 +79,7 @@ func refusing(opts []ratelimit.Option) *ratelimit.Limiter {
 		Limit: ratelimit.PerSecond(1),
 		Key:   func(*http.Request) (string, error) { return "", errSplitPath },
 	}
-	return ratelimit.NewRulesLimiter([]ratelimit.Rule{rule}, append(opts, ratelimit.OnKeyError(ratelimit.RejectKeyError(http.StatusBadRequest)))...)
+	return ratelimit.NewRulesLimiter([]ratelimit.Rule{rule}, append(opts, ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: http.StatusBadRequest}))...)
 }
 
 // Limiter returns the Limiter that decides r, or nil when no rule can

@@ -93,7 +93,7 @@ func TestRequestsThatCouldMatchTooManyRulesAreRejected(t *testing.T) {
 	var ok, bad strings.Builder
 	ok.WriteString("rules:\n")
 	bad.WriteString("rules:\n")
-	for i := range ratelimit.MaxRules {
+	for i := range config.MaxRules {
 		ok.WriteString(rule(i, `{routes: ["/api/*"]}`))
 		bad.WriteString(rule(i, `{routes: ["/api/*"]}`))
 	}
@@ -101,15 +101,15 @@ func TestRequestsThatCouldMatchTooManyRulesAreRejected(t *testing.T) {
 	ok.WriteString(rule(100, `{routes: ["/admin/*"]}`))
 	bad.WriteString(rule(101, `{routes: ["/api/orders"], methods: [POST]}`))
 	if _, err := config.Parse("ok.yaml", []byte(ok.String()), testRegistry(t, nil)); err != nil {
-		t.Fatalf("%d overlapping rules and a disjoint one: %v", ratelimit.MaxRules, err)
+		t.Fatalf("%d overlapping rules and a disjoint one: %v", config.MaxRules, err)
 	}
 	_, err := config.Parse("bad.yaml", []byte(bad.String()), testRegistry(t, nil))
 	var errs config.Errors
 	if !errors.As(err, &errs) || len(errs) != 1 {
 		t.Fatalf("want one problem, got %v", err)
 	}
-	line := 2 + 4*ratelimit.MaxRules
-	want := fmt.Sprintf("bad.yaml:%d:5: rules[%d]: a request such as POST /api/orders can match %d rules", line, ratelimit.MaxRules, ratelimit.MaxRules+1)
+	line := 2 + 4*config.MaxRules
+	want := fmt.Sprintf("bad.yaml:%d:5: rules[%d]: a request such as POST /api/orders can match %d rules", line, config.MaxRules, config.MaxRules+1)
 	if !strings.HasPrefix(errs[0].String(), want) {
 		t.Fatalf("got  %s\nwant %s...", errs[0], want)
 	}
@@ -127,21 +127,21 @@ func TestRequestsThatCouldMatchTooManyExemptionsAreRejected(t *testing.T) {
 	var ok, bad strings.Builder
 	ok.WriteString("rules:\n  - {name: per-ip, key: client_ip, limit: 5/s}\n")
 	bad.WriteString("rules:\n  - {name: per-ip, key: client_ip, limit: 5/s}\n")
-	for i := range ratelimit.MaxRules {
+	for i := range config.MaxRules {
 		ok.WriteString(skip(i))
 		bad.WriteString(skip(i))
 	}
-	bad.WriteString(skip(ratelimit.MaxRules))
+	bad.WriteString(skip(config.MaxRules))
 	if _, err := config.Parse("ok.yaml", []byte(ok.String()), testRegistry(t, nil)); err != nil {
-		t.Fatalf("%d unlimited rules on every request: %v", ratelimit.MaxRules, err)
+		t.Fatalf("%d unlimited rules on every request: %v", config.MaxRules, err)
 	}
 	_, err := config.Parse("bad.yaml", []byte(bad.String()), testRegistry(t, nil))
 	var errs config.Errors
 	if !errors.As(err, &errs) || len(errs) != 1 {
 		t.Fatalf("want one problem, got %v", err)
 	}
-	line := 3 + 3*ratelimit.MaxRules
-	want := fmt.Sprintf("bad.yaml:%d:5: rules[%d]: a request such as GET * can match %d unlimited rules", line, ratelimit.MaxRules+1, ratelimit.MaxRules+1)
+	line := 3 + 3*config.MaxRules
+	want := fmt.Sprintf("bad.yaml:%d:5: rules[%d]: a request such as GET * can match %d unlimited rules", line, config.MaxRules+1, config.MaxRules+1)
 	if !strings.HasPrefix(errs[0].String(), want) {
 		t.Fatalf("got  %s\nwant %s...", errs[0], want)
 	}

@@ -40,8 +40,8 @@ descriptors:
 			if err != nil {
 				t.Fatal(err)
 			}
-			mw := ratelimit.NewLimiter(ratelimit.PerMinute(4), ratelimit.Global(), ratelimit.WithName("per-client"),
-				ratelimit.WithClock(clock), ratelimit.WithAlgorithm(alg), ratelimit.WithStore(memory.New(memory.WithClock(clock))))
+			mw := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "per-client", Limit: ratelimit.PerMinute(4), Key: ratelimit.Global(), Algorithm: alg}},
+				ratelimit.WithClock(clock), ratelimit.WithStore(memory.New(memory.WithClock(clock))))
 			for i := range 9 {
 				resp := mustCall(t, svc, request("api", [][]string{{"client", "a"}}, 1))
 				v := mw.Check(httptest.NewRequest("GET", "/", nil))

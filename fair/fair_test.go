@@ -101,7 +101,7 @@ func TestFullQueueRefusesTheFlowWith429AndAProblemBody(t *testing.T) {
 			Status int    `json:"status"`
 			Level  string `json:"level"`
 		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Status != 429 || body.Level != "l" || body.Type != ratelimit.ProblemType {
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Status != 429 || body.Level != "l" || body.Type != "https://iana.org/assignments/http-problem-types#quota-exceeded" {
 			t.Errorf("body %q (%v), want a problem naming level l", rec.Body, err)
 		}
 		hold()

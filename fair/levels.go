@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/internal/problem"
 )
 
 // Level is a priority level of a Scheduler: a class of requests (critical
@@ -167,7 +168,7 @@ func (lv *levelState) retryAfter(qlen int) int64 {
 func problemBody(status int, level, detail string) []byte {
 	typ := "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 	if status == 429 {
-		typ = ratelimit.ProblemType
+		typ = problem.QuotaExceeded
 	}
 	title := "Too Many Requests"
 	if status == 503 {

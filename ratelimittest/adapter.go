@@ -55,9 +55,9 @@ type Route struct {
 //     fields, Retry-After and an RFC 9457 problem body, and the handler
 //     does not run;
 //   - a failing store fails open by default and answers 503 under
-//     FailClosed(503), without running the handler;
+//     fail closed (503), without running the handler;
 //   - a key error gets the key-error policy's status (400, or the one set
-//     with OnKeyError(RejectKeyError(status))) without running the handler;
+//     with OnKeyError(KeyErrorPolicy{Status: status})) without running the handler;
 //   - WithSkip predicates let requests through without fields;
 //   - Concurrency slots are held while the handler runs and released when
 //     it returns or panics;
@@ -70,6 +70,10 @@ type Route struct {
 //
 // Every limiter reads time from a Clock that moves only when the suite
 // moves it.
+// quotaExceeded is the RFC 9457 problem type of a 429, registered by
+// draft-ietf-httpapi-ratelimit-headers.
+const quotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
 func TestAdapter(t *testing.T, a Adapter) {
 	t.Run("RouteKeysSharePatternBucket", a.testRouteKeys)
 	t.Run("RouteKeyKindIsRoute", a.testRouteKeyKind)
@@ -224,7 +228,7 @@ func checkDenial(t *testing.T, resp *Response, name string, quota int, window ti
 	if _, err := fmt.Sscanf(resp.Header.Get("Retry-After"), "%d", &secs); err != nil || secs < 1 || time.Duration(secs)*time.Second > window {
 		t.Errorf("Retry-After %q; want whole seconds in [1, %v]", resp.Header.Get("Retry-After"), window)
 	}
-	p := checkProblem(t, resp, http.StatusTooManyRequests, ratelimit.ProblemType)
+	p := checkProblem(t, resp, http.StatusTooManyRequests, quotaExceeded)
 	if v, _ := p["violated-policies"].([]any); len(v) != 1 || v[0] != name {
 		t.Errorf("problem body %q: violated-policies is not [%q]", resp.Body, name)
 	}

@@ -26,8 +26,7 @@ func (a Adapter) testStoreFailure(t *testing.T) {
 	})
 	t.Run("FailClosed", func(t *testing.T) {
 		var hs handlers
-		l := ratelimit.NewLimiter(ratelimit.PerMinute(1), ratelimit.ByIP(), down, still(),
-			ratelimit.WithFailurePolicy(ratelimit.FailClosed(http.StatusServiceUnavailable)))
+		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerMinute(1), Key: ratelimit.ByIP(), OnStoreError: ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}}}, down, still())
 		h := a.Router(l, Route{"GET", "/x", hs.named("/x")})
 		if resp := send(h, "GET", "/x"); resp.Code != http.StatusServiceUnavailable {
 			t.Fatalf("%d %q; want 503", resp.Code, resp.Body)
@@ -45,7 +44,7 @@ func (a Adapter) testKeyError(t *testing.T) {
 		opts   []ratelimit.Option
 	}{
 		{http.StatusBadRequest, nil},
-		{http.StatusUnauthorized, []ratelimit.Option{ratelimit.OnKeyError(ratelimit.RejectKeyError(http.StatusUnauthorized))}},
+		{http.StatusUnauthorized, []ratelimit.Option{ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: http.StatusUnauthorized})}},
 	} {
 		var hs handlers
 		l := ratelimit.NewLimiter(ratelimit.PerMinute(5), noKey, append(tc.opts, still())...)
@@ -87,8 +86,7 @@ func (a Adapter) testConcurrency(t *testing.T) {
 					panic("ratelimittest: handler panics")
 				}
 			})
-			l := ratelimit.NewLimiter(ratelimit.Limit{Rate: 1, Period: time.Minute}, ratelimit.ByIP(),
-				ratelimit.WithAlgorithm(ratelimit.Concurrency), still())
+			l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: 1, Period: time.Minute}, Key: ratelimit.ByIP(), Algorithm: ratelimit.Concurrency}}, still())
 			h = a.Router(l, Route{"GET", "/slow", slow})
 			code, panicked := serveRecover(h, NewRequest("GET", "/slow", ""))
 			if inner != http.StatusTooManyRequests {

@@ -118,17 +118,16 @@ func TestKeyRecorderMustLast(t *testing.T) {
 
 // TestZeroFailingStoreIsAnOutage: a FailingStore without Err fails every
 // call, so that a limiter treats it as a store that is down (its failure
-// policy applies: 503 under FailClosed(503), 200 under the default
-// FailOpen), never as a limit that denies.
+// policy applies: 503 under fail closed (503), 200 under the default
+// fail open), never as a limit that denies.
 func TestZeroFailingStoreIsAnOutage(t *testing.T) {
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	for policy, want := range map[string]int{"fail-open": http.StatusOK, "fail-closed": http.StatusServiceUnavailable} {
-		p := ratelimit.FailOpen()
+		p := ratelimit.FailurePolicy{}
 		if policy == "fail-closed" {
-			p = ratelimit.FailClosed(http.StatusServiceUnavailable)
+			p = ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}
 		}
-		h := ratelimit.New(ratelimit.PerMinute(10), ratelimit.Global(),
-			ratelimit.WithStore(ratelimittest.FailingStore{}), ratelimit.WithFailurePolicy(p))(ok)
+		h := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), OnStoreError: p}}, ratelimit.WithStore(ratelimittest.FailingStore{}))(ok)
 		if resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")); resp.Code != want {
 			t.Errorf("%s: status %d, want %d", policy, resp.Code, want)
 		}
@@ -148,8 +147,7 @@ func TestZeroFailingStoreIsAnOutage(t *testing.T) {
 // TestParseRateLimitOfConcurrency: a Concurrency rule's member has r and no
 // t (the draft makes t optional), and parses with Reset zero.
 func TestParseRateLimitOfConcurrency(t *testing.T) {
-	l := ratelimit.NewLimiter(ratelimit.Limit{Rate: 3, Period: time.Minute}, ratelimit.Global(),
-		ratelimit.WithName("inflight"), ratelimit.WithAlgorithm(ratelimit.Concurrency))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: 3, Period: time.Minute}, Key: ratelimit.Global(), Name: "inflight", Algorithm: ratelimit.Concurrency}})
 	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	rl, err := ratelimittest.ParseRateLimit(ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", "")).Header)
 	if want := (ratelimittest.RateLimit{Policy: "inflight", Remaining: 2}); err != nil || rl != want {

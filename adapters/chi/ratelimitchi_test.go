@@ -271,7 +271,7 @@ func benchServe(b *testing.B, h http.Handler) {
 func TestSettledCostReachesTheLimiter(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	r := chi.NewRouter()
-	r.Use(ratelimitchi.New(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithClock(clock), ratelimit.WithSettlement()))
+	r.Use(ratelimitchi.Middleware(ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(clock))))
 	r.Get("/healthz", func(http.ResponseWriter, *http.Request) {})
 	r.Get("/", func(w http.ResponseWriter, req *http.Request) {
 		if !ratelimit.Settle(req.Context(), 10) {

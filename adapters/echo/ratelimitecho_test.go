@@ -261,7 +261,7 @@ func TestDenialReturnsNilAfterCoreResponse(t *testing.T) {
 	ratelimittest.Get(e, "/x")
 	resp := ratelimittest.Get(e, "/x")
 	if resp.Code != http.StatusTooManyRequests || resp.Header.Get("Content-Type") != "application/problem+json" ||
-		!strings.Contains(resp.Body, ratelimit.ProblemType) {
+		!strings.Contains(resp.Body, "https://iana.org/assignments/http-problem-types#quota-exceeded") {
 		t.Fatalf("%d %v %q", resp.Code, resp.Header, resp.Body)
 	}
 	if len(errs) != 0 {
@@ -331,8 +331,8 @@ func benchServe(b *testing.B, h http.Handler) {
 // path is covered by TestConformance).
 func TestHookPathConcurrencyReleases(t *testing.T) {
 	cfg := ratelimitecho.Config{
-		Limit: ratelimit.Limit{Rate: 1, Period: time.Minute}, Key: ratelimit.ByIP(),
-		Options: []ratelimit.Option{ratelimit.WithAlgorithm(ratelimit.Concurrency), clock()},
+		Rules:   []ratelimit.Rule{{Limit: ratelimit.Limit{Rate: 1, Period: time.Minute}, Key: ratelimit.ByIP(), Algorithm: ratelimit.Concurrency}},
+		Options: []ratelimit.Option{clock()},
 	}
 	cfg.ErrorHandler = func(echo.Context, error) error { return echo.ErrServiceUnavailable }
 	e := echo.New()
@@ -356,18 +356,18 @@ func TestHookPathConcurrencyReleases(t *testing.T) {
 // DenyHandler: the next response's RateLimit shows both requests' units.
 func TestSettledCostReachesTheLimiter(t *testing.T) {
 	builds := map[string]func(opts ...ratelimit.Option) echo.MiddlewareFunc{
-		"New": func(opts ...ratelimit.Option) echo.MiddlewareFunc {
-			return ratelimitecho.New(ratelimit.PerHour(100), ratelimit.Global(), opts...)
+		"Middleware": func(opts ...ratelimit.Option) echo.MiddlewareFunc {
+			return ratelimitecho.Middleware(ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true}}, opts...))
 		},
 		"NewWithConfig": func(opts ...ratelimit.Option) echo.MiddlewareFunc {
-			return ratelimitecho.NewWithConfig(ratelimitecho.Config{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(),
+			return ratelimitecho.NewWithConfig(ratelimitecho.Config{Rules: []ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true}},
 				Options: opts, DenyHandler: func(echo.Context, *ratelimit.Verdict) error { return echo.NewHTTPError(http.StatusTooManyRequests) }})
 		},
 	}
 	for name, build := range builds {
 		t.Run(name, func(t *testing.T) {
 			e := echo.New()
-			e.Use(build(clock(), ratelimit.WithSettlement()))
+			e.Use(build(clock()))
 			e.GET("/", func(c echo.Context) error {
 				if !ratelimit.Settle(c.Request().Context(), 10) {
 					t.Error("Settle found no settled rule in the handler's context")

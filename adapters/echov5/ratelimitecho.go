@@ -44,8 +44,9 @@
 // without rate-limit fields (fail open) unless Config.ErrorHandler is set:
 // its error is returned from the middleware (fail closed, typically
 // echo.NewHTTPError(http.StatusServiceUnavailable, "")); returning nil lets the
-// request through after all, for example after logging the error. The core's
-// ratelimit.WithFailurePolicy works too, with its own RFC 9457 response.
+// request through after all, for example after logging the error. A rule
+// that fails closed (a Status in its OnStoreError) works too, with the
+// core's RFC 9457 response.
 //
 // A request whose key cannot be extracted gets the core's key-error response
 // (400 problem+json unless set with ratelimit.OnKeyError).
@@ -75,7 +76,7 @@
 //
 // # Settled costs
 //
-// Under a limiter that settles costs (ratelimit.WithSettlement), handlers
+// Under a limiter that settles costs (ratelimit.Rule.Settled), handlers
 // report a request's actual cost with
 // ratelimit.Settle(c.Request().Context(), n): the middleware sets the
 // request to one carrying the context Settle reads.
@@ -106,16 +107,22 @@ type Config struct {
 	// client controls.
 	Skipper middleware.Skipper
 
-	// Limit is the limit per key, as in ratelimit.New. Required.
+	// Limit is the limit per key, as in ratelimit.New. Required unless
+	// Rules is set.
 	Limit ratelimit.Limit
 
 	// Key extracts the key requests are limited by, such as
 	// ratelimit.ByIP() or ratelimit.Keys(ratelimit.ByIP(), ByRoute()).
-	// Required.
+	// Required unless Rules is set.
 	Key ratelimit.KeyFunc
 
-	// Options are the options of ratelimit.New: store, name, algorithm,
-	// cost, headers, carve-outs, key-error policy and so on. DenyHandler and
+	// Rules, if set, are the limiter's rules, as in ratelimit.NewRules, in
+	// place of Limit and Key: for an algorithm other than GCRA, a cost, a
+	// failure policy, pacing, settlement, or several rules.
+	Rules []ratelimit.Rule
+
+	// Options are the options of ratelimit.New: store, name, headers,
+	// carve-outs, key-error policy and so on. DenyHandler and
 	// ErrorHandler, when set, replace ratelimit.WithDeniedHandler and
 	// ratelimit.WithErrorHandler.
 	Options []ratelimit.Option
@@ -180,7 +187,7 @@ func NewWithConfig(cfg Config) echo.MiddlewareFunc {
 		skipper = middleware.DefaultSkipper
 	}
 	if cfg.DenyHandler == nil && cfg.ErrorHandler == nil {
-		mw := Middleware(ratelimit.NewLimiter(cfg.Limit, cfg.Key, cfg.Options...))
+		mw := Middleware(cfg.limiter())
 		if cfg.Skipper == nil {
 			return mw
 		}
@@ -195,7 +202,15 @@ func NewWithConfig(cfg Config) echo.MiddlewareFunc {
 		}
 	}
 
-	return checked(ratelimit.NewLimiter(cfg.Limit, cfg.Key, cfg.Options...), cfg)
+	return checked(cfg.limiter(), cfg)
+}
+
+// limiter builds the Limiter of cfg: its Rules, or its Limit and Key.
+func (cfg Config) limiter() *ratelimit.Limiter {
+	if cfg.Rules != nil {
+		return ratelimit.NewRulesLimiter(cfg.Rules, cfg.Options...)
+	}
+	return ratelimit.NewLimiter(cfg.Limit, cfg.Key, cfg.Options...)
 }
 
 // checked is the middleware built on ratelimit.Limiter.ServeRoute, with

@@ -65,7 +65,7 @@
 //
 // # Settled costs
 //
-// Under a limiter that settles costs (ratelimit.WithSettlement), handlers
+// Under a limiter that settles costs (ratelimit.Rule.Settled), handlers
 // report a request's actual cost with
 // ratelimit.Settle(c.Request.Context(), n): the middleware gives
 // c.Request the context Settle reads.
@@ -81,9 +81,10 @@
 // # Store errors
 //
 // By default a store failure lets the request through without rate-limit
-// fields (fail open). With ratelimit.WithFailurePolicy(ratelimit.FailClosed(503))
-// the core answers 503, and with ratelimit.WithErrorHandler the handler
-// writes the response; either way the chain is aborted (fail closed).
+// fields (fail open). With a rule that fails closed (Config.Rules, with
+// Rule.OnStoreError ratelimit.FailurePolicy{Status: 503}) the core answers 503, and
+// with ratelimit.WithErrorHandler the handler writes the response; either
+// way the chain is aborted (fail closed).
 package ratelimitgin
 
 import (
@@ -130,16 +131,22 @@ func Middleware(l *ratelimit.Limiter) gin.HandlerFunc {
 
 // Config configures the middleware NewWithConfig returns.
 type Config struct {
-	// Limit is the limit per key, as in ratelimit.New. Required.
+	// Limit is the limit per key, as in ratelimit.New. Required unless
+	// Rules is set.
 	Limit ratelimit.Limit
 
 	// Key extracts the key requests are limited by, such as
 	// ratelimit.ByIP() or ratelimit.Keys(ratelimit.ByIP(), ByRoute()).
-	// Required.
+	// Required unless Rules is set.
 	Key ratelimit.KeyFunc
 
-	// Options are the options of ratelimit.New: store, name, algorithm,
-	// headers, carve-outs, key-error policy and so on. DenyHandler, when
+	// Rules, if set, are the limiter's rules, as in ratelimit.NewRules, in
+	// place of Limit and Key: for an algorithm other than GCRA, a cost, a
+	// failure policy, pacing, settlement, or several rules.
+	Rules []ratelimit.Rule
+
+	// Options are the options of ratelimit.New: store, name, headers,
+	// carve-outs, key-error policy and so on. DenyHandler, when
 	// set, replaces ratelimit.WithDeniedHandler.
 	Options []ratelimit.Option
 
@@ -156,9 +163,17 @@ type Config struct {
 // invalid configuration, as ratelimit.New does.
 func NewWithConfig(cfg Config) gin.HandlerFunc {
 	if cfg.DenyHandler == nil {
-		return New(cfg.Limit, cfg.Key, cfg.Options...)
+		return Middleware(cfg.limiter())
 	}
-	return checked(ratelimit.NewLimiter(cfg.Limit, cfg.Key, cfg.Options...), cfg.DenyHandler)
+	return checked(cfg.limiter(), cfg.DenyHandler)
+}
+
+// limiter builds the Limiter of cfg: its Rules, or its Limit and Key.
+func (cfg Config) limiter() *ratelimit.Limiter {
+	if cfg.Rules != nil {
+		return ratelimit.NewRulesLimiter(cfg.Rules, cfg.Options...)
+	}
+	return ratelimit.NewLimiter(cfg.Limit, cfg.Key, cfg.Options...)
 }
 
 // checked is the middleware built on ratelimit.Limiter.ServeRoute: deny,

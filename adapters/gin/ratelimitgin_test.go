@@ -129,11 +129,10 @@ func TestPerRouteAndGroupLimits(t *testing.T) {
 func TestDeniedHandler(t *testing.T) {
 	r := gin.New()
 	r.GET("/x", ratelimitgin.New(ratelimit.PerMinute(1), ratelimit.ByIP(), clock(),
-		ratelimit.WithDeniedHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			v, _ := ratelimit.VerdictFrom(r)
+		ratelimit.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, v *ratelimit.Verdict) {
 			w.WriteHeader(http.StatusTooManyRequests)
 			fmt.Fprintf(w, "slow down (%s)", v.Rule())
-		}))), ok)
+		})), ok)
 	ratelimittest.Get(r, "/x")
 	resp := ratelimittest.Get(r, "/x")
 	if resp.Code != http.StatusTooManyRequests || resp.Body != "slow down (ip-1-per-1m)" || resp.Header.Get("Retry-After") == "" {
@@ -187,18 +186,18 @@ func benchServe(b *testing.B, h http.Handler) {
 // DenyHandler: the next response's RateLimit shows both requests' units.
 func TestSettledCostReachesTheLimiter(t *testing.T) {
 	builds := map[string]func(opts ...ratelimit.Option) gin.HandlerFunc{
-		"New": func(opts ...ratelimit.Option) gin.HandlerFunc {
-			return ratelimitgin.New(ratelimit.PerHour(100), ratelimit.Global(), opts...)
+		"Middleware": func(opts ...ratelimit.Option) gin.HandlerFunc {
+			return ratelimitgin.Middleware(ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true}}, opts...))
 		},
 		"NewWithConfig": func(opts ...ratelimit.Option) gin.HandlerFunc {
-			return ratelimitgin.NewWithConfig(ratelimitgin.Config{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(),
+			return ratelimitgin.NewWithConfig(ratelimitgin.Config{Rules: []ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true}},
 				Options: opts, DenyHandler: func(c *gin.Context, _ *ratelimit.Verdict) { c.Status(http.StatusTooManyRequests) }})
 		},
 	}
 	for name, build := range builds {
 		t.Run(name, func(t *testing.T) {
 			r := gin.New()
-			r.Use(build(clock(), ratelimit.WithSettlement()))
+			r.Use(build(clock()))
 			r.GET("/", func(c *gin.Context) {
 				if !ratelimit.Settle(c.Request.Context(), 10) {
 					t.Error("Settle found no settled rule in the handler's context")

@@ -18,9 +18,7 @@ import (
 // oneSlot is a limiter allowing one call in flight per client. Its clock
 // never moves, so a slot comes back only when released.
 func oneSlot() *ratelimit.Limiter {
-	return ratelimit.NewLimiter(ratelimit.Limit{Rate: 1, Period: time.Hour}, ratelimit.ByIP(),
-		ratelimit.WithAlgorithm(ratelimit.Concurrency), ratelimit.WithName("inflight"),
-		ratelimit.WithClock(ratelimittest.NewClock(time.Time{})))
+	return ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: 1, Period: time.Hour}, Key: ratelimit.ByIP(), Algorithm: ratelimit.Concurrency, Name: "inflight"}}, ratelimit.WithClock(ratelimittest.NewClock(time.Time{})))
 }
 
 func TestConcurrencySlotHeldWhileUnaryRunsAndReleasedOnReturn(t *testing.T) {

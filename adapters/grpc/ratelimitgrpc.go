@@ -49,7 +49,7 @@
 //   - 429, a rule denied: codes.ResourceExhausted, with errdetails.RetryInfo
 //     (the Retry-After delay, at least one second) and errdetails.QuotaFailure
 //     (one violation per violated policy, QuotaId the rule name);
-//   - 503, a store failed under ratelimit.FailClosed: codes.Unavailable, with
+//   - 503, a store failed under a FailurePolicy with a Status: codes.Unavailable, with
 //     RetryInfo;
 //   - 400, no usable key (ratelimit.OnKeyError): codes.InvalidArgument;
 //   - 500, a misconfigured limit: codes.Internal.
@@ -83,7 +83,7 @@
 //
 // # Settled costs
 //
-// Under a limiter that settles costs (ratelimit.WithSettlement), handlers
+// Under a limiter that settles costs (ratelimit.Rule.Settled), handlers
 // report a call's actual cost with ratelimit.Settle(ctx, n): unary
 // handlers get a context carrying what Settle reads, and stream handlers a
 // stream whose Context does.

@@ -163,9 +163,7 @@ func TestStreamDeniedWhenOpened(t *testing.T) {
 }
 
 func TestFailClosedIsUnavailableWithRetryInfo(t *testing.T) {
-	l := ratelimit.NewLimiter(ratelimit.PerMinute(10), ratelimit.ByIP(),
-		ratelimit.WithStore(ratelimittest.FailingStore{Err: net.ErrClosed}),
-		ratelimit.WithFailurePolicy(ratelimit.FailClosed(http.StatusServiceUnavailable)))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerMinute(10), Key: ratelimit.ByIP(), OnStoreError: ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}}}, ratelimit.WithStore(ratelimittest.FailingStore{Err: net.ErrClosed}))
 	conn := newEnv(t, l).dial(peerAddr(1))
 	hdr, err := call(t, conn, ping, "x")
 	st := mustCode(t, err, codes.Unavailable)
@@ -194,9 +192,9 @@ func TestFailOpenLetsCallsThrough(t *testing.T) {
 func TestDeniedHandlerStillRefusesTheCall(t *testing.T) {
 	l := ratelimit.NewLimiter(ratelimit.PerMinute(1), ratelimit.ByIP(),
 		ratelimit.WithClock(ratelimittest.NewClock(time.Time{})),
-		ratelimit.WithDeniedHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ratelimit.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, _ *ratelimit.Verdict) {
 			w.Write([]byte("slow down"))
-		})))
+		}))
 	conn := newEnv(t, l).dial(peerAddr(1))
 	if _, err := call(t, conn, ping, "x"); err != nil {
 		t.Fatal(err)
@@ -329,8 +327,7 @@ func TestSettledCostReachesTheLimiter(t *testing.T) {
 	}
 	for name, serve := range serves {
 		t.Run(name, func(t *testing.T) {
-			l := ratelimit.NewLimiter(ratelimit.PerHour(100), ratelimit.Global(), ratelimit.WithSettlement(),
-				ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch())))
+			l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(ratelimittest.NewClock(ratelimittest.Epoch())))
 			if err := serve(l); err != nil {
 				t.Fatal(err)
 			}

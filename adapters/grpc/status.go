@@ -17,7 +17,7 @@ import (
 )
 
 // maxBody is the most of a denial's body kept: enough for the problem
-// document naming MaxRules violated policies.
+// document naming a Limiter's 16 violated policies at most.
 const maxBody = 4 << 10
 
 // recorder is the http.ResponseWriter given to Admit: it keeps the fields,

@@ -103,11 +103,11 @@ func TestReadmeQuickStartIsThisExample(t *testing.T) {
 // minutes, starting 30s into a clock-aligned minute, and returns the
 // requests admitted in the first minute and the most admitted in any
 // minute [t, t+1m).
-func maxInAnyMinute(t *testing.T, limit ratelimit.Limit, opts ...ratelimit.Option) (first, most int) {
+func maxInAnyMinute(t *testing.T, limit ratelimit.Limit, alg ratelimit.Algorithm) (first, most int) {
 	t.Helper()
 	clock := ratelimittest.NewClock(time.Time{}) // a whole number of minutes after the epoch
 	start := clock.Now().Add(30 * time.Second)
-	h := ratelimit.New(limit, ratelimit.ByIP(), append(opts, ratelimit.WithClock(clock))...)(http.NotFoundHandler())
+	h := ratelimit.NewRules([]ratelimit.Rule{{Limit: limit, Key: ratelimit.ByIP(), Algorithm: alg}}, ratelimit.WithClock(clock))(http.NotFoundHandler())
 	var admitted []time.Duration
 	for at := time.Duration(0); at < 3*time.Minute; at += 20 * time.Millisecond {
 		clock.Set(start.Add(at))
@@ -129,7 +129,7 @@ func maxInAnyMinute(t *testing.T, limit ratelimit.Limit, opts ...ratelimit.Optio
 }
 
 func TestPerMinuteAdmitsItsBurstPlusItsRateToAFreshClient(t *testing.T) {
-	first, most := maxInAnyMinute(t, ratelimit.PerMinute(100))
+	first, most := maxInAnyMinute(t, ratelimit.PerMinute(100), ratelimit.GCRA)
 	// 100 at once, then one every 600ms: 99 more before the minute is over.
 	if first != 199 || most != 199 {
 		t.Fatalf("PerMinute(100): %d in the first minute, at most %d in any minute; the README says 199", first, most)
@@ -145,14 +145,14 @@ func TestStrictAtMostNInAnyMinute(t *testing.T) {
 		{ratelimit.PerMinute(81).WithBurst(20), 100},  // Burst + Rate - 1 = 100
 		{ratelimit.PerMinute(100).WithBurst(20), 119}, // the quick start: not strict
 	} {
-		if _, most := maxInAnyMinute(t, tc.limit); most != tc.want {
+		if _, most := maxInAnyMinute(t, tc.limit, ratelimit.GCRA); most != tc.want {
 			t.Errorf("%+v: at most %d in any minute, want %d", tc.limit, most, tc.want)
 		}
 	}
 	// FixedWindow: at most Rate per clock-aligned minute, but up to twice
 	// Rate in a minute that straddles two windows: 100 at :30 and 100 at
 	// the next :00.
-	if _, most := maxInAnyMinute(t, ratelimit.PerMinute(100), ratelimit.WithAlgorithm(ratelimit.FixedWindow)); most != 200 {
+	if _, most := maxInAnyMinute(t, ratelimit.PerMinute(100), ratelimit.FixedWindow); most != 200 {
 		t.Errorf("FixedWindow PerMinute(100): at most %d in any minute, want 200", most)
 	}
 }

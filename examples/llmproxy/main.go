@@ -94,12 +94,13 @@ func fakeModel(req completionRequest) completion {
 // parsed, tokens limited per key, then the model. opts are added to the
 // limiter's options (tests give it a clock and a store).
 func newHandler(m model, opts ...ratelimit.Option) http.Handler {
-	opts = append([]ratelimit.Option{
-		ratelimit.WithName("tokens"),
-		ratelimit.WithCostFunc(estimate), // the estimate, settled after the model answers
-		ratelimit.WithSettlement(),
-	}, opts...)
-	limit := ratelimit.New(ratelimit.PerMinute(tokensPerMinute), ratelimit.ByBearerToken(), opts...)
+	limit := ratelimit.NewRules([]ratelimit.Rule{{
+		Name:    "tokens",
+		Limit:   ratelimit.PerMinute(tokensPerMinute),
+		Key:     ratelimit.ByBearerToken(),
+		Cost:    estimate, // the estimate, settled after the model answers
+		Settled: true,
+	}}, opts...)
 
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/completions", authenticate(parse(limit(complete(m)))))

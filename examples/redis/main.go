@@ -80,14 +80,10 @@ func instance(n int, addr, redisAddr string) *http.Server {
 	// The production setup: the Store bounds every call by its default
 	// budget (redisstore.DefaultTimeout, 50ms), and a Breaker stops calling
 	// a Redis that keeps failing, so a dead or hung Redis adds at most 50ms
-	// to a request, then nothing; meanwhile requests pass (FailOpen).
+	// to a request, then nothing; meanwhile requests pass (fail open).
 	store := breaker.New(redisstore.New(client), breaker.Config{})
 
-	limit := ratelimit.New(ratelimit.PerMinute(5), ratelimit.ByIP(),
-		ratelimit.WithStore(store),
-		ratelimit.WithName("shared"),
-		ratelimit.WithFailurePolicy(ratelimit.FailOpen()),
-	)
+	limit := ratelimit.New(ratelimit.PerMinute(5), ratelimit.ByIP(), ratelimit.WithName("shared"), ratelimit.WithStore(store)) // fails open, the default
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from instance %d\n", n)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/admin"
 	"github.com/sluicehq/ratelimit/config"
 	"github.com/sluicehq/ratelimit/examples/internal/appserver"
 )
@@ -104,6 +105,6 @@ func newApp(path string, interval time.Duration) (*app, error) {
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/api/", w.Handler(api))
-	mux.Handle("/admin/ratelimit", ratelimit.NewAdminHandler(w))
+	mux.Handle("/admin/ratelimit", admin.NewHandler(w))
 	return &app{watcher: w, handler: mux}, nil
 }

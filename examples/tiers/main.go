@@ -18,10 +18,11 @@ import (
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/examples/internal/appserver"
 	ratelimitprom "github.com/sluicehq/ratelimit/metrics/prometheus"
+	"github.com/sluicehq/ratelimit/tiers"
 )
 
 // plans are what each tier grants a tenant.
-var plans = map[string]ratelimit.Plan{
+var plans = map[string]tiers.Plan{
 	"free": {
 		Rate:        ratelimit.PerMinute(60).WithBurst(10),
 		Quota:       ratelimit.Daily(1_000, nil), // calendar days, UTC
@@ -95,13 +96,13 @@ func newHandler(reg prometheus.Registerer, gather prometheus.Gatherer) http.Hand
 		t, ok := lookup(r)
 		return t.plan, ok
 	}
-	rules := append(ratelimit.Tiers("plan", tenantID, planOf, plans),
+	rules := append(tiers.Rules("plan", tenantID, planOf, plans),
 		// Whatever the plan, one address gets at most 20 requests per second.
 		ratelimit.Rule{Name: "per-ip", Limit: ratelimit.PerSecond(20).WithBurst(40), Key: ratelimit.ByIP(), KeyKind: "ip"},
 	)
 	limit := ratelimit.NewRules(rules,
 		ratelimit.WithObserver(metrics),
-		ratelimit.OnKeyError(ratelimit.RejectKeyError(http.StatusUnauthorized)),
+		ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: http.StatusUnauthorized}),
 	)
 
 	mux := http.NewServeMux()

@@ -9,7 +9,7 @@
 //	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 //	store := breaker.New(redisstore.New(client), breaker.Config{})
 //	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
-//		ratelimit.WithStore(store), ratelimit.WithFailurePolicy(ratelimit.FailOpen()))
+//		ratelimit.WithStore(store)) // fails open, the default FailurePolicy
 //
 // While Redis is down or hung a request then waits at most DefaultTimeout
 // (50ms), and nothing once the breaker is open.

@@ -13,13 +13,12 @@ import (
 // The production setup: the Store's default time budget (DefaultTimeout,
 // 50ms) bounds every call to Redis, a Breaker stops calling a Redis that
 // keeps failing, and the failure policy says what requests get meanwhile
-// (FailOpen: they pass unlimited). While Redis is down or hung a request
+// (fail open: they pass unlimited). While Redis is down or hung a request
 // waits at most the budget, and nothing once the breaker is open.
 func Example() {
 	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	store := breaker.New(redisstore.New(client), breaker.Config{})
-	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(),
-		ratelimit.WithStore(store), ratelimit.WithFailurePolicy(ratelimit.FailOpen()))
+	mw := ratelimit.New(ratelimit.PerMinute(100), ratelimit.ByIP(), ratelimit.WithStore(store)) // fails open, the default
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("hello\n")) })

@@ -37,7 +37,7 @@ const (
 // Who decided a request.
 const (
 	byRedis    = iota // the Redis store
-	byPolicy          // the store failed: FailOpen or FailClosed answered
+	byPolicy          // the store failed: fail open or fail closed answered
 	byFallback        // the store failed: the fallback store decided
 )
 
@@ -86,11 +86,11 @@ func newFoRigBudget(t *testing.T, client redis.UniversalClient, policy string, b
 	var p ratelimit.FailurePolicy
 	switch policy {
 	case "fail-open":
-		p = ratelimit.FailOpen()
+		p = ratelimit.FailurePolicy{}
 	case "fail-closed-503":
-		p = ratelimit.FailClosed(http.StatusServiceUnavailable)
+		p = ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}
 	default:
-		p = ratelimit.FallbackTo(memory.New())
+		p = ratelimit.FailurePolicy{Fallback: memory.New()}
 	}
 	r.br = breaker.New(newStore(client, WithPrefix(r.prefix)), breaker.Config{
 		Failures: 3, Cooldown: 50 * time.Millisecond, MaxCooldown: 200 * time.Millisecond,
@@ -117,9 +117,7 @@ func newFoRigBudget(t *testing.T, client redis.UniversalClient, policy string, b
 			tr.decided = true
 		}
 	})
-	mw := ratelimit.New(ratelimit.PerHour(1_000_000), ratelimit.ByIP(),
-		ratelimit.WithStore(r.br), ratelimit.WithTimeout(budget),
-		ratelimit.WithFailurePolicy(p), ratelimit.WithObserver(obs))
+	mw := ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerHour(1_000_000), Key: ratelimit.ByIP(), OnStoreError: p}}, ratelimit.WithStore(r.br), ratelimit.WithTimeout(budget), ratelimit.WithObserver(obs))
 	r.h = mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
 	return r
 }

@@ -58,10 +58,10 @@ type policyCase struct {
 }
 
 var faultPolicies = []policyCase{
-	{"fail-open", func() ratelimit.FailurePolicy { return ratelimit.FailOpen() }},
-	{"fail-closed-503", func() ratelimit.FailurePolicy { return ratelimit.FailClosed(http.StatusServiceUnavailable) }},
-	{"fail-closed-429", func() ratelimit.FailurePolicy { return ratelimit.FailClosed(http.StatusTooManyRequests) }},
-	{"fallback", func() ratelimit.FailurePolicy { return ratelimit.FallbackTo(memory.New()) }},
+	{"fail-open", func() ratelimit.FailurePolicy { return ratelimit.FailurePolicy{} }},
+	{"fail-closed-503", func() ratelimit.FailurePolicy { return ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable} }},
+	{"fail-closed-429", func() ratelimit.FailurePolicy { return ratelimit.FailurePolicy{Status: http.StatusTooManyRequests} }},
+	{"fallback", func() ratelimit.FailurePolicy { return ratelimit.FailurePolicy{Fallback: memory.New()} }},
 }
 
 // rig is a handler limited through a Breaker on a Store.
@@ -96,8 +96,7 @@ func newRigBudget(t *testing.T, client redis.UniversalClient, policy policyCase,
 			}
 		},
 	})
-	mw := ratelimit.New(limit, ratelimit.ByIP(),
-		ratelimit.WithStore(r.br), ratelimit.WithTimeout(budget), ratelimit.WithFailurePolicy(policy.policy()))
+	mw := ratelimit.NewRules([]ratelimit.Rule{{Limit: limit, Key: ratelimit.ByIP(), OnStoreError: policy.policy()}}, ratelimit.WithStore(r.br), ratelimit.WithTimeout(budget))
 	r.h = mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
 	return r
 }

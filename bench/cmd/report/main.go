@@ -287,9 +287,7 @@ func (r *report) runLoad(srv *bench.RedisServer) error {
 			return ratelimit.New(ratelimit.Limit{Rate: lim.N, Period: lim.Per}, ratelimit.ByIP())(bench.OK)
 		}},
 		{"sluicehq, Redis store", func() http.Handler {
-			return ratelimit.New(ratelimit.Limit{Rate: lim.N, Period: lim.Per}, ratelimit.ByIP(),
-				ratelimit.WithStore(redisstore.New(c)), ratelimit.WithTimeout(50*time.Millisecond),
-				ratelimit.WithFailurePolicy(ratelimit.FailClosed(503)))(bench.OK)
+			return ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.Limit{Rate: lim.N, Period: lim.Per}, Key: ratelimit.ByIP(), OnStoreError: ratelimit.FailurePolicy{Status: 503}}}, ratelimit.WithStore(redisstore.New(c)), ratelimit.WithTimeout(50*time.Millisecond))(bench.OK)
 		}},
 	}
 	for _, v := range variants {

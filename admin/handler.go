@@ -1,23 +1,30 @@
-package ratelimit
+// Package admin serves an HTTP endpoint to inspect and reset the keys of a
+// rate limiter's rules, for operators: to see why a client is limited, or to
+// lift a block early.
+package admin
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/internal/problem"
 )
 
-// Inspector reads and resets one key of one rule: a Limiter, a Reloadable
-// (its current Limiter) and the config module's rule sets implement it.
+// Inspector reads and resets one key of one rule: a ratelimit.Limiter, a
+// ratelimit.Reloadable (its current Limiter) and the config module's rule
+// sets implement it.
 type Inspector interface {
-	Peek(ctx context.Context, rule, key string) (Result, error)
+	Peek(ctx context.Context, rule, key string) (ratelimit.Result, error)
 	Reset(ctx context.Context, rule, key string) error
 }
 
-// NewAdminHandler returns an http.Handler to inspect and reset keys of the
-// rules of in (a Limiter, a Reloadable, a config Watcher):
+// NewHandler returns an http.Handler to inspect and reset keys of the rules
+// of in (a Limiter, a Reloadable, a config Watcher):
 //
-//	GET  ?rule=<name>&key=<key>   the key's state, as Peek reports it
+//	GET  ?rule=<name>&key=<key>   the key's state, as Limiter.Peek reports it
 //	POST ?rule=<name>&key=<key>   Reset; 204 No Content
 //
 // Answers are JSON; errors are problem details (400 for a missing
@@ -32,14 +39,14 @@ type Inspector interface {
 // does not authenticate anyone: nothing is served unless the application
 // mounts it, and it must mount it behind its own authentication, since it
 // lifts limits.
-func NewAdminHandler(in Inspector) http.Handler {
+func NewHandler(in Inspector) http.Handler {
 	if in == nil {
-		panic("ratelimit: NewAdminHandler(nil)")
+		panic("ratelimit: admin.NewHandler(nil)")
 	}
-	return adminHandler{in: in, origin: http.NewCrossOriginProtection()}
+	return handler{in: in, origin: http.NewCrossOriginProtection()}
 }
 
-type adminHandler struct {
+type handler struct {
 	in     Inspector
 	origin *http.CrossOriginProtection // refuses cross-origin POSTs
 }
@@ -58,25 +65,25 @@ type peekBody struct {
 	LimitPeriodS float64 `json:"period_seconds"`
 }
 
-func (h adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	rule, key := q.Get("rule"), q.Get("key")
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, POST")
-		writeProblem(w, http.StatusMethodNotAllowed, "about:blank", "use GET to peek or POST to reset")
+		problem.Write(w, http.StatusMethodNotAllowed, "about:blank", "use GET to peek or POST to reset")
 		return
 	}
 	if rule == "" || !q.Has("key") {
-		writeProblem(w, http.StatusBadRequest, "about:blank", "the rule and key query parameters are required")
+		problem.Write(w, http.StatusBadRequest, "about:blank", "the rule and key query parameters are required")
 		return
 	}
 	if r.Method == http.MethodPost {
 		if err := h.origin.Check(r); err != nil {
-			writeProblem(w, http.StatusForbidden, "about:blank", "ratelimit: cross-origin reset refused: "+err.Error())
+			problem.Write(w, http.StatusForbidden, "about:blank", "ratelimit: cross-origin reset refused: "+err.Error())
 			return
 		}
 		if err := h.in.Reset(r.Context(), rule, key); err != nil {
-			writeProblem(w, adminStatus(err), "about:blank", err.Error())
+			problem.Write(w, adminStatus(err), "about:blank", err.Error())
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -84,7 +91,7 @@ func (h adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := h.in.Peek(r.Context(), rule, key)
 	if err != nil {
-		writeProblem(w, adminStatus(err), "about:blank", err.Error())
+		problem.Write(w, adminStatus(err), "about:blank", err.Error())
 		return
 	}
 	body, _ := json.Marshal(peekBody{
@@ -99,11 +106,11 @@ func (h adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func adminStatus(err error) int {
 	switch {
-	case errors.Is(err, ErrUnknownRule):
+	case errors.Is(err, ratelimit.ErrUnknownRule):
 		return http.StatusNotFound
-	case errors.Is(err, ErrResetUnsupported):
+	case errors.Is(err, ratelimit.ErrResetUnsupported):
 		return http.StatusNotImplemented
-	case errors.Is(err, ErrInvalidRequest), errors.Is(err, ErrInvalidLimit):
+	case errors.Is(err, ratelimit.ErrInvalidRequest), errors.Is(err, ratelimit.ErrInvalidLimit):
 		return http.StatusBadRequest
 	}
 	return http.StatusBadGateway

@@ -1,16 +1,22 @@
-package ratelimit
+// Package tiers builds the rules of a tiered API, where each tenant's plan
+// (free, pro, enterprise) grants it a rate, a calendar quota and a cap on
+// requests in flight, looked up on every request.
+package tiers
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/ratelimit"
 )
 
 // Plan is what a tier grants a tenant. Zero fields grant nothing of that kind
 // (no rate limit, no quota, no concurrency cap).
 type Plan struct {
-	Rate        Limit
-	Quota       Quota
+	Rate        ratelimit.Limit
+	Quota       ratelimit.Quota
 	Concurrency int // requests in flight
 
 	// SlotTimeout is how long a concurrency slot lives if the instance
@@ -19,7 +25,7 @@ type Plan struct {
 	SlotTimeout time.Duration
 }
 
-// Tiers returns the rules of a tiered API: each request's tier, from
+// Rules returns the rules of a tiered API: each request's tier, from
 // resolve, picks its Plan, and the tenant key counts against that plan's
 // rate, quota and concurrency cap (rules "<name>-rate", "<name>-quota",
 // "<name>-concurrency"). Because the plan is looked up on every request, a
@@ -31,19 +37,28 @@ type Plan struct {
 // through unlimited. resolve runs several times per request (for each rule's
 // key and limit): make it cheap, for example by reading the tenant's plan
 // from the request context where authentication put it.
-func Tiers(name string, tenant KeyFunc, resolve func(*http.Request) (tier string, ok bool), plans map[string]Plan) []Rule {
+//
+// It panics with a "ratelimit: tiers.Rules: ..." message without a tenant
+// key, a resolver or a plan, and on a plan with an invalid rate or quota or
+// a negative concurrency cap.
+func Rules(name string, tenant ratelimit.KeyFunc, resolve func(*http.Request) (tier string, ok bool), plans map[string]Plan) []ratelimit.Rule {
 	if tenant == nil || resolve == nil || len(plans) == 0 {
-		panic("ratelimit: Tiers needs a tenant key, a resolver and at least one plan")
+		panic("ratelimit: tiers.Rules needs a tenant key, a resolver and at least one plan")
 	}
-	plans = clonePlans(plans)
+	plans = maps.Clone(plans)
 	for tier, p := range plans {
-		if !p.Rate.isZero() {
+		if !isZero(p.Rate) {
 			if err := p.Rate.Validate(); err != nil {
-				panic(fmt.Sprintf("ratelimit: Tiers: plan %q: %v", tier, err))
+				panic(fmt.Sprintf("ratelimit: tiers.Rules: plan %q: %v", tier, err))
 			}
 		}
-		if p.Concurrency < 0 || (!p.Quota.IsZero() && p.Quota.n <= 0) {
-			panic(fmt.Sprintf("ratelimit: Tiers: plan %q: negative concurrency or quota", tier))
+		if !p.Quota.IsZero() {
+			if err := p.Quota.Validate(); err != nil {
+				panic(fmt.Sprintf("ratelimit: tiers.Rules: plan %q: %v", tier, err))
+			}
+		}
+		if p.Concurrency < 0 {
+			panic(fmt.Sprintf("ratelimit: tiers.Rules: plan %q: negative concurrency %d", tier, p.Concurrency))
 		}
 	}
 	plan := func(r *http.Request) (Plan, bool) {
@@ -58,44 +73,37 @@ func Tiers(name string, tenant KeyFunc, resolve func(*http.Request) (tier string
 	// tier fails the key, so the key-error policy applies.
 	key := func(r *http.Request) (string, error) {
 		if _, ok := plan(r); !ok {
-			return "", fmt.Errorf("%w: no plan for this request's tier", ErrNoKey)
+			return "", fmt.Errorf("%w: no plan for this request's tier", ratelimit.ErrNoKey)
 		}
 		return tenant(r)
 	}
 	rateKey := func(r *http.Request) (string, error) {
 		tier, ok := resolve(r)
 		if _, known := plans[tier]; !ok || !known {
-			return "", fmt.Errorf("%w: no plan for this request's tier", ErrNoKey)
+			return "", fmt.Errorf("%w: no plan for this request's tier", ratelimit.ErrNoKey)
 		}
 		k, err := tenant(r)
 		return tier + "\x00" + k, err
 	}
-	return []Rule{
-		{Name: name + "-rate", Key: rateKey, KeyKind: "tenant", LimitFunc: func(r *http.Request) (Limit, bool) {
+	return []ratelimit.Rule{
+		{Name: name + "-rate", Key: rateKey, KeyKind: "tenant", LimitFunc: func(r *http.Request) (ratelimit.Limit, bool) {
 			p, ok := plan(r)
-			return p.Rate, ok && !p.Rate.isZero()
+			return p.Rate, ok && !isZero(p.Rate)
 		}},
-		{Name: name + "-quota", Key: key, KeyKind: "tenant", Algorithm: FixedWindow, QuotaFunc: func(r *http.Request) (Quota, bool) {
+		{Name: name + "-quota", Key: key, KeyKind: "tenant", Algorithm: ratelimit.FixedWindow, QuotaFunc: func(r *http.Request) (ratelimit.Quota, bool) {
 			p, ok := plan(r)
 			return p.Quota, ok && !p.Quota.IsZero()
 		}},
-		{Name: name + "-concurrency", Key: key, KeyKind: "tenant", Algorithm: Concurrency, LimitFunc: func(r *http.Request) (Limit, bool) {
+		{Name: name + "-concurrency", Key: key, KeyKind: "tenant", Algorithm: ratelimit.Concurrency, LimitFunc: func(r *http.Request) (ratelimit.Limit, bool) {
 			p, ok := plan(r)
 			slot := p.SlotTimeout
 			if slot <= 0 {
 				slot = time.Minute
 			}
-			return Limit{Rate: p.Concurrency, Period: slot}, ok && p.Concurrency > 0
+			return ratelimit.Limit{Rate: p.Concurrency, Period: slot}, ok && p.Concurrency > 0
 		}},
 	}
 }
 
-func clonePlans(m map[string]Plan) map[string]Plan {
-	out := make(map[string]Plan, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-func (l Limit) isZero() bool { return l == Limit{} }
+// isZero reports whether l is unset.
+func isZero(l ratelimit.Limit) bool { return l == ratelimit.Limit{} }

@@ -1,0 +1,3 @@
+module house
+
+go 1.26.0
