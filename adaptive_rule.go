@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/adaptive"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // adaptiveSet is a compiled adaptive rule: a controller per key, up to
@@ -49,7 +50,7 @@ func (s *adaptiveSet) sameSettings(o *adaptiveSet) bool {
 // compileAdaptive prepares ru, whose Adaptive is set, for admitAdaptive.
 func compileAdaptive(ru *rule, clock Clock) {
 	cfg := ru.Adaptive.Normalize(ru.Name)
-	_, system := clock.(systemClock)
+	system := clock == stores.SystemClock()
 	s := &adaptiveSet{cfg: cfg, name: ru.Name, clock: clock, system: system, epoch: clock.Now()}
 	s.overflow = adaptive.NewRule(cfg, ru.Name, adaptive.OverflowKey, s.epoch, s.epoch)
 	s.keys.Store(&map[string]*adaptive.Limiter{})

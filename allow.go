@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/ratelimit/stores"
 	"time"
 )
 
@@ -97,7 +98,7 @@ func (l *Limiter) keyRequests(rvs []ruleVerdict, key string, n int) ([]ruleVerdi
 		if !ru.static {
 			continue
 		}
-		req := Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: n}
+		req := stores.Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: n}
 		if n > ru.Limit.Capacity() {
 			return nil, l.costExceeded(nil, ru, &req)
 		}
@@ -127,7 +128,7 @@ func (l *Limiter) Return(ctx context.Context, key string, n int) error {
 			continue
 		}
 		found = true
-		req := Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: n}
+		req := stores.Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: n}
 		bctx, cancel := l.budget(ctx)
 		if err := ru.Store.Return(bctx, req); err != nil {
 			errs = append(errs, ruleError(ru.Name, err))

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/ratelimit/stores"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -13,7 +14,7 @@ import (
 // built on it.
 type ruleVerdict struct {
 	ru  *rule
-	req Request
+	req stores.Request
 	res Result
 	// by is the fallback store that decided when the rule's failed (nil
 	// when the rule's own store decided: see store), and call the index of
@@ -71,7 +72,7 @@ type decision struct {
 
 // add appends ru's request to rvs within its capacity, unlike append, so
 // that a caller's array of one stays on its stack.
-func add(rvs []ruleVerdict, ru *rule, req Request) []ruleVerdict {
+func add(rvs []ruleVerdict, ru *rule, req stores.Request) []ruleVerdict {
 	n := len(rvs)
 	rvs = rvs[:n+1]
 	rvs[n] = ruleVerdict{ru: ru, req: req, call: -1}
@@ -80,7 +81,7 @@ func add(rvs []ruleVerdict, ru *rule, req Request) []ruleVerdict {
 
 // groupScratch holds the contiguous slices one TakeAll call needs.
 type groupScratch struct {
-	reqs [MaxRules]Request
+	reqs [MaxRules]stores.Request
 	res  [MaxRules]Result
 }
 
@@ -143,7 +144,7 @@ func callDenied(rvs []ruleVerdict, call int) bool {
 // release gives back to store, the store that took them, the units req
 // took: for Concurrency exactly the slots slot names, so that a release
 // arriving after those slots expired frees no other request's.
-func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store Store, req Request, slot uint64) {
+func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store Store, req stores.Request, slot uint64) {
 	ctx, cancel := l.budget(ctx)
 	defer cancel()
 	req.Slot = slot
@@ -185,7 +186,7 @@ type held struct {
 type heldSlot struct {
 	ru    *rule
 	store Store
-	req   Request
+	req   stores.Request
 	slot  uint64
 }
 

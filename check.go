@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/ratelimit/stores"
 	"net/http"
 	"strings"
 	"time"
@@ -146,7 +147,7 @@ func (l *Limiter) decideRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, 
 // more than ru's limit allows at once. Such a request can never be
 // admitted, at any time, so it is denied without asking the store (nothing
 // is consumed) and without Retry-After: waiting cannot help.
-func (l *Limiter) costExceeded(r *http.Request, ru *rule, req *Request) error {
+func (l *Limiter) costExceeded(r *http.Request, ru *rule, req *stores.Request) error {
 	err := fmt.Errorf("%w: cost %d exceeds the capacity %d of rule %q", ErrInvalidRequest, req.Cost, req.Limit.Capacity(), ru.Name)
 	l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeCostExceeded, Result: Result{Limit: req.Limit}, Err: err, Request: r})
 	return err

@@ -18,8 +18,10 @@ import (
 // front door was cut (CHANGELOG, Renamed and removed); 106, then 108 for
 // PeerIPConfig (a direct peer behind a network-specific NAT64 prefix has no
 // other way to name it: ByIP and ByIPPrefix take no options) and ParseLimit
-// (users looked for a parser of "100/min" and found none).
-const maxExports = 108
+// (users looked for a parser of "100/min" and found none); 103 when the
+// store contract (Request, Window, Resetter, LocalStore, SystemClock) moved
+// to package stores.
+const maxExports = 103
 
 // rootExports parses the package's non-test files and returns its exported
 // top-level names, and separately its exported package-level variables.

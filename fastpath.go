@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/ratelimit/internal/memstore"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // fastRule is the direct path of a single static rule on the in-process
@@ -47,7 +48,7 @@ func (l *Limiter) prepareFast() {
 	if !ok || !ru.static || ru.Shadow || ru.Cost != nil || ru.Algorithm == Concurrency || ru.pacer != nil || ru.Settled || l.policyHeader == "" {
 		return
 	}
-	req := Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
+	req := stores.Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
 	if req.Validate() != nil {
 		return
 	}
@@ -58,7 +59,7 @@ func (l *Limiter) prepareFast() {
 		quoted:  ru.quotedName,
 		quotedR: ru.quotedName + ";r=",
 		problem: ru.problem,
-		system:  ms.clock == SystemClock(),
+		system:  ms.clock == stores.SystemClock(),
 		gcra:    ru.Algorithm == GCRA,
 		unit:    int64(ru.Limit.Interval()),
 		units:   int64(ru.Limit.Capacity()),

@@ -4,16 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/ratelimit/stores"
 )
-
-// Resetter is implemented by stores that can forget one key's state: the
-// memory stores and the Redis store do. Reset drops the state of (rule, key,
-// alg), so that the key starts again with full capacity; resetting a key that
-// has no state is not an error. Concurrency slots held by requests in flight
-// are forgotten too: their later release finds nothing to release.
-type Resetter interface {
-	Reset(ctx context.Context, rule, key string, alg Algorithm) error
-}
 
 var (
 	// ErrUnknownRule is wrapped by Peek and Reset when the limiter has no
@@ -37,10 +29,10 @@ func (l *Limiter) Peek(ctx context.Context, rule, key string) (Result, error) {
 	if ru == nil {
 		return Result{}, fmt.Errorf("%w %q", ErrUnknownRule, rule)
 	}
-	req := Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm}
+	req := stores.Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm}
 	if !ru.Quota.IsZero() {
 		req.Limit, req.Window = quotaWindow(ru.Quota, l.clock.Now())
-	} else if req.Limit.isZero() {
+	} else if req.Limit == (Limit{}) {
 		return Result{}, fmt.Errorf("%w: rule %q picks its limit per request and has no Limit to peek against", ErrInvalidRequest, rule)
 	}
 	return ru.Store.Take(ctx, req)
@@ -60,7 +52,7 @@ func (l *Limiter) PeekUnder(ctx context.Context, rule, key string, limit Limit) 
 	if !ru.Quota.IsZero() || ru.QuotaFunc != nil {
 		return Result{}, fmt.Errorf("%w: rule %q is a quota: use Peek", ErrInvalidRequest, rule)
 	}
-	req := Request{Rule: ru.Name, Key: compactKey(key), Limit: limit, Algorithm: ru.Algorithm}
+	req := stores.Request{Rule: ru.Name, Key: compactKey(key), Limit: limit, Algorithm: ru.Algorithm}
 	if err := req.Validate(); err != nil { // the limit, and its Burst under the rule's algorithm
 		return Result{}, fmt.Errorf("%w: rule %q: %w", ErrInvalidRequest, rule, err)
 	}
@@ -77,7 +69,7 @@ func (l *Limiter) Reset(ctx context.Context, rule, key string) error {
 	if ru == nil {
 		return fmt.Errorf("%w %q", ErrUnknownRule, rule)
 	}
-	rs, ok := ru.Store.(Resetter)
+	rs, ok := ru.Store.(stores.Resetter)
 	if !ok {
 		return fmt.Errorf("%w: %T", ErrResetUnsupported, ru.Store)
 	}

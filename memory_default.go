@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/memstore"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // memoryStore is the in-process Store New uses when a rule names none: an
@@ -21,16 +22,16 @@ type memoryStore struct {
 }
 
 var (
-	_ Store      = (*memoryStore)(nil)
-	_ LocalStore = (*memoryStore)(nil)
-	_ Resetter   = (*memoryStore)(nil)
+	_ Store             = (*memoryStore)(nil)
+	_ stores.LocalStore = (*memoryStore)(nil)
+	_ stores.Resetter   = (*memoryStore)(nil)
 )
 
 func newDefaultStore(clock Clock) *memoryStore {
 	return &memoryStore{engine: memstore.New(memstore.Config{}), clock: clock}
 }
 
-func (s *memoryStore) Take(_ context.Context, req Request) (Result, error) {
+func (s *memoryStore) Take(_ context.Context, req stores.Request) (Result, error) {
 	m, err := engineRequest(&req)
 	if err != nil {
 		return Result{}, err
@@ -38,11 +39,11 @@ func (s *memoryStore) Take(_ context.Context, req Request) (Result, error) {
 	return fromEngine(&req, s.engine.Take(&m, s.clock.Now().UnixNano())), nil
 }
 
-func (s *memoryStore) TakeAll(_ context.Context, reqs []Request, results []Result) error {
+func (s *memoryStore) TakeAll(_ context.Context, reqs []stores.Request, results []Result) error {
 	return memstore.TakeBatch(s.engine, s.clock.Now().UnixNano(), reqs, results, ErrInvalidRequest, engineRequest, fromEngine)
 }
 
-func (s *memoryStore) Return(_ context.Context, req Request) error {
+func (s *memoryStore) Return(_ context.Context, req stores.Request) error {
 	m, err := engineRequest(&req)
 	if err == nil {
 		s.engine.Return(&m, s.clock.Now().UnixNano())
@@ -80,7 +81,7 @@ func engineAlg(a Algorithm) (_ memstore.Alg, ok bool) {
 }
 
 // engineRequest validates r and converts it for the engine.
-func engineRequest(r *Request) (memstore.Request, error) {
+func engineRequest(r *stores.Request) (memstore.Request, error) {
 	if err := r.Validate(); err != nil {
 		return memstore.Request{}, err
 	}
@@ -88,7 +89,7 @@ func engineRequest(r *Request) (memstore.Request, error) {
 }
 
 // toEngine converts r, which Validate accepted, for the engine.
-func toEngine(r *Request) memstore.Request {
+func toEngine(r *stores.Request) memstore.Request {
 	alg, _ := engineAlg(r.Algorithm) // Validate rejected a value with no case
 	return memstore.Request{
 		Rule: r.Rule, Key: r.Key, Alg: alg,
@@ -102,7 +103,7 @@ func toEngine(r *Request) memstore.Request {
 	}
 }
 
-func fromEngine(r *Request, res memstore.Result) Result {
+func fromEngine(r *stores.Request, res memstore.Result) Result {
 	return Result{
 		Allowed:    res.Allowed,
 		Limit:      r.Limit,

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"cmp"
 	"fmt"
+	"github.com/sluicehq/ratelimit/stores"
 	"net/http"
 	"reflect"
 	"slices"
@@ -113,7 +114,7 @@ func buildConfig(opts []Option) config {
 		o(&c)
 	}
 	if c.clock == nil {
-		c.clock = SystemClock()
+		c.clock = stores.SystemClock()
 	}
 	if c.store == nil {
 		c.store = newDefaultStore(c.clock)

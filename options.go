@@ -79,7 +79,7 @@ func WithName(name string) Option {
 
 // WithAlgorithm selects the counting algorithm; GCRA unless set.
 func WithAlgorithm(a Algorithm) Option {
-	if a >= numAlgorithms {
+	if a > Concurrency {
 		panic(fmt.Sprintf("ratelimit: WithAlgorithm(%v): unknown algorithm", a))
 	}
 	return func(c *config) { c.algorithm = a; c.ruleOpts = append(c.ruleOpts, "WithAlgorithm") }

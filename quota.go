@@ -1,6 +1,9 @@
 package ratelimit
 
-import "time"
+import (
+	"github.com/sluicehq/ratelimit/stores"
+	"time"
+)
 
 // Quota is a calendar quota: a number of events per day, week or month,
 // with windows that start at midnight in a time zone. Windows follow the
@@ -39,12 +42,12 @@ func (q Quota) IsZero() bool { return q.unit == 0 }
 // quotaWindow returns the store request's limit and window for q at now:
 // the window containing now and the bounds of its neighbours, so that a
 // store on its own clock can pick the window that contains its time.
-func quotaWindow(q Quota, now time.Time) (Limit, Window) {
+func quotaWindow(q Quota, now time.Time) (Limit, stores.Window) {
 	start, end := q.Window(now)
 	prev, _ := q.Window(start.Add(-1))
 	_, next := q.Window(end)
 	return Limit{Rate: q.n, Period: end.Sub(start)},
-		Window{Start: start.UnixNano(), End: end.UnixNano(), PrevStart: prev.UnixNano(), NextEnd: next.UnixNano()}
+		stores.Window{Start: start.UnixNano(), End: end.UnixNano(), PrevStart: prev.UnixNano(), NextEnd: next.UnixNano()}
 }
 
 // Window returns the bounds [start, end) of the window containing t.

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -426,17 +427,17 @@ type storeCalls struct {
 	takes, returns atomic.Int64
 }
 
-func (s *storeCalls) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+func (s *storeCalls) Take(ctx context.Context, req stores.Request) (ratelimit.Result, error) {
 	s.takes.Add(1)
 	return s.Store.Take(ctx, req)
 }
 
-func (s *storeCalls) TakeAll(ctx context.Context, reqs []ratelimit.Request, res []ratelimit.Result) error {
+func (s *storeCalls) TakeAll(ctx context.Context, reqs []stores.Request, res []ratelimit.Result) error {
 	s.takes.Add(1)
 	return s.Store.TakeAll(ctx, reqs, res)
 }
 
-func (s *storeCalls) Return(ctx context.Context, req ratelimit.Request) error {
+func (s *storeCalls) Return(ctx context.Context, req stores.Request) error {
 	s.returns.Add(1)
 	return s.Store.Return(ctx, req)
 }

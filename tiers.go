@@ -37,7 +37,7 @@ func Tiers(name string, tenant KeyFunc, resolve func(*http.Request) (tier string
 	}
 	plans = clonePlans(plans)
 	for tier, p := range plans {
-		if !p.Rate.isZero() {
+		if p.Rate != (Limit{}) {
 			if err := p.Rate.Validate(); err != nil {
 				panic(fmt.Sprintf("ratelimit: Tiers: plan %q: %v", tier, err))
 			}
@@ -73,7 +73,7 @@ func Tiers(name string, tenant KeyFunc, resolve func(*http.Request) (tier string
 	return []Rule{
 		{Name: name + "-rate", Key: rateKey, KeyKind: "tenant", LimitFunc: func(r *http.Request) (Limit, bool) {
 			p, ok := plan(r)
-			return p.Rate, ok && !p.Rate.isZero()
+			return p.Rate, ok && p.Rate != (Limit{})
 		}},
 		{Name: name + "-quota", Key: key, KeyKind: "tenant", Algorithm: FixedWindow, QuotaFunc: func(r *http.Request) (Quota, bool) {
 			p, ok := plan(r)
@@ -97,5 +97,3 @@ func clonePlans(m map[string]Plan) map[string]Plan {
 	}
 	return out
 }
-
-func (l Limit) isZero() bool { return l == Limit{} }

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // AdaptersAgree drives two stores with the same random operations (Take,
@@ -30,9 +30,9 @@ func AdaptersAgree(t *testing.T, newA, newB NewStore) {
 		where := fmt.Sprintf("op %d (%s %v %v cost %d)", i, req.Key, req.Algorithm, req.Limit, req.Cost)
 		switch rng.IntN(8) {
 		case 0:
-			alg := ratelimit.Algorithm(rng.IntN(6)) // 4 and 5 name no algorithm
-			ea := a.(ratelimit.Resetter).Reset(ctx, req.Rule, req.Key, alg)
-			eb := b.(ratelimit.Resetter).Reset(ctx, req.Rule, req.Key, alg)
+			alg := stores.Algorithm(rng.IntN(6)) // 4 and 5 name no algorithm
+			ea := a.(stores.Resetter).Reset(ctx, req.Rule, req.Key, alg)
+			eb := b.(stores.Resetter).Reset(ctx, req.Rule, req.Key, alg)
 			sameError(t, where+" Reset", ea, eb)
 		case 1:
 			s := slots[req.Key]
@@ -42,8 +42,8 @@ func AdaptersAgree(t *testing.T, newA, newB NewStore) {
 			eb := b.Return(ctx, req)
 			sameError(t, where+" Return", ea, eb)
 		case 2:
-			reqs := []ratelimit.Request{req, randomRequest(rng)}
-			ra, rb := make([]ratelimit.Result, 2), make([]ratelimit.Result, 2)
+			reqs := []stores.Request{req, randomRequest(rng)}
+			ra, rb := make([]stores.Result, 2), make([]stores.Result, 2)
 			ea, eb := a.TakeAll(ctx, reqs, ra), b.TakeAll(ctx, reqs, rb)
 			sameError(t, where+" TakeAll", ea, eb)
 			for j := range reqs {
@@ -63,13 +63,13 @@ func AdaptersAgree(t *testing.T, newA, newB NewStore) {
 
 // randomRequest picks one of a few keys and rules so that operations meet,
 // and now and then an invalid cost or an unknown algorithm.
-func randomRequest(rng *rand.Rand) ratelimit.Request {
-	alg := ratelimit.Algorithm(rng.IntN(4))
+func randomRequest(rng *rand.Rand) stores.Request {
+	alg := stores.Algorithm(rng.IntN(4))
 	if rng.IntN(50) == 0 {
-		alg = ratelimit.Algorithm(4 + rng.IntN(252))
+		alg = stores.Algorithm(4 + rng.IntN(252))
 	}
-	limit := ratelimit.Limit{Rate: 1 + rng.IntN(5), Period: time.Duration(1+rng.IntN(4)) * 100 * time.Millisecond}
-	return ratelimit.Request{
+	limit := stores.Limit{Rate: 1 + rng.IntN(5), Period: time.Duration(1+rng.IntN(4)) * 100 * time.Millisecond}
+	return stores.Request{
 		Rule:      fmt.Sprint("r", rng.IntN(2)),
 		Key:       fmt.Sprint("k", rng.IntN(4)),
 		Limit:     limit,
@@ -80,14 +80,14 @@ func randomRequest(rng *rand.Rand) ratelimit.Request {
 
 func sameError(t *testing.T, where string, a, b error) {
 	t.Helper()
-	for _, target := range []error{nil, ratelimit.ErrInvalidRequest, ratelimit.ErrInvalidLimit} {
+	for _, target := range []error{nil, stores.ErrInvalidRequest, stores.ErrInvalidLimit} {
 		if (target == nil && (a == nil) != (b == nil)) || (target != nil && errors.Is(a, target) != errors.Is(b, target)) {
 			t.Fatalf("%s: errors differ: %v and %v", where, a, b)
 		}
 	}
 }
 
-func sameResult(t *testing.T, where string, a, b ratelimit.Result) {
+func sameResult(t *testing.T, where string, a, b stores.Result) {
 	t.Helper()
 	if (a.Slot != 0) != (b.Slot != 0) {
 		t.Fatalf("%s: slots differ: %d and %d", where, a.Slot, b.Slot)

@@ -3,28 +3,28 @@ package memory
 import (
 	"time"
 
-	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/internal/memstore"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
-// engineAlg maps a ratelimit.Algorithm onto the engine's enumeration, one
+// engineAlg maps a stores.Algorithm onto the engine's enumeration, one
 // case per value; ok is false for a value that names no algorithm.
-func engineAlg(a ratelimit.Algorithm) (_ memstore.Alg, ok bool) {
+func engineAlg(a stores.Algorithm) (_ memstore.Alg, ok bool) {
 	switch a {
-	case ratelimit.GCRA:
+	case stores.GCRA:
 		return memstore.GCRA, true
-	case ratelimit.SlidingWindow:
+	case stores.SlidingWindow:
 		return memstore.SlidingWindow, true
-	case ratelimit.FixedWindow:
+	case stores.FixedWindow:
 		return memstore.FixedWindow, true
-	case ratelimit.Concurrency:
+	case stores.Concurrency:
 		return memstore.Concurrency, true
 	}
 	return 0, false
 }
 
 // engineRequest validates r and converts it for the engine.
-func engineRequest(r *ratelimit.Request) (memstore.Request, error) {
+func engineRequest(r *stores.Request) (memstore.Request, error) {
 	if err := r.Validate(); err != nil {
 		return memstore.Request{}, err
 	}
@@ -41,8 +41,8 @@ func engineRequest(r *ratelimit.Request) (memstore.Request, error) {
 	}, nil
 }
 
-func fromEngine(r *ratelimit.Request, res memstore.Result) ratelimit.Result {
-	return ratelimit.Result{
+func fromEngine(r *stores.Request, res memstore.Result) stores.Result {
+	return stores.Result{
 		Allowed:    res.Allowed,
 		Limit:      r.Limit,
 		Remaining:  int(res.Remaining),

@@ -3,8 +3,8 @@ package memory
 import (
 	"testing"
 
-	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/internal/difftest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 func TestEngineAlgMapsEveryAlgorithmByName(t *testing.T) {
@@ -12,5 +12,5 @@ func TestEngineAlgMapsEveryAlgorithmByName(t *testing.T) {
 }
 
 func TestUnknownAlgorithmIsInvalid(t *testing.T) {
-	difftest.UnknownAlgorithmIsInvalid(t, func(clock ratelimit.Clock) ratelimit.Store { return New(WithClock(clock)) })
+	difftest.UnknownAlgorithmIsInvalid(t, func(clock stores.Clock) stores.Store { return New(WithClock(clock)) })
 }

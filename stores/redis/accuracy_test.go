@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -28,15 +29,15 @@ func TestAccuracyFourInstances(t *testing.T) {
 	requireShared(t)
 	cases := []struct {
 		name  string
-		alg   ratelimit.Algorithm
-		limit ratelimit.Limit
+		alg   stores.Algorithm
+		limit stores.Limit
 		step  time.Duration
 		lease bool
 	}{
-		{"gcra", ratelimit.GCRA, ratelimit.PerSecond(100), 30 * time.Millisecond, false},
-		{"sliding-window", ratelimit.SlidingWindow, ratelimit.PerSecond(100), 70 * time.Millisecond, false},
-		{"fixed-window", ratelimit.FixedWindow, ratelimit.PerSecond(100), 70 * time.Millisecond, false},
-		{"gcra-lease", ratelimit.GCRA, ratelimit.PerSecond(1000), 20 * time.Millisecond, true},
+		{"gcra", stores.GCRA, ratelimit.PerSecond(100), 30 * time.Millisecond, false},
+		{"sliding-window", stores.SlidingWindow, ratelimit.PerSecond(100), 70 * time.Millisecond, false},
+		{"fixed-window", stores.FixedWindow, ratelimit.PerSecond(100), 70 * time.Millisecond, false},
+		{"gcra-lease", stores.GCRA, ratelimit.PerSecond(1000), 20 * time.Millisecond, true},
 	}
 	const instances, workers, rounds = 4, 8, 30
 	for _, c := range cases {
@@ -44,15 +45,15 @@ func TestAccuracyFourInstances(t *testing.T) {
 			ctx := context.Background()
 			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			prefix := uniquePrefix(t)
-			stores := make([]*Store, instances)
-			for i := range stores {
+			peers := make([]*Store, instances)
+			for i := range peers {
 				client := redis.NewClient(&redis.Options{Addr: sharedServer.Addr})
 				t.Cleanup(func() { client.Close() })
 				opts := []Option{WithClock(clock), WithPrefix(prefix)}
 				if c.lease {
 					opts = append(opts, WithLease(0.005, time.Second))
 				}
-				stores[i] = newStore(client, opts...)
+				peers[i] = newStore(client, opts...)
 			}
 			ref := memory.New(memory.WithClock(clock))
 			req := withAlg(gcraReq("hot", c.limit, 1), c.alg)
@@ -67,7 +68,7 @@ func TestAccuracyFourInstances(t *testing.T) {
 				}
 				var n atomic.Int64
 				var wg sync.WaitGroup
-				for _, s := range stores {
+				for _, s := range peers {
 					for range workers {
 						wg.Go(func() {
 							for range each {
@@ -102,7 +103,7 @@ func TestAccuracyFourInstances(t *testing.T) {
 				wantTotal += want[r]
 			}
 			var st Stats
-			for _, s := range stores {
+			for _, s := range peers {
 				x := s.Stats()
 				st.RoundTrips += x.RoundTrips
 				st.Sent += x.Sent
