@@ -10,17 +10,18 @@ import (
 
 	"github.com/sluicehq/ratelimit/internal/memstore"
 	"github.com/sluicehq/ratelimit/stores"
+	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
-// fastRule is the direct path of a single static rule on the in-process
-// store: the check validated and prepared for the engine once, when the
+// fastRule is the direct path of a single static rule on an in-process
+// store (the default, or any *memory.Store given with WithStore): the check validated and prepared for the engine once, when the
 // Limiter is built, and response fields built from pre-formatted parts.
 //
 // The policy value and, on a denial, every field value are shared between
 // responses; see denyFields for how a shared value is kept from being
 // edited in place.
 type fastRule struct {
-	ms      *memoryStore
+	ms      *memstore.Handle // the store's engine and clock
 	check   *memstore.Prepared
 	policy  string
 	quoted  string
@@ -44,7 +45,7 @@ func (l *Limiter) prepareFast() {
 		return
 	}
 	ru := l.rules[0]
-	ms, ok := ru.Store.(*memoryStore)
+	st, ok := ru.Store.(*memory.Store)
 	if !ok || !ru.static || ru.Shadow || ru.Cost != nil || ru.Algorithm == Concurrency || ru.pacer != nil || ru.Settled || l.policyHeader == "" {
 		return
 	}
@@ -52,14 +53,16 @@ func (l *Limiter) prepareFast() {
 	if req.Validate() != nil {
 		return
 	}
+	ms := new(memstore.Handle)
+	st.Engine(ms)
 	ru.fast = &fastRule{
 		ms:      ms,
-		check:   ms.engine.Prepare(toEngine(&req)),
+		check:   ms.Engine.Prepare(memstore.Valid(&req)),
 		policy:  l.policyHeader,
 		quoted:  ru.quotedName,
 		quotedR: ru.quotedName + ";r=",
 		problem: ru.problem,
-		system:  ms.clock == stores.SystemClock(),
+		system:  ms.Clock == stores.SystemClock(),
 		gcra:    ru.Algorithm == GCRA,
 		unit:    int64(ru.Limit.Interval()),
 		units:   int64(ru.Limit.Capacity()),
@@ -192,5 +195,5 @@ func (f *fastRule) now() int64 {
 	if f.system {
 		return systemFastClock.unixNano()
 	}
-	return f.ms.clock.Now().UnixNano()
+	return f.ms.Clock.Now().UnixNano()
 }

@@ -3,13 +3,15 @@ package ratelimit
 import (
 	"cmp"
 	"fmt"
-	"github.com/sluicehq/ratelimit/stores"
 	"net/http"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/ratelimit/stores"
+	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
 // Limiter applies one or more rules to requests, as net/http middleware
@@ -117,7 +119,7 @@ func buildConfig(opts []Option) config {
 		c.clock = stores.SystemClock()
 	}
 	if c.store == nil {
-		c.store = newDefaultStore(c.clock)
+		c.store = memory.New(memory.WithClock(c.clock))
 	}
 	return c
 }

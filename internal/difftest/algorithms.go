@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
-	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/internal/memstore"
 	"github.com/sluicehq/ratelimit/stores"
 )
@@ -37,7 +37,7 @@ func UnknownAlgorithmIsInvalid(t *testing.T, newStore NewStore) {
 	s := newStore(stores.SystemClock())
 	ctx := context.Background()
 	for _, a := range []stores.Algorithm{4, 255} {
-		req := stores.Request{Key: "k", Limit: ratelimit.PerSecond(1), Algorithm: a, Cost: 1}
+		req := stores.Request{Key: "k", Limit: stores.Limit{Rate: 1, Period: time.Second}, Algorithm: a, Cost: 1}
 		if _, err := s.Take(ctx, req); !errors.Is(err, stores.ErrInvalidRequest) {
 			t.Errorf("Take(%v) = %v; want ErrInvalidRequest", a, err)
 		}

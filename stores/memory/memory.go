@@ -1,8 +1,10 @@
 // Package memory is the in-process Store: sharded, bounded, O(1) and free of
 // allocations per check (a Concurrency key allocates its queue of slots when
-// it is first taken and when the queue grows). It is what ratelimit.New uses when no store is given;
-// create one yourself to share it between middleware, to bound its size, or
-// to inject a clock in tests.
+// it is first taken and when the queue grows). It is what ratelimit.New uses
+// when no store is given; create one yourself to share it between
+// middleware, to bound its size, or to inject a clock in tests. A Limiter
+// runs the rules it keeps here on the same direct path as the default
+// store's, so a store of your own costs nothing more per request.
 package memory
 
 import (
@@ -108,11 +110,11 @@ func (s *Store) Take(_ context.Context, req stores.Request) (stores.Result, erro
 
 // TakeAt is Take at an explicit time.
 func (s *Store) TakeAt(now time.Time, req stores.Request) (stores.Result, error) {
-	m, err := engineRequest(&req)
+	m, err := memstore.Convert(&req)
 	if err != nil {
 		return stores.Result{}, err
 	}
-	return fromEngine(&req, s.engine.Take(&m, now.UnixNano())), nil
+	return memstore.Back(&req, s.engine.Take(&m, now.UnixNano())), nil
 }
 
 // TakeAll checks all requests and consumes them only if every one is
@@ -123,7 +125,7 @@ func (s *Store) TakeAll(_ context.Context, reqs []stores.Request, results []stor
 
 // TakeAllAt is TakeAll at an explicit time.
 func (s *Store) TakeAllAt(now time.Time, reqs []stores.Request, results []stores.Result) error {
-	return memstore.TakeBatch(s.engine, now.UnixNano(), reqs, results, stores.ErrInvalidRequest, engineRequest, fromEngine)
+	return memstore.TakeBatch(s.engine, now.UnixNano(), reqs, results, stores.ErrInvalidRequest, memstore.Convert, memstore.Back)
 }
 
 // Return gives back req.Cost units of req.Key.
@@ -133,7 +135,7 @@ func (s *Store) Return(_ context.Context, req stores.Request) error {
 
 // ReturnAt is Return at an explicit time.
 func (s *Store) ReturnAt(now time.Time, req stores.Request) error {
-	m, err := engineRequest(&req)
+	m, err := memstore.Convert(&req)
 	if err == nil {
 		s.engine.Return(&m, now.UnixNano())
 	}

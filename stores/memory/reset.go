@@ -14,7 +14,7 @@ var _ stores.Resetter = (*Store)(nil)
 // with full capacity; see stores.Resetter. rule and key are the
 // Request's fields (Limiter.Reset maps a client key as the middleware does).
 func (s *Store) Reset(_ context.Context, rule, key string, alg stores.Algorithm) error {
-	a, ok := engineAlg(alg)
+	a, ok := memstore.AlgOf(alg)
 	if !ok {
 		return fmt.Errorf("%w: unknown %v", stores.ErrInvalidRequest, alg)
 	}

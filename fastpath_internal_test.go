@@ -1,0 +1,25 @@
+package ratelimit
+
+import (
+	"testing"
+
+	"github.com/sluicehq/ratelimit/stores/memory"
+)
+
+// TestEveryMemoryStoreTakesTheDirectPath: a store given with WithStore,
+// sized or not, is the same in-process store as the default one and runs
+// on the same direct path; a README example that sizes its store must not
+// pay for it on every request.
+func TestEveryMemoryStoreTakesTheDirectPath(t *testing.T) {
+	for name, opts := range map[string][]Option{
+		"default":            nil,
+		"memory.New()":       {WithStore(memory.New())},
+		"sized memory store": {WithStore(memory.New(memory.WithMaxKeys(10_000)))},
+		"with its own clock": {WithStore(memory.New(memory.WithClock(fixedClock{})))},
+	} {
+		l := NewLimiter(PerSecond(10), ByIP(), opts...)
+		if l.rules[0].fast == nil {
+			t.Errorf("%s: the rule does not take the direct path", name)
+		}
+	}
+}
