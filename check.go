@@ -44,6 +44,9 @@ func (l *Limiter) check(r *http.Request, rt routing, ask *askOnError, v *Verdict
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
 		return
 	}
+	if f := l.direct(); f != nil && l.checkDirect(f, r, v) {
+		return
+	}
 	l.decideAsking(r, v, ask)
 }
 

@@ -69,46 +69,67 @@ func (l *Limiter) prepareFast() {
 	}
 }
 
-// admit is admitOne for a rule with a direct path. It reports handled
-// false, having written nothing, when the request needs the general path:
-// the key function failed, or the response already carries rate-limit
-// fields (a limiter nested in another adds its members to them).
+// admit is the direct path of a request: the decision and the response
+// fields, and on a denial the 429. It reports handled false, having
+// written nothing, when the request needs the general path: the key
+// function failed, or the response already carries rate-limit fields (a
+// limiter nested in another adds its members to them).
 func (f *fastRule) admit(w http.ResponseWriter, r *http.Request, ru *rule) (ok, handled bool) {
-	key, err := ru.Key(r)
-	if err != nil {
+	h := w.Header()
+	res, now, handled := f.take(h, r, ru)
+	if !handled {
 		return false, false
 	}
-	h := w.Header()
-	if len(h) > 0 {
-		if _, nested := h[hdrPolicy]; nested {
-			return false, false
-		}
-		if _, nested := h[hdrRateLimit]; nested {
-			return false, false
-		}
-	}
-	now := f.now()
-	res := f.check.Take(compactKey(key), now)
 	if res.Allowed {
-		next := res.Next // a window's: see nextAfter
-		if f.gcra {
-			next = gcraNext(res.ResetAfter, f.unit, f.units, res.Remaining)
-		}
-		f.setFields(h, res.Remaining, seconds(time.Duration(next)), now)
+		f.allowed(h, &res, now)
 		return true, true
 	}
-	t := seconds(time.Duration(res.RetryAfter))
-	if res.Remaining == 0 {
-		f.denial(t).set(h)
-	} else { // not with a cost of 1, but the fields would say so
-		f.setFields(h, res.Remaining, t, now)
-		h[hdrRetryAfter] = []string{strconv.FormatInt(max(1, t), 10)}
-		h[hdrCacheControl] = []string{"no-store"}
-		h[hdrContentType] = []string{"application/problem+json"}
-	}
+	f.deny(h, &res, now)
 	w.WriteHeader(http.StatusTooManyRequests)
 	w.Write(f.problem)
 	return false, true
+}
+
+// take is the decision of the direct path on r, at now: handled false when
+// the request needs the general path (see admit).
+func (f *fastRule) take(h http.Header, r *http.Request, ru *rule) (_ memstore.Result, now int64, handled bool) {
+	key, err := ru.Key(r)
+	if err != nil {
+		return memstore.Result{}, 0, false
+	}
+	if len(h) > 0 {
+		if _, nested := h[hdrPolicy]; nested {
+			return memstore.Result{}, 0, false
+		}
+		if _, nested := h[hdrRateLimit]; nested {
+			return memstore.Result{}, 0, false
+		}
+	}
+	now = f.now()
+	return f.check.Take(compactKey(key), now), now, true
+}
+
+// allowed sets the fields of an allowed request.
+func (f *fastRule) allowed(h http.Header, res *memstore.Result, now int64) {
+	next := res.Next // a window's: see nextAfter
+	if f.gcra {
+		next = gcraNext(res.ResetAfter, f.unit, f.units, res.Remaining)
+	}
+	f.setFields(h, res.Remaining, seconds(time.Duration(next)), now)
+}
+
+// deny sets the fields of a denied request, without status or body.
+func (f *fastRule) deny(h http.Header, res *memstore.Result, now int64) {
+	t := seconds(time.Duration(res.RetryAfter))
+	if res.Remaining == 0 {
+		f.denial(t).set(h)
+		return
+	}
+	// not with a cost of 1, but the fields would say so
+	f.setFields(h, res.Remaining, t, now)
+	h[hdrRetryAfter] = []string{strconv.FormatInt(max(1, t), 10)}
+	h[hdrCacheControl] = []string{"no-store"}
+	h[hdrContentType] = []string{"application/problem+json"}
 }
 
 // setFields writes the policy and RateLimit fields, with remaining and t

@@ -299,11 +299,9 @@ func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing) 
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
 		return nil, true
 	}
-	if l.adaptive == nil && len(l.rules) == 1 {
-		if f := l.rules[0].fast; f != nil {
-			if ok, handled := f.admit(w, r, l.rules[0]); handled {
-				return nil, ok
-			}
+	if f := l.direct(); f != nil {
+		if ok, handled := f.admit(w, r, l.rules[0]); handled {
+			return nil, ok
 		}
 	}
 	var v Verdict

@@ -509,3 +509,43 @@ func TestServeRouteDecidesEachRequestOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestServeRouteAllocatesAsHandler: ServeRoute, the adapters' one request
+// path, runs the middleware's: an allowed request costs at most one
+// allocation (its two field slices) and a denied one none, as through
+// Handler (TestHotPathAllocations).
+func TestServeRouteAllocatesAsHandler(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own: allocation counts say nothing")
+	}
+	next := func(*http.Request) error { return nil }
+	for _, c := range []struct {
+		name  string
+		limit ratelimit.Limit
+		want  int
+		max   float64
+	}{
+		{"deny", ratelimit.PerHour(1), 429, 0},
+		{"allow", ratelimit.Limit{Rate: 1e9, Period: time.Second}, 200, 1},
+	} {
+		l := ratelimit.NewLimiter(c.limit, ratelimit.ByIP())
+		reqs := make([]*http.Request, 100)
+		for i := range reqs {
+			reqs[i] = clientReq(i)
+			l.ServeRoute(ratelimittest.NewDiscardWriter(), reqs[i], "/", nil, nil, next)
+		}
+		w := ratelimittest.NewDiscardWriter()
+		i := 0
+		got := testing.AllocsPerRun(2000, func() {
+			w.Reset()
+			l.ServeRoute(w, reqs[i%len(reqs)], "/", nil, nil, next)
+			i++
+		})
+		if w.Status() != c.want {
+			t.Fatalf("%s: status %d, want %d", c.name, w.Status(), c.want)
+		}
+		if got > c.max {
+			t.Errorf("%s: %.1f allocations per request, want at most %.0f", c.name, got, c.max)
+		}
+	}
+}
