@@ -413,13 +413,15 @@ func (l *Limiter) policy(d *decision, rvs []ruleVerdict) string {
 	if precomputed {
 		return ""
 	}
-	if d.enforced == 1 {
-		return policyItem(rvs[0].ru.Name, rvs[0].req.Limit, rvs[0].ru.Algorithm)
+	if c := l.policies.Load(); c != nil && c.matches(rvs[:d.enforced]) {
+		return c.value
 	}
 	items := make([]string, d.enforced)
 	for i := range items {
 		rv := &rvs[i]
 		items[i] = policyItem(rv.ru.Name, rv.req.Limit, rv.ru.Algorithm)
 	}
-	return strings.Join(items, ", ")
+	p := strings.Join(items, ", ")
+	l.policies.Store(newPolicyCache(rvs[:d.enforced], p))
+	return p
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/ratelimit/stores"
@@ -43,11 +44,12 @@ type Limiter struct {
 	timeout      time.Duration
 	needNow      bool // quotas or legacy headers read the clock
 	batches      sync.Pool
-	adaptive     []*rule  // adaptive rules (adaptive_rule.go), checked first
-	slots        bool     // some rule is a Concurrency limit: admitted requests may hold slots
-	paced        bool     // some rule is paced: admitted requests may wait
-	settled      bool     // some rule settles costs after the response
-	_            [16]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
+	adaptive     []*rule // adaptive rules (adaptive_rule.go), checked first
+	slots        bool    // some rule is a Concurrency limit: admitted requests may hold slots
+	paced        bool    // some rule is paced: admitted requests may wait
+	settled      bool    // some rule settles costs after the response
+	policies     atomic.Pointer[policyCache]
+	_            [8]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 // New returns middleware that limits requests to limit per key. For example,

@@ -71,3 +71,25 @@ func (q Quota) Window(t time.Time) (start, end time.Time) {
 		return start, time.Date(y, m, d+1, 0, 0, 0, 0, loc)
 	}
 }
+
+// quotaCache is the window a rule's quota last gave: every request of the
+// same window (a whole day, for a daily quota) reuses it rather than
+// working the calendar out again.
+type quotaCache struct {
+	q     Quota
+	limit Limit
+	win   stores.Window
+}
+
+// quotaWindow is quotaWindow for ru, through its cache: windows partition
+// time, so the cached one is the one containing now whenever now falls
+// inside it.
+func (ru *rule) quotaWindow(q Quota, now time.Time) (Limit, stores.Window) {
+	ns := now.UnixNano()
+	if c := ru.window.Load(); c != nil && c.q == q && c.win.Start <= ns && ns < c.win.End {
+		return c.limit, c.win
+	}
+	limit, win := quotaWindow(q, now)
+	ru.window.Store(&quotaCache{q: q, limit: limit, win: win})
+	return limit, win
+}

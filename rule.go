@@ -108,8 +108,9 @@ type rule struct {
 	storeID      int                         // rules with the same store share an ID
 	adaptive     atomic.Pointer[adaptiveSet] // set once compiled; a Reloadable may hand it an older one
 	fast         *fastRule
-	pacer        *pacer   // with Pace.MaxDelay set
-	_            [56]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
+	pacer        *pacer // with Pace.MaxDelay set
+	window       atomic.Pointer[quotaCache]
+	_            [48]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 func compileRule(r Rule, c config) *rule {
@@ -268,7 +269,7 @@ func (ru *rule) request(r *http.Request, now time.Time, req *stores.Request) (us
 		quota = q
 	}
 	if !quota.IsZero() {
-		req.Limit, req.Window = quotaWindow(quota, now)
+		req.Limit, req.Window = ru.quotaWindow(quota, now)
 	}
 	if ru.Cost != nil {
 		// A request costs at least 1; one that costs more than the limit
