@@ -49,7 +49,8 @@ type Limiter struct {
 	paced        bool    // some rule is paced: admitted requests may wait
 	settled      bool    // some rule settles costs after the response
 	policies     atomic.Pointer[policyCache]
-	_            [8]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
+	helds        sync.Pool // of *held: see recycle
+	_            [32]byte  // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 // New returns middleware that limits requests to limit per key. For example,
@@ -266,7 +267,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	served := false
-	defer func() { h.doneServed(served) }() // open-coded: no allocation
+	defer func() { h.doneServed(served); l.recycle(h) }() // open-coded: no allocation
 	next.ServeHTTP(w, l.settleRequest(r, h))
 	served = true
 }

@@ -83,7 +83,7 @@ func (l *Limiter) serveHeld(r *http.Request, h *held, next func(*http.Request) e
 	}
 	returned := false
 	// A panic counts as a 500 for adaptive rules, as in Limiter.Handler.
-	defer func() { h.doneServed(returned) }()
+	defer func() { h.doneServed(returned); l.recycle(h) }()
 	err = next(l.settleRequest(r, h))
 	returned = true
 	return err

@@ -98,7 +98,7 @@ func (h *held) settleAll() {
 		}
 		req := s.req
 		req.Slot, req.MaxDelay = s.slot, 0
-		ctx, cancel := h.l.budget(h.ctx)
+		ctx, cancel := h.l.budget(h.context())
 		var err error
 		if delta > 0 {
 			req.Cost, req.Force = delta, true
