@@ -29,24 +29,29 @@ type fastRule struct {
 	problem []byte
 	system  bool                           // the store reads SystemClock
 	gcra    bool                           // t comes from gcraNext, else from the engine's Next
+	shadow  bool                           // the rule reports without enforcing: no fields
+	steps   bool                           // shadow, or observers: see admitSteps
+	obs     *observers                     // the limiter's, for the steps
 	unit    int64                          // GCRA: the limit's Interval
 	units   int64                          // GCRA: the limit's Capacity
 	denials [16]atomic.Pointer[denyFields] // by t mod 16
 	values  valueCache                     // RateLimit values of allowed responses
-	_       [16]byte                       // whole cache lines: see TestHotStateFillsWholeCacheLines
+	_       [8]byte                        // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
-// prepareFast sets up the direct path where the request needs nothing the
-// general path does: one static enforced rule (no LimitFunc, Quota or Cost)
-// on the in-process store, the default IETF fields, no observer, no
-// denied handler, no Concurrency slots.
+// prepareFast compiles the direct path of a limiter of one static rule (no
+// LimitFunc, Quota or Cost) on an in-process store, with the default IETF
+// fields and no denied handler: the rule's check validated and prepared
+// for the engine, its fields pre-formatted. Observers and a shadow rule
+// are steps of that path (admitSteps); Concurrency slots, pacing and
+// settlement take the general one.
 func (l *Limiter) prepareFast() {
-	if len(l.rules) != 1 || l.headers != HeadersIETF || l.needNow || len(l.observers) > 0 || l.denied != nil {
+	if len(l.rules) != 1 || l.headers != HeadersIETF || l.needNow || l.denied != nil {
 		return
 	}
 	ru := l.rules[0]
 	st, ok := ru.Store.(*memory.Store)
-	if !ok || !ru.static || ru.Shadow || ru.Cost != nil || ru.Algorithm == Concurrency || ru.pacer != nil || ru.Settled || l.policyHeader == "" {
+	if !ok || !ru.static || ru.Cost != nil || ru.Algorithm == Concurrency || ru.pacer != nil || ru.Settled || l.policyHeader == "" && !ru.Shadow {
 		return
 	}
 	req := stores.Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
@@ -64,6 +69,9 @@ func (l *Limiter) prepareFast() {
 		problem: ru.problem,
 		system:  ms.Clock == stores.SystemClock(),
 		gcra:    ru.Algorithm == GCRA,
+		shadow:  ru.Shadow,
+		steps:   ru.Shadow || len(l.observers) > 0,
+		obs:     &l.observers,
 		unit:    int64(ru.Limit.Interval()),
 		units:   int64(ru.Limit.Capacity()),
 	}
@@ -75,19 +83,28 @@ func (l *Limiter) prepareFast() {
 // function failed, or the response already carries rate-limit fields (a
 // limiter nested in another adds its members to them).
 func (f *fastRule) admit(w http.ResponseWriter, r *http.Request, ru *rule) (ok, handled bool) {
+	if f.steps {
+		return f.admitSteps(w, r, ru)
+	}
 	h := w.Header()
 	res, now, handled := f.take(h, r, ru)
 	if !handled {
 		return false, false
 	}
+	return f.respond(w, h, &res, now), true
+}
+
+// respond writes the fields of the decision res, taken at now, and on a
+// denial the 429, and reports whether the request may proceed.
+func (f *fastRule) respond(w http.ResponseWriter, h http.Header, res *memstore.Result, now int64) bool {
 	if res.Allowed {
-		f.allowed(h, &res, now)
-		return true, true
+		f.allowed(h, res, now)
+		return true
 	}
-	f.deny(h, &res, now)
+	f.deny(h, res, now)
 	w.WriteHeader(http.StatusTooManyRequests)
 	w.Write(f.problem)
-	return false, true
+	return false
 }
 
 // take is the decision of the direct path on r, at now: handled false when

@@ -23,3 +23,19 @@ func TestEveryMemoryStoreTakesTheDirectPath(t *testing.T) {
 		}
 	}
 }
+
+// TestObserversAndShadowStayOnTheDirectPath: an observer, and a shadow
+// rule, are steps of the direct path (TestDirectPathObservesAsTheGeneralPath
+// checks that they see what the general path shows them).
+func TestObserversAndShadowStayOnTheDirectPath(t *testing.T) {
+	observed := WithObserver(ObserverFunc(func(Event) {}))
+	for name, l := range map[string]*Limiter{
+		"observed":        NewLimiter(PerSecond(10), ByIP(), observed),
+		"shadow":          NewRulesLimiter([]Rule{{Name: "s", Limit: PerSecond(10), Key: ByIP(), Shadow: true}}),
+		"observed shadow": NewRulesLimiter([]Rule{{Name: "s", Limit: PerSecond(10), Key: ByIP(), Shadow: true}}, observed),
+	} {
+		if l.direct() == nil {
+			t.Errorf("%s: the rule does not take the direct path", name)
+		}
+	}
+}

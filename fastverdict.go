@@ -17,16 +17,22 @@ func (l *Limiter) direct() *fastRule {
 	return nil
 }
 
-// checkDirect is Check's decision on the direct path: it makes *v the
-// verdict on r and reports true, or reports false, having consumed
+// checkDirect is Check's decision on the direct path, with its steps
+// (observers, shadow): it makes *v the verdict on r and reports true, or reports false, having consumed
 // nothing, when r needs the general path (its key function failed). The
 // verdict is written as the general path's is; only the decision is
 // shared with the middleware's direct path.
 func (l *Limiter) checkDirect(f *fastRule, r *http.Request, v *Verdict) bool {
 	ru := l.rules[0]
+	start := f.obs.start()
 	res, _, ok := f.take(nil, r, ru)
 	if !ok {
 		return false
+	}
+	f.observe(r, ru, &res, start)
+	if f.shadow {
+		*v = Verdict{l: l, r: r} // counted, never enforced nor reported
+		return true
 	}
 	*v = Verdict{l: l, r: r, kind: verdictAllowed, top: ru, limit: ru.Limit, res: directResult(&res, ru.Limit)}
 	if !res.Allowed {
