@@ -32,18 +32,18 @@ type fastRule struct {
 	shadow  bool                           // the rule reports without enforcing: no fields
 	steps   bool                           // shadow, or observers: see admitSteps
 	obs     *observers                     // the limiter's, for the steps
+	pace    *fastPace                      // a paced rule's step, or nil
 	unit    int64                          // GCRA: the limit's Interval
 	units   int64                          // GCRA: the limit's Capacity
 	denials [16]atomic.Pointer[denyFields] // by t mod 16
 	values  valueCache                     // RateLimit values of allowed responses
-	_       [8]byte                        // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 // prepareFast compiles the direct path of a limiter of one static rule (no
 // LimitFunc, Quota or Cost) on an in-process store, with the default IETF
 // fields and no denied handler: the rule's check validated and prepared
-// for the engine, its fields pre-formatted. Observers and a shadow rule
-// are steps of that path (admitSteps); Concurrency slots, pacing and
+// for the engine, its fields pre-formatted. Observers, a shadow rule and
+// pacing are steps of that path (admitSteps); Concurrency slots and
 // settlement take the general one.
 func (l *Limiter) prepareFast() {
 	if len(l.rules) != 1 || l.headers != HeadersIETF || l.needNow || l.denied != nil {
@@ -51,7 +51,7 @@ func (l *Limiter) prepareFast() {
 	}
 	ru := l.rules[0]
 	st, ok := ru.Store.(*memory.Store)
-	if !ok || !ru.static || ru.Cost != nil || ru.Algorithm == Concurrency || ru.pacer != nil || ru.Settled || l.policyHeader == "" && !ru.Shadow {
+	if !ok || !ru.static || ru.Cost != nil || ru.Algorithm == Concurrency || ru.Settled || l.policyHeader == "" && !ru.Shadow {
 		return
 	}
 	req := stores.Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
@@ -70,10 +70,13 @@ func (l *Limiter) prepareFast() {
 		system:  ms.Clock == stores.SystemClock(),
 		gcra:    ru.Algorithm == GCRA,
 		shadow:  ru.Shadow,
-		steps:   ru.Shadow || len(l.observers) > 0,
+		steps:   ru.Shadow || len(l.observers) > 0 || ru.pacer != nil,
 		obs:     &l.observers,
 		unit:    int64(ru.Limit.Interval()),
 		units:   int64(ru.Limit.Capacity()),
+	}
+	if ru.pacer != nil {
+		ru.fast.pace = &fastPace{l: l, pc: ru.pacer, store: st}
 	}
 }
 

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
@@ -24,15 +25,18 @@ func TestEveryMemoryStoreTakesTheDirectPath(t *testing.T) {
 	}
 }
 
-// TestObserversAndShadowStayOnTheDirectPath: an observer, and a shadow
-// rule, are steps of the direct path (TestDirectPathObservesAsTheGeneralPath
-// checks that they see what the general path shows them).
-func TestObserversAndShadowStayOnTheDirectPath(t *testing.T) {
+// TestStepsStayOnTheDirectPath: an observer, a shadow rule and pacing are
+// steps of the direct path (TestDirectPathObservesAsTheGeneralPath checks
+// that observers see what the general path shows them; the pace tests run
+// on the direct path).
+func TestStepsStayOnTheDirectPath(t *testing.T) {
 	observed := WithObserver(ObserverFunc(func(Event) {}))
 	for name, l := range map[string]*Limiter{
 		"observed":        NewLimiter(PerSecond(10), ByIP(), observed),
 		"shadow":          NewRulesLimiter([]Rule{{Name: "s", Limit: PerSecond(10), Key: ByIP(), Shadow: true}}),
 		"observed shadow": NewRulesLimiter([]Rule{{Name: "s", Limit: PerSecond(10), Key: ByIP(), Shadow: true}}, observed),
+		"paced":           NewLimiter(PerSecond(10), ByIP(), WithPace(Pace{MaxDelay: time.Second})),
+		"observed paced":  NewLimiter(PerSecond(10), ByIP(), WithPace(Pace{MaxDelay: time.Second}), observed),
 	} {
 		if l.direct() == nil {
 			t.Errorf("%s: the rule does not take the direct path", name)

@@ -9,9 +9,13 @@ import (
 
 // admitSteps is admit with the steps a rule may add to the direct path:
 // the observers get the decision, as on the general path, and a shadow
-// rule counts the request without enforcing anything or writing a field.
+// rule counts the request without enforcing anything or writing a field;
+// a paced rule waits for its turn (admitPaced).
 // Kept apart so that the path without steps has no test more.
 func (f *fastRule) admitSteps(w http.ResponseWriter, r *http.Request, ru *rule) (ok, handled bool) {
+	if f.pace != nil {
+		return f.admitPaced(w, r, ru)
+	}
 	h := w.Header()
 	if f.shadow {
 		h = nil // it writes no field: a limiter around it changes nothing
