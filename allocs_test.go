@@ -81,3 +81,18 @@ func TestConcurrencyRuleAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowAllocatesNothing: Allow on one rule on the in-process store
+// costs no allocation, allowed or denied.
+func TestAllowAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own: allocation counts say nothing")
+	}
+	ctx := t.Context()
+	for _, limit := range []ratelimit.Limit{{Rate: 1e9, Period: time.Second}, ratelimit.PerHour(1)} {
+		l := ratelimit.NewLimiter(limit, ratelimit.ByIP())
+		if a := testing.AllocsPerRun(1000, func() { _, _ = l.Allow(ctx, "k") }); a != 0 {
+			t.Errorf("Allow under %v: %.1f allocations, want 0", limit, a)
+		}
+	}
+}

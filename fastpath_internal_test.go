@@ -43,3 +43,24 @@ func TestStepsStayOnTheDirectPath(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowTakesTheDirectPath: Allow on a limiter of one rule on the
+// in-process store runs the rule's prepared check, as the middleware does,
+// with the same decisions as the general path (a twin on a wrapped store).
+// TestAllowAllocatesNothing counts its allocations.
+func TestAllowTakesTheDirectPath(t *testing.T) {
+	clock := fixedClock{time.Unix(1_700_000_000, 0)}
+	l := NewLimiter(PerMinute(3), ByIP(), WithClock(clock))
+	twin := NewLimiter(PerMinute(3), ByIP(), WithClock(clock), WithStore(struct{ Store }{memory.New(memory.WithClock(clock))}))
+	if l.direct() == nil || twin.direct() != nil {
+		t.Fatal("the limiters do not take the paths compared")
+	}
+	ctx := t.Context()
+	for i := range 5 {
+		got, err := l.Allow(ctx, "k")
+		want, werr := twin.Allow(ctx, "k")
+		if got != want || err != nil || werr != nil {
+			t.Fatalf("Allow %d: direct %+v, %v; general %+v, %v", i+1, got, err, want, werr)
+		}
+	}
+}

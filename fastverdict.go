@@ -57,3 +57,14 @@ func directResult(res *memstore.Result, limit Limit) Result {
 		NextAfter:  time.Duration(res.Next),
 	}
 }
+
+// allowDirect is Allow on the direct path: one event for key under the
+// limiter's one rule, decided by its prepared check and reported to the
+// observers (with a nil Event.Request), as the general path would.
+func (l *Limiter) allowDirect(f *fastRule, key string) Result {
+	ru := l.rules[0]
+	start := f.obs.start()
+	res := f.check.Take(compactKey(key), f.now())
+	f.observe(nil, ru, &res, start)
+	return directResult(&res, ru.Limit)
+}
