@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"github.com/sluicehq/ratelimit/stores"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -397,31 +396,4 @@ func reportedBefore(a, b *ruleVerdict) bool {
 		}
 	}
 	return moreRestrictive(&a.res, &b.res)
-}
-
-// policy is the RateLimit-Policy value of d: "" for the limiter's
-// precomputed one, when every enforced rule is static and decided under its
-// own limit, otherwise one item per enforced rule under the limit it was
-// checked against (dynamic, or a fallback's share).
-func (l *Limiter) policy(d *decision, rvs []ruleVerdict) string {
-	precomputed := l.policyHeader != ""
-	for i := range rvs[:d.enforced] {
-		if rvs[i].req.Limit != rvs[i].ru.Limit {
-			precomputed = false
-		}
-	}
-	if precomputed {
-		return ""
-	}
-	if c := l.policies.Load(); c != nil && c.matches(rvs[:d.enforced]) {
-		return c.value
-	}
-	items := make([]string, d.enforced)
-	for i := range items {
-		rv := &rvs[i]
-		items[i] = policyItem(rv.ru.Name, rv.req.Limit, rv.ru.Algorithm)
-	}
-	p := strings.Join(items, ", ")
-	l.policies.Store(newPolicyCache(rvs[:d.enforced], p))
-	return p
 }
