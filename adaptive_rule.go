@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/internal/request"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // adaptiveSet is a compiled adaptive rule: a controller per key, up to
@@ -50,7 +51,7 @@ func (s *adaptiveSet) sameSettings(o *adaptiveSet) bool {
 // compileAdaptive prepares ru, whose Adaptive is set, for admitAdaptive.
 func compileAdaptive(ru *rule, clock Clock) {
 	cfg := ru.Adaptive.Normalize(ru.Name)
-	_, system := clock.(systemClock)
+	system := clock == stores.SystemClock()
 	s := &adaptiveSet{cfg: cfg, name: ru.Name, clock: clock, system: system, epoch: clock.Now()}
 	// DefaultClassify ignores elapsed: on the system clock the controller
 	// then reads the clock only for the requests it samples. A Classify of

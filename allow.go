@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/ratelimit/stores"
 	"time"
 )
 
@@ -38,6 +39,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 //     no enforced rule can decide without a request, or a store rejected
 //     the request. Nothing is consumed and the Result is not Allowed.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
+	if f := l.direct(); f != nil && n == 1 && f.pace == nil && !f.shadow {
+		return l.allowDirect(f, key), nil
+	}
 	res, _, err := l.allowN(ctx, key, n, true)
 	return res, err
 }
@@ -97,7 +101,7 @@ func (l *Limiter) keyRequests(rvs []ruleVerdict, key string, n int) ([]ruleVerdi
 		if !ru.static {
 			continue
 		}
-		req := Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: n}
+		req := stores.Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: n}
 		if n > ru.Limit.Capacity() {
 			return nil, l.costExceeded(nil, ru, &req)
 		}
@@ -127,7 +131,7 @@ func (l *Limiter) Return(ctx context.Context, key string, n int) error {
 			continue
 		}
 		found = true
-		req := Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: n}
+		req := stores.Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: n}
 		bctx, cancel := l.budget(ctx)
 		if err := ru.Store.Return(bctx, req); err != nil {
 			errs = append(errs, ruleError(ru.Name, err))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/tiers"
 )
 
@@ -36,10 +37,10 @@ func TestAllowWithOnlyRequestRulesIsInvalid(t *testing.T) {
 // store that does not validate them might.
 type laxStore struct {
 	ratelimit.Store
-	returned []ratelimit.Request
+	returned []stores.Request
 }
 
-func (s *laxStore) Return(_ context.Context, req ratelimit.Request) error {
+func (s *laxStore) Return(_ context.Context, req stores.Request) error {
 	s.returned = append(s.returned, req)
 	return nil
 }

@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/ratelimit/stores"
+	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
 // ruleVerdict is one rule's part of a decision: its store request and what
@@ -13,7 +16,7 @@ import (
 // built on it.
 type ruleVerdict struct {
 	ru  *rule
-	req Request
+	req stores.Request
 	res Result
 	// by is the fallback store that decided when the rule's failed (nil
 	// when the rule's own store decided: see store), and call the index of
@@ -71,7 +74,7 @@ type decision struct {
 
 // add appends ru's request to rvs within its capacity, unlike append, so
 // that a caller's array of one stays on its stack.
-func add(rvs []ruleVerdict, ru *rule, req Request) []ruleVerdict {
+func add(rvs []ruleVerdict, ru *rule, req stores.Request) []ruleVerdict {
 	n := len(rvs)
 	rvs = rvs[:n+1]
 	rvs[n] = ruleVerdict{ru: ru, req: req, call: -1}
@@ -80,7 +83,7 @@ func add(rvs []ruleVerdict, ru *rule, req Request) []ruleVerdict {
 
 // groupScratch holds the contiguous slices one TakeAll call needs.
 type groupScratch struct {
-	reqs [maxRules]Request
+	reqs [maxRules]stores.Request
 	res  [maxRules]Result
 }
 
@@ -143,7 +146,7 @@ func callDenied(rvs []ruleVerdict, call int) bool {
 // release gives back to store, the store that took them, the units req
 // took: for Concurrency exactly the slots slot names, so that a release
 // arriving after those slots expired frees no other request's.
-func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store Store, req Request, slot uint64) {
+func (l *Limiter) release(ctx context.Context, r *http.Request, ru *rule, store Store, req stores.Request, slot uint64) {
 	ctx, cancel := l.budget(ctx)
 	defer cancel()
 	req.Slot = slot
@@ -180,12 +183,35 @@ type held struct {
 	settlements []settlement
 	actual      atomic.Int64
 	outer       *held
+	// slot1 and settle1 hold the first slot and settlement: with one rule
+	// holding something, as nearly always, no slice is allocated.
+	slot1   [1]heldSlot
+	settle1 [1]settlement
+}
+
+// keepContext keeps, for the calls that give back what rv's store took
+// after the response, the request's context without its cancellation
+// (values a store wrapper may read, never the client's departure). The
+// in-process store reads no context: for it, none is kept, and its
+// allocation is saved.
+func (h *held) keepContext(d *decision, rv *ruleVerdict) {
+	if _, inProcess := rv.store().(*memory.Store); h.ctx == nil && !inProcess {
+		h.ctx = context.WithoutCancel(d.ctx)
+	}
+}
+
+// context is the context of the calls that give back what h holds.
+func (h *held) context() context.Context {
+	if h.ctx == nil {
+		return context.Background()
+	}
+	return h.ctx
 }
 
 type heldSlot struct {
 	ru    *rule
 	store Store
-	req   Request
+	req   stores.Request
 	slot  uint64
 }
 
@@ -199,24 +225,49 @@ func (l *Limiter) hold(d *decision, rvs []ruleVerdict, ad *adaptiveDone) *held {
 	for i := range rvs {
 		if rv := &rvs[i]; rv.holds() {
 			if h == nil {
-				h = &held{l: l, r: d.r}
+				h = l.newHeld(d.r)
 			}
-			if h.ctx == nil {
-				h.ctx = context.WithoutCancel(d.ctx)
+			h.keepContext(d, rv)
+			if h.slots == nil {
+				h.slots = h.slot1[:0]
 			}
 			h.slots = append(h.slots, heldSlot{rv.ru, rv.store(), rv.req, rv.res.Slot})
 		}
 		if rv := &rvs[i]; rv.ru.Settled && rv.state == decided && rv.res.Allowed && rv.req.Cost > 0 {
 			if h == nil {
-				h = &held{l: l, r: d.r}
+				h = l.newHeld(d.r)
 			}
-			if h.ctx == nil {
-				h.ctx = context.WithoutCancel(d.ctx)
+			h.keepContext(d, rv)
+			if h.settlements == nil {
+				h.settlements = h.settle1[:0]
 			}
 			h.settlements = append(h.settlements, settlement{rv.ru, rv.store(), rv.req, rv.res.Slot})
 		}
 	}
 	return h
+}
+
+// newHeld returns an empty held of r, recycled when one is free.
+func (l *Limiter) newHeld(r *http.Request) *held {
+	h, _ := l.helds.Get().(*held)
+	if h == nil {
+		h = new(held)
+	}
+	h.l, h.r = l, r
+	return h
+}
+
+// recycle makes h, done with, free for another request. Only the
+// middleware's own path calls it (Handler, ServeRoute), which alone knows
+// that nothing else refers to h: a Verdict or a done function handed to
+// the caller (Check, Admit) may be called again, and a settling handler's
+// context keeps h, so those are never recycled, nor are adaptive slots.
+func (l *Limiter) recycle(h *held) {
+	if l.settled || l.adaptive != nil || h.adaptive.n > 0 {
+		return
+	}
+	*h = held{}
+	l.helds.Put(h)
 }
 
 // done releases everything, once; status is the response's (0 if unknown),
@@ -227,7 +278,7 @@ func (h *held) done(status int) {
 	}
 	h.settleAll()
 	for _, s := range h.slots {
-		h.l.release(h.ctx, h.r, s.ru, s.store, s.req, s.slot)
+		h.l.release(h.context(), h.r, s.ru, s.store, s.req, s.slot)
 	}
 	h.adaptive.release(true, status)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -21,21 +22,21 @@ type switchStore struct {
 	down atomic.Bool
 }
 
-func (s *switchStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit.Result, error) {
+func (s *switchStore) Take(ctx context.Context, r stores.Request) (ratelimit.Result, error) {
 	if s.down.Load() {
 		return ratelimit.Result{}, errStoreDown
 	}
 	return s.Store.Take(ctx, r)
 }
 
-func (s *switchStore) TakeAll(ctx context.Context, r []ratelimit.Request, res []ratelimit.Result) error {
+func (s *switchStore) TakeAll(ctx context.Context, r []stores.Request, res []ratelimit.Result) error {
 	if s.down.Load() {
 		return errStoreDown
 	}
 	return s.Store.TakeAll(ctx, r, res)
 }
 
-func (s *switchStore) Return(ctx context.Context, r ratelimit.Request) error {
+func (s *switchStore) Return(ctx context.Context, r stores.Request) error {
 	if s.down.Load() {
 		return errStoreDown
 	}
@@ -45,15 +46,15 @@ func (s *switchStore) Return(ctx context.Context, r ratelimit.Request) error {
 // storeFn is a store whose every call returns f(ctx).
 type storeFn func(ctx context.Context) error
 
-func (f storeFn) Take(ctx context.Context, _ ratelimit.Request) (ratelimit.Result, error) {
+func (f storeFn) Take(ctx context.Context, _ stores.Request) (ratelimit.Result, error) {
 	return ratelimit.Result{}, f(ctx)
 }
 
-func (f storeFn) TakeAll(ctx context.Context, _ []ratelimit.Request, _ []ratelimit.Result) error {
+func (f storeFn) TakeAll(ctx context.Context, _ []stores.Request, _ []ratelimit.Result) error {
 	return f(ctx)
 }
 
-func (f storeFn) Return(ctx context.Context, _ ratelimit.Request) error { return f(ctx) }
+func (f storeFn) Return(ctx context.Context, _ stores.Request) error { return f(ctx) }
 
 // TestBreakerOpenAtReleaseLeaksNoSlot: a Concurrency slot taken while the
 // breaker was closed is not locked out for its whole Period when the
@@ -68,14 +69,14 @@ func TestBreakerOpenAtReleaseLeaksNoSlot(t *testing.T) {
 		t.Fatal("first request denied")
 	}
 	st.down.Store(true) // a blip while the request is in flight
-	br.Take(context.Background(), ratelimit.Request{Key: "other", Limit: ratelimit.PerSecond(1), Cost: 1})
+	br.Take(context.Background(), stores.Request{Key: "other", Limit: ratelimit.PerSecond(1), Cost: 1})
 	if br.State() != breaker.Open {
 		t.Fatalf("breaker %v after a failure, want open", br.State())
 	}
 	st.down.Store(false) // the store is back
 	done()               // the request finishes: Return is refused (circuit open)
 	clock.Advance(2 * time.Second)
-	br.Take(context.Background(), ratelimit.Request{Key: "probe", Limit: ratelimit.PerSecond(1), Cost: 1}) // the probe closes it
+	br.Take(context.Background(), stores.Request{Key: "probe", Limit: ratelimit.PerSecond(1), Cost: 1}) // the probe closes it
 	if br.State() != breaker.Closed {
 		t.Fatalf("breaker %v after a successful probe, want closed", br.State())
 	}
@@ -97,7 +98,7 @@ func TestBreakerCancelledProbeKeepsCircuitOpen(t *testing.T) {
 		return errStoreDown
 	})
 	br := breaker.New(st, breaker.Config{Failures: 1, Cooldown: time.Second, Clock: clock})
-	req := ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(1), Cost: 1}
+	req := stores.Request{Key: "k", Limit: ratelimit.PerSecond(1), Cost: 1}
 	br.Take(context.Background(), req)
 	if br.State() != breaker.Open {
 		t.Fatalf("breaker %v after a failure, want open", br.State())
@@ -133,7 +134,7 @@ func TestBreakerHungProbeDoesNotBlockRecovery(t *testing.T) {
 		return nil
 	})
 	br := breaker.New(st, breaker.Config{Failures: 1, Clock: clock})
-	req := ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(1), Cost: 1}
+	req := stores.Request{Key: "k", Limit: ratelimit.PerSecond(1), Cost: 1}
 	br.Take(context.Background(), req)
 	clock.Advance(2 * time.Second)
 	mode.Store(1)
@@ -168,7 +169,7 @@ func TestBreakerRecoversAfterFlapping(t *testing.T) {
 				mu.Unlock()
 			}
 		}})
-	req := ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(1e6), Cost: 1}
+	req := stores.Request{Key: "k", Limit: ratelimit.PerSecond(1e6), Cost: 1}
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {

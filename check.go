@@ -3,8 +3,8 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/ratelimit/stores"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -41,6 +41,9 @@ func (l *Limiter) CheckRoute(r *http.Request, route string) Verdict {
 func (l *Limiter) check(r *http.Request, rt routing, ask *askOnError, v *Verdict) {
 	if l.skip(r, rt) {
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
+		return
+	}
+	if f := l.direct(); f != nil && l.checkDirect(f, r, v) {
 		return
 	}
 	l.decideAsking(r, v, ask)
@@ -146,7 +149,7 @@ func (l *Limiter) decideRules(d *decision, rvs []ruleVerdict, ad *adaptiveDone, 
 // more than ru's limit allows at once. Such a request can never be
 // admitted, at any time, so it is denied without asking the store (nothing
 // is consumed) and without Retry-After: waiting cannot help.
-func (l *Limiter) costExceeded(r *http.Request, ru *rule, req *Request) error {
+func (l *Limiter) costExceeded(r *http.Request, ru *rule, req *stores.Request) error {
 	err := fmt.Errorf("%w: cost %d exceeds the capacity %d of rule %q", ErrInvalidRequest, req.Cost, req.Limit.Capacity(), ru.Name)
 	l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeCostExceeded, Result: Result{Limit: req.Limit}, Err: err, Request: r})
 	return err
@@ -393,29 +396,4 @@ func reportedBefore(a, b *ruleVerdict) bool {
 		}
 	}
 	return moreRestrictive(&a.res, &b.res)
-}
-
-// policy is the RateLimit-Policy value of d: "" for the limiter's
-// precomputed one, when every enforced rule is static and decided under its
-// own limit, otherwise one item per enforced rule under the limit it was
-// checked against (dynamic, or a fallback's share).
-func (l *Limiter) policy(d *decision, rvs []ruleVerdict) string {
-	precomputed := l.policyHeader != ""
-	for i := range rvs[:d.enforced] {
-		if rvs[i].req.Limit != rvs[i].ru.Limit {
-			precomputed = false
-		}
-	}
-	if precomputed {
-		return ""
-	}
-	if d.enforced == 1 {
-		return policyItem(rvs[0].ru.Name, rvs[0].req.Limit, rvs[0].ru.Algorithm)
-	}
-	items := make([]string, d.enforced)
-	for i := range items {
-		rv := &rvs[i]
-		items[i] = policyItem(rv.ru.Name, rv.req.Limit, rv.ru.Algorithm)
-	}
-	return strings.Join(items, ", ")
 }

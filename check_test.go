@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -134,7 +135,7 @@ type ctxCheckingStore struct{ ratelimit.Store }
 
 func (ctxCheckingStore) Local() bool { return true }
 
-func (s ctxCheckingStore) Return(ctx context.Context, req ratelimit.Request) error {
+func (s ctxCheckingStore) Return(ctx context.Context, req stores.Request) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -144,7 +145,7 @@ func (s ctxCheckingStore) Return(ctx context.Context, req ratelimit.Request) err
 // ctxStore fails every call with its context's error once it is done.
 type ctxStore struct{ ratelimittest.FailingStore }
 
-func (ctxStore) Take(ctx context.Context, _ ratelimit.Request) (ratelimit.Result, error) {
+func (ctxStore) Take(ctx context.Context, _ stores.Request) (ratelimit.Result, error) {
 	<-ctx.Done()
 	return ratelimit.Result{}, ctx.Err()
 }
@@ -168,7 +169,7 @@ func TestCompensationOutlivesTheRequestContext(t *testing.T) {
 			t.Fatalf("call %d: AllowN = %+v, %v; want stopped by rule second's cancelled call", i, res, err)
 		}
 	}
-	res, err := first.Take(context.Background(), ratelimit.Request{Rule: "first", Key: "k", Limit: ratelimit.PerMinute(2), Cost: 2})
+	res, err := first.Take(context.Background(), stores.Request{Rule: "first", Key: "k", Limit: ratelimit.PerMinute(2), Cost: 2})
 	if err != nil || !res.Allowed {
 		t.Errorf("rule first after three stopped requests: %+v, %v; want its full capacity of 2 given back each time", res, err)
 	}
@@ -182,14 +183,14 @@ type flakyStore struct {
 
 var errFlaky = errors.New("flaky")
 
-func (s *flakyStore) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+func (s *flakyStore) Take(ctx context.Context, req stores.Request) (ratelimit.Result, error) {
 	if s.calls.Add(1)%3 == 0 {
 		return ratelimit.Result{}, errFlaky
 	}
 	return s.Store.Take(ctx, req)
 }
 
-func (s *flakyStore) TakeAll(ctx context.Context, reqs []ratelimit.Request, res []ratelimit.Result) error {
+func (s *flakyStore) TakeAll(ctx context.Context, reqs []stores.Request, res []ratelimit.Result) error {
 	if s.calls.Add(1)%3 == 0 {
 		return errFlaky
 	}

@@ -3,15 +3,19 @@ package ratelimit
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 var (
-	// ErrInvalidLimit is wrapped by errors about a Limit that cannot be enforced.
-	ErrInvalidLimit = errors.New("ratelimit: invalid limit")
+	// ErrInvalidLimit is wrapped by errors about a Limit that cannot be
+	// enforced. It is stores.ErrInvalidLimit.
+	ErrInvalidLimit = stores.ErrInvalidLimit
 
-	// ErrInvalidRequest is wrapped by store errors about a malformed Request:
-	// a negative or oversized cost, an unknown algorithm.
-	ErrInvalidRequest = errors.New("ratelimit: invalid request")
+	// ErrInvalidRequest is wrapped by store errors about a malformed request:
+	// a negative or oversized cost, an unknown algorithm. It is
+	// stores.ErrInvalidRequest.
+	ErrInvalidRequest = stores.ErrInvalidRequest
 
 	// ErrNoKey is wrapped by KeyFunc errors when a request carries no usable
 	// key (no peer address, a missing header, an unauthenticated user). What

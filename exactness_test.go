@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -61,7 +62,7 @@ func TestAlternatingStampsAcrossBoundary(t *testing.T) {
 	boundary := ratelimittest.Epoch().Add(time.Minute)
 	for _, alg := range exactAlgorithms {
 		s := memory.New()
-		req := ratelimit.Request{Key: "k", Limit: ratelimit.PerMinute(10), Algorithm: alg, Cost: 1}
+		req := stores.Request{Key: "k", Limit: ratelimit.PerMinute(10), Algorithm: alg, Cost: 1}
 		var got []stamped
 		admitted := 0
 		for i := 0; i < 100; i++ {
@@ -94,7 +95,7 @@ func TestOutOfOrderStampsUnderContention(t *testing.T) {
 	for _, alg := range exactAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			s := memory.New()
-			req := ratelimit.Request{Key: "hot", Limit: l, Algorithm: alg, Cost: 1}
+			req := stores.Request{Key: "hot", Limit: l, Algorithm: alg, Cost: 1}
 			results := make([][]stamped, 64)
 			var wg sync.WaitGroup
 			for g := range results {

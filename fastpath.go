@@ -10,79 +10,95 @@ import (
 
 	"github.com/sluicehq/ratelimit/internal/fieldval"
 	"github.com/sluicehq/ratelimit/internal/memstore"
+	"github.com/sluicehq/ratelimit/stores"
+	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
-// fastRule is the direct path of a single static rule on the in-process
-// store: the check validated and prepared for the engine once, when the
+// fastRule is the direct path of a single static rule on an in-process
+// store (the default, or any *memory.Store given with WithStore): the check validated and prepared for the engine once, when the
 // Limiter is built, and response fields built from pre-formatted parts.
 //
 // The policy value and, on a denial, every field value are shared between
 // responses; see denyFields for how a shared value is kept from being
 // edited in place.
 type fastRule struct {
-	ms      *memoryStore
+	ms      *memstore.Handle // the store's engine and clock
 	check   *memstore.Prepared
 	policy  string
 	quoted  string
 	quotedR string // quoted + ";r="
 	problem []byte
 	system  bool                           // the store reads SystemClock
-	gcra    bool                           // t comes from gcraNext, else from the engine's Next
+	gcra    bool                           // t comes from fieldval.GCRANext, else from the engine's Next
+	shadow  bool                           // the rule reports without enforcing: no fields
+	steps   bool                           // shadow, or observers: see admitSteps
+	obs     *observers                     // the limiter's, for the steps
+	pace    *fastPace                      // a paced rule's step, or nil
 	unit    int64                          // GCRA: the limit's Interval
 	units   int64                          // GCRA: the limit's Capacity
 	denials [16]atomic.Pointer[denyFields] // by t mod 16
 	values  valueCache                     // RateLimit values of allowed responses
-	_       [16]byte                       // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
-// prepareFast sets up the direct path where the request needs nothing the
-// general path does: one static enforced rule (no LimitFunc, Quota or Cost)
-// on the in-process store, the default IETF fields, no observer, no
-// denied handler, no Concurrency slots.
+// prepareFast compiles the direct path of a limiter of one static rule (no
+// LimitFunc, Quota or Cost) on an in-process store, with the default IETF
+// fields and no denied handler: the rule's check validated and prepared
+// for the engine, its fields pre-formatted. Observers, a shadow rule and
+// pacing are steps of that path (admitSteps); Concurrency slots and
+// settlement take the general one.
 func (l *Limiter) prepareFast() {
-	if len(l.rules) != 1 || l.headers != HeadersIETF || l.needNow || len(l.observers) > 0 || l.denied != nil {
+	if len(l.rules) != 1 || l.headers != HeadersIETF || l.needNow || l.denied != nil {
 		return
 	}
 	ru := l.rules[0]
-	ms, ok := ru.Store.(*memoryStore)
-	if !ok || !ru.static || ru.Shadow || ru.Cost != nil || ru.Algorithm == Concurrency || ru.pacer != nil || ru.Settled || l.policyHeader == "" {
+	st, ok := ru.Store.(*memory.Store)
+	if !ok || !ru.static || ru.Cost != nil || ru.Algorithm == Concurrency || ru.Settled || l.policyHeader == "" && !ru.Shadow {
 		return
 	}
-	req := Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
+	req := stores.Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
 	if req.Validate() != nil {
 		return
 	}
+	ms := new(memstore.Handle)
+	st.Engine(ms)
 	ru.fast = &fastRule{
 		ms:      ms,
-		check:   ms.engine.Prepare(toEngine(&req)),
+		check:   ms.Engine.Prepare(memstore.Valid(&req)),
 		policy:  l.policyHeader,
 		quoted:  ru.quotedName,
 		quotedR: ru.quotedName + ";r=",
 		problem: ru.problem,
-		system:  ms.clock == SystemClock(),
+		system:  ms.Clock == stores.SystemClock(),
 		gcra:    ru.Algorithm == GCRA,
+		shadow:  ru.Shadow,
+		steps:   ru.Shadow || len(l.observers) > 0 || ru.pacer != nil,
+		obs:     &l.observers,
 		unit:    int64(ru.Limit.Interval()),
 		units:   int64(ru.Limit.Capacity()),
 	}
+	if ru.pacer != nil {
+		ru.fast.pace = &fastPace{l: l, pc: ru.pacer, store: st}
+	}
 }
 
-// admit is admitOne for a rule with a direct path. It reports handled
-// false, having written nothing, when the request needs the general path:
-// the key function failed, or the response already carries rate-limit
-// fields (a limiter nested in another adds its members to them).
+// admit is the direct path of a request: the decision and the response
+// fields, and on a denial the 429. It reports handled false, having
+// written nothing, when the request needs the general path: the key
+// function failed, or the response already carries rate-limit fields (a
+// limiter nested in another adds its members to them).
 func (f *fastRule) admit(w http.ResponseWriter, r *http.Request, ru *rule) (ok, handled bool) {
+	if f.steps {
+		return f.admitSteps(w, r, ru)
+	}
+	// take and respond, written out: the path without steps is the
+	// benchmarked one, and each call costs it.
 	key, err := ru.Key(r)
 	if err != nil {
 		return false, false
 	}
 	h := w.Header()
-	if len(h) > 0 {
-		if _, nested := h[hdrPolicy]; nested {
-			return false, false
-		}
-		if _, nested := h[hdrRateLimit]; nested {
-			return false, false
-		}
+	if nested(h) {
+		return false, false
 	}
 	now := f.now()
 	res := f.check.Take(compactKey(key), now)
@@ -94,18 +110,57 @@ func (f *fastRule) admit(w http.ResponseWriter, r *http.Request, ru *rule) (ok, 
 		f.setFields(h, res.Remaining, fieldval.Seconds(time.Duration(next)), now)
 		return true, true
 	}
-	t := fieldval.Seconds(time.Duration(res.RetryAfter))
-	if res.Remaining == 0 {
-		f.denial(t).set(h)
-	} else { // not with a cost of 1, but the fields would say so
-		f.setFields(h, res.Remaining, t, now)
-		h[hdrRetryAfter] = []string{strconv.FormatInt(max(1, t), 10)}
-		h[hdrCacheControl] = []string{"no-store"}
-		h[hdrContentType] = []string{"application/problem+json"}
-	}
+	f.deny(h, &res, now)
 	w.WriteHeader(http.StatusTooManyRequests)
 	w.Write(f.problem)
 	return false, true
+}
+
+// respond writes the fields of the decision res, taken at now, and on a
+// denial the 429, and reports whether the request may proceed.
+func (f *fastRule) respond(w http.ResponseWriter, h http.Header, res *memstore.Result, now int64) bool {
+	if res.Allowed {
+		f.allowed(h, res, now)
+		return true
+	}
+	f.deny(h, res, now)
+	w.WriteHeader(http.StatusTooManyRequests)
+	w.Write(f.problem)
+	return false
+}
+
+// take is the decision of the direct path on r, at now: handled false when
+// the request needs the general path (see admit).
+func (f *fastRule) take(h http.Header, r *http.Request, ru *rule) (_ memstore.Result, now int64, handled bool) {
+	key, err := ru.Key(r)
+	if err != nil || nested(h) {
+		return memstore.Result{}, 0, false
+	}
+	now = f.now()
+	return f.check.Take(compactKey(key), now), now, true
+}
+
+// allowed sets the fields of an allowed request.
+func (f *fastRule) allowed(h http.Header, res *memstore.Result, now int64) {
+	next := res.Next // a window's: see nextAfter
+	if f.gcra {
+		next = fieldval.GCRANext(res.ResetAfter, f.unit, f.units, res.Remaining)
+	}
+	f.setFields(h, res.Remaining, fieldval.Seconds(time.Duration(next)), now)
+}
+
+// deny sets the fields of a denied request, without status or body.
+func (f *fastRule) deny(h http.Header, res *memstore.Result, now int64) {
+	t := fieldval.Seconds(time.Duration(res.RetryAfter))
+	if res.Remaining == 0 {
+		f.denial(t).set(h)
+		return
+	}
+	// not with a cost of 1, but the fields would say so
+	f.setFields(h, res.Remaining, t, now)
+	h[hdrRetryAfter] = []string{strconv.FormatInt(max(1, t), 10)}
+	h[hdrCacheControl] = []string{"no-store"}
+	h[hdrContentType] = []string{"application/problem+json"}
 }
 
 // setFields writes the policy and RateLimit fields, with remaining and t
@@ -192,5 +247,5 @@ func (f *fastRule) now() int64 {
 	if f.system {
 		return systemFastClock.unixNano()
 	}
-	return f.ms.clock.Now().UnixNano()
+	return f.ms.Clock.Now().UnixNano()
 }

@@ -108,7 +108,7 @@ func delay(res *Result, alg Algorithm, l Limit) int64 {
 
 // nextAfter is how long until more than res.Remaining units are available,
 // with no other traffic: the store's NextAfter when it reports one, else
-// derived from ResetAfter (see gcraNext; a window is back to full at its
+// derived from ResetAfter (see fieldval.GCRANext; a window is back to full at its
 // end).
 func nextAfter(res *Result, alg Algorithm, l Limit) time.Duration {
 	switch {

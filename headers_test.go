@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // TestPolicyWindow: w is the Period of a window algorithm and the refill
@@ -181,7 +182,7 @@ type zeroWaitDenier struct {
 	wait time.Duration
 }
 
-func (s zeroWaitDenier) Take(_ context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+func (s zeroWaitDenier) Take(_ context.Context, req stores.Request) (ratelimit.Result, error) {
 	return ratelimit.Result{Limit: req.Limit, RetryAfter: s.wait, ResetAfter: time.Minute}, nil
 }
 

@@ -3,16 +3,8 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/ratelimit/stores"
 )
-
-// Resetter is implemented by stores that can forget one key's state: the
-// memory stores and the Redis store do. Reset drops the state of (rule, key,
-// alg), so that the key starts again with full capacity; resetting a key that
-// has no state is not an error. Concurrency slots held by requests in flight
-// are forgotten too: their later release finds nothing to release.
-type Resetter interface {
-	Reset(ctx context.Context, rule, key string, alg Algorithm) error
-}
 
 // Peek reads the state of key under the rule named rule without consuming
 // anything: Result.Allowed reports whether one unit would fit, Remaining how
@@ -26,7 +18,7 @@ func (l *Limiter) Peek(ctx context.Context, rule, key string) (Result, error) {
 	if ru == nil {
 		return Result{}, fmt.Errorf("%w %q", ErrUnknownRule, rule)
 	}
-	req := Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm}
+	req := stores.Request{Rule: ru.Name, Key: compactKey(key), Limit: ru.Limit, Algorithm: ru.Algorithm}
 	if !ru.Quota.IsZero() {
 		req.Limit, req.Window = quotaWindow(ru.Quota, l.clock.Now())
 	} else if req.Limit == (Limit{}) {
@@ -49,7 +41,7 @@ func (l *Limiter) PeekUnder(ctx context.Context, rule, key string, limit Limit) 
 	if !ru.Quota.IsZero() || ru.QuotaFunc != nil {
 		return Result{}, fmt.Errorf("%w: rule %q is a quota: use Peek", ErrInvalidRequest, rule)
 	}
-	req := Request{Rule: ru.Name, Key: compactKey(key), Limit: limit, Algorithm: ru.Algorithm}
+	req := stores.Request{Rule: ru.Name, Key: compactKey(key), Limit: limit, Algorithm: ru.Algorithm}
 	if err := req.Validate(); err != nil { // the limit, and its Burst under the rule's algorithm
 		return Result{}, fmt.Errorf("%w: rule %q: %w", ErrInvalidRequest, rule, err)
 	}
@@ -66,7 +58,7 @@ func (l *Limiter) Reset(ctx context.Context, rule, key string) error {
 	if ru == nil {
 		return fmt.Errorf("%w %q", ErrUnknownRule, rule)
 	}
-	rs, ok := ru.Store.(Resetter)
+	rs, ok := ru.Store.(stores.Resetter)
 	if !ok {
 		return fmt.Errorf("%w: %T", ErrResetUnsupported, ru.Store)
 	}

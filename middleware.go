@@ -8,7 +8,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/ratelimit/stores"
+	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
 // Limiter applies one or more rules to requests, as net/http middleware
@@ -40,11 +44,13 @@ type Limiter struct {
 	timeout      time.Duration
 	needNow      bool // quotas or legacy headers read the clock
 	batches      sync.Pool
-	adaptive     []*rule  // adaptive rules (adaptive_rule.go), checked first
-	slots        bool     // some rule is a Concurrency limit: admitted requests may hold slots
-	paced        bool     // some rule is paced: admitted requests may wait
-	settled      bool     // some rule settles costs after the response
-	_            [24]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
+	adaptive     []*rule // adaptive rules (adaptive_rule.go), checked first
+	slots        bool    // some rule is a Concurrency limit: admitted requests may hold slots
+	paced        bool    // some rule is paced: admitted requests may wait
+	settled      bool    // some rule settles costs after the response
+	policies     atomic.Pointer[policyCache]
+	helds        sync.Pool // of *held: see recycle
+	_            [40]byte  // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 // New returns middleware that limits requests to limit per key. For example,
@@ -116,10 +122,10 @@ func buildConfig(opts []Option) config {
 		o(&c)
 	}
 	if c.clock == nil {
-		c.clock = SystemClock()
+		c.clock = stores.SystemClock()
 	}
 	if c.store == nil {
-		c.store = newDefaultStore(c.clock)
+		c.store = memory.New(memory.WithClock(c.clock))
 	}
 	return c
 }
@@ -269,7 +275,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	served := false
-	defer func() { h.doneServed(served) }() // open-coded: no allocation
+	defer func() { h.doneServed(served); l.recycle(h) }() // open-coded: no allocation
 	next.ServeHTTP(w, l.settleRequest(r, h))
 	served = true
 }
@@ -304,11 +310,9 @@ func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing) 
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
 		return nil, true
 	}
-	if l.adaptive == nil && len(l.rules) == 1 {
-		if f := l.rules[0].fast; f != nil {
-			if ok, handled := f.admit(w, r, l.rules[0]); handled {
-				return nil, ok
-			}
+	if f := l.direct(); f != nil {
+		if ok, handled := f.admit(w, r, l.rules[0]); handled {
+			return nil, ok
 		}
 	}
 	var v Verdict

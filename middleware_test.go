@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // byPeer keys requests by RemoteAddr's host, failing on an empty one.
@@ -207,7 +208,7 @@ type recordingStore struct {
 	keys []string
 }
 
-func (s *recordingStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit.Result, error) {
+func (s *recordingStore) Take(ctx context.Context, r stores.Request) (ratelimit.Result, error) {
 	s.mu.Lock()
 	s.keys = append(s.keys, r.Key)
 	s.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -189,7 +190,7 @@ func TestCancelledWaitersGiveBackTheirPlaces(t *testing.T) {
 		if len(served()) != 1 {
 			t.Fatalf("%d served; want only the first", len(served()))
 		}
-		got, err := store.Take(context.Background(), ratelimit.Request{Rule: "paced", Key: "k", Limit: limit})
+		got, err := store.Take(context.Background(), stores.Request{Rule: "paced", Key: "k", Limit: limit})
 		if err != nil || got.ResetAfter != time.Millisecond {
 			t.Fatalf("state after the cancellations: %+v, %v; want that of the one request served (ResetAfter 1ms)", got, err)
 		}
@@ -378,7 +379,7 @@ type delayingStore struct {
 	delay time.Duration
 }
 
-func (s delayingStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit.Result, error) {
+func (s delayingStore) Take(ctx context.Context, r stores.Request) (ratelimit.Result, error) {
 	res, err := s.Store.Take(ctx, r)
 	if res.Allowed {
 		res.Delay = s.delay

@@ -29,7 +29,9 @@ var periodUnits = map[string]time.Duration{
 func ParseLimit(s string) (Limit, error) {
 	l, problem := parseLimit(s)
 	if problem == "" {
-		problem = l.problem()
+		if err := l.Validate(); err != nil {
+			problem = strings.TrimPrefix(err.Error(), ErrInvalidLimit.Error()+": ")
+		}
 	}
 	if problem != "" {
 		return Limit{}, fmt.Errorf("%w %q: %s", ErrInvalidLimit, s, problem)

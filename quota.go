@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"github.com/sluicehq/ratelimit/stores"
 	"time"
 )
 
@@ -55,12 +56,12 @@ func (q Quota) Validate() error {
 // quotaWindow returns the store request's limit and window for q at now:
 // the window containing now and the bounds of its neighbours, so that a
 // store on its own clock can pick the window that contains its time.
-func quotaWindow(q Quota, now time.Time) (Limit, Window) {
+func quotaWindow(q Quota, now time.Time) (Limit, stores.Window) {
 	start, end := q.Window(now)
 	prev, _ := q.Window(start.Add(-1))
 	_, next := q.Window(end)
 	return Limit{Rate: q.n, Period: end.Sub(start)},
-		Window{Start: start.UnixNano(), End: end.UnixNano(), PrevStart: prev.UnixNano(), NextEnd: next.UnixNano()}
+		stores.Window{Start: start.UnixNano(), End: end.UnixNano(), PrevStart: prev.UnixNano(), NextEnd: next.UnixNano()}
 }
 
 // Window returns the bounds [start, end) of the window containing t.
@@ -83,4 +84,26 @@ func (q Quota) Window(t time.Time) (start, end time.Time) {
 		start = time.Date(y, m, d, 0, 0, 0, 0, loc)
 		return start, time.Date(y, m, d+1, 0, 0, 0, 0, loc)
 	}
+}
+
+// quotaCache is the window a rule's quota last gave: every request of the
+// same window (a whole day, for a daily quota) reuses it rather than
+// working the calendar out again.
+type quotaCache struct {
+	q     Quota
+	limit Limit
+	win   stores.Window
+}
+
+// quotaWindow is quotaWindow for ru, through its cache: windows partition
+// time, so the cached one is the one containing now whenever now falls
+// inside it.
+func (ru *rule) quotaWindow(q Quota, now time.Time) (Limit, stores.Window) {
+	ns := now.UnixNano()
+	if c := ru.window.Load(); c != nil && c.q == q && c.win.Start <= ns && ns < c.win.End {
+		return c.limit, c.win
+	}
+	limit, win := quotaWindow(q, now)
+	ru.window.Store(&quotaCache{q: q, limit: limit, win: win})
+	return limit, win
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -98,7 +99,7 @@ func TestReloadableUnderLoadDecidesEachRequestWithOneSnapshot(t *testing.T) {
 	if served.Load() != total.Load() {
 		t.Fatalf("served %d of %d", served.Load(), total.Load())
 	}
-	res, err := store.Take(context.Background(), ratelimit.Request{
+	res, err := store.Take(context.Background(), stores.Request{
 		Rule: "inflight", Key: "client", Algorithm: ratelimit.Concurrency,
 		Limit: ratelimit.Limit{Rate: inflight, Period: time.Hour},
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/internal/fieldval"
 	"github.com/sluicehq/ratelimit/internal/problem"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // Rule is one limit of a Limiter: what to count, by which key, and what to
@@ -112,8 +113,9 @@ type rule struct {
 	storeID      int                         // rules with the same store share an ID
 	adaptive     atomic.Pointer[adaptiveSet] // set once compiled; a Reloadable may hand it an older one
 	fast         *fastRule
-	pacer        *pacer   // with Pace.MaxDelay set
-	_            [64]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
+	pacer        *pacer // with Pace.MaxDelay set
+	window       atomic.Pointer[quotaCache]
+	_            [56]byte // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 func compileRule(r Rule, c config) *rule {
@@ -139,21 +141,21 @@ func compileRule(r Rule, c config) *rule {
 		onKeyError: c.onKeyError,
 		static:     r.LimitFunc == nil && r.QuotaFunc == nil && r.Quota.IsZero(),
 	}
-	if ls, ok := r.Store.(LocalStore); ok && ls.Local() {
+	if ls, ok := r.Store.(stores.LocalStore); ok && ls.Local() {
 		ru.local = true
 	}
 	switch {
 	case r.Adaptive != nil:
 		compileAdaptive(ru, c.clock)
 	case !r.Quota.IsZero():
-		if r.Quota.n <= 0 || r.Quota.n > maxCount || r.Quota.unit > month {
+		if r.Quota.n <= 0 || r.Quota.n > stores.MaxCount || r.Quota.unit > month {
 			panic(fmt.Sprintf("ratelimit: rule %q: invalid quota %+v", r.Name, r.Quota))
 		}
 		ru.Algorithm = FixedWindow
 	case r.QuotaFunc != nil:
 		ru.Algorithm = FixedWindow
 	case r.LimitFunc == nil:
-		probe := Request{Limit: r.Limit, Algorithm: r.Algorithm, Cost: 1}
+		probe := stores.Request{Limit: r.Limit, Algorithm: r.Algorithm, Cost: 1}
 		if err := probe.Validate(); err != nil {
 			panic(fmt.Sprintf("ratelimit: rule %q: %v", r.Name, strings.TrimPrefix(err.Error(), "ratelimit: ")))
 		}
@@ -245,8 +247,8 @@ const (
 // request builds in *req the store request for r under ru. The key comes first, so
 // that a request without a key meets the key-error policy even under a rule
 // that would exempt it.
-func (ru *rule) request(r *http.Request, now time.Time, req *Request) (use, error) {
-	*req = Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
+func (ru *rule) request(r *http.Request, now time.Time, req *stores.Request) (use, error) {
+	*req = stores.Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
 	key, err := ru.Key(r)
 	switch {
 	case err != nil && !ru.onKeyError.Shared:
@@ -272,7 +274,7 @@ func (ru *rule) request(r *http.Request, now time.Time, req *Request) (use, erro
 		quota = q
 	}
 	if !quota.IsZero() {
-		req.Limit, req.Window = quotaWindow(quota, now)
+		req.Limit, req.Window = ru.quotaWindow(quota, now)
 	}
 	if ru.Cost != nil {
 		// A request costs at least 1; one that costs more than the limit

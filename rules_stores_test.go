@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -31,7 +32,7 @@ func TestDeniedRequestDoesNotConsumeOtherRulesFallback(t *testing.T) {
 		}
 	}
 	// 1 admitted, 5 denied by "narrow": "wide" has 9 left.
-	res, err := fb.Take(context.Background(), ratelimit.Request{Rule: "wide", Key: "192.0.2.1", Limit: ratelimit.PerHour(10), Cost: 0})
+	res, err := fb.Take(context.Background(), stores.Request{Rule: "wide", Key: "192.0.2.1", Limit: ratelimit.PerHour(10), Cost: 0})
 	if err != nil || res.Remaining != 9 {
 		t.Errorf("wide's fallback bucket: remaining %d (%v), want 9: denied requests consumed it", res.Remaining, err)
 	}
@@ -44,7 +45,7 @@ type funcFieldStore struct {
 	onTake func()
 }
 
-func (h funcFieldStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit.Result, error) {
+func (h funcFieldStore) Take(ctx context.Context, r stores.Request) (ratelimit.Result, error) {
 	h.onTake()
 	return h.Store.Take(ctx, r)
 }
@@ -56,16 +57,16 @@ func (h funcFieldStore) Take(ctx context.Context, r ratelimit.Request) (ratelimi
 // sliceStore is a Store whose dynamic type (a slice) is not comparable.
 type sliceStore []int
 
-func (sliceStore) Take(context.Context, ratelimit.Request) (ratelimit.Result, error) {
+func (sliceStore) Take(context.Context, stores.Request) (ratelimit.Result, error) {
 	return ratelimit.Result{Allowed: true}, nil
 }
-func (sliceStore) TakeAll(_ context.Context, _ []ratelimit.Request, res []ratelimit.Result) error {
+func (sliceStore) TakeAll(_ context.Context, _ []stores.Request, res []ratelimit.Result) error {
 	for i := range res {
 		res[i] = ratelimit.Result{Allowed: true}
 	}
 	return nil
 }
-func (sliceStore) Return(context.Context, ratelimit.Request) error { return nil }
+func (sliceStore) Return(context.Context, stores.Request) error { return nil }
 
 // wrappedStore is a comparable type whose values may not be: == on two of
 // them panics when both hold a sliceStore.

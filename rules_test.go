@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -23,7 +24,7 @@ func byPath(r *http.Request) (string, error) { return r.URL.Path, nil }
 // remaining peeks at a rule's bucket without consuming.
 func remaining(t *testing.T, s ratelimit.Store, rule, key string, l ratelimit.Limit) int {
 	t.Helper()
-	res, err := s.Take(context.Background(), ratelimit.Request{Rule: rule, Key: key, Limit: l, Cost: 0})
+	res, err := s.Take(context.Background(), stores.Request{Rule: rule, Key: key, Limit: l, Cost: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,15 +105,15 @@ type remoteStore struct {
 	calls atomic.Int64
 }
 
-func (r *remoteStore) Take(ctx context.Context, q ratelimit.Request) (ratelimit.Result, error) {
+func (r *remoteStore) Take(ctx context.Context, q stores.Request) (ratelimit.Result, error) {
 	r.calls.Add(1)
 	return r.s.Take(ctx, q)
 }
-func (r *remoteStore) TakeAll(ctx context.Context, q []ratelimit.Request, res []ratelimit.Result) error {
+func (r *remoteStore) TakeAll(ctx context.Context, q []stores.Request, res []ratelimit.Result) error {
 	r.calls.Add(1)
 	return r.s.TakeAll(ctx, q, res)
 }
-func (r *remoteStore) Return(ctx context.Context, q ratelimit.Request) error {
+func (r *remoteStore) Return(ctx context.Context, q stores.Request) error {
 	return r.s.Return(ctx, q)
 }
 
@@ -321,7 +322,7 @@ func TestFailurePolicies(t *testing.T) {
 // accepts connections but never replies.
 type hangingStore struct{ ratelimittest.FailingStore }
 
-func (hangingStore) Take(ctx context.Context, _ ratelimit.Request) (ratelimit.Result, error) {
+func (hangingStore) Take(ctx context.Context, _ stores.Request) (ratelimit.Result, error) {
 	<-ctx.Done()
 	return ratelimit.Result{}, ctx.Err()
 }

@@ -43,13 +43,23 @@ import "net/http"
 // over the framework's request context cost no allocation.
 func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route string,
 	deny func(*Verdict) error, onError func(error) error, next func(*http.Request) error) (served bool, err error) {
+	rt := routing{route: route, routed: true}
+	if deny == nil && (onError == nil || l.direct() != nil) {
+		// The middleware's own path (a store of the direct path never
+		// fails, so onError would never be asked).
+		h, ok := l.admitHeld(w, r, rt)
+		if !ok {
+			return false, nil
+		}
+		return true, l.serveHeld(r, h, next)
+	}
 	var v Verdict
 	ask := askOnError{f: onError}
 	pa := &ask
 	if onError == nil {
 		pa = nil // the rules' FailurePolicy decides
 	}
-	l.check(r, routing{route: route, routed: true}, pa, &v)
+	l.check(r, rt, pa, &v)
 	if ask.err != nil {
 		return false, ask.err // stopped at its failure: nothing is held
 	}
@@ -62,14 +72,19 @@ func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route strin
 	if !v.Allowed() {
 		return false, nil
 	}
-	h := v.held
+	return true, l.serveHeld(r, v.held, next)
+}
+
+// serveHeld runs next for an admitted request holding h (nil when it holds
+// nothing), and gives back what it holds when next returns or panics.
+func (l *Limiter) serveHeld(r *http.Request, h *held, next func(*http.Request) error) (err error) {
 	if h == nil {
-		return true, next(r)
+		return next(r)
 	}
 	returned := false
 	// A panic counts as a 500 for adaptive rules, as in Limiter.Handler.
-	defer func() { h.doneServed(returned) }()
+	defer func() { h.doneServed(returned); l.recycle(h) }()
 	err = next(l.settleRequest(r, h))
 	returned = true
-	return true, err
+	return err
 }

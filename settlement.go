@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/ratelimit/stores"
 	"net/http"
 )
 
@@ -37,7 +38,7 @@ import (
 // all fail at once is still held to the limit's number of calls.
 func Settle(ctx context.Context, actual int) bool {
 	h, _ := ctx.Value(settleKey{}).(*held)
-	actual = min(max(actual, 1), maxCount)
+	actual = min(max(actual, 1), stores.MaxCount)
 	ok := false
 	for ; h != nil; h = h.outer {
 		h.actual.Store(int64(actual) + 1) // 0 means not settled
@@ -70,8 +71,8 @@ func (v Verdict) Context(ctx context.Context) context.Context {
 type settlement struct {
 	ru    *rule
 	store Store
-	req   Request // Cost is the estimate
-	slot  uint64  // Result.Slot of the admission: its window
+	req   stores.Request // Cost is the estimate
+	slot  uint64         // Result.Slot of the admission: its window
 }
 
 // settleAll charges or gives back, for every settled rule of h, the
@@ -89,7 +90,7 @@ func (h *held) settleAll() {
 		}
 		req := s.req
 		req.Slot, req.MaxDelay = s.slot, 0
-		ctx, cancel := h.l.budget(h.ctx)
+		ctx, cancel := h.l.budget(h.context())
 		var err error
 		if delta > 0 {
 			req.Cost, req.Force = delta, true

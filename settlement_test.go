@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -94,14 +95,14 @@ func TestSettlementOutlivesTheClient(t *testing.T) {
 // networked store would.
 type liveCtxStore struct{ ratelimit.Store }
 
-func (s liveCtxStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit.Result, error) {
+func (s liveCtxStore) Take(ctx context.Context, r stores.Request) (ratelimit.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Result{}, err
 	}
 	return s.Store.Take(ctx, r)
 }
 
-func (s liveCtxStore) Return(ctx context.Context, r ratelimit.Request) error {
+func (s liveCtxStore) Return(ctx context.Context, r stores.Request) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

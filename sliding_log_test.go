@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // TestSlidingLogLargerThanItsBoundIsRefusedAtConstruction: a sliding log
@@ -36,7 +37,7 @@ func TestSlidingLogLargerThanItsBoundIsRefusedAtConstruction(t *testing.T) {
 			t.Fatalf("10,001 per minute: panic %q; want a message containing %q", msg, want)
 		}
 	}
-	req := ratelimit.Request{Key: "k", Limit: ratelimit.PerMinute(10_001), Algorithm: ratelimit.SlidingLog, Cost: 1}
+	req := stores.Request{Key: "k", Limit: ratelimit.PerMinute(10_001), Algorithm: ratelimit.SlidingLog, Cost: 1}
 	if err := req.Validate(); !errors.Is(err, ratelimit.ErrInvalidLimit) {
 		t.Fatalf("Validate of 10,001 per minute = %v; want ErrInvalidLimit", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -16,7 +17,7 @@ import (
 // none.
 type zeroLimitStore struct{ ratelimit.Store }
 
-func (p zeroLimitStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit.Result, error) {
+func (p zeroLimitStore) Take(ctx context.Context, r stores.Request) (ratelimit.Result, error) {
 	r.Limit = ratelimit.Limit{}
 	return p.Store.Take(ctx, r)
 }
@@ -45,7 +46,7 @@ func TestStoreRevalidatesRewrittenRequest(t *testing.T) {
 	if !errors.Is(got, ratelimit.ErrInvalidLimit) {
 		t.Errorf("observed error %v, want ErrInvalidLimit", got)
 	}
-	_, err := zeroLimitStore{memory.New()}.Take(context.Background(), ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(5), Cost: 1})
+	_, err := zeroLimitStore{memory.New()}.Take(context.Background(), stores.Request{Key: "k", Limit: ratelimit.PerSecond(5), Cost: 1})
 	if !errors.Is(err, ratelimit.ErrInvalidLimit) {
 		t.Errorf("direct call: %v, want ErrInvalidLimit", err)
 	}

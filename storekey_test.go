@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // keyStore records the keys the limiter sends and counts in a real memory
@@ -22,7 +23,7 @@ type keyStore struct {
 	keys []string
 }
 
-func (s *keyStore) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+func (s *keyStore) Take(ctx context.Context, req stores.Request) (ratelimit.Result, error) {
 	s.mu.Lock()
 	s.keys = append(s.keys, req.Key)
 	s.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -237,7 +238,7 @@ type countingStore struct {
 	taken, returned atomic.Int64
 }
 
-func (s *countingStore) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+func (s *countingStore) Take(ctx context.Context, req stores.Request) (ratelimit.Result, error) {
 	res, err := s.Store.Take(ctx, req)
 	if err == nil && res.Allowed {
 		s.taken.Add(int64(req.Cost))
@@ -245,7 +246,7 @@ func (s *countingStore) Take(ctx context.Context, req ratelimit.Request) (rateli
 	return res, err
 }
 
-func (s *countingStore) TakeAll(ctx context.Context, reqs []ratelimit.Request, res []ratelimit.Result) error {
+func (s *countingStore) TakeAll(ctx context.Context, reqs []stores.Request, res []ratelimit.Result) error {
 	err := s.Store.TakeAll(ctx, reqs, res)
 	if err == nil && !slices.ContainsFunc(res, func(r ratelimit.Result) bool { return !r.Allowed }) {
 		for _, r := range reqs {
@@ -255,7 +256,7 @@ func (s *countingStore) TakeAll(ctx context.Context, reqs []ratelimit.Request, r
 	return err
 }
 
-func (s *countingStore) Return(ctx context.Context, req ratelimit.Request) error {
+func (s *countingStore) Return(ctx context.Context, req stores.Request) error {
 	s.returned.Add(int64(req.Cost))
 	return s.Store.Return(ctx, req)
 }

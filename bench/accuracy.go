@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 	redisstore "github.com/sluicehq/ratelimit/stores/redis"
 )
@@ -271,7 +272,7 @@ func TimelineSeries() []Series {
 	var out []Series
 	for _, alg := range Algorithms {
 		st := memory.New()
-		req := ratelimit.Request{Rule: "timeline", Key: "client", Limit: AccuracyLimit, Algorithm: alg, Cost: 1}
+		req := stores.Request{Rule: "timeline", Key: "client", Limit: AccuracyLimit, Algorithm: alg, Cost: 1}
 		var admitted []float64
 		for _, a := range arrivals {
 			res, err := st.TakeAt(t0.Add(time.Duration(a*float64(time.Second))), req)

@@ -26,6 +26,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 	redisstore "github.com/sluicehq/ratelimit/stores/redis"
 	"github.com/sluicehq/ratelimit/stores/redis/redistest"
 )
@@ -92,7 +93,7 @@ func BenchmarkRedisCompareTake(b *testing.B) {
 				client, rt := compareClient(b, srv)
 				s := redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix(comparePrefix()), redisstore.WithTimeout(compareBudget)}, v.opts...)...)
 				compareParallel(b, srv, rt, func(ctx context.Context, key string) error {
-					_, err := s.Take(ctx, ratelimit.Request{Rule: "bench", Key: key, Limit: limit, Cost: 1})
+					_, err := s.Take(ctx, stores.Request{Rule: "bench", Key: key, Limit: limit, Cost: 1})
 					return err
 				}, w.keys)
 			})
@@ -116,7 +117,7 @@ func BenchmarkRedisCompareTakeDenied(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			client, rt := compareClient(b, srv)
 			s := redisstore.New(client, append([]redisstore.Option{redisstore.WithPrefix(comparePrefix()), redisstore.WithTimeout(compareBudget)}, v.opts...)...)
-			req := ratelimit.Request{Rule: "bench", Key: "hot", Limit: ratelimit.PerHour(1), Cost: 1}
+			req := stores.Request{Rule: "bench", Key: "hot", Limit: ratelimit.PerHour(1), Cost: 1}
 			if _, err := s.Take(context.Background(), req); err != nil {
 				b.Fatal(err)
 			}

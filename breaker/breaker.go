@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // ErrOpen is the error of a call refused because the circuit is open (or
@@ -60,7 +61,7 @@ type Config struct {
 	Cooldown time.Duration
 	// MaxCooldown caps the cooldown; 30s.
 	MaxCooldown time.Duration
-	// Clock reads time; ratelimit.SystemClock().
+	// Clock reads time; stores.SystemClock().
 	Clock ratelimit.Clock
 	// OnStateChange, if set, is called after every transition, for example
 	// to log "fallback entered" and "fallback left". It must not block.
@@ -108,7 +109,7 @@ func New(store ratelimit.Store, cfg Config) *Breaker {
 		cfg.MaxCooldown = max(cfg.Cooldown, 30*time.Second)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = ratelimit.SystemClock()
+		cfg.Clock = stores.SystemClock()
 	}
 	return &Breaker{store: store, cfg: cfg, cooldown: cfg.Cooldown}
 }
@@ -117,7 +118,7 @@ func New(store ratelimit.Store, cfg Config) *Breaker {
 func (b *Breaker) State() State { return State(b.state.Load()) }
 
 // Take calls the store unless the circuit is open.
-func (b *Breaker) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+func (b *Breaker) Take(ctx context.Context, req stores.Request) (ratelimit.Result, error) {
 	gen, err := b.admit()
 	if err != nil {
 		return ratelimit.Result{}, err
@@ -128,7 +129,7 @@ func (b *Breaker) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Re
 }
 
 // TakeAll calls the store unless the circuit is open.
-func (b *Breaker) TakeAll(ctx context.Context, reqs []ratelimit.Request, results []ratelimit.Result) error {
+func (b *Breaker) TakeAll(ctx context.Context, reqs []stores.Request, results []ratelimit.Result) error {
 	gen, err := b.admit()
 	if err != nil {
 		return err
@@ -141,7 +142,7 @@ func (b *Breaker) TakeAll(ctx context.Context, reqs []ratelimit.Request, results
 // Return always calls the store, whatever the circuit's state, and its
 // outcome does not count: a Concurrency slot or an undone unit taken while
 // the circuit was closed must get back to the store that holds it.
-func (b *Breaker) Return(ctx context.Context, req ratelimit.Request) error {
+func (b *Breaker) Return(ctx context.Context, req stores.Request) error {
 	return b.store.Return(ctx, req)
 }
 

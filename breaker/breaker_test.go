@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -24,7 +25,7 @@ type flakyStore struct {
 	calls atomic.Int64
 }
 
-func (f *flakyStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit.Result, error) {
+func (f *flakyStore) Take(ctx context.Context, r stores.Request) (ratelimit.Result, error) {
 	f.calls.Add(1)
 	if f.down.Load() {
 		return ratelimit.Result{}, errDown
@@ -59,7 +60,7 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	req := ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(100), Cost: 1}
+	req := stores.Request{Key: "k", Limit: ratelimit.PerSecond(100), Cost: 1}
 	take := func() error { _, err := b.Take(context.Background(), req); return err }
 
 	flaky.down.Store(true)
@@ -100,7 +101,7 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	}
 	// Invalid requests are not store failures.
 	for i := 0; i < 10; i++ {
-		b.Take(context.Background(), ratelimit.Request{Key: "k", Cost: 1})
+		b.Take(context.Background(), stores.Request{Key: "k", Cost: 1})
 	}
 	if b.State() != breaker.Closed {
 		t.Fatal("invalid requests opened the circuit")
@@ -139,7 +140,7 @@ func TestOpenCircuitErrorContract(t *testing.T) {
 	flaky := &flakyStore{Store: memory.New(memory.WithClock(clock))}
 	flaky.down.Store(true)
 	b := breaker.New(flaky, breaker.Config{Failures: 1, Clock: clock})
-	req := ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(1), Cost: 1}
+	req := stores.Request{Key: "k", Limit: ratelimit.PerSecond(1), Cost: 1}
 	_, err := b.Take(context.Background(), req)
 	if err != errDown || errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("the store's own error: %v; want it unchanged, not ErrOpen", err)
@@ -147,7 +148,7 @@ func TestOpenCircuitErrorContract(t *testing.T) {
 	results := make([]ratelimit.Result, 1)
 	for name, err := range map[string]error{
 		"Take":    func() error { _, err := b.Take(context.Background(), req); return err }(),
-		"TakeAll": b.TakeAll(context.Background(), []ratelimit.Request{req}, results),
+		"TakeAll": b.TakeAll(context.Background(), []stores.Request{req}, results),
 	} {
 		if !errors.Is(err, breaker.ErrOpen) || !errors.Is(err, ratelimit.ErrStoreUnavailable) {
 			t.Errorf("%s on an open circuit: %v; want ErrOpen and ErrStoreUnavailable", name, err)

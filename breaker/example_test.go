@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // A Breaker in front of a store that is down: after Failures consecutive
@@ -19,7 +20,7 @@ func Example() {
 		Failures:      2,
 		OnStateChange: func(from, to breaker.State) { fmt.Println(from, "->", to) },
 	})
-	req := ratelimit.Request{Key: "k", Limit: ratelimit.PerSecond(10), Cost: 1}
+	req := stores.Request{Key: "k", Limit: ratelimit.PerSecond(10), Cost: 1}
 	for range 3 {
 		_, err := b.Take(context.Background(), req)
 		fmt.Println(errors.Is(err, breaker.ErrOpen), errors.Is(err, ratelimit.ErrStoreUnavailable))

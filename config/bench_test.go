@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/config"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // bigFile is a file of rules rules sharing overrides overrides.
@@ -41,7 +41,7 @@ func bigFile(rules, overrides int) []byte {
 // by side with a Limiter of those 3 rules alone: the difference is the
 // cost of sending the request to its group. "index" is the lookup alone.
 func BenchmarkDispatch(b *testing.B) {
-	reg := testRegistry(b, ratelimit.SystemClock())
+	reg := testRegistry(b, stores.SystemClock())
 	const lim = "1000000/s" // nothing is denied
 	build := func(n int) *config.Set {
 		cfg, err := config.Parse("big.yaml", []byte(versionRules(n, lim, lim, lim)), reg)

@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -60,7 +61,7 @@ func checkLimit(l ratelimit.Limit, allowZero bool) error {
 // logBound reports, at n, a sliding-log limit larger than the log holds
 // (see ratelimit.SlidingLog), and whether l is within it.
 func (c *compiler) logBound(n *yaml.Node, path string, l ratelimit.Limit) bool {
-	req := ratelimit.Request{Limit: l, Algorithm: ratelimit.SlidingLog, Cost: 1}
+	req := stores.Request{Limit: l, Algorithm: ratelimit.SlidingLog, Cost: 1}
 	if err := req.Validate(); err != nil {
 		c.fail(n, path, "%s", strings.TrimPrefix(err.Error(), "ratelimit: invalid limit: "))
 		return false

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/config"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -90,7 +91,7 @@ func TestLiveUnderLoadDecidesEachRequestWithOneSet(t *testing.T) {
 	if errs.Load() != 0 || mixed.Load() != 0 || total.Load() == 0 {
 		t.Fatalf("%d requests: %d not 200, %d decided by more than one rule set", total.Load(), errs.Load(), mixed.Load())
 	}
-	res, err := store.Take(context.Background(), ratelimit.Request{
+	res, err := store.Take(context.Background(), stores.Request{
 		Rule: "inflight", Key: "client", Algorithm: ratelimit.Concurrency,
 		Limit: ratelimit.Limit{Rate: inflight, Period: time.Hour},
 	})
@@ -154,7 +155,7 @@ func TestLiveAddsNoAllocation(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector drops pooled objects at random")
 	}
-	cfg, err := config.Parse("big.yaml", []byte(versionRules(50, "1000000/s", "1000000/s", "1000000/s")), testRegistry(t, ratelimit.SystemClock()))
+	cfg, err := config.Parse("big.yaml", []byte(versionRules(50, "1000000/s", "1000000/s", "1000000/s")), testRegistry(t, stores.SystemClock()))
 	if err != nil {
 		t.Fatal(err)
 	}

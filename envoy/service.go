@@ -12,6 +12,7 @@ import (
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -46,7 +47,7 @@ func New(rules *Rules, store ratelimit.Store, opts ...Option) (*Service, error) 
 	if store == nil {
 		return nil, errors.New("ratelimit: envoy.New needs a store")
 	}
-	s := &Service{store: store, opts: options{clock: ratelimit.SystemClock(), headers: true}}
+	s := &Service{store: store, opts: options{clock: stores.SystemClock(), headers: true}}
 	for _, o := range opts {
 		if err := o(&s.opts); err != nil {
 			return nil, err
@@ -202,7 +203,7 @@ func (s *Service) decide(ctx context.Context, domain string, o *outcome) {
 		}
 		return
 	}
-	req := ratelimit.Request{Rule: domain, Key: o.key, Limit: o.rate, Algorithm: s.opts.alg, Cost: int(o.hits), Force: s.opts.reference}
+	req := stores.Request{Rule: domain, Key: o.key, Limit: o.rate, Algorithm: s.opts.alg, Cost: int(o.hits), Force: s.opts.reference}
 	var start time.Time
 	if observed {
 		start = time.Now()
@@ -236,7 +237,7 @@ func (s *Service) decide(ctx context.Context, domain string, o *outcome) {
 
 // fallback decides o on the fallback store, under the policy's share of
 // the limit, and reports whether it could.
-func (s *Service) fallback(ctx context.Context, o *outcome, req ratelimit.Request) bool {
+func (s *Service) fallback(ctx context.Context, o *outcome, req stores.Request) bool {
 	req.Limit = s.opts.failure.share(o.rate)
 	res := s.neverFits(o) // the share is smaller than the hits
 	if s.opts.reference || req.Cost <= req.Limit.Rate {

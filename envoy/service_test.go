@@ -10,6 +10,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -169,14 +170,14 @@ func TestDescriptorLimitOverrideApplies(t *testing.T) {
 // failingStore fails every call, as a store whose backend is down.
 type failingStore struct{}
 
-func (failingStore) Take(context.Context, ratelimit.Request) (ratelimit.Result, error) {
+func (failingStore) Take(context.Context, stores.Request) (ratelimit.Result, error) {
 	return ratelimit.Result{}, ratelimit.ErrStoreUnavailable
 }
 
-func (failingStore) TakeAll(context.Context, []ratelimit.Request, []ratelimit.Result) error {
+func (failingStore) TakeAll(context.Context, []stores.Request, []ratelimit.Result) error {
 	return ratelimit.ErrStoreUnavailable
 }
-func (failingStore) Return(context.Context, ratelimit.Request) error {
+func (failingStore) Return(context.Context, stores.Request) error {
 	return ratelimit.ErrStoreUnavailable
 }
 

@@ -66,7 +66,10 @@ type Route struct {
 //     skipped, HEAD only with a HEAD route, never a carve-out path served
 //     by another route or method (CarveOutProber);
 //   - status, fields and problem body are those the core middleware gives
-//     on a ServeMux for the same sequence of requests.
+//     on a ServeMux for the same sequence of requests;
+//   - each request is decided once: one store call when it is admitted,
+//     when it is denied and when its store fails and it is let through,
+//     and one unit consumed on the in-process store.
 //
 // Every limiter reads time from a Clock that moves only when the suite
 // moves it.
@@ -85,6 +88,7 @@ func TestAdapter(t *testing.T, a Adapter) {
 	t.Run("ConcurrencySlotReleased", a.testConcurrency)
 	t.Run("CarveOuts", a.testCarveOuts)
 	t.Run("SameAsCore", a.testSameAsCore)
+	t.Run("DecidesOnce", a.testDecidesOnce)
 }
 
 // handlers counts the calls of the handlers it makes.

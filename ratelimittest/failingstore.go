@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // FailingStore is a ratelimit.Store whose backend is down: every call
@@ -28,14 +29,14 @@ func (s FailingStore) err() error {
 var _ ratelimit.Store = FailingStore{}
 
 // Take fails with the store's error (Err, or its own).
-func (s FailingStore) Take(context.Context, ratelimit.Request) (ratelimit.Result, error) {
+func (s FailingStore) Take(context.Context, stores.Request) (ratelimit.Result, error) {
 	return ratelimit.Result{}, s.err()
 }
 
 // TakeAll fails with the store's error.
-func (s FailingStore) TakeAll(context.Context, []ratelimit.Request, []ratelimit.Result) error {
+func (s FailingStore) TakeAll(context.Context, []stores.Request, []ratelimit.Result) error {
 	return s.err()
 }
 
 // Return fails with the store's error.
-func (s FailingStore) Return(context.Context, ratelimit.Request) error { return s.err() }
+func (s FailingStore) Return(context.Context, stores.Request) error { return s.err() }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 func TestClock(t *testing.T) {
@@ -133,13 +134,13 @@ func TestZeroFailingStoreIsAnOutage(t *testing.T) {
 		}
 	}
 	var s ratelimittest.FailingStore
-	if _, err := s.Take(context.Background(), ratelimit.Request{}); err == nil {
+	if _, err := s.Take(context.Background(), stores.Request{}); err == nil {
 		t.Error("Take: nil error")
 	}
 	if err := s.TakeAll(context.Background(), nil, nil); err == nil {
 		t.Error("TakeAll: nil error")
 	}
-	if err := s.Return(context.Background(), ratelimit.Request{}); err == nil {
+	if err := s.Return(context.Background(), stores.Request{}); err == nil {
 		t.Error("Return: nil error")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // NewStoreFunc makes a fresh store that reads time from clock. TestStore
@@ -47,7 +48,7 @@ type storeTester struct {
 // take calls Take and checks the result against want (Limit is filled in;
 // Slot is checked to be set exactly for an allowed take of non-zero cost)
 // and returns the Slot.
-func (st *storeTester) take(req ratelimit.Request, want ratelimit.Result) uint64 {
+func (st *storeTester) take(req stores.Request, want ratelimit.Result) uint64 {
 	st.t.Helper()
 	got, err := st.s.Take(context.Background(), req)
 	if err != nil {
@@ -67,7 +68,7 @@ func (st *storeTester) take(req ratelimit.Request, want ratelimit.Result) uint64
 }
 
 // probe is the result of a cost-zero Take: the key's state, unchanged.
-func (st *storeTester) probe(req ratelimit.Request) ratelimit.Result {
+func (st *storeTester) probe(req stores.Request) ratelimit.Result {
 	st.t.Helper()
 	req.Cost, req.MaxDelay, req.Force, req.Slot = 0, 0, false, 0
 	res, err := st.s.Take(context.Background(), req)
@@ -80,7 +81,7 @@ func (st *storeTester) probe(req ratelimit.Request) ratelimit.Result {
 
 // wantRemaining fails the test unless a probe of req finds want units
 // remaining; after says what the test did before, for the message.
-func (st *storeTester) wantRemaining(req ratelimit.Request, want int, after string) {
+func (st *storeTester) wantRemaining(req stores.Request, want int, after string) {
 	st.t.Helper()
 	if got := st.probe(req).Remaining; got != want {
 		st.t.Fatalf("%s: Remaining %d at +%v, want %d", after, got, st.elapsed(), want)
@@ -97,17 +98,17 @@ func denied(remaining int, retry, reset time.Duration) ratelimit.Result {
 	return ratelimit.Result{Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
-func gcra(key string, l ratelimit.Limit, cost int) ratelimit.Request {
-	return ratelimit.Request{Rule: "conformance", Key: key, Limit: l, Cost: cost}
+func gcra(key string, l ratelimit.Limit, cost int) stores.Request {
+	return stores.Request{Rule: "conformance", Key: key, Limit: l, Cost: cost}
 }
 
-func windowed(w ratelimit.Window) ratelimit.Request {
+func windowed(w stores.Window) stores.Request {
 	r := withAlg(gcra("k", ratelimit.PerDay(10), 1), ratelimit.FixedWindow)
 	r.Window = w
 	return r
 }
 
-func withAlg(r ratelimit.Request, a ratelimit.Algorithm) ratelimit.Request {
+func withAlg(r stores.Request, a ratelimit.Algorithm) stores.Request {
 	r.Algorithm = a
 	return r
 }
@@ -206,12 +207,12 @@ var storeCases = []struct {
 	{"FixedWindow/explicit-window", func(t *testing.T, st *storeTester) {
 		start := Epoch().Add(-6 * time.Hour) // a day starting 18:00 UTC the day before
 		req := withAlg(gcra("k", ratelimit.PerDay(2), 1), ratelimit.FixedWindow)
-		req.Window = ratelimit.Window{Start: start.UnixNano(), End: start.Add(24 * time.Hour).UnixNano()}
+		req.Window = stores.Window{Start: start.UnixNano(), End: start.Add(24 * time.Hour).UnixNano()}
 		st.take(req, allowed(1, 18*time.Hour))
 		st.take(req, allowed(0, 18*time.Hour))
 		st.take(req, denied(0, 18*time.Hour, 18*time.Hour))
 		st.clock.Advance(18 * time.Hour)
-		req.Window = ratelimit.Window{Start: req.Window.End, End: req.Window.End + int64(24*time.Hour)}
+		req.Window = stores.Window{Start: req.Window.End, End: req.Window.End + int64(24*time.Hour)}
 		st.take(req, allowed(1, 24*time.Hour))
 	}},
 	{"Concurrency/acquire-release-expire", func(t *testing.T, st *storeTester) {
@@ -272,7 +273,7 @@ var storeCases = []struct {
 	}},
 	{"Invalid/requests", func(t *testing.T, st *storeTester) {
 		bad := []struct {
-			req  ratelimit.Request
+			req  stores.Request
 			want error
 		}{
 			{gcra("k", ratelimit.PerSecond(10), -1), ratelimit.ErrInvalidRequest},
@@ -286,8 +287,8 @@ var storeCases = []struct {
 			{withAlg(gcra("k", ratelimit.PerSecond(10).WithBurst(20), 1), ratelimit.FixedWindow), ratelimit.ErrInvalidLimit},
 			{withAlg(gcra("k", ratelimit.PerSecond(10), 1), 99), ratelimit.ErrInvalidRequest},
 			{gcra("k", ratelimit.Limit{Rate: 1, Period: 60 * 365 * 24 * time.Hour}, 1), ratelimit.ErrInvalidLimit},
-			{windowed(ratelimit.Window{Start: -100, End: 0}), ratelimit.ErrInvalidRequest},
-			{windowed(ratelimit.Window{Start: 100, End: 100}), ratelimit.ErrInvalidRequest},
+			{windowed(stores.Window{Start: -100, End: 0}), ratelimit.ErrInvalidRequest},
+			{windowed(stores.Window{Start: 100, End: 100}), ratelimit.ErrInvalidRequest},
 		}
 		for _, b := range bad {
 			res, err := st.s.Take(context.Background(), b.req)
@@ -298,7 +299,7 @@ var storeCases = []struct {
 				t.Errorf("Return(limit %v, cost %d) = %v; want %v", b.req.Limit, b.req.Cost, err, b.want)
 			}
 		}
-		reqs := []ratelimit.Request{gcra("k", ratelimit.PerSecond(1), 1)}
+		reqs := []stores.Request{gcra("k", ratelimit.PerSecond(1), 1)}
 		if err := st.s.TakeAll(context.Background(), reqs, make([]ratelimit.Result, 2)); !errors.Is(err, ratelimit.ErrInvalidRequest) {
 			t.Errorf("TakeAll with mismatched results = %v; want ErrInvalidRequest", err)
 		}
@@ -317,7 +318,7 @@ var storeCases = []struct {
 		narrow.Rule = "narrow"
 		daily := withAlg(gcra("k", ratelimit.PerDay(100), 1), ratelimit.FixedWindow)
 		daily.Rule = "daily"
-		reqs := []ratelimit.Request{wide, narrow, daily}
+		reqs := []stores.Request{wide, narrow, daily}
 		res := make([]ratelimit.Result, 3)
 		for i := 1; i <= 2; i++ {
 			if err := st.s.TakeAll(context.Background(), reqs, res); err != nil {
@@ -354,7 +355,7 @@ var storeCases = []struct {
 	{"TakeAll/same-key-twice", func(t *testing.T, st *storeTester) {
 		a := gcra("k", ratelimit.PerSecond(3), 2)
 		res := make([]ratelimit.Result, 2)
-		if err := st.s.TakeAll(context.Background(), []ratelimit.Request{a, a}, res); err != nil {
+		if err := st.s.TakeAll(context.Background(), []stores.Request{a, a}, res); err != nil {
 			t.Fatal(err)
 		}
 		if res[0].Allowed == res[1].Allowed || res[1].Allowed {

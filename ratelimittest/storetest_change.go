@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // A request under a new limit for a key (a reloaded rule, a tenant changing
@@ -13,14 +14,14 @@ import (
 // its new headroom at once, lowering it keeps what was used.
 
 // changed is req under limit l.
-func changed(req ratelimit.Request, l ratelimit.Limit) ratelimit.Request {
+func changed(req stores.Request, l ratelimit.Limit) stores.Request {
 	req.Limit = l
 	return req
 }
 
 // admitted takes req until it is denied, at most limit+1 times, and
 // returns how many were allowed.
-func (st *storeTester) admitted(req ratelimit.Request, limit int) int {
+func (st *storeTester) admitted(req stores.Request, limit int) int {
 	st.t.Helper()
 	n := 0
 	for n <= limit && st.admit(req) {
@@ -30,7 +31,7 @@ func (st *storeTester) admitted(req ratelimit.Request, limit int) int {
 }
 
 // use takes req n times and fails the test unless each is allowed.
-func (st *storeTester) use(req ratelimit.Request, n int) {
+func (st *storeTester) use(req stores.Request, n int) {
 	st.t.Helper()
 	for i := range n {
 		if !st.admit(req) {
@@ -127,7 +128,7 @@ var changeCases = []struct {
 		high := changed(low, ratelimit.PerMinute(20))
 		n := 0
 		for range 50 {
-			for _, req := range []ratelimit.Request{low, high} {
+			for _, req := range []stores.Request{low, high} {
 				if st.admit(req) {
 					n++
 				}
@@ -150,14 +151,14 @@ var changeCases = []struct {
 		full.Rule = "other"
 		st.use(full, 1)
 		res := make([]ratelimit.Result, 2)
-		if err := st.s.TakeAll(context.Background(), []ratelimit.Request{raised, full}, res); err != nil {
+		if err := st.s.TakeAll(context.Background(), []stores.Request{raised, full}, res); err != nil {
 			t.Fatal(err)
 		}
 		if !res[0].Allowed || res[0].Remaining != 15 || res[1].Allowed {
 			t.Fatalf("TakeAll of 15 under the raised limit beside a denied request: %+v, want the first allowed as it stands (15 remaining), the second denied", res)
 		}
 		st.wantRemaining(raised, 15, "after the denied TakeAll")
-		if err := st.s.TakeAll(context.Background(), []ratelimit.Request{raised}, res[:1]); err != nil {
+		if err := st.s.TakeAll(context.Background(), []stores.Request{raised}, res[:1]); err != nil {
 			t.Fatal(err)
 		}
 		if !res[0].Allowed || res[0].Remaining != 0 {

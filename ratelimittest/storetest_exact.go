@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // admit calls Take and reports whether it was allowed.
-func (st *storeTester) admit(req ratelimit.Request) bool {
+func (st *storeTester) admit(req stores.Request) bool {
 	st.t.Helper()
 	res, err := st.s.Take(context.Background(), req)
 	if err != nil {
@@ -21,7 +22,7 @@ func (st *storeTester) admit(req ratelimit.Request) bool {
 	return res.Allowed
 }
 
-func (st *storeTester) release(req ratelimit.Request, slot uint64) {
+func (st *storeTester) release(req stores.Request, slot uint64) {
 	st.t.Helper()
 	req.Slot = slot
 	if err := st.s.Return(context.Background(), req); err != nil {
@@ -35,15 +36,15 @@ var bounded = []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow, ratel
 
 // dayWindow is the explicit window of the UTC day containing t, with its
 // neighbours, as a Quota rule would send it.
-func dayWindow(t time.Time) ratelimit.Window {
+func dayWindow(t time.Time) stores.Window {
 	start := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
-	return ratelimit.Window{
+	return stores.Window{
 		Start: start.UnixNano(), End: start.AddDate(0, 0, 1).UnixNano(),
 		PrevStart: start.AddDate(0, 0, -1).UnixNano(), NextEnd: start.AddDate(0, 0, 2).UnixNano(),
 	}
 }
 
-func daily(n int, w ratelimit.Window) ratelimit.Request {
+func daily(n int, w stores.Window) stores.Request {
 	r := withAlg(gcra("daily", ratelimit.Limit{Rate: n, Period: time.Duration(w.End - w.Start)}, 1), ratelimit.FixedWindow)
 	r.Window = w
 	return r
@@ -218,7 +219,7 @@ var exactCases = []struct {
 // concurrentTakes runs goroutines goroutines that each take req perG times,
 // calling before(g, i) first when it is not nil, and returns how many
 // takes were allowed and the first error (a goroutine stops at its error).
-func concurrentTakes(st *storeTester, req ratelimit.Request, goroutines, perG int, before func(g, i int)) (int64, error) {
+func concurrentTakes(st *storeTester, req stores.Request, goroutines, perG int, before func(g, i int)) (int64, error) {
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)

@@ -5,9 +5,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
-func logged(key string, l ratelimit.Limit, cost int) ratelimit.Request {
+func logged(key string, l ratelimit.Limit, cost int) stores.Request {
 	return withAlg(gcra(key, l, cost), ratelimit.SlidingLog)
 }
 

@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // reserve calls Take with MaxDelay and checks that it is allowed with delay.
-func (st *storeTester) reserve(req ratelimit.Request, delay time.Duration) ratelimit.Result {
+func (st *storeTester) reserve(req stores.Request, delay time.Duration) ratelimit.Result {
 	st.t.Helper()
 	res, err := st.s.Take(context.Background(), req)
 	if err != nil {
@@ -24,7 +25,7 @@ func (st *storeTester) reserve(req ratelimit.Request, delay time.Duration) ratel
 }
 
 // settle calls Take with Force and checks whether the units fitted.
-func (st *storeTester) settle(req ratelimit.Request, fits bool) ratelimit.Result {
+func (st *storeTester) settle(req stores.Request, fits bool) ratelimit.Result {
 	st.t.Helper()
 	req.Force = true
 	res, err := st.s.Take(context.Background(), req)
@@ -168,7 +169,7 @@ var shapeCases = []struct {
 		st.wantRemaining(req, 10, "after a settlement two windows late (it must not count)")
 	}},
 	{"Settle/take-all-refuses-forced-requests", func(t *testing.T, st *storeTester) {
-		reqs := []ratelimit.Request{gcra("a", ratelimit.PerSecond(10), 1), gcra("b", ratelimit.PerSecond(10), 1)}
+		reqs := []stores.Request{gcra("a", ratelimit.PerSecond(10), 1), gcra("b", ratelimit.PerSecond(10), 1)}
 		reqs[1].Force = true
 		err := st.s.TakeAll(context.Background(), reqs, make([]ratelimit.Result, 2))
 		if !errors.Is(err, ratelimit.ErrInvalidRequest) {
@@ -178,13 +179,13 @@ var shapeCases = []struct {
 	}},
 }
 
-func withCost(r ratelimit.Request, cost int) ratelimit.Request {
+func withCost(r stores.Request, cost int) stores.Request {
 	r.Cost = cost
 	return r
 }
 
 // slotted is r applied to what the Take that returned slot consumed.
-func slotted(r ratelimit.Request, slot uint64) ratelimit.Request {
+func slotted(r stores.Request, slot uint64) stores.Request {
 	r.Slot = slot
 	return r
 }

@@ -103,16 +103,14 @@ func Middleware(l *ratelimit.Limiter) func(http.Handler) http.Handler {
 		if next == nil {
 			panic("ratelimitchi: Middleware: nil next handler")
 		}
-		if l.Settles() {
-			return settling(l, next)
-		}
+		// One path, ServeRoute, for every limiter: an admitted request
+		// gets the verdict's context when the limiter settles costs, and
+		// gives back its Concurrency slots when next returns.
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			done, ok := l.AdmitRoute(w, r, route(r, l))
-			if !ok {
-				return // the limiter wrote the response
-			}
-			defer done() // releases Concurrency slots; otherwise a no-op
-			next.ServeHTTP(w, r)
+			l.ServeRoute(w, r, route(r, l), nil, nil, func(r *http.Request) error {
+				next.ServeHTTP(w, r)
+				return nil
+			})
 		})
 	}
 }
@@ -255,15 +253,4 @@ func (mc *mountCache) lookup(routes chi.Routes, pattern string) mountEntry {
 	}
 	mc.m.Store(k, e)
 	return e
-}
-
-// settling is Middleware for a limiter that settles costs: the handler gets
-// the verdict's context, through which ratelimit.Settle reaches it.
-func settling(l *ratelimit.Limiter, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		l.ServeRoute(w, r, route(r, l), nil, nil, func(r *http.Request) error {
-			next.ServeHTTP(w, r)
-			return nil
-		})
-	})
 }

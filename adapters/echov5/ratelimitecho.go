@@ -6,9 +6,8 @@
 // New takes the same limits, key functions, stores and options as
 // ratelimit.New and returns an echo.MiddlewareFunc; NewWithConfig adds echo's
 // conventions: a Skipper, and handlers that return errors for echo's
-// HTTPErrorHandler. Both run the core limiter (ratelimit.Limiter.AdmitRoute,
-// or ServeRoute when a handler renders the outcome the echo way or the
-// limiter settles costs): nothing about limiting, headers or bodies is
+// HTTPErrorHandler. Both run the core limiter through one path,
+// ratelimit.Limiter.ServeRoute: nothing about limiting, headers or bodies is
 // reimplemented here.
 //
 // # Global, per-group and per-route limits
@@ -163,20 +162,7 @@ func Middleware(l *ratelimit.Limiter) echo.MiddlewareFunc {
 	if l == nil {
 		panic("ratelimitecho: Middleware(nil)")
 	}
-	if l.Settles() {
-		// Admit cannot give the handler the context Settle reads.
-		return checked(l, Config{})
-	}
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c *echo.Context) error {
-			done, ok := l.AdmitRoute(c.Response(), setPattern(c), route(c, l))
-			if !ok {
-				return nil // Admit wrote the response
-			}
-			defer done() // releases Concurrency slots; otherwise a no-op
-			return next(c)
-		}
-	}
+	return checked(l, Config{})
 }
 
 // NewWithConfig returns echo middleware configured by cfg. It panics on an

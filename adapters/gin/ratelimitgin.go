@@ -2,13 +2,12 @@
 //
 // New takes the same limits, key functions, stores and options as
 // ratelimit.New and returns a gin.HandlerFunc. It runs the core limiter
-// (ratelimit.Limiter.AdmitRoute, or ServeRoute with a DenyHandler or a
-// limiter that settles costs): an allowed request gets the rate-limit fields
+// through one path, ratelimit.Limiter.ServeRoute: an allowed request gets the rate-limit fields
 // and goes on down the chain; a denied one gets the core's 429 (the same
 // fields, Retry-After, Cache-Control and RFC 9457 problem+json body) and the
 // chain is aborted with c.Abort. Nothing about limiting is reimplemented here.
-// (The middleware builds on the limiter's Admit methods, so Concurrency limits
-// release their slot when the rest of the chain returns.)
+// (Concurrency limits release their slot when the rest of the chain
+// returns.)
 //
 // # Global, per-group and per-route limits
 //
@@ -113,20 +112,7 @@ func Middleware(l *ratelimit.Limiter) gin.HandlerFunc {
 	if l == nil {
 		panic("ratelimitgin: Middleware(nil)")
 	}
-	if l.Settles() {
-		// Admit cannot give the handler the context Settle reads.
-		return checked(l, nil)
-	}
-	return func(c *gin.Context) {
-		done, ok := admit(c, l)
-		if !ok {
-			return
-		}
-		// done releases Concurrency slots once the rest of the chain has
-		// run; for other algorithms it does nothing.
-		defer done()
-		c.Next()
-	}
+	return checked(l, nil)
 }
 
 // Config configures the middleware NewWithConfig returns.
@@ -197,19 +183,6 @@ func checked(l *ratelimit.Limiter, deny func(*gin.Context, *ratelimit.Verdict)) 
 			c.Abort()
 		}
 	}
-}
-
-// admit applies l to c. When the request may not proceed, the limiter has
-// written the response (429, key error or fail-closed store error) and the
-// chain is aborted.
-func admit(c *gin.Context, l *ratelimit.Limiter) (done func(), ok bool) {
-	// gin matched FullPath for this method (its trees are per method;
-	// NoRoute and NoMethod have none): carve-outs are decided from it.
-	done, ok = l.AdmitRoute(c.Writer, pattern(c), c.FullPath())
-	if !ok {
-		c.Abort()
-	}
-	return done, ok
 }
 
 // pattern makes gin's matched route visible to key functions, as ServeMux

@@ -23,7 +23,7 @@ func (w *recorder) ended(ctx context.Context, err error, returned bool) {
 		return
 	}
 	w.outcome = outcome(ctx, err, returned)
-	w.done()
+	w.verdict.Done()
 }
 
 // Status is the outcome of the handler of an admitted call, as an HTTP

@@ -9,7 +9,7 @@
 //		grpc.ChainStreamInterceptor(ratelimitgrpc.StreamServerInterceptor(l)),
 //	)
 //
-// Both interceptors run the core limiter (ratelimit.Limiter.Admit): nothing
+// Both interceptors run the core limiter (ratelimit.Limiter.Check and Write): nothing
 // about limiting, keys or failure policies is reimplemented here. A stream
 // is admitted once, when it opens, not per message.
 //
@@ -215,17 +215,14 @@ func (c *config) admit(ctx context.Context, fullMethod string, setHeader func(me
 		return nil, ctx, nil
 	}
 	w := &recorder{header: make(http.Header, 4)} // the fields of a denial
-	ok := false
-	if c.l.Settles() {
-		// Admit cannot give the handler the context Settle reads.
-		v := c.l.Check(newRequest(ctx, fullMethod))
-		v.Write(w)
-		if ok = v.Allowed(); ok {
-			w.done, ctx = v.Done, v.Context(ctx)
-		}
-	} else {
-		// Done reads the outcome from w, the writer given to Admit.
-		w.done, ok = c.l.Admit(w, newRequest(ctx, fullMethod))
+	// One path for every limiter: the verdict's Done reads the outcome from
+	// w, the writer given to Write, and its context carries what Settle
+	// needs when the limiter settles costs.
+	w.verdict = c.l.Check(newRequest(ctx, fullMethod))
+	w.verdict.Write(w)
+	ok := w.verdict.Allowed()
+	if ok {
+		ctx = w.verdict.Context(ctx)
 	}
 	if md := responseMetadata(w.header); md != nil {
 		// It fails only once headers were sent, which no handler has

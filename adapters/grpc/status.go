@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/ratelimit"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -20,16 +21,17 @@ import (
 // document naming a Limiter's 16 violated policies at most.
 const maxBody = 4 << 10
 
-// recorder is the http.ResponseWriter given to Admit: it keeps the fields,
-// the status and the start of the body the limiter writes to refuse a
-// call. For an admitted call it holds the release Admit returned, and
-// reports the handler's outcome (outcome.go) to it.
+// recorder is the http.ResponseWriter given to Verdict.Write: it keeps the
+// fields, the status and the start of the body the limiter writes to
+// refuse a call. For an admitted call it holds the verdict, whose Done
+// releases what the call holds, and reports the handler's outcome
+// (outcome.go) to it.
 type recorder struct {
 	header  http.Header
 	code    int
 	body    []byte
-	done    func() // Verdict.Done, once admitted
-	outcome int    // the handler's outcome as an HTTP status, once it returned
+	verdict ratelimit.Verdict // the limiter's decision on the call
+	outcome int               // the handler's outcome as an HTTP status, once it returned
 }
 
 func (w *recorder) Header() http.Header { return w.header }

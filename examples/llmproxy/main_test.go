@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -109,7 +110,7 @@ func TestDisconnectedClientIsCharged(t *testing.T) {
 // its estimate is one.
 type liveCtxStore struct{ ratelimit.Store }
 
-func (s liveCtxStore) Take(ctx context.Context, r ratelimit.Request) (ratelimit.Result, error) {
+func (s liveCtxStore) Take(ctx context.Context, r stores.Request) (ratelimit.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Result{}, fmt.Errorf("liveCtxStore: %w", err)
 	}

@@ -13,12 +13,12 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // NewStore makes a fresh store that reads time from clock.
-type NewStore func(clock ratelimit.Clock) ratelimit.Store
+type NewStore func(clock stores.Clock) stores.Store
 
 // GCRAMatchesXTimeRate replays random timelines through the store's GCRA and
 // through golang.org/x/time/rate's token bucket, which describe the same
@@ -32,11 +32,11 @@ func GCRAMatchesXTimeRate(t *testing.T, newStore NewStore) {
 		// A whole number of nanoseconds per event keeps both sides exact.
 		interval := time.Duration(1+rng.IntN(1000)) * time.Millisecond / time.Duration(1+rng.IntN(8))
 		ratePer := 1 + rng.IntN(50)
-		limit := ratelimit.Limit{Rate: ratePer, Period: interval * time.Duration(ratePer), Burst: 1 + rng.IntN(20)}
+		limit := stores.Limit{Rate: ratePer, Period: interval * time.Duration(ratePer), Burst: 1 + rng.IntN(20)}
 		ref := rate.NewLimiter(rate.Every(interval), limit.Burst)
 		clock := ratelimittest.NewClock(start)
 		store := newStore(clock)
-		req := ratelimit.Request{Key: "k", Limit: limit}
+		req := stores.Request{Key: "k", Limit: limit}
 		for i := 0; i < 200; i++ {
 			// Random gaps from nothing to a few intervals, at nanosecond
 			// resolution so that exact ties (where float rounding in x/time/rate

@@ -11,7 +11,7 @@ import (
 )
 
 // Alg is the engine's counting algorithm. The adapters over the engine map
-// ratelimit.Algorithm onto it value by value, by name, not by number.
+// stores.Algorithm onto it value by value, by name, not by number.
 type Alg uint8
 
 // The algorithms.

@@ -58,3 +58,23 @@ func (p *Prepared) Take(key string, now int64) Result {
 	res.Slot = d.slot(&p.req)
 	return res
 }
+
+// TakeDelayed is Take with a reservation horizon of maxDelay nanoseconds
+// (Request.MaxDelay) in place of p's own: a paced rule's horizon is cut to
+// each request's deadline.
+func (p *Prepared) TakeDelayed(key string, now, maxDelay int64) Result {
+	req := p.req
+	req.MaxDelay = maxDelay
+	s := p.s
+	h := maphash.String(s.seed, key) ^ p.mix
+	if h == 0 {
+		h = 1
+	}
+	if req.Alg != GCRA {
+		return s.takeHashed(&req, h, now)
+	}
+	d := s.gcra[s.index(h)].take(s.perCap, tagged(h, uint64(req.tag)), &req, s.tags, now)
+	res := d.result(now, &req)
+	res.Slot = d.slot(&req)
+	return res
+}

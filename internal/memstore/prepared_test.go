@@ -55,3 +55,32 @@ func TestPrepareRefusesWhatItCannotServe(t *testing.T) {
 		}()
 	}
 }
+
+// TestPreparedTakeDelayedReservesAsTake: a prepared check given a
+// reservation horizon decides exactly as Take of the same request with
+// that MaxDelay, reservations (Delay) included, whatever the horizon of
+// each request.
+func TestPreparedTakeDelayedReservesAsTake(t *testing.T) {
+	l := Limit{Rate: 5, Period: int64(time.Second), Capacity: 2}
+	a, b := New(Config{MaxKeys: 4096}), New(Config{MaxKeys: 4096})
+	p := a.Prepare(Request{Rule: "r", Alg: GCRA, Limit: l, Cost: 1})
+	rng := rand.New(rand.NewPCG(9, 9))
+	now := int64(1_700_000_000) * int64(time.Second)
+	delayed := 0
+	for i := range 20_000 {
+		now += rng.Int64N(int64(time.Second) / 20)
+		key := fmt.Sprint("k", rng.IntN(20))
+		maxDelay := rng.Int64N(int64(time.Second))
+		req := Request{Rule: "r", Key: key, Alg: GCRA, Limit: l, Cost: 1, MaxDelay: maxDelay}
+		got := p.TakeDelayed(key, now, maxDelay)
+		if want := b.Take(&req, now); got != want {
+			t.Fatalf("request %d (%s at %d, horizon %d): got %+v, want %+v", i, key, now, maxDelay, got, want)
+		}
+		if got.Delay > 0 {
+			delayed++
+		}
+	}
+	if delayed == 0 {
+		t.Fatal("no request was reserved: the test says nothing about reservations")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/ratelimit/breaker"
 	ratelimitotel "github.com/sluicehq/ratelimit/metrics/otel"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -230,13 +231,13 @@ type failing struct{}
 
 var errDown = errors.New("connection refused")
 
-func (failing) Take(context.Context, ratelimit.Request) (ratelimit.Result, error) {
+func (failing) Take(context.Context, stores.Request) (ratelimit.Result, error) {
 	return ratelimit.Result{}, errDown
 }
-func (failing) TakeAll(context.Context, []ratelimit.Request, []ratelimit.Result) error {
+func (failing) TakeAll(context.Context, []stores.Request, []ratelimit.Result) error {
 	return errDown
 }
-func (failing) Return(context.Context, ratelimit.Request) error { return errDown }
+func (failing) Return(context.Context, stores.Request) error { return errDown }
 
 func TestBreakerState(t *testing.T) {
 	obs, reader := newObserver(t)
@@ -253,7 +254,7 @@ func TestBreakerState(t *testing.T) {
 		return out
 	}
 	equal(t, "new breaker", state(), map[string]int64{`{name="redis"}`: 0})
-	req := ratelimit.Request{Rule: "r", Key: "k", Limit: ratelimit.PerSecond(1), Cost: 1}
+	req := stores.Request{Rule: "r", Key: "k", Limit: ratelimit.PerSecond(1), Cost: 1}
 	b.Take(context.Background(), req)
 	b.Take(context.Background(), req)
 	equal(t, "after two failures", state(), map[string]int64{`{name="redis"}`: 1})

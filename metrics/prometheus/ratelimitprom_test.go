@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/ratelimit/breaker"
 	ratelimitprom "github.com/sluicehq/ratelimit/metrics/prometheus"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // scrape GETs url and parses the text exposition.
@@ -284,13 +285,13 @@ type failing struct{}
 
 var errDown = errors.New("connection refused")
 
-func (failing) Take(context.Context, ratelimit.Request) (ratelimit.Result, error) {
+func (failing) Take(context.Context, stores.Request) (ratelimit.Result, error) {
 	return ratelimit.Result{}, errDown
 }
-func (failing) TakeAll(context.Context, []ratelimit.Request, []ratelimit.Result) error {
+func (failing) TakeAll(context.Context, []stores.Request, []ratelimit.Result) error {
 	return errDown
 }
-func (failing) Return(context.Context, ratelimit.Request) error { return errDown }
+func (failing) Return(context.Context, stores.Request) error { return errDown }
 
 func TestBreakerState(t *testing.T) {
 	obs := ratelimitprom.New()
@@ -307,7 +308,7 @@ func TestBreakerState(t *testing.T) {
 		t.Fatalf("new breaker: state %v, want 0 (closed)", s)
 	}
 	ctx := context.Background()
-	req := ratelimit.Request{Rule: "r", Key: "k", Limit: ratelimit.PerSecond(1), Cost: 1}
+	req := stores.Request{Rule: "r", Key: "k", Limit: ratelimit.PerSecond(1), Cost: 1}
 	b.Take(ctx, req)
 	b.Take(ctx, req)
 	if s := state(); s != 1 {

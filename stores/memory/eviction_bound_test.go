@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -28,11 +29,11 @@ func TestShardedStoreBelowBoundResetsNoLiveKey(t *testing.T) {
 				s := memory.New(opts...)
 				keys := n * pct / 100
 				for i := range keys {
-					s.TakeAt(now, ratelimit.Request{Key: "k" + strconv.Itoa(i), Limit: lim, Cost: 1})
+					s.TakeAt(now, stores.Request{Key: "k" + strconv.Itoa(i), Limit: lim, Cost: 1})
 				}
 				reset := 0
 				for i := range keys {
-					if res, _ := s.TakeAt(now, ratelimit.Request{Key: "k" + strconv.Itoa(i), Limit: lim, Cost: 0}); res.Allowed {
+					if res, _ := s.TakeAt(now, stores.Request{Key: "k" + strconv.Itoa(i), Limit: lim, Cost: 0}); res.Allowed {
 						reset++
 					}
 				}
@@ -62,12 +63,12 @@ func shardsName(n int) string {
 // do not divide (5,001 over 4) was rounded up per shard.
 func TestEveryTableStaysWithinMaxKeysUnderAFloodOfFreshKeys(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	algs := []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.Concurrency}
+	algs := []stores.Algorithm{stores.GCRA, stores.FixedWindow, stores.SlidingWindow, stores.Concurrency}
 	for _, c := range []struct{ bound, flood int }{{1024, 40 * 1024}, {5001, 12 * 5001}} {
 		bound := c.bound
 		for _, alg := range algs {
 			s := memory.New(memory.WithMaxKeys(bound))
-			req := ratelimit.Request{Limit: ratelimit.PerHour(5), Algorithm: alg, Cost: 1}
+			req := stores.Request{Limit: ratelimit.PerHour(5), Algorithm: alg, Cost: 1}
 			most := 0
 			for i := range c.flood {
 				req.Key = "k" + strconv.Itoa(i)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -17,16 +18,16 @@ func TestEvictionKeepsLimitedKeys(t *testing.T) {
 	const maxKeys = 256
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := memory.New(memory.WithMaxKeys(maxKeys), memory.WithShards(1))
-	victim := ratelimit.Request{Key: "victim", Limit: ratelimit.PerHour(1), Cost: 1}
+	victim := stores.Request{Key: "victim", Limit: ratelimit.PerHour(1), Cost: 1}
 	if res, _ := s.TakeAt(now, victim); !res.Allowed {
 		t.Fatal("first request of the victim denied")
 	}
 	// Live keys that fill half the store for the whole test.
 	for i := 0; i < maxKeys/2; i++ {
-		s.TakeAt(now, ratelimit.Request{Key: "live" + strconv.Itoa(i), Limit: ratelimit.PerHour(10), Cost: 1})
+		s.TakeAt(now, stores.Request{Key: "live" + strconv.Itoa(i), Limit: ratelimit.PerHour(10), Cost: 1})
 	}
 	// 20,000 keys that are full again 10ms after their one request.
-	churn := ratelimit.Request{Limit: ratelimit.PerSecond(100), Cost: 1}
+	churn := stores.Request{Limit: ratelimit.PerSecond(100), Cost: 1}
 	for i := 0; i < 20_000; i++ {
 		if i%50 == 0 {
 			now = now.Add(20 * time.Millisecond)
@@ -44,7 +45,7 @@ func TestEvictionKeepsLimitedKeys(t *testing.T) {
 		t.Fatal("the limited key was evicted and reset while expired keys could make room")
 	}
 	for i := 0; i < maxKeys/2; i++ {
-		live := ratelimit.Request{Key: "live" + strconv.Itoa(i), Limit: ratelimit.PerHour(10)}
+		live := stores.Request{Key: "live" + strconv.Itoa(i), Limit: ratelimit.PerHour(10)}
 		if res, _ := s.TakeAt(now, live); res.Remaining != 9 {
 			t.Fatalf("live key %d lost its state: remaining %d, want 9", i, res.Remaining)
 		}
@@ -58,10 +59,10 @@ func TestEvictionWhenFullOfLiveKeys(t *testing.T) {
 	const maxKeys = 64
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := memory.New(memory.WithMaxKeys(maxKeys), memory.WithShards(1))
-	long := ratelimit.Request{Key: "long", Limit: ratelimit.PerDay(1), Cost: 1}
+	long := stores.Request{Key: "long", Limit: ratelimit.PerDay(1), Cost: 1}
 	s.TakeAt(now, long)
 	for i := 0; i < 10*maxKeys; i++ {
-		s.TakeAt(now, ratelimit.Request{Key: "k" + strconv.Itoa(i), Limit: ratelimit.PerMinute(1), Cost: 1})
+		s.TakeAt(now, stores.Request{Key: "k" + strconv.Itoa(i), Limit: ratelimit.PerMinute(1), Cost: 1})
 		if n := s.Len(); n > maxKeys {
 			t.Fatalf("store holds %d keys, bound is %d", n, maxKeys)
 		}
@@ -81,7 +82,7 @@ func TestFullStoreOfLiveKeysStillAdmitsNewKeys(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := memory.New(memory.WithMaxKeys(maxKeys), memory.WithShards(1))
 	for i := 0; i < 10*maxKeys; i++ {
-		req := ratelimit.Request{Key: "flood" + strconv.Itoa(i), Limit: ratelimit.PerDay(1), Cost: 1}
+		req := stores.Request{Key: "flood" + strconv.Itoa(i), Limit: ratelimit.PerDay(1), Cost: 1}
 		if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
 			t.Fatalf("key %d, new to a full store: %+v, %v; want admitted", i, res, err)
 		}

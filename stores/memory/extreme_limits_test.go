@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -16,7 +16,7 @@ func TestExtremeLimitsGiveBoundedResults(t *testing.T) {
 	const maxC = 1<<31 - 1
 	const far = time.Duration(1 << 62)
 	fifty := 50 * 365 * 24 * time.Hour
-	limits := []ratelimit.Limit{
+	limits := []stores.Limit{
 		{Rate: maxC, Period: fifty, Burst: maxC},
 		{Rate: maxC, Period: fifty},
 		{Rate: 1, Period: fifty, Burst: 2},
@@ -29,15 +29,15 @@ func TestExtremeLimitsGiveBoundedResults(t *testing.T) {
 		if err := lim.Validate(); err != nil {
 			t.Fatalf("%v rejected: %v", lim, err)
 		}
-		for alg := ratelimit.GCRA; alg <= ratelimit.Concurrency; alg++ {
+		for alg := stores.GCRA; alg <= stores.Concurrency; alg++ {
 			l := lim
-			if alg != ratelimit.GCRA {
+			if alg != stores.GCRA {
 				l.Burst = 0
 			}
 			s := memory.New()
 			for i, c := range []int{l.Capacity(), 1, l.Capacity(), 0, 1} {
 				at := now.Add(offsets[i])
-				res, err := s.TakeAt(at, ratelimit.Request{Key: "k", Limit: l, Algorithm: alg, Cost: c})
+				res, err := s.TakeAt(at, stores.Request{Key: "k", Limit: l, Algorithm: alg, Cost: c})
 				if err != nil {
 					t.Fatalf("%v %v cost %d: %v", l, alg, c, err)
 				}
@@ -45,7 +45,7 @@ func TestExtremeLimitsGiveBoundedResults(t *testing.T) {
 					res.RetryAfter > far || res.ResetAfter > far {
 					t.Errorf("%v %v cost %d: out of range: %+v", l, alg, c, res)
 				}
-				if err := s.ReturnAt(at, ratelimit.Request{Key: "k", Limit: l, Algorithm: alg, Cost: 1}); err != nil {
+				if err := s.ReturnAt(at, stores.Request{Key: "k", Limit: l, Algorithm: alg, Cost: 1}); err != nil {
 					t.Fatalf("%v %v: ReturnAt: %v", l, alg, err)
 				}
 			}

@@ -1,16 +1,18 @@
 // Package memory is the in-process Store: sharded, bounded, O(1) and free of
 // allocations per check (a Concurrency key allocates its queue of slots when
-// it is first taken and when the queue grows). It is what ratelimit.New uses when no store is given;
-// create one yourself to share it between middleware, to bound its size, or
-// to inject a clock in tests.
+// it is first taken and when the queue grows). It is what ratelimit.New uses
+// when no store is given; create one yourself to share it between
+// middleware, to bound its size, or to inject a clock in tests. A Limiter
+// runs the rules it keeps here on the same direct path as the default
+// store's, so a store of your own costs nothing more per request.
 package memory
 
 import (
 	"context"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/internal/memstore"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // Store keeps rate-limit state in process memory.
@@ -47,17 +49,17 @@ import (
 // twins take an explicit time for deterministic tests.
 type Store struct {
 	engine *memstore.Store
-	clock  ratelimit.Clock
+	clock  stores.Clock
 }
 
-var _ ratelimit.Store = (*Store)(nil)
+var _ stores.Store = (*Store)(nil)
 
 // Option configures a Store.
 type Option func(*config)
 
 type config struct {
 	engine memstore.Config
-	clock  ratelimit.Clock
+	clock  stores.Clock
 }
 
 // WithMaxKeys bounds the number of keys kept per table. The default is
@@ -85,8 +87,8 @@ func WithShards(n int) Option {
 }
 
 // WithClock sets the clock Take, TakeAll and Return read; the default is
-// ratelimit.SystemClock(). Tests pass a ratelimittest.Clock.
-func WithClock(clock ratelimit.Clock) Option {
+// stores.SystemClock(). Tests pass a ratelimittest.Clock.
+func WithClock(clock stores.Clock) Option {
 	if clock == nil {
 		panic("memory: WithClock needs a clock")
 	}
@@ -95,7 +97,7 @@ func WithClock(clock ratelimit.Clock) Option {
 
 // New returns an empty Store.
 func New(opts ...Option) *Store {
-	c := config{clock: ratelimit.SystemClock()}
+	c := config{clock: stores.SystemClock()}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -104,38 +106,38 @@ func New(opts ...Option) *Store {
 
 // Take checks req at the store clock's current time and, if it is allowed,
 // consumes its cost. The error is non-nil only for an invalid request.
-func (s *Store) Take(_ context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+func (s *Store) Take(_ context.Context, req stores.Request) (stores.Result, error) {
 	return s.TakeAt(s.clock.Now(), req)
 }
 
 // TakeAt is Take at an explicit time.
-func (s *Store) TakeAt(now time.Time, req ratelimit.Request) (ratelimit.Result, error) {
-	m, err := engineRequest(&req)
+func (s *Store) TakeAt(now time.Time, req stores.Request) (stores.Result, error) {
+	m, err := memstore.Convert(&req)
 	if err != nil {
-		return ratelimit.Result{}, err
+		return stores.Result{}, err
 	}
-	return fromEngine(&req, s.engine.Take(&m, now.UnixNano())), nil
+	return memstore.Back(&req, s.engine.Take(&m, now.UnixNano())), nil
 }
 
 // TakeAll checks all requests and consumes them only if every one is
 // allowed. It accepts at most 64 requests.
-func (s *Store) TakeAll(_ context.Context, reqs []ratelimit.Request, results []ratelimit.Result) error {
+func (s *Store) TakeAll(_ context.Context, reqs []stores.Request, results []stores.Result) error {
 	return s.TakeAllAt(s.clock.Now(), reqs, results)
 }
 
 // TakeAllAt is TakeAll at an explicit time.
-func (s *Store) TakeAllAt(now time.Time, reqs []ratelimit.Request, results []ratelimit.Result) error {
-	return memstore.TakeBatch(s.engine, now.UnixNano(), reqs, results, ratelimit.ErrInvalidRequest, engineRequest, fromEngine)
+func (s *Store) TakeAllAt(now time.Time, reqs []stores.Request, results []stores.Result) error {
+	return memstore.TakeBatch(s.engine, now.UnixNano(), reqs, results, stores.ErrInvalidRequest, memstore.Convert, memstore.Back)
 }
 
 // Return gives back req.Cost units of req.Key.
-func (s *Store) Return(_ context.Context, req ratelimit.Request) error {
+func (s *Store) Return(_ context.Context, req stores.Request) error {
 	return s.ReturnAt(s.clock.Now(), req)
 }
 
 // ReturnAt is Return at an explicit time.
-func (s *Store) ReturnAt(now time.Time, req ratelimit.Request) error {
-	m, err := engineRequest(&req)
+func (s *Store) ReturnAt(now time.Time, req stores.Request) error {
+	m, err := memstore.Convert(&req)
 	if err == nil {
 		s.engine.Return(&m, now.UnixNano())
 	}
@@ -149,4 +151,4 @@ func (s *Store) Len() int { return s.engine.Len() }
 // checks its rules before those on networked stores.
 func (s *Store) Local() bool { return true }
 
-var _ ratelimit.LocalStore = (*Store)(nil)
+var _ stores.LocalStore = (*Store)(nil)

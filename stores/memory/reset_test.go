@@ -5,17 +5,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
 func TestResetForgetsOneKeyOfOneRuleAndAlgorithm(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
-	l := ratelimit.Limit{Rate: 2, Period: time.Hour}
-	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.Concurrency, ratelimit.SlidingLog} {
-		take := func(rule, key string, cost int) ratelimit.Result {
-			res, err := s.Take(ctx, ratelimit.Request{Rule: rule, Key: key, Limit: l, Algorithm: alg, Cost: cost})
+	l := stores.Limit{Rate: 2, Period: time.Hour}
+	for _, alg := range []stores.Algorithm{stores.GCRA, stores.SlidingWindow, stores.FixedWindow, stores.Concurrency, stores.SlidingLog} {
+		take := func(rule, key string, cost int) stores.Result {
+			res, err := s.Take(ctx, stores.Request{Rule: rule, Key: key, Limit: l, Algorithm: alg, Cost: cost})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -33,7 +33,7 @@ func TestResetForgetsOneKeyOfOneRuleAndAlgorithm(t *testing.T) {
 		if take("b", "k", 0).Remaining != 0 || take("a", "j", 0).Remaining != 0 {
 			t.Errorf("%v: reset touched another rule or key", alg)
 		}
-		if err := s.Reset(ctx, "a", "k", ratelimit.Algorithm(9)); err == nil {
+		if err := s.Reset(ctx, "a", "k", stores.Algorithm(9)); err == nil {
 			t.Errorf("unknown algorithm accepted")
 		}
 	}

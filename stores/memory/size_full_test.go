@@ -5,7 +5,7 @@ package memory_test
 import (
 	"testing"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // TestMemoryAtFullBound fills each table to the default bound of 1,048,576
@@ -17,9 +17,9 @@ func TestMemoryAtFullBound(t *testing.T) {
 		t.Skip("allocates 2 million keys")
 	}
 	for _, c := range []struct {
-		alg    ratelimit.Algorithm
+		alg    stores.Algorithm
 		budget float64
-	}{{ratelimit.GCRA, 24}, {ratelimit.FixedWindow, 36}} {
+	}{{stores.GCRA, 24}, {stores.FixedWindow, 36}} {
 		perKey, n := heapPerKey(1<<20+1<<16, c.alg)
 		t.Logf("%v: %.1f bytes per key with %d keys tracked (%.1f MiB)", c.alg, perKey, n, perKey*float64(n)/(1<<20))
 		if n < 1<<20*99/100 {

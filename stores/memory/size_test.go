@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
 // heapPerKey fills a fresh store (default bound and shards) with n keys of
 // alg and returns the live heap it grew by per tracked key, and how many
 // keys it tracks (fewer than n at the bound: it evicts).
-func heapPerKey(n int, alg ratelimit.Algorithm) (float64, int) {
+func heapPerKey(n int, alg stores.Algorithm) (float64, int) {
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("k%d", i)
@@ -23,7 +24,7 @@ func heapPerKey(n int, alg ratelimit.Algorithm) (float64, int) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	s := memory.New()
-	req := ratelimit.Request{Limit: ratelimit.PerMinute(100), Algorithm: alg, Cost: 1}
+	req := stores.Request{Limit: ratelimit.PerMinute(100), Algorithm: alg, Cost: 1}
 	for _, k := range keys {
 		req.Key = k
 		if _, err := s.TakeAt(now, req); err != nil {
@@ -45,12 +46,12 @@ func TestMemoryPerKey(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates 200,000 keys")
 	}
-	perKey, _ := heapPerKey(200_000, ratelimit.GCRA)
+	perKey, _ := heapPerKey(200_000, stores.GCRA)
 	t.Logf("GCRA: %.1f bytes per tracked key at 200,000 keys", perKey)
 	if perKey > 32 {
 		t.Errorf("GCRA keys cost %.1f bytes each, want at most 32", perKey)
 	}
-	perKey, _ = heapPerKey(200_000, ratelimit.SlidingWindow)
+	perKey, _ = heapPerKey(200_000, stores.SlidingWindow)
 	t.Logf("window algorithms: %.1f bytes per tracked key at 200,000 keys", perKey)
 	if perKey > 48 { // docs/exact-limits.md reports 39
 		t.Errorf("window keys cost %.1f bytes each, want at most 48", perKey)

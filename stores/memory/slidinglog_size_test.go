@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -30,7 +31,7 @@ func TestSlidingLogKeyCostsNoMoreThanItIsCountedFor(t *testing.T) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		s := memory.New(memory.WithShards(1)) // one shard: keys never crowd one and evict
-		req := ratelimit.Request{Limit: ratelimit.PerHour(c.rate), Algorithm: ratelimit.SlidingLog, Cost: c.rate}
+		req := stores.Request{Limit: ratelimit.PerHour(c.rate), Algorithm: ratelimit.SlidingLog, Cost: c.rate}
 		for _, k := range keys {
 			req.Key = k
 			if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {

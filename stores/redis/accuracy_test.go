@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -28,8 +29,8 @@ func TestAccuracyFourInstances(t *testing.T) {
 	requireShared(t)
 	cases := []struct {
 		name  string
-		alg   ratelimit.Algorithm
-		limit ratelimit.Limit
+		alg   stores.Algorithm
+		limit stores.Limit
 		step  time.Duration
 		lease bool
 	}{
@@ -45,15 +46,15 @@ func TestAccuracyFourInstances(t *testing.T) {
 			ctx := context.Background()
 			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			prefix := uniquePrefix(t)
-			stores := make([]*Store, instances)
-			for i := range stores {
+			peers := make([]*Store, instances)
+			for i := range peers {
 				client := redis.NewClient(&redis.Options{Addr: sharedServer.Addr})
 				t.Cleanup(func() { client.Close() })
 				opts := []Option{WithClock(clock), WithPrefix(prefix)}
 				if c.lease {
 					opts = append(opts, WithLease(0.005, time.Second))
 				}
-				stores[i] = newStore(client, opts...)
+				peers[i] = newStore(client, opts...)
 			}
 			ref := memory.New(memory.WithClock(clock))
 			req := withAlg(gcraReq("hot", c.limit, 1), c.alg)
@@ -68,7 +69,7 @@ func TestAccuracyFourInstances(t *testing.T) {
 				}
 				var n atomic.Int64
 				var wg sync.WaitGroup
-				for _, s := range stores {
+				for _, s := range peers {
 					for range workers {
 						wg.Go(func() {
 							for range each {
@@ -103,7 +104,7 @@ func TestAccuracyFourInstances(t *testing.T) {
 				wantTotal += want[r]
 			}
 			var st Stats
-			for _, s := range stores {
+			for _, s := range peers {
 				x := s.Stats()
 				st.RoundTrips += x.RoundTrips
 				st.Sent += x.Sent

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // Coalescing. Each Take and Return becomes an op. Up to maxInFlight script
@@ -41,7 +41,7 @@ const (
 type op struct {
 	ctx  context.Context
 	key  string // state key
-	req  ratelimit.Request
+	req  stores.Request
 	kind opKind
 	n    int // opLease: the most units to take in all
 	now  instant

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // Benchmarks: Take on one hot key and over 10,000 keys (allow path) and on
@@ -166,7 +167,7 @@ func BenchmarkTake(b *testing.B) {
 				client, counter := benchClient(b)
 				s := newStore(client, append([]Option{WithPrefix(uniquePrefix(b))}, v.opts...)...)
 				runParallel(b, counter, func(ctx context.Context, key string) error {
-					_, err := s.Take(ctx, ratelimit.Request{Rule: "bench", Key: key, Limit: limit, Cost: 1})
+					_, err := s.Take(ctx, stores.Request{Rule: "bench", Key: key, Limit: limit, Cost: 1})
 					return err
 				}, w.keys)
 			})
@@ -180,7 +181,7 @@ func BenchmarkTakeDenied(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			client, counter := benchClient(b)
 			s := newStore(client, append([]Option{WithPrefix(uniquePrefix(b))}, v.opts...)...)
-			req := ratelimit.Request{Rule: "bench", Key: "hot", Limit: ratelimit.PerHour(1), Cost: 1}
+			req := stores.Request{Rule: "bench", Key: "hot", Limit: ratelimit.PerHour(1), Cost: 1}
 			if _, err := s.Take(context.Background(), req); err != nil {
 				b.Fatal(err)
 			}

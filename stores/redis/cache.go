@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // The denied cache remembers keys that Redis denied with nothing left, and
@@ -36,7 +36,7 @@ import (
 
 type cacheKey struct {
 	rule, key string
-	alg       ratelimit.Algorithm
+	alg       stores.Algorithm
 }
 
 func (k *cacheKey) hash() uint64 {
@@ -49,8 +49,8 @@ type deniedEntry struct {
 	interval  int64 // GCRA: the refill interval in µs
 	retry     int64 // µs, at time at
 	reset     int64
-	limit     ratelimit.Limit
-	window    ratelimit.Window
+	limit     stores.Limit
+	window    stores.Window
 }
 
 const cacheShards = 64
@@ -73,7 +73,7 @@ func newDeniedCache(size int) *deniedCache {
 }
 
 // get returns the cached denial of req at time now (µs), if there is one.
-func (c *deniedCache) get(req *ratelimit.Request, now int64) (ratelimit.Result, bool) {
+func (c *deniedCache) get(req *stores.Request, now int64) (stores.Result, bool) {
 	k := cacheKey{req.Rule, req.Key, req.Algorithm}
 	sh := &c.shards[k.hash()%cacheShards]
 	sh.mu.Lock()
@@ -84,19 +84,19 @@ func (c *deniedCache) get(req *ratelimit.Request, now int64) (ratelimit.Result, 
 	}
 	sh.mu.Unlock()
 	if !ok || now < e.at || e.limit != req.Limit || e.window != req.Window {
-		return ratelimit.Result{}, false
+		return stores.Result{}, false
 	}
 	el := now - e.at
 	retry := e.retry - el
 	switch req.Algorithm {
-	case ratelimit.GCRA:
+	case stores.GCRA:
 		retry += int64(req.Cost-e.cost) * e.interval
-	case ratelimit.SlidingWindow, ratelimit.SlidingLog:
+	case stores.SlidingWindow, stores.SlidingLog:
 		if req.Cost != e.cost {
-			return ratelimit.Result{}, false
+			return stores.Result{}, false
 		}
 	}
-	return ratelimit.Result{
+	return stores.Result{
 		Limit:      req.Limit,
 		RetryAfter: time.Duration(retry) * time.Microsecond,
 		ResetAfter: time.Duration(max(0, e.reset-el)) * time.Microsecond,
@@ -106,7 +106,7 @@ func (c *deniedCache) get(req *ratelimit.Request, now int64) (ratelimit.Result, 
 // observe records Redis's answer res to req, whose request was sent at
 // sent (µs): a denial with nothing left is remembered, any other answer
 // forgets the key.
-func (c *deniedCache) observe(req *ratelimit.Request, res *ratelimit.Result, sent int64) {
+func (c *deniedCache) observe(req *stores.Request, res *stores.Result, sent int64) {
 	k := cacheKey{req.Rule, req.Key, req.Algorithm}
 	sh := &c.shards[k.hash()%cacheShards]
 	if res.Allowed || res.Remaining != 0 || req.Cost < 1 || res.RetryAfter >= markerWait {
@@ -123,10 +123,10 @@ func (c *deniedCache) observe(req *ratelimit.Request, res *ratelimit.Result, sen
 	}
 	wait := e.retry // until one unit is back
 	switch req.Algorithm {
-	case ratelimit.GCRA:
+	case stores.GCRA:
 		e.interval = gcraInterval(req.Limit)
 		wait -= int64(req.Cost-1) * e.interval
-	case ratelimit.SlidingWindow, ratelimit.SlidingLog:
+	case stores.SlidingWindow, stores.SlidingLog:
 		if req.Cost != 1 {
 			return
 		}
@@ -144,7 +144,7 @@ func (c *deniedCache) observe(req *ratelimit.Request, res *ratelimit.Result, sen
 }
 
 // forget drops req's key, after a Return.
-func (c *deniedCache) forget(req *ratelimit.Request) {
+func (c *deniedCache) forget(req *stores.Request) {
 	k := cacheKey{req.Rule, req.Key, req.Algorithm}
 	sh := &c.shards[k.hash()%cacheShards]
 	sh.mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // TestRetriedCallAppliesOnce: go-redis with MaxRetries resends EVALSHA when
@@ -27,12 +28,12 @@ func TestRetriedCallAppliesOnce(t *testing.T) {
 	requireShared(t)
 	cases := []struct {
 		name string
-		req  ratelimit.Request
-		call func(s *Store, req ratelimit.Request) error
+		req  stores.Request
+		call func(s *Store, req stores.Request) error
 		want int // units in use afterwards: each case starts from 3 taken
 	}{
 		{"take/gcra", gcraReq("g", ratelimit.PerHour(10), 1), take, 4},
-		{"take/fixed", withAlg(gcraReq("f", ratelimit.PerHour(10), 1), ratelimit.FixedWindow), take, 4},
+		{"take/fixed", withAlg(gcraReq("f", ratelimit.PerHour(10), 1), stores.FixedWindow), take, 4},
 		{"take/concurrency", slotReq("c", 10, time.Hour, 1), take, 4},
 		{"takeall/gcra", gcraReq("a", ratelimit.PerHour(10), 1), takeAll, 4},
 		{"return/gcra", gcraReq("r", ratelimit.PerHour(10), 1), giveBack, 2},
@@ -74,7 +75,7 @@ func TestRetriedCallAppliesOnce(t *testing.T) {
 	}
 }
 
-func take(s *Store, req ratelimit.Request) error {
+func take(s *Store, req stores.Request) error {
 	res, err := s.Take(context.Background(), req)
 	if err == nil && !res.Allowed {
 		err = fmt.Errorf("denied: %+v", res)
@@ -82,16 +83,16 @@ func take(s *Store, req ratelimit.Request) error {
 	return err
 }
 
-func takeAll(s *Store, req ratelimit.Request) error {
-	out := make([]ratelimit.Result, 1)
-	err := s.TakeAll(context.Background(), []ratelimit.Request{req}, out)
+func takeAll(s *Store, req stores.Request) error {
+	out := make([]stores.Result, 1)
+	err := s.TakeAll(context.Background(), []stores.Request{req}, out)
 	if err == nil && !out[0].Allowed {
 		err = fmt.Errorf("denied: %+v", out[0])
 	}
 	return err
 }
 
-func giveBack(s *Store, req ratelimit.Request) error {
+func giveBack(s *Store, req stores.Request) error {
 	return s.Return(context.Background(), req)
 }
 
@@ -114,7 +115,7 @@ func TestBudgetWithoutContextTimeoutEnabled(t *testing.T) {
 			for name, call := range map[string]func() error{
 				"Take": func() error { _, err := s.Take(context.Background(), req); return err },
 				"TakeAll": func() error {
-					return s.TakeAll(context.Background(), []ratelimit.Request{req}, make([]ratelimit.Result, 1))
+					return s.TakeAll(context.Background(), []stores.Request{req}, make([]stores.Result, 1))
 				},
 				"Return": func() error { return s.Return(context.Background(), req) },
 			} {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // routing says which keys one script call may touch together.
@@ -78,7 +78,7 @@ const compensationTimeout = time.Second
 // script per group, in parallel, each all-or-nothing and replying with the
 // peeks of its state before the call. If any group denies or fails, the
 // groups that consumed get their cost back.
-func (s *Store) takeAllGroups(ctx context.Context, now instant, groups [][]int, keys []string, reqs []ratelimit.Request, results []ratelimit.Result) error {
+func (s *Store) takeAllGroups(ctx context.Context, now instant, groups [][]int, keys []string, reqs []stores.Request, results []stores.Result) error {
 	type outcome struct {
 		vals     []int64
 		err      error
@@ -125,7 +125,7 @@ func (s *Store) takeAllGroups(ctx context.Context, now instant, groups [][]int, 
 	}
 
 	// A Concurrency request gives back exactly the slots it took.
-	back := make([]ratelimit.Request, len(reqs))
+	back := make([]stores.Request, len(reqs))
 	for g, idx := range groups {
 		for j, i := range idx {
 			back[i] = reqs[i]
@@ -155,7 +155,7 @@ func (s *Store) takeAllGroups(ctx context.Context, now instant, groups [][]int, 
 // compensate returns the cost of every group for which consumed is true,
 // in parallel. Failures are dropped: the units then stay consumed until
 // they refill, an over-count.
-func (s *Store) compensate(ctx context.Context, now instant, groups [][]int, keys []string, reqs []ratelimit.Request, consumed func(int) bool) {
+func (s *Store) compensate(ctx context.Context, now instant, groups [][]int, keys []string, reqs []stores.Request, consumed func(int) bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), compensationTimeout)
 	defer cancel()
 	var wg sync.WaitGroup

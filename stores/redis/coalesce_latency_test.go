@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // Coalescing must never add latency compared with no coalescing: a check
@@ -168,7 +169,7 @@ func BenchmarkCoalescingLatency(b *testing.B) {
 				}
 				s := newStore(client, opts...)
 				lat := measureLatency(b, callers, func(ctx context.Context, i int) error {
-					req := ratelimit.Request{Rule: "bench", Key: benchKeys[i%len(benchKeys)], Limit: limit, Cost: 1}
+					req := stores.Request{Rule: "bench", Key: benchKeys[i%len(benchKeys)], Limit: limit, Cost: 1}
 					_, err := s.Take(ctx, req)
 					return err
 				})

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -141,7 +142,7 @@ func TestCoalescing(t *testing.T) {
 // slots never exceed the limit.
 func TestCoalescedReturns(t *testing.T) {
 	s := newStore(standaloneClient(t), WithPrefix(uniquePrefix(t)))
-	cc := withAlg(gcraReq("slots", ratelimit.Limit{Rate: 4, Period: time.Minute}, 1), ratelimit.Concurrency)
+	cc := withAlg(gcraReq("slots", stores.Limit{Rate: 4, Period: time.Minute}, 1), stores.Concurrency)
 	var mu sync.Mutex
 	inflight, peak, acquired := 0, 0, 0
 	var wg sync.WaitGroup
@@ -224,7 +225,7 @@ func TestCoalescedWrongType(t *testing.T) {
 }
 
 // mustTakeErr is mustTake from a goroutine other than the test's.
-func mustTakeErr(t *testing.T, s *Store, req ratelimit.Request) {
+func mustTakeErr(t *testing.T, s *Store, req stores.Request) {
 	if _, err := s.Take(context.Background(), req); err != nil {
 		t.Error(err)
 	}
@@ -271,7 +272,7 @@ func TestCoalescingDeadlines(t *testing.T) {
 			start := time.Now()
 			res, err := s.Take(ctx, gcraReq("k", ratelimit.PerSecond(10), 1))
 			d := time.Since(start)
-			if err == nil || res != (ratelimit.Result{}) {
+			if err == nil || res != (stores.Result{}) {
 				t.Errorf("Take on a silent server = %+v, %v", res, err)
 			}
 			if d > budget+time.Second { // a generous margin for a loaded machine; go-redis alone waits 3s
@@ -296,7 +297,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		wg.Go(func() {
 			for j := range 20 {
 				req := gcraReq("k"+string(rune('a'+(i+j)%7)), ratelimit.PerMinute(50), 1)
-				req.Algorithm = ratelimit.Algorithm(j % 3)
+				req.Algorithm = stores.Algorithm(j % 3)
 				if _, err := s.Take(context.Background(), req); err != nil {
 					t.Error(err)
 				}
@@ -314,15 +315,15 @@ func TestNoGoroutineLeak(t *testing.T) {
 func TestDeniedCache(t *testing.T) {
 	ctx := context.Background()
 	client := standaloneClient(t)
-	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+	for _, alg := range []stores.Algorithm{stores.GCRA, stores.SlidingWindow, stores.FixedWindow} {
 		t.Run(alg.String(), func(t *testing.T) {
 			clock := ratelimittest.NewClock(ratelimittest.Epoch())
 			mem := memory.New(memory.WithClock(clock))
 			prefix := uniquePrefix(t)
 			s := newStore(client, WithClock(clock), WithPrefix(prefix))
 			other := newStore(client, WithClock(clock), WithPrefix(prefix)) // another instance
-			req := withAlg(gcraReq("k", ratelimit.Limit{Rate: 3, Period: time.Minute}, 3), alg)
-			check := func(what string, cost int, wantHit bool) ratelimit.Result {
+			req := withAlg(gcraReq("k", stores.Limit{Rate: 3, Period: time.Minute}, 3), alg)
+			check := func(what string, cost int, wantHit bool) stores.Result {
 				t.Helper()
 				r := req
 				r.Cost = cost
@@ -348,7 +349,7 @@ func TestDeniedCache(t *testing.T) {
 			check("first denial", 1, false)
 			clock.Advance(time.Second)
 			check("cached denial", 1, true)
-			check("cached denial, cost 2", 2, alg != ratelimit.SlidingWindow)
+			check("cached denial, cost 2", 2, alg != stores.SlidingWindow)
 			check("peek", 0, false)
 			// Another instance's refund is not seen: this one still denies
 			// (the documented inexactness), until a Return of its own.
@@ -402,7 +403,7 @@ func TestLease(t *testing.T) {
 	if st := s.Stats(); st.RoundTrips != 3 {
 		t.Fatalf("cost 15: %+v, want a third round trip", st)
 	}
-	other := withAlg(gcraReq("w", ratelimit.PerMinute(100), 1), ratelimit.FixedWindow)
+	other := withAlg(gcraReq("w", ratelimit.PerMinute(100), 1), stores.FixedWindow)
 	mustTake(t, s, other)
 	mustTake(t, s, other)
 	if st := s.Stats(); st.RoundTrips != 5 {

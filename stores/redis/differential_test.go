@@ -9,12 +9,13 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
 // entry is one (rule, key, algorithm) of a differential run, with a fixed limit.
 type entry struct {
-	req ratelimit.Request
+	req stores.Request
 	// exact: every division the algorithm makes is exact in microseconds,
 	// so Results equal the memory store's to the nanosecond. Otherwise a
 	// sliding window's RetryAfter is the memory store's rounded up to the µs.
@@ -39,20 +40,20 @@ func randomEntry(rng *rand.Rand, i int) entry {
 	case ratelimit.GCRA:
 		rate := 1 + rng.IntN(20)
 		interval := time.Duration(1+rng.IntN(300_000)) * time.Microsecond // whole µs
-		e.req.Limit = ratelimit.Limit{Rate: rate, Period: time.Duration(rate) * interval}
+		e.req.Limit = stores.Limit{Rate: rate, Period: time.Duration(rate) * interval}
 		if rng.IntN(2) == 0 {
 			e.req.Limit.Burst = 1 + rng.IntN(2*rate+5)
 		}
-	case ratelimit.SlidingWindow:
+	case stores.SlidingWindow:
 		if rng.IntN(3) > 0 {
 			// 27,720 = lcm(1..12): every count divides the period.
-			e.req.Limit = ratelimit.Limit{Rate: 1 + rng.IntN(12), Period: time.Duration(1+rng.IntN(40)) * 27720 * time.Microsecond}
+			e.req.Limit = stores.Limit{Rate: 1 + rng.IntN(12), Period: time.Duration(1+rng.IntN(40)) * 27720 * time.Microsecond}
 		} else {
 			e.exact = false
-			e.req.Limit = ratelimit.Limit{Rate: 1 + rng.IntN(1000), Period: time.Duration(1+rng.IntN(5000)) * ms}
+			e.req.Limit = stores.Limit{Rate: 1 + rng.IntN(1000), Period: time.Duration(1+rng.IntN(5000)) * ms}
 		}
-	case ratelimit.FixedWindow:
-		e.req.Limit = ratelimit.Limit{Rate: 1 + rng.IntN(20), Period: time.Duration(1+rng.IntN(3000)) * ms}
+	case stores.FixedWindow:
+		e.req.Limit = stores.Limit{Rate: 1 + rng.IntN(20), Period: time.Duration(1+rng.IntN(3000)) * ms}
 		if rng.IntN(3) == 0 {
 			e.explicit = true
 			e.offset = time.Duration(rng.IntN(int(e.req.Limit.Period/ms))) * ms
@@ -66,14 +67,14 @@ func randomEntry(rng *rand.Rand, i int) entry {
 }
 
 // at returns the entry's request with cost at time now.
-func (e *entry) at(now time.Time, cost int) ratelimit.Request {
+func (e *entry) at(now time.Time, cost int) stores.Request {
 	r := e.req
 	r.Cost = cost
 	if e.explicit {
 		p := int64(r.Limit.Period)
 		rel := now.UnixNano() - int64(e.offset)
 		start := rel - ((rel%p)+p)%p + int64(e.offset)
-		r.Window = ratelimit.Window{Start: start, End: start + p}
+		r.Window = stores.Window{Start: start, End: start + p}
 	}
 	return r
 }
@@ -86,12 +87,12 @@ func (e *entry) at(now time.Time, cost int) ratelimit.Request {
 // with its cost and tokens (holes when later reservations wait). It
 // returns the request for the memory store and for this one, which differ
 // in Slot.
-func (e *entry) shape(rng *rand.Rand, req ratelimit.Request, take bool) (mreq, rreq ratelimit.Request) {
+func (e *entry) shape(rng *rand.Rand, req stores.Request, take bool) (mreq, rreq stores.Request) {
 	alg := req.Algorithm
-	if take && alg == ratelimit.GCRA && rng.IntN(3) == 0 {
+	if take && alg == stores.GCRA && rng.IntN(3) == 0 {
 		req.MaxDelay = time.Duration(rng.Int64N(2*int64(req.Limit.Period)/1e6+1)) * time.Millisecond
 	}
-	if take && alg != ratelimit.Concurrency && rng.IntN(6) == 0 {
+	if take && alg != stores.Concurrency && rng.IntN(6) == 0 {
 		req.Force, req.Cost = true, rng.IntN(2*req.Limit.Capacity()+2)
 	}
 	mreq, rreq = req, req
@@ -99,7 +100,7 @@ func (e *entry) shape(rng *rand.Rand, req ratelimit.Request, take bool) (mreq, r
 	if window && (req.Force || !take) && e.memSlot != 0 && rng.IntN(2) == 0 {
 		mreq.Slot, rreq.Slot = e.memSlot, e.redisSlot
 	}
-	if alg == ratelimit.GCRA && !take && len(e.held) > 0 && rng.IntN(3) > 0 {
+	if alg == stores.GCRA && !take && len(e.held) > 0 && rng.IntN(3) > 0 {
 		i := rng.IntN(len(e.held))
 		h := e.held[i]
 		e.held = append(e.held[:i], e.held[i+1:]...)
@@ -112,10 +113,10 @@ func (e *entry) shape(rng *rand.Rand, req ratelimit.Request, take bool) (mreq, r
 // keepSlot remembers the Slots of an allowed window take, and the takes
 // of cost GCRA units (reservations, forced or plain; at most the capacity,
 // as a Return) with their tokens.
-func (e *entry) keepSlot(cost int, got, want ratelimit.Result) {
+func (e *entry) keepSlot(cost int, got, want stores.Result) {
 	switch {
 	case want.Slot == 0:
-	case e.req.Algorithm == ratelimit.GCRA:
+	case e.req.Algorithm == stores.GCRA:
 		if cost > e.req.Limit.Capacity() { // a settlement beyond a Return's bound
 			return
 		}
@@ -123,7 +124,7 @@ func (e *entry) keepSlot(cost int, got, want ratelimit.Result) {
 			e.held = e.held[1:]
 		}
 		e.held = append(e.held, heldTake{cost, want.Slot, got.Slot})
-	case e.req.Algorithm != ratelimit.Concurrency:
+	case e.req.Algorithm != stores.Concurrency:
 		e.memSlot, e.redisSlot = want.Slot, got.Slot
 	}
 }
@@ -147,7 +148,7 @@ func ceilMicro(d time.Duration) time.Duration {
 // window's is its end and a GCRA take's the key's time after it, in µs
 // here and in ns in the memory store. An allowed sliding-window take that
 // was not forced reports its NextAfter, in µs.
-func sameResult(e *entry, forced bool, got, want ratelimit.Result) bool {
+func sameResult(e *entry, forced bool, got, want stores.Result) bool {
 	if !e.exact {
 		want.RetryAfter = ceilMicro(want.RetryAfter)
 	}
@@ -165,7 +166,7 @@ func sameResult(e *entry, forced bool, got, want ratelimit.Result) bool {
 
 // sameSlot reports whether this store's Slot got matches the memory
 // store's want.
-func sameSlot(alg ratelimit.Algorithm, got, want uint64) bool {
+func sameSlot(alg stores.Algorithm, got, want uint64) bool {
 	switch alg {
 	case ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.GCRA, ratelimit.SlidingLog:
 		return int64(got)*1000 == int64(want)
@@ -195,7 +196,7 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
-func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, mem, rs ratelimit.Store, singleNode bool, ops int) {
+func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, mem, rs stores.Store, singleNode bool, ops int) {
 	ctx := context.Background()
 	entries := make([]entry, 8)
 	for i := range entries {
@@ -206,7 +207,7 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 	defer func() {
 		t.Logf("%d ops: %d allowed, %d denied, %d refunds (%d GCRA with a token), %d TakeAll, %d reservations or settlements", ops, allowed, denied, refunds, tokened, batches, shaped)
 	}()
-	count := func(r ratelimit.Result) {
+	count := func(r stores.Result) {
 		if r.Allowed {
 			allowed++
 		} else {
@@ -243,7 +244,7 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 			if req.MaxDelay > 0 || req.Force {
 				shaped++
 			}
-			if req.Force && req.Algorithm == ratelimit.SlidingWindow {
+			if req.Force && req.Algorithm == stores.SlidingWindow {
 				e.exact = false // a count above Rate need not divide the period
 			}
 			if !sameResult(e, req.Force, got, want) {
@@ -252,22 +253,22 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 			e.keepSlot(req.Cost, got, want)
 		case k < 16:
 			n := 1 + rng.IntN(4)
-			reqs := make([]ratelimit.Request, 0, n)
+			reqs := make([]stores.Request, 0, n)
 			var es []*entry
 			for range n {
 				x := &entries[rng.IntN(len(entries))]
-				if !singleNode && x.req.Algorithm == ratelimit.Concurrency {
+				if !singleNode && x.req.Algorithm == stores.Concurrency {
 					continue // a compensated acquisition keeps its later expiry: documented
 				}
 				r := x.at(now, randomCost(rng, x.req.Limit.Capacity()))
-				if r.Algorithm == ratelimit.GCRA && rng.IntN(3) == 0 {
+				if r.Algorithm == stores.GCRA && rng.IntN(3) == 0 {
 					r.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Limit.Period)/1e6+1)) * time.Millisecond
 				}
 				reqs = append(reqs, r)
 				es = append(es, x)
 			}
-			want := make([]ratelimit.Result, len(reqs))
-			got := make([]ratelimit.Result, len(reqs))
+			want := make([]stores.Result, len(reqs))
+			got := make([]stores.Result, len(reqs))
 			err1 := mem.TakeAll(ctx, reqs, want)
 			err2 := rs.TakeAll(ctx, reqs, got)
 			log = append(log, fmt.Sprintf("#%d +%v TakeAll %d: %+v", op, now.Sub(ratelimittest.Epoch()), len(reqs), want))
@@ -288,7 +289,7 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 			req, rreq := e.shape(rng, e.at(now, randomCost(rng, e.req.Limit.Capacity())), false)
 			log = append(log, fmt.Sprintf("#%d +%v Return %s/%q %v cost %d slot %d", op, now.Sub(ratelimittest.Epoch()), req.Rule, req.Key, req.Algorithm, req.Cost, req.Slot))
 			refunds++
-			if req.Slot != 0 && req.Algorithm == ratelimit.GCRA {
+			if req.Slot != 0 && req.Algorithm == stores.GCRA {
 				tokened++
 			}
 			err1 := mem.Return(ctx, req)
@@ -306,7 +307,7 @@ func runDifferential(t *testing.T, rng *rand.Rand, clock *ratelimittest.Clock, m
 func TestLargeSlidingWindow(t *testing.T) {
 	ctx := context.Background()
 	client := standaloneClient(t)
-	limits := []ratelimit.Limit{
+	limits := []stores.Limit{
 		ratelimit.PerDay(1_000_000),
 		ratelimit.PerDay(999_983), // a prime count: divisions are not exact
 		{Rate: 1<<31 - 1, Period: 50 * 365 * 24 * time.Hour},
@@ -316,7 +317,7 @@ func TestLargeSlidingWindow(t *testing.T) {
 			clock := ratelimittest.NewClock(time.Time{})
 			mem := memory.New(memory.WithClock(clock))
 			rs := newStore(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
-			e := &entry{req: withAlg(gcraReq("big", l, 0), ratelimit.SlidingWindow)}
+			e := &entry{req: withAlg(gcraReq("big", l, 0), stores.SlidingWindow)}
 			rng := rand.New(rand.NewPCG(7, uint64(l.Rate)))
 			check := func(cost int) {
 				t.Helper()
@@ -353,7 +354,7 @@ func TestDifferentialLoweredLimit(t *testing.T) {
 	client := standaloneClient(t)
 	for alg := ratelimit.GCRA; alg <= ratelimit.SlidingLog; alg++ {
 		for _, ended := range []bool{false, true} {
-			if ended && alg != ratelimit.FixedWindow {
+			if ended && alg != stores.FixedWindow {
 				continue
 			}
 			name := alg.String()
@@ -364,21 +365,21 @@ func TestDifferentialLoweredLimit(t *testing.T) {
 				clock := ratelimittest.NewClock(ratelimittest.Epoch())
 				mem := memory.New(memory.WithClock(clock))
 				rs := newStore(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
-				high := ratelimit.Limit{Rate: 10, Period: time.Minute}
-				low := ratelimit.Limit{Rate: 3, Period: time.Minute}
+				high := stores.Limit{Rate: 10, Period: time.Minute}
+				low := stores.Limit{Rate: 3, Period: time.Minute}
 				req := withAlg(gcraReq("lowered", high, 8), alg)
 				if ended {
 					end := clock.Now().Add(-time.Second)
-					req.Window = ratelimit.Window{Start: end.Add(-time.Minute).UnixNano(), End: end.UnixNano()}
+					req.Window = stores.Window{Start: end.Add(-time.Minute).UnixNano(), End: end.UnixNano()}
 				}
-				step := func(what string, r ratelimit.Request) {
+				step := func(what string, r stores.Request) {
 					t.Helper()
 					want, err1 := mem.Take(ctx, r)
 					got, err2 := rs.Take(ctx, r)
 					if err1 != nil || err2 != nil {
 						t.Fatalf("%s: errors memory %v, redis %v", what, err1, err2)
 					}
-					if alg == ratelimit.SlidingWindow {
+					if alg == stores.SlidingWindow {
 						want.RetryAfter = ceilMicro(want.RetryAfter) // documented µs rounding
 					}
 					if !sameResult(&entry{exact: true, req: r}, r.Force, got, want) {

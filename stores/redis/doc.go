@@ -1,4 +1,4 @@
-// Package redisstore is a ratelimit.Store on Redis, so that any number of
+// Package redisstore is a stores.Store on Redis, so that any number of
 // instances share one limit with exactly the behaviour of the in-process
 // memory store.
 //
@@ -170,7 +170,7 @@
 // skewed instance with WithClock, TakeAt with an old time) counts against
 // the stored, later window and never restarts it; GCRA keeps its
 // theoretical arrival time. A calendar quota's request carries its
-// neighbour windows (ratelimit.Window's PrevStart and NextEnd, which the
+// neighbour windows (stores.Window's PrevStart and NextEnd, which the
 // middleware fills): the script counts it against whichever of the three
 // contains the server's time, so instances whose clocks disagree by up to a
 // window still agree on when a day or a month turns. All durations are whole microseconds: the refill

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/breaker"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -254,7 +255,7 @@ type loser struct {
 	failed   map[int64]bool      // first take failed (it may still have run)
 	denied   int                 // first takes denied: must stay 0
 	count    atomic.Int64        // admissions so far
-	window   ratelimit.Window    // the fixed window's explicit bounds: no boundary during a test
+	window   stores.Window       // the fixed window's explicit bounds: no boundary during a test
 }
 
 func newLoser(t *testing.T, client redis.UniversalClient) *loser {
@@ -262,13 +263,13 @@ func newLoser(t *testing.T, client redis.UniversalClient) *loser {
 	now := time.Now().UnixNano()
 	return &loser{store: newStore(client, WithPrefix(p), WithTimeout(foBudget)), prefix: p,
 		admitted: map[int64]time.Time{}, failed: map[int64]bool{},
-		window: ratelimit.Window{Start: now - int64(time.Hour), End: now + int64(time.Hour)}}
+		window: stores.Window{Start: now - int64(time.Hour), End: now + int64(time.Hour)}}
 }
 
-func (l *loser) req(n int64) ratelimit.Request {
-	r := ratelimit.Request{Rule: "fo", Key: fmt.Sprintf("k%d", n), Limit: ratelimit.PerHour(1), Cost: 1}
+func (l *loser) req(n int64) stores.Request {
+	r := stores.Request{Rule: "fo", Key: fmt.Sprintf("k%d", n), Limit: ratelimit.PerHour(1), Cost: 1}
 	if n%2 == 1 {
-		r.Algorithm, r.Window = ratelimit.FixedWindow, l.window
+		r.Algorithm, r.Window = stores.FixedWindow, l.window
 	}
 	return r
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // redirectCounter is a go-redis hook on every node client of a
@@ -156,8 +157,8 @@ func TestReshardUnderLoad(t *testing.T) {
 
 	const limit = 1_000_000
 	now := time.Now().UnixNano()
-	exact := ratelimit.Request{Rule: "exact", Key: tag, Limit: ratelimit.PerHour(limit), Algorithm: ratelimit.FixedWindow, Cost: 1,
-		Window: ratelimit.Window{Start: now - int64(time.Hour), End: now + int64(time.Hour)}}
+	exact := stores.Request{Rule: "exact", Key: tag, Limit: ratelimit.PerHour(limit), Algorithm: stores.FixedWindow, Cost: 1,
+		Window: stores.Window{Start: now - int64(time.Hour), End: now + int64(time.Hour)}}
 	counter := newStore(cc, WithPrefix(r.prefix), WithTimeout(2*time.Second))
 	var admitted, cerrs atomic.Int64
 	stop := make(chan struct{})
@@ -210,7 +211,7 @@ func TestReshardUnderLoad(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	res, err := counter.Take(context.Background(), ratelimit.Request{Rule: exact.Rule, Key: exact.Key, Limit: exact.Limit, Algorithm: exact.Algorithm, Window: exact.Window})
+	res, err := counter.Take(context.Background(), stores.Request{Rule: exact.Rule, Key: exact.Key, Limit: exact.Limit, Algorithm: exact.Algorithm, Window: exact.Window})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/breaker"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -77,12 +78,12 @@ type rig struct {
 	slowest atomic.Int64
 }
 
-func newRig(t *testing.T, client redis.UniversalClient, policy policyCase, limit ratelimit.Limit, opts ...Option) *rig {
+func newRig(t *testing.T, client redis.UniversalClient, policy policyCase, limit stores.Limit, opts ...Option) *rig {
 	return newRigBudget(t, client, policy, limit, faultBudget, opts...)
 }
 
 // newRigBudget is newRig with another budget than faultBudget.
-func newRigBudget(t *testing.T, client redis.UniversalClient, policy policyCase, limit ratelimit.Limit, budget time.Duration, opts ...Option) *rig {
+func newRigBudget(t *testing.T, client redis.UniversalClient, policy policyCase, limit stores.Limit, budget time.Duration, opts ...Option) *rig {
 	r := &rig{t: t, policy: policy.name, budget: budget}
 	r.store = newStore(client, append([]Option{WithPrefix(uniquePrefix(t))}, opts...)...)
 	r.br = breaker.New(r.store, breaker.Config{

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // TestScriptFlush: after SCRIPT FLUSH the next call reloads the script
@@ -67,7 +68,7 @@ func TestServerRestart(t *testing.T) {
 		start := time.Now()
 		res, err := s.Take(ctx, req)
 		cancel()
-		if err == nil || res != (ratelimit.Result{}) {
+		if err == nil || res != (stores.Result{}) {
 			t.Fatalf("Take with Redis down = %+v, %v; want an error and a zero Result", res, err)
 		}
 		if !strings.HasPrefix(err.Error(), "ratelimit: redis: ") {
@@ -84,7 +85,7 @@ func TestServerRestart(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var res ratelimit.Result
+	var res stores.Result
 	var err error
 	for range 5 { // the pool may hand out a connection from before the restart
 		if res, err = s.Take(context.Background(), req); err == nil {
@@ -135,7 +136,7 @@ func TestUnresponsiveServer(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	res, err := s.Take(ctx, gcraReq("k", ratelimit.PerSecond(1), 1))
-	if err == nil || res != (ratelimit.Result{}) {
+	if err == nil || res != (stores.Result{}) {
 		t.Fatalf("Take on a silent server = %+v, %v", res, err)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) && !strings.Contains(err.Error(), "timeout") {
@@ -153,18 +154,18 @@ func TestFourInstances(t *testing.T) {
 	for _, b := range backends[:2] {
 		t.Run(b.name, func(t *testing.T) {
 			prefix := uniquePrefix(t)
-			stores := make([]*Store, 4)
-			for i := range stores {
-				stores[i] = newStore(b.client(t), WithPrefix(prefix)) // server time
+			peers := make([]*Store, 4)
+			for i := range peers {
+				peers[i] = newStore(b.client(t), WithPrefix(prefix)) // server time
 			}
 			now := time.Now()
-			fixed := withAlg(gcraReq("hot", ratelimit.PerHour(100), 1), ratelimit.FixedWindow)
-			fixed.Window = ratelimit.Window{Start: now.Add(-time.Hour).UnixNano(), End: now.Add(time.Hour).UnixNano()}
-			for _, req := range []ratelimit.Request{
+			fixed := withAlg(gcraReq("hot", ratelimit.PerHour(100), 1), stores.FixedWindow)
+			fixed.Window = stores.Window{Start: now.Add(-time.Hour).UnixNano(), End: now.Add(time.Hour).UnixNano()}
+			for _, req := range []stores.Request{
 				gcraReq("hot", ratelimit.PerHour(100), 1),
-				withAlg(gcraReq("hot", ratelimit.PerHour(100), 1), ratelimit.SlidingWindow),
+				withAlg(gcraReq("hot", ratelimit.PerHour(100), 1), stores.SlidingWindow),
 				fixed,
-				func() ratelimit.Request {
+				func() stores.Request {
 					r := gcraReq("hot2", ratelimit.PerHour(100), 3)
 					r.Limit.Burst = 90
 					return r
@@ -173,7 +174,7 @@ func TestFourInstances(t *testing.T) {
 				var admitted, units atomic.Int64
 				var wg sync.WaitGroup
 				errs := make(chan error, 1)
-				for _, s := range stores {
+				for _, s := range peers {
 					for range 12 {
 						wg.Go(func() {
 							for range 15 {
@@ -204,16 +205,16 @@ func TestFourInstances(t *testing.T) {
 				if units.Load() > capacity+int64(req.Cost) || units.Load() < capacity-int64(req.Cost)+1 {
 					t.Errorf("%v cost %d: %d units admitted, want about %d and never more", req.Algorithm, req.Cost, units.Load(), capacity)
 				}
-				if req.Algorithm != ratelimit.GCRA && units.Load() > capacity {
+				if req.Algorithm != stores.GCRA && units.Load() > capacity {
 					t.Errorf("%v: %d admitted over a capacity of %d", req.Algorithm, units.Load(), capacity)
 				}
 			}
 
 			// Concurrency: in-flight slots never exceed the limit.
-			cc := withAlg(gcraReq("slots", ratelimit.Limit{Rate: 5, Period: time.Minute}, 1), ratelimit.Concurrency)
+			cc := withAlg(gcraReq("slots", stores.Limit{Rate: 5, Period: time.Minute}, 1), stores.Concurrency)
 			var inflight, peak, acquired atomic.Int64
 			var wg sync.WaitGroup
-			for _, s := range stores {
+			for _, s := range peers {
 				for range 8 {
 					wg.Go(func() {
 						for range 20 {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -49,7 +50,7 @@ func TestHolesMatchMemory(t *testing.T) {
 	}
 }
 
-func runHoles(t *testing.T, client redis.UniversalClient, rs *Store, mem ratelimit.Store, clock *ratelimittest.Clock, cluster bool) {
+func runHoles(t *testing.T, client redis.UniversalClient, rs *Store, mem stores.Store, clock *ratelimittest.Clock, cluster bool) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(7, 19))
 	req := paced(gcraReq("queue", ratelimit.PerSecond(50).WithBurst(3), 1), time.Second) // one per 20ms
@@ -136,17 +137,17 @@ func runHoles(t *testing.T, client redis.UniversalClient, rs *Store, mem ratelim
 // the takes of its slots when another slot denied: in one script call of
 // mode "r", with the takes' tokens. It drops the key's cached denial, as
 // Return does.
-func compensated(rs *Store, r ratelimit.Request) {
+func compensated(rs *Store, r stores.Request) {
 	if rs.denied != nil {
 		rs.denied.forget(&r)
 	}
 	k := stateKey(rs.prefix, &r)
-	rs.compensate(context.Background(), rs.now(), [][]int{{0}}, []string{k}, []ratelimit.Request{r}, func(int) bool { return true })
+	rs.compensate(context.Background(), rs.now(), [][]int{{0}}, []string{k}, []stores.Request{r}, func(int) bool { return true })
 }
 
 // holesQueue makes three reservations of one unit on a fresh key of s and
 // gives the second back with its token: a hole, the third still waiting.
-func holesQueue(t *testing.T, s *Store) (req ratelimit.Request, hk string, third ratelimit.Result) {
+func holesQueue(t *testing.T, s *Store) (req stores.Request, hk string, third stores.Result) {
 	t.Helper()
 	req = paced(gcraReq("bounded", ratelimit.PerSecond(10).WithBurst(1), 1), time.Second)
 	mustTake(t, s, req)

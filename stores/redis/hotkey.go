@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // HotKeyMode says what a Store does with a key it finds hot.
@@ -122,14 +122,14 @@ func WithHotKeys(h HotKeys) Option {
 }
 
 // hotEligible reports whether req may be promoted.
-func hotEligible(req *ratelimit.Request) bool {
-	return req.Algorithm == ratelimit.GCRA && req.Cost > 0 && req.Window == (ratelimit.Window{})
+func hotEligible(req *stores.Request) bool {
+	return req.Algorithm == stores.GCRA && req.Cost > 0 && req.Window == (stores.Window{})
 }
 
 // splitShards returns the parts a key of limit l splits into: at most
 // shards, each keeping MinShardUnits of rate and capacity; below 2, the key
 // is not split.
-func splitShards(l ratelimit.Limit, shards int) int {
+func splitShards(l stores.Limit, shards int) int {
 	n := min(shards, min(l.Rate, l.Capacity())/MinShardUnits, maxSplitShards)
 	if n < 2 {
 		return 0
@@ -140,8 +140,8 @@ func splitShards(l ratelimit.Limit, shards int) int {
 // splitLimits returns the limits of the n parts of l: rate and capacity
 // divided exactly, the remainders going one unit each to the first parts,
 // so that the parts' rates and capacities add up to l's.
-func splitLimits(l ratelimit.Limit, n int) []ratelimit.Limit {
-	out := make([]ratelimit.Limit, n)
+func splitLimits(l stores.Limit, n int) []stores.Limit {
+	out := make([]stores.Limit, n)
 	c := l.Capacity()
 	for i := range out {
 		r := l.Rate / n
@@ -152,7 +152,7 @@ func splitLimits(l ratelimit.Limit, n int) []ratelimit.Limit {
 		if i < c%n {
 			b++
 		}
-		out[i] = ratelimit.Limit{Rate: r, Period: l.Period, Burst: b}
+		out[i] = stores.Limit{Rate: r, Period: l.Period, Burst: b}
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // hotBenchLimit admits every check of the benchmarks: the allow path, the
@@ -30,13 +31,13 @@ func hotBenchStore(b testing.TB, split, coalesce bool, key string) (*Store, *red
 		opts = append(opts, WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 100, Window: time.Minute, Shards: 3}))
 	}
 	s := newStore(c, opts...)
-	req := ratelimit.Request{Rule: "bench", Key: key, Limit: hotBenchLimit, Cost: 1}
+	req := stores.Request{Rule: "bench", Key: key, Limit: hotBenchLimit, Cost: 1}
 	for range 200 { // past the threshold: split before the timer starts
 		if _, err := s.Take(context.Background(), req); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if split && s.hot.lookup(cacheKey{"bench", key, ratelimit.GCRA}).split.Load() == nil {
+	if split && s.hot.lookup(cacheKey{"bench", key, stores.GCRA}).split.Load() == nil {
 		b.Fatal("the key was not split")
 	}
 	return s, c
@@ -94,7 +95,7 @@ func BenchmarkHotKeyCluster(b *testing.B) {
 		b.Run(mode.name, func(b *testing.B) {
 			s, _ := hotBenchStore(b, mode.split, mode.coalesce, "203.0.113.77")
 			before, busy := s.Stats().RoundTrips, primaryScriptUsec(b)
-			req := ratelimit.Request{Rule: "bench", Key: "203.0.113.77", Limit: hotBenchLimit, Cost: 1}
+			req := stores.Request{Rule: "bench", Key: "203.0.113.77", Limit: hotBenchLimit, Cost: 1}
 			var denied, failed atomic.Int64
 			b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
 			b.ReportAllocs()
@@ -136,7 +137,7 @@ func TestHotSplitSpreadsTheLoad(t *testing.T) {
 	var share [2]float64
 	for i, split := range []bool{false, true} {
 		s, _ := hotBenchStore(t, split, false, "203.0.113.78")
-		req := ratelimit.Request{Rule: "bench", Key: "203.0.113.78", Limit: hotBenchLimit, Cost: 1}
+		req := stores.Request{Rule: "bench", Key: "203.0.113.78", Limit: hotBenchLimit, Cost: 1}
 		before, _ := primaryScripts(t)
 		const callers, each = 16, 150
 		var wg sync.WaitGroup

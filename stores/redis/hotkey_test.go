@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 func TestHotSketchFitsIn64KiB(t *testing.T) {
@@ -50,7 +51,7 @@ func zipfWindow(d *hotDetector, z *rand.Zipf, keys []string, checks int, t0 int6
 	for c := range checks {
 		i := int(z.Uint64())
 		counts[i]++
-		k := cacheKey{rule: "api", key: keys[i], alg: ratelimit.GCRA}
+		k := cacheKey{rule: "api", key: keys[i], alg: stores.GCRA}
 		if d.lookup(k) != nil {
 			continue
 		}
@@ -120,7 +121,7 @@ func TestHotDetectorDemotesAfterACoolWindow(t *testing.T) {
 	var events []HotKeyEvent
 	d := newHotDetector(HotKeys{Mode: HotLease, Threshold: 10, Window: time.Second, MaxKeys: 4,
 		OnChange: func(e HotKeyEvent) { events = append(events, e) }})
-	k := cacheKey{rule: "r", key: "k", alg: ratelimit.GCRA}
+	k := cacheKey{rule: "r", key: "k", alg: stores.GCRA}
 	sec := int64(time.Second / time.Microsecond)
 	check := func(at int64) {
 		if e := d.lookup(k); e != nil {
@@ -168,7 +169,7 @@ func TestHotDetectorBoundsPromotedKeys(t *testing.T) {
 }
 
 func TestSplitLimitsAddUpExactly(t *testing.T) {
-	for _, l := range []ratelimit.Limit{ratelimit.PerSecond(100), ratelimit.PerSecond(1001), ratelimit.PerMinute(37).WithBurst(95), {Rate: 64, Period: time.Hour, Burst: 31}} {
+	for _, l := range []stores.Limit{ratelimit.PerSecond(100), ratelimit.PerSecond(1001), ratelimit.PerMinute(37).WithBurst(95), {Rate: 64, Period: time.Hour, Burst: 31}} {
 		for shards := 1; shards <= 20; shards++ {
 			n := splitShards(l, shards)
 			if n == 0 {
@@ -196,7 +197,7 @@ func TestSplitLimitsAddUpExactly(t *testing.T) {
 // Cluster), are the same for every Store, and never equal a user key's.
 func TestSplitPartsOnDistinctSlotRanges(t *testing.T) {
 	for _, key := range []string{"", "%", "}", "198.51.100.7", "a%H1", "x}y%z"} {
-		req := ratelimit.Request{Rule: "api", Key: key, Limit: ratelimit.PerSecond(300)}
+		req := stores.Request{Rule: "api", Key: key, Limit: ratelimit.PerSecond(300)}
 		a, b := newSplitKey("p:", &req, 3), newSplitKey("p:", &req, 3)
 		seen := map[int]bool{}
 		for i, k := range a.keys {
@@ -229,10 +230,10 @@ func TestHotLeasePromotesOnlyHotKeys(t *testing.T) {
 	limit := ratelimit.PerSecond(1000)
 	ctx := context.Background()
 	for i := range 200 {
-		if _, err := s.Take(ctx, ratelimit.Request{Rule: "api", Key: "hot", Limit: limit, Cost: 1}); err != nil {
+		if _, err := s.Take(ctx, stores.Request{Rule: "api", Key: "hot", Limit: limit, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Take(ctx, ratelimit.Request{Rule: "api", Key: "cold" + strconv.Itoa(i%50), Limit: limit, Cost: 1}); err != nil {
+		if _, err := s.Take(ctx, stores.Request{Rule: "api", Key: "cold" + strconv.Itoa(i%50), Limit: limit, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Millisecond)

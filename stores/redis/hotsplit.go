@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // splitKey is the layout and local state of a key split in n parts. Part i
@@ -24,8 +24,8 @@ import (
 // part's key is never a user key's.
 type splitKey struct {
 	n      int
-	limit  ratelimit.Limit
-	limits []ratelimit.Limit
+	limit  stores.Limit
+	limits []stores.Limit
 	keys   []string
 	main   string
 	tau    int64   // the main key's tau (interval × capacity), µs
@@ -38,7 +38,7 @@ type splitKey struct {
 	busy      atomic.Bool // a refresh or demotion in flight
 }
 
-func newSplitKey(prefix string, req *ratelimit.Request, n int) *splitKey {
+func newSplitKey(prefix string, req *stores.Request, n int) *splitKey {
 	sp := &splitKey{n: n, limit: req.Limit, limits: splitLimits(req.Limit, n),
 		main: stateKey(prefix, req), denied: make([]atomic.Int64, n)}
 	sp.tau = gcraInterval(req.Limit) * int64(req.Limit.Capacity())
@@ -80,7 +80,7 @@ func splitPartKeys(prefix, main, rule string, n int) []string {
 // no active marker (or it cannot be read): Reset then deletes the key. A marker that
 // expires between the two steps leaves the key as its demotion made it:
 // Reset then only resets the abandoned parts (the key is not refilled).
-func (s *Store) resetSplit(ctx context.Context, req *ratelimit.Request) (bool, error) {
+func (s *Store) resetSplit(ctx context.Context, req *stores.Request) (bool, error) {
 	main := stateKey(s.prefix, req)
 	n, _, err := s.readMarker(ctx, s.now(), main)
 	if err != nil || n < 2 || n > maxSplitShards { // an error: the DEL reports it
@@ -112,7 +112,7 @@ func (s *Store) resetSplit(ctx context.Context, req *ratelimit.Request) (bool, e
 // only when the undo fails too does the set-up marker deny the key until
 // it expires. Either way the Store does not try again until the key has
 // been demoted and found hot anew.
-func (s *Store) promote(ctx context.Context, now instant, req *ratelimit.Request, e *hotEntry, t int64) (bool, error) {
+func (s *Store) promote(ctx context.Context, now instant, req *stores.Request, e *hotEntry, t int64) (bool, error) {
 	n := splitShards(req.Limit, s.hot.cfg.Shards)
 	if n == 0 {
 		return false, nil
@@ -168,15 +168,15 @@ func (s *Store) hotNow(t int64, now instant) int64 {
 // a denial from a second one; parts known to be empty are skipped. It
 // returns done false when the key is no longer split (demoted): the check
 // then goes to the main key.
-func (s *Store) splitTake(ctx context.Context, now instant, req *ratelimit.Request, e *hotEntry, sp *splitKey, t int64) (ratelimit.Result, bool, error) {
+func (s *Store) splitTake(ctx context.Context, now instant, req *stores.Request, e *hotEntry, sp *splitKey, t int64) (stores.Result, bool, error) {
 	if sp.limit != req.Limit {
-		return ratelimit.Result{}, false, nil // another limit: the main key decides
+		return stores.Result{}, false, nil // another limit: the main key decides
 	}
 	if !s.keepSplit(ctx, now, e, sp, t) {
-		return ratelimit.Result{}, false, nil
+		return stores.Result{}, false, nil
 	}
 	start := int(sp.next.Add(1))
-	deny := ratelimit.Result{Limit: req.Limit, RetryAfter: -1}
+	deny := stores.Result{Limit: req.Limit, RetryAfter: -1}
 	tried := 0
 	var failed error // the last part's error, while no part has answered
 	for k := 0; k < sp.n && tried < 2; k++ {
@@ -190,7 +190,7 @@ func (s *Store) splitTake(ctx context.Context, now instant, req *ratelimit.Reque
 		// most of a budget each since t.
 		if s.hotNow(t, now) >= sp.until.Load() {
 			if tried == 0 && failed == nil {
-				return ratelimit.Result{}, false, nil // the main key decides
+				return stores.Result{}, false, nil // the main key decides
 			}
 			break
 		}
@@ -221,14 +221,14 @@ func (s *Store) splitTake(ctx context.Context, now instant, req *ratelimit.Reque
 		deny = worse(deny, r.RetryAfter, r.ResetAfter)
 	}
 	if tried == 0 && failed != nil {
-		return ratelimit.Result{}, true, failed
+		return stores.Result{}, true, failed
 	}
 	deny.RetryAfter = max(0, deny.RetryAfter)
 	return deny, true, nil
 }
 
 // worse folds a part's denial into d: the soonest retry, the latest reset.
-func worse(d ratelimit.Result, retry, reset time.Duration) ratelimit.Result {
+func worse(d stores.Result, retry, reset time.Duration) stores.Result {
 	if d.RetryAfter < 0 || retry < d.RetryAfter {
 		d.RetryAfter = retry
 	}
@@ -282,7 +282,7 @@ func (s *Store) demoted(e *hotEntry, sp *splitKey) {
 // it, which only makes the limit stricter). The units come off the part's
 // latest take: a token names a time of the part that served the take,
 // which need not be this one (reservations never take from parts).
-func (s *Store) splitReturn(ctx context.Context, now instant, req *ratelimit.Request, sp *splitKey) error {
+func (s *Store) splitReturn(ctx context.Context, now instant, req *stores.Request, sp *splitKey) error {
 	i := int(sp.next.Load()) % sp.n
 	for j := range sp.denied {
 		sp.denied[j].Store(0)
@@ -294,7 +294,7 @@ func (s *Store) splitReturn(ctx context.Context, now instant, req *ratelimit.Req
 }
 
 // isMarker reports whether res is a main key's denial by a split marker.
-func isMarker(res *ratelimit.Result) bool { return !res.Allowed && res.RetryAfter >= markerWait }
+func isMarker(res *stores.Result) bool { return !res.Allowed && res.RetryAfter >= markerWait }
 
 // markerDenial makes a marker's denial, which the Store returns when it
 // does not follow the split (no HotSplit, a set-up marker, ...), fit for a
@@ -304,7 +304,7 @@ func isMarker(res *ratelimit.Result) bool { return !res.Allowed && res.RetryAfte
 // so the time left is ResetAfter − markerBase, rounded down to the ms:
 // never more than the marker's real life. A marker past its expiry (the
 // key outlives it until demoted) gives 1 ms.
-func markerDenial(res *ratelimit.Result) {
+func markerDenial(res *stores.Result) {
 	if !isMarker(res) {
 		return
 	}
@@ -314,7 +314,7 @@ func markerDenial(res *ratelimit.Result) {
 }
 
 // markerDenials is markerDenial of each result of a TakeAll that returned err.
-func markerDenials(err error, results []ratelimit.Result) error {
+func markerDenials(err error, results []stores.Result) error {
 	if err == nil {
 		for i := range results {
 			markerDenial(&results[i])

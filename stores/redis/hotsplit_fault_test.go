@@ -7,13 +7,14 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // splitBehindProxy returns a split-mode Store whose Redis calls go
 // through proxy, after its checks of req have split the key (threshold 5,
 // one window per hour, so no refresh call in the test), with every part
 // full.
-func splitBehindProxy(t *testing.T, proxy *faultProxy, req ratelimit.Request, budget time.Duration) (*Store, *splitKey) {
+func splitBehindProxy(t *testing.T, proxy *faultProxy, req stores.Request, budget time.Duration) (*Store, *splitKey) {
 	t.Helper()
 	ev := &hotEvents{}
 	s := newStore(faultClient(proxy.Addr()), WithPrefix(uniquePrefix(t)), WithTimeout(budget), WithoutDeniedCache(),
@@ -44,7 +45,7 @@ func splitBehindProxy(t *testing.T, proxy *faultProxy, req ratelimit.Request, bu
 // is answered by another part, not with that part's error.
 func TestHotSplitPartFailureTriesAnotherPart(t *testing.T) {
 	proxy := startProxy(t, sharedServer.Addr)
-	req := ratelimit.Request{Rule: "api", Key: "198.51.100.89", Limit: ratelimit.PerSecond(300), Cost: 1}
+	req := stores.Request{Rule: "api", Key: "198.51.100.89", Limit: ratelimit.PerSecond(300), Cost: 1}
 	s, _ := splitBehindProxy(t, proxy, req, 5*time.Second)
 	proxy.DropReplies(1) // part 0's reply
 	res, err := s.Take(context.Background(), req)
@@ -63,7 +64,7 @@ func TestHotSplitPartFailureTriesAnotherPart(t *testing.T) {
 // budget per part.
 func TestHotSplitAllPartsFailingIsAnError(t *testing.T) {
 	proxy := startProxy(t, sharedServer.Addr)
-	req := ratelimit.Request{Rule: "api", Key: "198.51.100.88", Limit: ratelimit.PerSecond(300), Cost: 1}
+	req := stores.Request{Rule: "api", Key: "198.51.100.88", Limit: ratelimit.PerSecond(300), Cost: 1}
 	const budget = time.Second
 	s, sp := splitBehindProxy(t, proxy, req, budget)
 	proxy.SetSilent(true)
@@ -90,7 +91,7 @@ func TestHotSplitFailedPromotionIsAnErrorNotADenial(t *testing.T) {
 	s := newStore(clusterClient(t), WithPrefix(prefix), WithClock(clock), WithTimeout(time.Second), WithoutDeniedCache(),
 		WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 5, Window: time.Hour, Shards: 3}))
 	plain := newStore(clusterClient(t), WithPrefix(prefix), WithClock(clock), WithTimeout(time.Second), WithoutDeniedCache())
-	req := ratelimit.Request{Rule: "api", Key: "198.51.100.87", Limit: ratelimit.PerSecond(300), Cost: 1}
+	req := stores.Request{Rule: "api", Key: "198.51.100.87", Limit: ratelimit.PerSecond(300), Cost: 1}
 	ctx := context.Background()
 	sp := newSplitKey(prefix, &req, 3)
 	if err := s.client.HSet(ctx, sp.keys[1], "x", "y").Err(); err != nil { // part 1's script fails (WRONGTYPE)

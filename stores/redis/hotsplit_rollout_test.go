@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // TestHotSplitOtherLimitFollowsTheMarkersParts: during a configuration
@@ -15,8 +16,8 @@ import (
 // the marker's 3 parts with its own limit divided in 3, instead of being
 // denied on every check while the split lasts.
 func TestHotSplitOtherLimitFollowsTheMarkersParts(t *testing.T) {
-	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.86", Limit: ratelimit.PerSecond(300), Cost: 1}
-	stores, clock := splitByTakes(t, hot, 40)
+	hot := stores.Request{Rule: "api", Key: "198.51.100.86", Limit: ratelimit.PerSecond(300), Cost: 1}
+	peers, clock := splitByTakes(t, hot, 40)
 	small := hot
 	small.Limit = ratelimit.PerSecond(25)
 	if splitShards(small.Limit, 3) == 3 {
@@ -26,7 +27,7 @@ func TestHotSplitOtherLimitFollowsTheMarkersParts(t *testing.T) {
 	ctx := context.Background()
 	allowed := 0
 	for range 5 {
-		res, err := stores[1].Take(ctx, small)
+		res, err := peers[1].Take(ctx, small)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +38,7 @@ func TestHotSplitOtherLimitFollowsTheMarkersParts(t *testing.T) {
 	if allowed == 0 {
 		t.Errorf("a Store with another limit was denied on every check of a split key")
 	}
-	n, left, err := stores[1].readMarker(ctx, stores[1].now(), stateKey(stores[1].prefix, &hot))
+	n, left, err := peers[1].readMarker(ctx, peers[1].now(), stateKey(peers[1].prefix, &hot))
 	if err != nil || n != 3 {
 		t.Fatalf("after the other limit's checks: a marker of %d parts (%v); want the split of 3 intact", n, err)
 	}
@@ -45,7 +46,7 @@ func TestHotSplitOtherLimitFollowsTheMarkersParts(t *testing.T) {
 	// lives, and told to retry no later than its expiry.
 	tiny := hot
 	tiny.Limit = ratelimit.PerSecond(2)
-	res, err := stores[1].Take(ctx, tiny)
+	res, err := peers[1].Take(ctx, tiny)
 	if err != nil || res.Allowed || res.RetryAfter <= 0 || res.RetryAfter > left {
 		t.Errorf("a limit too small for the marker's parts: %+v, %v; want denied with 0 < RetryAfter ≤ %v", res, err, left)
 	}
@@ -57,9 +58,9 @@ func TestHotSplitOtherLimitFollowsTheMarkersParts(t *testing.T) {
 // (keys no other Store uses, never emptied: a second full limit): it
 // drops its split and adopts the marker's.
 func TestHotSplitDemotionIgnoresAnotherPartCount(t *testing.T) {
-	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.85", Limit: ratelimit.PerSecond(300), Cost: 1}
-	stores, clock := splitByTakes(t, hot, 40)
-	s := stores[1]
+	hot := stores.Request{Rule: "api", Key: "198.51.100.85", Limit: ratelimit.PerSecond(300), Cost: 1}
+	peers, clock := splitByTakes(t, hot, 40)
+	s := peers[1]
 	k := cacheKey{hot.Rule, hot.Key, hot.Algorithm}
 	old := newSplitKey(s.prefix, &hot, 2)
 	tc, _ := s.cacheTime(s.now())

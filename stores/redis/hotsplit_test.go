@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // hotEvents collects HotKeyEvents from several Stores.
@@ -38,11 +39,11 @@ func splitStores(t *testing.T, n int, ev *hotEvents, cfg HotKeys, opts ...Option
 	t.Helper()
 	prefix := uniquePrefix(t)
 	cfg.Mode, cfg.OnChange = HotSplit, ev.add
-	stores := make([]*Store, n)
-	for i := range stores {
-		stores[i] = newStore(clusterClient(t), append([]Option{WithPrefix(prefix), WithHotKeys(cfg), WithoutDeniedCache()}, opts...)...)
+	peers := make([]*Store, n)
+	for i := range peers {
+		peers[i] = newStore(clusterClient(t), append([]Option{WithPrefix(prefix), WithHotKeys(cfg), WithoutDeniedCache()}, opts...)...)
 	}
-	return stores
+	return peers
 }
 
 // maxInWindow returns the most admissions (sorted times, µs) within any
@@ -60,7 +61,7 @@ func maxInWindow(at []int64, w int64) int {
 
 // checkGCRABound fails t unless every span of each length holds at most
 // what one exact GCRA key of l admits: Capacity + span×Rate/Period.
-func checkGCRABound(t *testing.T, at []int64, l ratelimit.Limit) {
+func checkGCRABound(t *testing.T, at []int64, l stores.Limit) {
 	t.Helper()
 	slices.Sort(at)
 	p := l.Period.Microseconds()
@@ -79,10 +80,10 @@ func checkGCRABound(t *testing.T, at []int64, l ratelimit.Limit) {
 func TestHotSplitNeverAdmitsMoreThanOneKey(t *testing.T) {
 	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
 	ev := &hotEvents{}
-	stores := splitStores(t, 4, ev, HotKeys{Threshold: 40, Window: 100 * time.Millisecond, Shards: 3},
+	peers := splitStores(t, 4, ev, HotKeys{Threshold: 40, Window: 100 * time.Millisecond, Shards: 3},
 		WithClock(clock), WithTimeout(time.Second))
 	limit := ratelimit.PerSecond(300)
-	req := ratelimit.Request{Rule: "api", Key: "198.51.100.7", Limit: limit, Cost: 1}
+	req := stores.Request{Rule: "api", Key: "198.51.100.7", Limit: limit, Cost: 1}
 	r := rand.New(rand.NewPCG(3, 4))
 	var admitted []int64
 	ctx := context.Background()
@@ -90,7 +91,7 @@ func TestHotSplitNeverAdmitsMoreThanOneKey(t *testing.T) {
 		for step := range int(d / time.Millisecond) {
 			if step%every == 0 {
 				for range per {
-					res, err := stores[r.IntN(len(stores))].Take(ctx, req)
+					res, err := peers[r.IntN(len(peers))].Take(ctx, req)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -123,15 +124,15 @@ func TestHotSplitNeverAdmitsMoreThanOneKey(t *testing.T) {
 func TestHotSplitFewFalseDenials(t *testing.T) {
 	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
 	ev := &hotEvents{}
-	stores := splitStores(t, 4, ev, HotKeys{Threshold: 40, Window: time.Second, Shards: 3},
+	peers := splitStores(t, 4, ev, HotKeys{Threshold: 40, Window: time.Second, Shards: 3},
 		WithClock(clock), WithTimeout(time.Second))
 	limit := ratelimit.PerSecond(600)
-	req := ratelimit.Request{Rule: "api", Key: "203.0.113.9", Limit: limit, Cost: 1}
+	req := stores.Request{Rule: "api", Key: "203.0.113.9", Limit: limit, Cost: 1}
 	r := rand.New(rand.NewPCG(5, 6))
 	step := time.Duration(float64(time.Second) / (0.85 * float64(limit.Rate)))
 	denied, checks := 0, 0
 	for range 8 * 510 { // 8 s
-		res, err := stores[r.IntN(len(stores))].Take(context.Background(), req)
+		res, err := peers[r.IntN(len(peers))].Take(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,10 +156,10 @@ func TestHotSplitFewFalseDenials(t *testing.T) {
 // (sent and answered inside it) never exceed one exact GCRA key's.
 func TestHotSplitUnderLoadServerTime(t *testing.T) {
 	ev := &hotEvents{}
-	stores := splitStores(t, 4, ev, HotKeys{Threshold: 20, Window: time.Second, Shards: 3},
+	peers := splitStores(t, 4, ev, HotKeys{Threshold: 20, Window: time.Second, Shards: 3},
 		WithTimeout(10*time.Second))
 	limit := ratelimit.PerSecond(3000)
-	req := ratelimit.Request{Rule: "api", Key: "192.0.2.44", Limit: limit, Cost: 1}
+	req := stores.Request{Rule: "api", Key: "192.0.2.44", Limit: limit, Cost: 1}
 	type adm struct{ sent, recv int64 }
 	var mu sync.Mutex
 	var all []adm
@@ -166,7 +167,7 @@ func TestHotSplitUnderLoadServerTime(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range 64 {
 		wg.Go(func() {
-			s := stores[g%len(stores)]
+			s := peers[g%len(peers)]
 			for range 100 {
 				sent := time.Since(origin).Microseconds()
 				res, err := s.Take(context.Background(), req)
@@ -215,15 +216,15 @@ func TestHotSplitUnderLoadServerTime(t *testing.T) {
 // has not seen the split yet and on one that has, is decided by the parts,
 // never by the marker; when another request denies, the TakeAll is denied.
 func TestHotSplitTakeAll(t *testing.T) {
-	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.99", Limit: ratelimit.PerSecond(1000), Cost: 1}
-	other := ratelimit.Request{Rule: "login", Key: "u1", Limit: ratelimit.PerSecond(5), Cost: 1}
-	stores, clock := splitByTakes(t, hot, 60)
+	hot := stores.Request{Rule: "api", Key: "198.51.100.99", Limit: ratelimit.PerSecond(1000), Cost: 1}
+	other := stores.Request{Rule: "login", Key: "u1", Limit: ratelimit.PerSecond(5), Cost: 1}
+	peers, clock := splitByTakes(t, hot, 60)
 	ctx := context.Background()
-	results := make([]ratelimit.Result, 2)
+	results := make([]stores.Result, 2)
 	for i := range 8 {
 		clock.Advance(10 * time.Millisecond) // the parts refill 10 units
-		s := stores[i%2]
-		if err := s.TakeAll(ctx, []ratelimit.Request{hot, other}, results); err != nil {
+		s := peers[i%2]
+		if err := s.TakeAll(ctx, []stores.Request{hot, other}, results); err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range results {
@@ -240,13 +241,13 @@ func TestHotSplitTakeAll(t *testing.T) {
 // TestHotSplitPeek: a cost-0 check of a split key reports the parts'
 // units, not the marker.
 func TestHotSplitPeek(t *testing.T) {
-	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.98", Limit: ratelimit.PerSecond(300), Cost: 1}
-	stores, clock := splitByTakes(t, hot, 40)
+	hot := stores.Request{Rule: "api", Key: "198.51.100.98", Limit: ratelimit.PerSecond(300), Cost: 1}
+	peers, clock := splitByTakes(t, hot, 40)
 	ctx := context.Background()
 	clock.Advance(100 * time.Millisecond) // the emptied parts refill 30 units
 	peek := hot
 	peek.Cost = 0
-	for _, s := range stores {
+	for _, s := range peers {
 		res, err := s.Take(ctx, peek)
 		if err != nil || !res.Allowed || res.Remaining != 30 || isMarker(&res) {
 			t.Errorf("peek: %+v, %v; want allowed with 30 remaining", res, err)
@@ -256,21 +257,21 @@ func TestHotSplitPeek(t *testing.T) {
 
 // splitByTakes returns two split-mode Stores on a client clock, after
 // takes checks of req on the first have split it (threshold 40).
-func splitByTakes(t *testing.T, req ratelimit.Request, takes int) ([]*Store, *ratelimittest.Clock) {
+func splitByTakes(t *testing.T, req stores.Request, takes int) ([]*Store, *ratelimittest.Clock) {
 	t.Helper()
 	clock := ratelimittest.NewClock(time.Unix(1_900_000_000, 0))
 	ev := &hotEvents{}
-	stores := splitStores(t, 2, ev, HotKeys{Threshold: 40, Window: time.Second, Shards: 3},
+	peers := splitStores(t, 2, ev, HotKeys{Threshold: 40, Window: time.Second, Shards: 3},
 		WithClock(clock), WithTimeout(time.Second))
 	for range takes {
-		if _, err := stores[0].Take(context.Background(), req); err != nil {
+		if _, err := peers[0].Take(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if ev.count(true, false) != 1 {
 		t.Fatalf("the key was not split: %+v", ev.events)
 	}
-	return stores, clock
+	return peers, clock
 }
 
 // TestHotSplitReturnLeavesTheMarkerAlone: a Return of a split key from a
@@ -279,22 +280,22 @@ func splitByTakes(t *testing.T, req ratelimit.Request, takes int) ([]*Store, *ra
 // turn the marker into an unreadable GCRA state that denies the key for
 // the state's lifetime (a marker's "tat" lies ~170 years ahead).
 func TestHotSplitReturnLeavesTheMarkerAlone(t *testing.T) {
-	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.97", Limit: ratelimit.PerSecond(300), Cost: 1}
-	stores, clock := splitByTakes(t, hot, 40)
+	hot := stores.Request{Rule: "api", Key: "198.51.100.97", Limit: ratelimit.PerSecond(300), Cost: 1}
+	peers, clock := splitByTakes(t, hot, 40)
 	ctx := context.Background()
-	if err := stores[1].Return(ctx, hot); err != nil {
+	if err := peers[1].Return(ctx, hot); err != nil {
 		t.Fatal(err)
 	}
-	n, left, err := stores[1].readMarker(ctx, stores[1].now(), stateKey(stores[1].prefix, &hot))
+	n, left, err := peers[1].readMarker(ctx, peers[1].now(), stateKey(peers[1].prefix, &hot))
 	if err != nil || n != 3 || left <= 0 {
 		t.Errorf("after a Return: marker of %d parts with %v left, %v; want 3 parts, still live", n, left, err)
 	}
-	pttl, err := stores[1].client.PTTL(ctx, stateKey(stores[1].prefix, &hot)).Result()
+	pttl, err := peers[1].client.PTTL(ctx, stateKey(peers[1].prefix, &hot)).Result()
 	if err != nil || pttl > time.Hour {
 		t.Errorf("after a Return the main key lives %v (%v): want the marker's own life", pttl, err)
 	}
 	clock.Advance(100 * time.Millisecond) // the parts refill 30 units
-	res, err := stores[1].Take(ctx, hot)
+	res, err := peers[1].Take(ctx, hot)
 	if err != nil || !res.Allowed {
 		t.Errorf("a check on the Store that returned: %+v, %v; want allowed from the parts", res, err)
 	}
@@ -303,15 +304,15 @@ func TestHotSplitReturnLeavesTheMarkerAlone(t *testing.T) {
 // TestHotSplitTakeAllPeek: a TakeAll with a cost-0 check of a split key is
 // answered from the parts, never with the marker's wait of a century.
 func TestHotSplitTakeAllPeek(t *testing.T) {
-	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.95", Limit: ratelimit.PerSecond(300), Cost: 1}
-	other := ratelimit.Request{Rule: "login", Key: "u2", Limit: ratelimit.PerSecond(5), Cost: 1}
-	stores, clock := splitByTakes(t, hot, 40)
+	hot := stores.Request{Rule: "api", Key: "198.51.100.95", Limit: ratelimit.PerSecond(300), Cost: 1}
+	other := stores.Request{Rule: "login", Key: "u2", Limit: ratelimit.PerSecond(5), Cost: 1}
+	peers, clock := splitByTakes(t, hot, 40)
 	clock.Advance(100 * time.Millisecond) // the parts refill 30 units
 	peek := hot
 	peek.Cost = 0
-	results := make([]ratelimit.Result, 2)
-	for i, s := range stores {
-		if err := s.TakeAll(context.Background(), []ratelimit.Request{peek, other}, results); err != nil {
+	results := make([]stores.Result, 2)
+	for i, s := range peers {
+		if err := s.TakeAll(context.Background(), []stores.Request{peek, other}, results); err != nil {
 			t.Fatal(err)
 		}
 		if isMarker(&results[0]) || !results[0].Allowed || !results[1].Allowed {
@@ -324,9 +325,9 @@ func TestHotSplitTakeAllPeek(t *testing.T) {
 // leases every GCRA key (WithLease) follows another Store's split instead
 // of answering with the marker's wait of a century.
 func TestHotSplitWithLeaseFollowsTheSplit(t *testing.T) {
-	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.94", Limit: ratelimit.PerSecond(300), Cost: 1}
-	stores, clock := splitByTakes(t, hot, 40)
-	leasing := newStore(clusterClient(t), WithPrefix(stores[0].prefix), WithClock(clock), WithTimeout(time.Second),
+	hot := stores.Request{Rule: "api", Key: "198.51.100.94", Limit: ratelimit.PerSecond(300), Cost: 1}
+	peers, clock := splitByTakes(t, hot, 40)
+	leasing := newStore(clusterClient(t), WithPrefix(peers[0].prefix), WithClock(clock), WithTimeout(time.Second),
 		WithoutDeniedCache(), WithLease(0.01, 100*time.Millisecond),
 		WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 40, Window: time.Second, Shards: 3}))
 	clock.Advance(100 * time.Millisecond) // the parts refill 30 units
@@ -347,14 +348,14 @@ func TestHotSplitSkewedClocksKeepTheBound(t *testing.T) {
 	ev := &hotEvents{}
 	prefix := uniquePrefix(t)
 	clocks := make([]*ratelimittest.Clock, len(skews))
-	stores := make([]*Store, len(skews))
+	peers := make([]*Store, len(skews))
 	for i, d := range skews {
 		clocks[i] = ratelimittest.NewClock(base.Add(d))
-		stores[i] = newStore(clusterClient(t), WithPrefix(prefix), WithClock(clocks[i]), WithTimeout(time.Second), WithoutDeniedCache(),
+		peers[i] = newStore(clusterClient(t), WithPrefix(prefix), WithClock(clocks[i]), WithTimeout(time.Second), WithoutDeniedCache(),
 			WithHotKeys(HotKeys{Mode: HotSplit, Threshold: 40, Window: 100 * time.Millisecond, Shards: 3, OnChange: ev.add}))
 	}
 	limit := ratelimit.PerSecond(300)
-	req := ratelimit.Request{Rule: "api", Key: "198.51.100.93", Limit: limit, Cost: 1}
+	req := stores.Request{Rule: "api", Key: "198.51.100.93", Limit: limit, Cost: 1}
 	r := rand.New(rand.NewPCG(7, 8))
 	var admitted []int64
 	elapsed := int64(0)
@@ -362,7 +363,7 @@ func TestHotSplitSkewedClocksKeepTheBound(t *testing.T) {
 		for step := range int(d / time.Millisecond) {
 			if step%every == 0 {
 				for range per {
-					res, err := stores[r.IntN(len(stores))].Take(context.Background(), req)
+					res, err := peers[r.IntN(len(peers))].Take(context.Background(), req)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -402,7 +403,7 @@ func TestHotSplitSkewedClocksKeepTheBound(t *testing.T) {
 func TestHotSplitSetUpMarkerLivesRefillPlusTwoBudgets(t *testing.T) {
 	s := newStore(clusterClient(t), WithPrefix(uniquePrefix(t)), WithTimeout(time.Second),
 		WithHotKeys(HotKeys{Mode: HotSplit, Shards: 3}))
-	req := ratelimit.Request{Rule: "api", Key: "198.51.100.92", Limit: ratelimit.PerSecond(300), Cost: 1}
+	req := stores.Request{Rule: "api", Key: "198.51.100.92", Limit: ratelimit.PerSecond(300), Cost: 1}
 	sp := newSplitKey(s.prefix, &req, 3)
 	ctx := context.Background()
 	if _, err := s.runMarker(ctx, "p", instant{}, sp); err != nil {
@@ -426,7 +427,7 @@ func TestHotSplitSetUpMarkerLivesRefillPlusTwoBudgets(t *testing.T) {
 // have let the main key refill.
 func TestHotSplitSendsNoPartCallPastItsMarkerTime(t *testing.T) {
 	proxy := startProxy(t, sharedServer.Addr)
-	req := ratelimit.Request{Rule: "api", Key: "198.51.100.91", Limit: ratelimit.PerSecond(300), Cost: 1}
+	req := stores.Request{Rule: "api", Key: "198.51.100.91", Limit: ratelimit.PerSecond(300), Cost: 1}
 	s, sp := splitBehindProxy(t, proxy, req, 5*time.Second) // the next check starts at part 0
 	ctx := context.Background()
 	// The first part tried is empty for a long while, the second full.
@@ -457,15 +458,15 @@ func TestHotSplitSendsNoPartCallPastItsMarkerTime(t *testing.T) {
 // denied by the marker; its RetryAfter (an HTTP Retry-After) must not
 // exceed the marker's remaining life, never the ~200 years of its "tat".
 func TestHotSplitMarkerDenialWaitsAtMostTheMarkersLife(t *testing.T) {
-	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.90", Limit: ratelimit.PerSecond(300), Cost: 1}
-	stores, clock := splitByTakes(t, hot, 40)
+	hot := stores.Request{Rule: "api", Key: "198.51.100.90", Limit: ratelimit.PerSecond(300), Cost: 1}
+	peers, clock := splitByTakes(t, hot, 40)
 	ctx := context.Background()
 	clock.Advance(100 * time.Millisecond)
-	n, left, err := stores[0].readMarker(ctx, stores[0].now(), stateKey(stores[0].prefix, &hot))
+	n, left, err := peers[0].readMarker(ctx, peers[0].now(), stateKey(peers[0].prefix, &hot))
 	if err != nil || n != 3 || left <= 0 {
 		t.Fatalf("marker of %d parts with %v left, %v; want 3 parts, live", n, left, err)
 	}
-	opts := []Option{WithPrefix(stores[0].prefix), WithClock(clock), WithTimeout(time.Second)}
+	opts := []Option{WithPrefix(peers[0].prefix), WithClock(clock), WithTimeout(time.Second)}
 	others := map[string]*Store{
 		"plain":    newStore(clusterClient(t), opts...),
 		"lease":    newStore(clusterClient(t), append(opts, WithLease(0.01, 100*time.Millisecond))...),
@@ -478,8 +479,8 @@ func TestHotSplitMarkerDenialWaitsAtMostTheMarkersLife(t *testing.T) {
 				t.Errorf("%s Store, check %d of a split key: %+v, %v; want denied, 0 < RetryAfter, ResetAfter ≤ %v", name, i, res, err, left)
 			}
 		}
-		results := make([]ratelimit.Result, 1)
-		if err := s.TakeAll(ctx, []ratelimit.Request{hot}, results); err != nil || results[0].Allowed ||
+		results := make([]stores.Result, 1)
+		if err := s.TakeAll(ctx, []stores.Request{hot}, results); err != nil || results[0].Allowed ||
 			results[0].RetryAfter <= 0 || results[0].RetryAfter > left {
 			t.Errorf("%s Store, TakeAll of a split key: %+v, %v; want denied with RetryAfter ≤ %v", name, results, err, left)
 		}

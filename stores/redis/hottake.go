@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // The check path of hot keys: Store.take calls hotTake first for every
@@ -15,7 +15,7 @@ func (s *Store) hotCfg() *HotKeys { return &s.hot.cfg }
 
 // hotTake counts a check and serves it if its key is hot. done false: the
 // check takes the ordinary path.
-func (s *Store) hotTake(ctx context.Context, now instant, req *ratelimit.Request, t int64) (ratelimit.Result, bool, error) {
+func (s *Store) hotTake(ctx context.Context, now instant, req *stores.Request, t int64) (stores.Result, bool, error) {
 	d := s.hot
 	k := cacheKey{req.Rule, req.Key, req.Algorithm}
 	e := d.lookup(k)
@@ -29,18 +29,18 @@ func (s *Store) hotTake(ctx context.Context, now instant, req *ratelimit.Request
 			}
 			if err != nil {
 				d.report(events)
-				return ratelimit.Result{}, true, err // the rule's failure policy applies
+				return stores.Result{}, true, err // the rule's failure policy applies
 			}
 		}
 		d.report(events)
 		if e == nil {
-			return ratelimit.Result{}, false, nil
+			return stores.Result{}, false, nil
 		}
 	}
 	if t >= d.winEnd.Load() { // windows end on hot keys' checks too
 		d.report(d.rollover(t))
 		if e = d.lookup(k); e == nil {
-			return ratelimit.Result{}, false, nil // demoted (a lease)
+			return stores.Result{}, false, nil // demoted (a lease)
 		}
 	}
 	e.checks.Add(1)
@@ -51,7 +51,7 @@ func (s *Store) hotTake(ctx context.Context, now instant, req *ratelimit.Request
 	if sp := e.split.Load(); sp != nil {
 		return s.splitTake(ctx, now, req, e, sp, t)
 	}
-	return ratelimit.Result{}, false, nil
+	return stores.Result{}, false, nil
 }
 
 // adopt follows another Store's split of req's key, whose main key denied
@@ -60,8 +60,8 @@ func (s *Store) hotTake(ctx context.Context, now instant, req *ratelimit.Request
 // check is denied with a short RetryAfter (the main key admits nothing
 // meanwhile); a limit too small to divide in the marker's parts is denied
 // with the marker's time left (canFollow).
-func (s *Store) adopt(ctx context.Context, now instant, req *ratelimit.Request, t int64, marked ratelimit.Result) (ratelimit.Result, error) {
-	short := ratelimit.Result{Limit: req.Limit, RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}
+func (s *Store) adopt(ctx context.Context, now instant, req *stores.Request, t int64, marked stores.Result) (stores.Result, error) {
+	short := stores.Result{Limit: req.Limit, RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}
 	if s.hot == nil || s.hot.cfg.Mode != HotSplit || !hotEligible(req) || shaped(req) {
 		marked.Limit = req.Limit
 		return marked, nil // a Store without split mode, or a reservation: the key stays denied
@@ -74,7 +74,7 @@ func (s *Store) adopt(ctx context.Context, now instant, req *ratelimit.Request, 
 		return short, nil
 	}
 	if !canFollow(req.Limit, n) { // denied while the marker lives: no longer
-		return ratelimit.Result{Limit: req.Limit, RetryAfter: left, ResetAfter: left}, nil
+		return stores.Result{Limit: req.Limit, RetryAfter: left, ResetAfter: left}, nil
 	}
 	k := cacheKey{req.Rule, req.Key, req.Algorithm}
 	if e := s.hot.lookup(k); e != nil {
@@ -100,23 +100,23 @@ func (s *Store) adopt(ctx context.Context, now instant, req *ratelimit.Request, 
 // n parts of at least one unit of rate and capacity each (splitLimits).
 // Each Store then takes from the same parts with its own share of its own
 // limit, as Stores with two limits for one unsplit key each apply theirs.
-func canFollow(l ratelimit.Limit, n int) bool {
+func canFollow(l stores.Limit, n int) bool {
 	return n >= 2 && n <= maxSplitShards && min(l.Rate, l.Capacity()) >= n
 }
 
 // followSplit serves an adopted check from the parts, or denies it shortly
 // when they may not be used (the marker runs out).
-func (s *Store) followSplit(ctx context.Context, now instant, req *ratelimit.Request, e *hotEntry, sp *splitKey, t int64) (ratelimit.Result, error) {
+func (s *Store) followSplit(ctx context.Context, now instant, req *stores.Request, e *hotEntry, sp *splitKey, t int64) (stores.Result, error) {
 	e.checks.Add(1)
 	res, done, err := s.splitTake(ctx, now, req, e, sp, t)
 	if !done {
-		return ratelimit.Result{Limit: req.Limit, RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}, nil
+		return stores.Result{Limit: req.Limit, RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}, nil
 	}
 	return res, err
 }
 
 // hotReturn routes a Return of a split key to one of its parts.
-func (s *Store) hotReturn(ctx context.Context, now instant, req *ratelimit.Request) (bool, error) {
+func (s *Store) hotReturn(ctx context.Context, now instant, req *stores.Request) (bool, error) {
 	if s.hot == nil || !hotEligible(req) {
 		return false, nil
 	}
@@ -133,7 +133,7 @@ func (s *Store) hotReturn(ctx context.Context, now instant, req *ratelimit.Reque
 
 // splitPeek answers a cost-0 check of a split key with the sum of its
 // parts' Remaining and the latest of their ResetAfter.
-func (s *Store) splitPeek(ctx context.Context, now instant, req *ratelimit.Request, marked ratelimit.Result) (ratelimit.Result, error) {
+func (s *Store) splitPeek(ctx context.Context, now instant, req *stores.Request, marked stores.Result) (stores.Result, error) {
 	if s.hot.cfg.Mode != HotSplit || !splittable(req) {
 		marked.Limit = req.Limit
 		return marked, nil
@@ -142,16 +142,16 @@ func (s *Store) splitPeek(ctx context.Context, now instant, req *ratelimit.Reque
 	defer cancel()
 	n, _, err := s.readMarker(bctx, now, stateKey(s.prefix, req))
 	if err != nil || n < 2 || !canFollow(req.Limit, n) {
-		return ratelimit.Result{Limit: req.Limit, RetryAfter: time.Millisecond}, err
+		return stores.Result{Limit: req.Limit, RetryAfter: time.Millisecond}, err
 	}
 	sp := newSplitKey(s.prefix, req, n)
-	res := ratelimit.Result{Allowed: true, Limit: req.Limit}
+	res := stores.Result{Allowed: true, Limit: req.Limit}
 	for i, k := range sp.keys {
 		sub := *req
 		sub.Limit = sp.limits[i]
 		vals, err := s.checkKey(ctx, now, k, &sub, opTake, 0)
 		if err != nil {
-			return ratelimit.Result{}, err
+			return stores.Result{}, err
 		}
 		r := takeResult(&sub, vals[:])
 		res.Remaining += r.Remaining
@@ -164,7 +164,7 @@ func (s *Store) splitPeek(ctx context.Context, now instant, req *ratelimit.Reque
 // its main key's marker refused, to one of the key's parts: only the parts'
 // sum counts, as for splitReturn. When the parts cannot be followed the
 // marker's denial stands (nothing is charged).
-func (s *Store) settleSplit(ctx context.Context, now instant, req *ratelimit.Request, marked ratelimit.Result) (ratelimit.Result, error) {
+func (s *Store) settleSplit(ctx context.Context, now instant, req *stores.Request, marked stores.Result) (stores.Result, error) {
 	marked.Limit = req.Limit
 	if s.hot.cfg.Mode != HotSplit || !splittable(req) {
 		return marked, nil
@@ -173,7 +173,7 @@ func (s *Store) settleSplit(ctx context.Context, now instant, req *ratelimit.Req
 	defer cancel()
 	n, _, err := s.readMarker(bctx, now, stateKey(s.prefix, req))
 	if err != nil {
-		return ratelimit.Result{}, err
+		return stores.Result{}, err
 	}
 	if n < 2 || !canFollow(req.Limit, n) {
 		return marked, nil
@@ -184,7 +184,7 @@ func (s *Store) settleSplit(ctx context.Context, now instant, req *ratelimit.Req
 	sub.Limit = sp.limits[i]
 	vals, err := s.checkKey(ctx, now, sp.keys[i], &sub, opTake, 0)
 	if err != nil {
-		return ratelimit.Result{}, err
+		return stores.Result{}, err
 	}
 	r := takeResult(&sub, vals[:])
 	r.Limit, r.Remaining = req.Limit, r.Remaining*req.Limit.Capacity()/sp.limits[i].Capacity()

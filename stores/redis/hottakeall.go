@@ -3,7 +3,7 @@ package redisstore
 import (
 	"context"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // TakeAll over a split key: its parts live in other slots than the key, so
@@ -12,7 +12,7 @@ import (
 // Cluster slots is (see takeAllGroups).
 
 // splitIn reports whether one of reqs names a key this Store has split.
-func (s *Store) splitIn(now instant, reqs []ratelimit.Request) bool {
+func (s *Store) splitIn(now instant, reqs []stores.Request) bool {
 	if s.hot == nil || s.hot.cfg.Mode != HotSplit {
 		return false
 	}
@@ -33,14 +33,14 @@ func (s *Store) splitIn(now instant, reqs []ratelimit.Request) bool {
 // splittable reports whether req may name a split key: a GCRA request
 // without an explicit Window, a peek (cost 0) included, which Take answers
 // from the parts (splitPeek).
-func splittable(req *ratelimit.Request) bool {
-	return req.Algorithm == ratelimit.GCRA && req.Window == (ratelimit.Window{})
+func splittable(req *stores.Request) bool {
+	return req.Algorithm == stores.GCRA && req.Window == (stores.Window{})
 }
 
 // unlessMarked returns err, or, when a request was denied by a split
 // marker (so nothing was consumed, or it was given back), the TakeAll
 // made again one request at a time, following the split.
-func (s *Store) unlessMarked(ctx context.Context, now instant, reqs []ratelimit.Request, results []ratelimit.Result, err error) error {
+func (s *Store) unlessMarked(ctx context.Context, now instant, reqs []stores.Request, results []stores.Result, err error) error {
 	if err != nil || s.hot == nil || s.hot.cfg.Mode != HotSplit {
 		return err
 	}
@@ -55,14 +55,14 @@ func (s *Store) unlessMarked(ctx context.Context, now instant, reqs []ratelimit.
 // takeAllEach takes reqs one at a time. When one is denied or fails, the
 // units the earlier ones took are returned, they report Allowed, and the
 // later ones are not checked: they report Allowed with their Limit only.
-func (s *Store) takeAllEach(ctx context.Context, now instant, reqs []ratelimit.Request, results []ratelimit.Result) error {
+func (s *Store) takeAllEach(ctx context.Context, now instant, reqs []stores.Request, results []stores.Result) error {
 	for i := range reqs {
 		res, err := s.take(ctx, now, reqs[i])
 		if err == nil && res.Allowed {
 			results[i] = res
 			continue
 		}
-		back := make([]ratelimit.Request, i)
+		back := make([]stores.Request, i)
 		for j := range back {
 			back[j] = reqs[j]
 			back[j].Slot = results[j].Slot
@@ -77,7 +77,7 @@ func (s *Store) takeAllEach(ctx context.Context, now instant, reqs []ratelimit.R
 		}
 		results[i] = res
 		for j := i + 1; j < len(reqs); j++ {
-			results[j] = ratelimit.Result{Allowed: true, Limit: reqs[j].Limit}
+			results[j] = stores.Result{Allowed: true, Limit: reqs[j].Limit}
 		}
 		return nil
 	}

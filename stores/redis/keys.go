@@ -3,11 +3,11 @@ package redisstore
 import (
 	"strings"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // MaxKeyLen bounds len(Request.Rule)+len(Request.Key) in bytes. Longer
-// requests fail with an error wrapping ratelimit.ErrInvalidRequest rather
+// requests fail with an error wrapping stores.ErrInvalidRequest rather
 // than sending many megabytes to Redis on every check. The middleware
 // hashes keys longer than 256 bytes, so only direct callers of the Store
 // can reach the bound.
@@ -18,7 +18,7 @@ const MaxKeyLen = 4 << 20
 // earlier releases kept it as a string under code 'c', which this release
 // never reads (so a rolling upgrade never meets WRONGTYPE: the old keys
 // expire on their own).
-var algorithmCodes = [...]byte{ratelimit.GCRA: 'g', ratelimit.SlidingWindow: 's', ratelimit.FixedWindow: 'f', ratelimit.Concurrency: 'z', ratelimit.SlidingLog: 'l'}
+var algorithmCodes = [...]byte{stores.GCRA: 'g', stores.SlidingWindow: 's', stores.FixedWindow: 'f', stores.Concurrency: 'z', stores.SlidingLog: 'l'}
 
 // stateKey returns the Redis key of req's state:
 //
@@ -31,7 +31,7 @@ var algorithmCodes = [...]byte{ratelimit.GCRA: 'g', ratelimit.SlidingWindow: 's'
 // the tag cannot contain '}' and comes first, no user input chooses a
 // different tag. The encoding is injective: distinct (rule, key, algorithm)
 // give distinct keys.
-func stateKey(prefix string, req *ratelimit.Request) string {
+func stateKey(prefix string, req *stores.Request) string {
 	var b strings.Builder
 	n := 0
 	for i := 0; i < len(req.Key); i++ {

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // Lease mode (WithLease): a GCRA key's units are taken from Redis a few at a
@@ -27,7 +27,7 @@ type lease struct {
 	at       int64  // when the grant was requested, µs
 	slot     uint64 // the key's time after the grant: the token of its takes
 	expires  int64
-	limit    ratelimit.Limit
+	limit    stores.Limit
 	fetching bool // a grant is in flight
 }
 
@@ -49,7 +49,7 @@ func newLeaseTable(size int) *leaseTable {
 }
 
 // leaseSize is the most units one grant takes for limit l.
-func (s *Store) leaseSize(l ratelimit.Limit) int {
+func (s *Store) leaseSize(l stores.Limit) int {
 	return min(l.Capacity(), max(1, int(s.leaseFrac*float64(l.Capacity()))))
 }
 
@@ -59,7 +59,7 @@ func (s *Store) leaseSize(l ratelimit.Limit) int {
 // its own (coalesced with the others), exactly, rather than wait for the
 // grant. So a check in lease mode makes one round trip at most, as in the
 // default mode, and never waits for a chain of grants.
-func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Request, t int64, cache bool) (res ratelimit.Result, direct bool, err error) {
+func (s *Store) leaseTake(ctx context.Context, now instant, req *stores.Request, t int64, cache bool) (res stores.Result, direct bool, err error) {
 	k := cacheKey{req.Rule, req.Key, req.Algorithm}
 	sh := &s.leases.shards[k.hash()%cacheShards]
 	sh.mu.Lock()
@@ -78,7 +78,7 @@ func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Reque
 	}
 	if l.left >= req.Cost && l.limit == req.Limit && t >= l.at && t < l.expires {
 		l.left -= req.Cost
-		res := ratelimit.Result{
+		res := stores.Result{
 			Allowed: true, Limit: req.Limit, Remaining: l.rem + l.left,
 			ResetAfter: time.Duration(max(0, l.reset-(t-l.at))) * time.Microsecond,
 			Slot:       l.slot,
@@ -89,7 +89,7 @@ func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Reque
 	}
 	if l.fetching {
 		sh.mu.Unlock()
-		return ratelimit.Result{}, true, nil
+		return stores.Result{}, true, nil
 	}
 	l.fetching = true
 	sh.mu.Unlock()
@@ -100,7 +100,7 @@ func (s *Store) leaseTake(ctx context.Context, now instant, req *ratelimit.Reque
 		sh.mu.Lock()
 		l.fetching = false
 		sh.mu.Unlock()
-		return ratelimit.Result{}, false, err
+		return stores.Result{}, false, err
 	}
 	res = result(req.Limit, vals[:])
 	granted := int(vals[0])

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // TestEmptyingAPartKeepsItsDebt: a GCRA state carries its interval
@@ -17,7 +18,7 @@ func TestEmptyingAPartKeepsItsDebt(t *testing.T) {
 	ctx := context.Background()
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	s := newStore(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)))
-	req := ratelimit.Request{Rule: "r", Key: "part", Limit: ratelimit.PerMinute(10), Cost: 10}
+	req := stores.Request{Rule: "r", Key: "part", Limit: ratelimit.PerMinute(10), Cost: 10}
 	if res, err := s.Take(ctx, req); err != nil || !res.Allowed {
 		t.Fatalf("Take: %+v, %v", res, err)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // DefaultPrefix is the default key prefix. Its version segment changes
@@ -46,7 +46,7 @@ type Option func(*config)
 
 type config struct {
 	prefix       string
-	clock        ratelimit.Clock
+	clock        stores.Clock
 	coalesce     bool
 	maxBatch     int
 	maxWait      time.Duration
@@ -106,7 +106,7 @@ func WithPrefix(p string) Option {
 // decisions, which server time avoids. Keys written with a client clock
 // live ClockTTLSlack longer. Times are truncated to the microsecond. The
 // denied cache and lease mode then read time from clock too.
-func WithClock(clock ratelimit.Clock) Option {
+func WithClock(clock stores.Clock) Option {
 	if clock == nil {
 		panic("redisstore: WithClock needs a clock")
 	}

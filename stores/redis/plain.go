@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // plainSource is the script of a plain GCRA take; see plain.lua.
@@ -39,8 +39,8 @@ var errResentUnknown = errors.New("ratelimit: redis: a take resent after its rep
 // plain reports whether a take of req goes to plainScript: GCRA, cost 1 or
 // more, not forced (a settlement) and not paced (a reservation), on a
 // client that never redirects a command (plainClient).
-func (s *Store) plain(req *ratelimit.Request) bool {
-	return s.plainOK && req.Algorithm == ratelimit.GCRA && req.Cost >= 1 && !req.Force && req.MaxDelay < time.Microsecond
+func (s *Store) plain(req *stores.Request) bool {
+	return s.plainOK && req.Algorithm == stores.GCRA && req.Cost >= 1 && !req.Force && req.MaxDelay < time.Microsecond
 }
 
 // plainClient reports whether plainScript may serve c: a go-redis Client or
@@ -132,7 +132,7 @@ func (c *plainCall) run() {
 // context or an op: always without coalescing, and with coalescing when its
 // lane would send it alone anyway (see do). sent is false when it was not
 // sent, or when plainScript left it to script: the caller goes on as usual.
-func (s *Store) soloPlain(ctx context.Context, now instant, key string, req *ratelimit.Request) (vals [takeWidth]int64, sent bool, err error) {
+func (s *Store) soloPlain(ctx context.Context, now instant, key string, req *stores.Request) (vals [takeWidth]int64, sent bool, err error) {
 	if !s.coalesce {
 		s.stats.roundTrips.Add(1)
 		s.stats.sent.Add(1)
@@ -170,7 +170,7 @@ func (s *Store) plainDeadline(ctx context.Context) time.Time {
 // takePlain runs a plain take of req on key within ctx and the budget
 // ending at deadline (zero: ctx's own). ok is false when the script left
 // the take to script (nothing was applied).
-func (s *Store) takePlain(ctx context.Context, deadline time.Time, now instant, key string, req *ratelimit.Request) (vals [takeWidth]int64, ok bool, err error) {
+func (s *Store) takePlain(ctx context.Context, deadline time.Time, now instant, key string, req *stores.Request) (vals [takeWidth]int64, ok bool, err error) {
 	c := plainPool.Get().(*plainCall)
 	c.s, c.t, c.cap, c.cost = s, gcraInterval(req.Limit), int64(req.Limit.Capacity()), int64(req.Cost)
 	c.keys[0] = key
@@ -249,7 +249,7 @@ func (s *Store) sendPlain(ctx context.Context, deadline time.Time, c *plainCall)
 }
 
 // plainReply converts plainScript's reply to a solo take.
-func plainReply(ctx context.Context, cmd *redis.Cmd, req *ratelimit.Request) (vals [takeWidth]int64, ok bool, err error) {
+func plainReply(ctx context.Context, cmd *redis.Cmd, req *stores.Request) (vals [takeWidth]int64, ok bool, err error) {
 	got, err := plainValues(ctx, cmd, 1)
 	if err != nil {
 		return vals, true, err
@@ -271,7 +271,7 @@ func plainValues(ctx context.Context, cmd *redis.Cmd, n int) ([]any, error) {
 }
 
 // plainTake converts the takeWidth values of one take's reply.
-func plainTake(got []any, req *ratelimit.Request) (vals [takeWidth]int64, ok bool, err error) {
+func plainTake(got []any, req *stores.Request) (vals [takeWidth]int64, ok bool, err error) {
 	for i, x := range got[:takeWidth] {
 		n, isInt := x.(int64)
 		if !isInt {

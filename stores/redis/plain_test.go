@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // commandCalls returns INFO commandstats' calls by command.
@@ -86,7 +87,7 @@ func TestPlainTakeCostsThreeCommands(t *testing.T) {
 
 // plainRun calls plainScript by hand as a client would send it, with the
 // call token tok, and returns its reply.
-func plainRun(t *testing.T, c redis.UniversalClient, key, tok string, req ratelimit.Request) []int64 {
+func plainRun(t *testing.T, c redis.UniversalClient, key, tok string, req stores.Request) []int64 {
 	t.Helper()
 	v, err := plainScript.Run(context.Background(), c, []string{key}, tok, "", 0,
 		gcraInterval(req.Limit), req.Limit.Capacity(), req.Cost).Int64Slice()

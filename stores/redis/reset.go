@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
-var _ ratelimit.Resetter = (*Store)(nil)
+var _ stores.Resetter = (*Store)(nil)
 
 // Reset deletes the Redis key that holds the state of (rule, key, alg)
 // (for GCRA, with the holes of its reservations given back early), so
@@ -15,16 +15,16 @@ var _ ratelimit.Resetter = (*Store)(nil)
 // what this instance keeps of it (a cached denial, a lease). Other
 // instances may still answer from a cached denial until it expires (at
 // most the RetryAfter it was cached with) and spend the rest of a lease;
-// see ratelimit.Resetter. A GCRA key split by WithHotKeys keeps its split:
+// see stores.Resetter. A GCRA key split by WithHotKeys keeps its split:
 // its parts are deleted instead, which together hold the key's capacity.
-func (s *Store) Reset(ctx context.Context, rule, key string, alg ratelimit.Algorithm) error {
+func (s *Store) Reset(ctx context.Context, rule, key string, alg stores.Algorithm) error {
 	if int(alg) >= len(algorithmCodes) {
-		return fmt.Errorf("%w: unknown %v", ratelimit.ErrInvalidRequest, alg)
+		return fmt.Errorf("%w: unknown %v", stores.ErrInvalidRequest, alg)
 	}
 	if len(rule)+len(key) > MaxKeyLen {
-		return fmt.Errorf("%w: rule and key exceed the Redis store's bound of %d bytes", ratelimit.ErrInvalidRequest, MaxKeyLen)
+		return fmt.Errorf("%w: rule and key exceed the Redis store's bound of %d bytes", stores.ErrInvalidRequest, MaxKeyLen)
 	}
-	req := ratelimit.Request{Rule: rule, Key: key, Algorithm: alg}
+	req := stores.Request{Rule: rule, Key: key, Algorithm: alg}
 	if s.denied != nil {
 		s.denied.forget(&req)
 	}
@@ -33,13 +33,13 @@ func (s *Store) Reset(ctx context.Context, rule, key string, alg ratelimit.Algor
 	}
 	ctx, cancel := s.budget(ctx)
 	defer cancel()
-	if alg == ratelimit.GCRA {
+	if alg == stores.GCRA {
 		if done, err := s.resetSplit(ctx, &req); done { // hotsplit.go
 			return err
 		}
 	}
 	keys := []string{stateKey(s.prefix, &req)}
-	if alg == ratelimit.GCRA { // and its holes (script.lua), in the same slot
+	if alg == stores.GCRA { // and its holes (script.lua), in the same slot
 		keys = append(keys, holesKey(keys[0]))
 	}
 	if err := s.client.Del(ctx, keys...).Err(); err != nil {
@@ -49,7 +49,7 @@ func (s *Store) Reset(ctx context.Context, rule, key string, alg ratelimit.Algor
 }
 
 // drop forgets req's lease, if any: its units are not returned.
-func (t *leaseTable) drop(req *ratelimit.Request) {
+func (t *leaseTable) drop(req *stores.Request) {
 	k := cacheKey{req.Rule, req.Key, req.Algorithm}
 	sh := &t.shards[k.hash()%cacheShards]
 	sh.mu.Lock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 func TestResetDeletesTheKeyOfOneRuleAndAlgorithm(t *testing.T) {
@@ -23,22 +24,22 @@ func TestResetDeletesTheKeyOfOneRuleAndAlgorithm(t *testing.T) {
 				l := ratelimit.Limit{Rate: 2, Period: time.Hour}
 				for _, rule := range []string{"a", "b"} {
 					for range 2 {
-						if res, err := s.Take(ctx, ratelimit.Request{Rule: rule, Key: "k}%", Limit: l, Algorithm: alg, Cost: 1}); err != nil || !res.Allowed {
+						if res, err := s.Take(ctx, stores.Request{Rule: rule, Key: "k}%", Limit: l, Algorithm: alg, Cost: 1}); err != nil || !res.Allowed {
 							t.Fatalf("%v take: %+v %v", alg, res, err)
 						}
 					}
 				}
 				// A denial, so that the denied cache holds the key.
-				if res, _ := s.Take(ctx, ratelimit.Request{Rule: "a", Key: "k}%", Limit: l, Algorithm: alg, Cost: 1}); res.Allowed {
+				if res, _ := s.Take(ctx, stores.Request{Rule: "a", Key: "k}%", Limit: l, Algorithm: alg, Cost: 1}); res.Allowed {
 					t.Fatalf("%v: third take allowed", alg)
 				}
 				if err := s.Reset(ctx, "a", "k}%", alg); err != nil {
 					t.Fatal(err)
 				}
-				if res, err := s.Take(ctx, ratelimit.Request{Rule: "a", Key: "k}%", Limit: l, Algorithm: alg, Cost: 1}); err != nil || !res.Allowed || res.Remaining != 1 {
+				if res, err := s.Take(ctx, stores.Request{Rule: "a", Key: "k}%", Limit: l, Algorithm: alg, Cost: 1}); err != nil || !res.Allowed || res.Remaining != 1 {
 					t.Fatalf("%v after reset: %+v %v", alg, res, err)
 				}
-				if res, err := s.Take(ctx, ratelimit.Request{Rule: "b", Key: "k}%", Limit: l, Algorithm: alg}); err != nil || res.Remaining != 0 {
+				if res, err := s.Take(ctx, stores.Request{Rule: "b", Key: "k}%", Limit: l, Algorithm: alg}); err != nil || res.Remaining != 0 {
 					t.Fatalf("%v: reset of rule a touched rule b: %+v %v", alg, res, err)
 				}
 				if err := s.Reset(ctx, "never-used", "k", alg); err != nil {
@@ -67,12 +68,12 @@ func TestResetThroughTheLimiterAndItsErrors(t *testing.T) {
 	if c := req(); c != 200 {
 		t.Fatalf("after Limiter.Reset: %d", c)
 	}
-	if err := s.Reset(ctx, "a", "k", ratelimit.Algorithm(9)); !errors.Is(err, ratelimit.ErrInvalidRequest) {
+	if err := s.Reset(ctx, "a", "k", stores.Algorithm(9)); !errors.Is(err, stores.ErrInvalidRequest) {
 		t.Fatalf("unknown algorithm: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := s.Reset(cctx, "a", "k", ratelimit.GCRA); err == nil {
+	if err := s.Reset(cctx, "a", "k", stores.GCRA); err == nil {
 		t.Fatal("reset with a cancelled context succeeded")
 	}
 }
@@ -87,20 +88,20 @@ func (nil2xx) ServeHTTP(w http.ResponseWriter, r *http.Request) { w.WriteHeader(
 // instant no more than one full bucket.
 func TestHotSplitResetKeepsOneKeysLimit(t *testing.T) {
 	limit := ratelimit.PerSecond(300)
-	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.96", Limit: limit, Cost: 1}
-	stores, clock := splitByTakes(t, hot, 40)
+	hot := stores.Request{Rule: "api", Key: "198.51.100.96", Limit: limit, Cost: 1}
+	peers, clock := splitByTakes(t, hot, 40)
 	ctx := context.Background()
 	clock.Advance(1100 * time.Millisecond) // the parts refill to full
-	if res, err := stores[0].Take(ctx, hot); err != nil || !res.Allowed {
+	if res, err := peers[0].Take(ctx, hot); err != nil || !res.Allowed {
 		t.Fatalf("a check of the split key: %+v, %v", res, err)
 	}
-	if err := stores[1].Reset(ctx, hot.Rule, hot.Key, ratelimit.GCRA); err != nil {
+	if err := peers[1].Reset(ctx, hot.Rule, hot.Key, stores.GCRA); err != nil {
 		t.Fatal(err)
 	}
 	admitted := 0
-	for _, c := range []struct{ s, n int }{{1, 39}, {0, 400}} { // 39: below stores[1]'s threshold
+	for _, c := range []struct{ s, n int }{{1, 39}, {0, 400}} { // 39: below peers[1]'s threshold
 		for range c.n {
-			res, err := stores[c.s].Take(ctx, hot)
+			res, err := peers[c.s].Take(ctx, hot)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 //go:embed script.lua
@@ -75,7 +75,7 @@ func (s *Store) header(args []any, mode string, now instant) []any {
 }
 
 // appendRequest appends the script fields of a validated request.
-func appendRequest(args []any, req *ratelimit.Request) ([]any, error) {
+func appendRequest(args []any, req *stores.Request) ([]any, error) {
 	return appendFields(args, req, wireAlg(req.Algorithm), req.Limit.Rate, req.Cost), nil
 }
 
@@ -91,10 +91,10 @@ func appendOp(args []any, o *op) []any {
 	return appendFields(args, &o.req, wireAlg(o.req.Algorithm), o.req.Limit.Rate, o.req.Cost)
 }
 
-func appendFields(args []any, req *ratelimit.Request, alg, rate, cost int) []any {
+func appendFields(args []any, req *stores.Request, alg, rate, cost int) []any {
 	l := req.Limit
 	var span int64
-	if req.Algorithm == ratelimit.GCRA {
+	if req.Algorithm == stores.GCRA {
 		span = gcraInterval(l)
 	} else {
 		span = ceilMicros(int64(l.Period))
@@ -106,12 +106,12 @@ func appendFields(args []any, req *ratelimit.Request, alg, rate, cost int) []any
 // "[!]<n>" where "!" marks Force and n is, for GCRA, MaxDelay in whole
 // microseconds (pacing), and for the windows the Slot a forced take or a
 // return applies to.
-func seventh(req *ratelimit.Request) string {
+func seventh(req *stores.Request) string {
 	var n int64
 	switch req.Algorithm {
-	case ratelimit.GCRA:
+	case stores.GCRA:
 		n = min(int64(req.MaxDelay/time.Microsecond), maxDelayMicros)
-	case ratelimit.SlidingWindow, ratelimit.FixedWindow:
+	case stores.SlidingWindow, stores.FixedWindow:
 		n = int64(req.Slot)
 	}
 	switch {
@@ -129,16 +129,16 @@ func seventh(req *ratelimit.Request) string {
 // explicit bounds, or the token of a Concurrency or GCRA request (which
 // only a return reads). A GCRA token beyond the script's exact range is no
 // time the key ever held: it is sent as one that matches none.
-func sixth(req *ratelimit.Request) any {
+func sixth(req *stores.Request) any {
 	w := req.Window
 	switch {
-	case req.Algorithm == ratelimit.Concurrency || req.Algorithm == ratelimit.SlidingLog:
+	case req.Algorithm == stores.Concurrency || req.Algorithm == stores.SlidingLog:
 		return strconv.FormatUint(min(req.Slot, maxSafe), 10)
-	case req.Algorithm == ratelimit.GCRA && req.Slot == 0:
+	case req.Algorithm == stores.GCRA && req.Slot == 0:
 		return ""
-	case req.Algorithm == ratelimit.GCRA:
+	case req.Algorithm == stores.GCRA:
 		return strconv.FormatUint(min(req.Slot, maxSafe), 10)
-	case w == (ratelimit.Window{}):
+	case w == (stores.Window{}):
 		return ""
 	case w.PrevStart == 0 && w.NextEnd == 0:
 		return ceilMicros(w.End) // within ±maxSafe: validated
@@ -156,7 +156,7 @@ func sixth(req *ratelimit.Request) any {
 // gcraInterval is the refill interval of l in whole microseconds:
 // ceil(ceil(Period/1µs)/Rate) = ceil(Period/(1000*Rate)), computed without
 // overflow.
-func gcraInterval(l ratelimit.Limit) int64 {
+func gcraInterval(l stores.Limit) int64 {
 	d := int64(time.Microsecond) * int64(l.Rate)
 	span := int64(l.Period) / d
 	if int64(l.Period)%d != 0 {
@@ -273,8 +273,8 @@ const maxCallKeep = 10 * time.Second
 
 // result converts one request's reply (allowed, remaining, retry µs,
 // reset µs, ...) to a Result, without its token.
-func result(l ratelimit.Limit, v []int64) ratelimit.Result {
-	return ratelimit.Result{
+func result(l stores.Limit, v []int64) stores.Result {
+	return stores.Result{
 		Allowed:    v[0] == 1,
 		Limit:      l,
 		Remaining:  int(v[1]),
@@ -289,13 +289,13 @@ func result(l ratelimit.Limit, v []int64) ratelimit.Result {
 // fifth value is the Slot token of a take of non-zero cost that consumed:
 // for GCRA the key's time after it, in µs; for a window its end, in µs;
 // for Concurrency the first id of its slots.
-func takeResult(req *ratelimit.Request, v []int64) ratelimit.Result {
+func takeResult(req *stores.Request, v []int64) stores.Result {
 	res := result(req.Limit, v)
 	switch {
 	case v[0] != 1 || req.Force:
-	case req.Algorithm == ratelimit.GCRA:
+	case req.Algorithm == stores.GCRA:
 		res.RetryAfter, res.Delay = 0, res.RetryAfter
-	case req.Algorithm == ratelimit.SlidingWindow || req.Algorithm == ratelimit.SlidingLog:
+	case req.Algorithm == stores.SlidingWindow || req.Algorithm == stores.SlidingLog:
 		res.RetryAfter, res.NextAfter = 0, res.RetryAfter
 	}
 	if req.Cost > 0 {
@@ -306,7 +306,7 @@ func takeResult(req *ratelimit.Request, v []int64) ratelimit.Result {
 
 // peekResult converts a cost-0 peek's remaining, retry and reset of
 // req's state, which allowed reports.
-func peekResult(req *ratelimit.Request, allowed bool, v []int64) ratelimit.Result {
+func peekResult(req *stores.Request, allowed bool, v []int64) stores.Result {
 	peek := *req
 	peek.Cost, peek.Force = 0, false
 	code := int64(0)

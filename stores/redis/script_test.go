@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -123,11 +124,11 @@ func TestSlidingWindowRoundingEdge(t *testing.T) {
 	ctx := context.Background()
 	client := standaloneClient(t)
 	cases := []struct {
-		limit ratelimit.Limit
+		limit stores.Limit
 		prev  int
 	}{
 		{ratelimit.PerDay(1_000_000), 999_983},
-		{ratelimit.Limit{Rate: 1<<31 - 1, Period: 50 * 365 * 24 * time.Hour}, 1<<31 - 1},
+		{stores.Limit{Rate: 1<<31 - 1, Period: 50 * 365 * 24 * time.Hour}, 1<<31 - 1},
 	}
 	for _, c := range cases {
 		for _, r := range []int64{1, 7} {
@@ -143,11 +144,11 @@ func TestSlidingWindowRoundingEdge(t *testing.T) {
 				clock := ratelimittest.NewClock(time.Time{})
 				mem := memory.New(memory.WithClock(clock))
 				rs := newStore(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
-				req := withAlg(gcraReq("edge", c.limit, c.prev), ratelimit.SlidingWindow)
+				req := withAlg(gcraReq("edge", c.limit, c.prev), stores.SlidingWindow)
 
 				nowUS := clock.Now().UnixMicro()
 				start := nowUS - nowUS%p // this window's start (1970 for a century)
-				take := func(atUS int64, cost int) ratelimit.Result {
+				take := func(atUS int64, cost int) stores.Result {
 					t.Helper()
 					req.Cost = cost
 					at := time.UnixMicro(atUS)

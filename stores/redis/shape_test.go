@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -18,12 +19,12 @@ import (
 // tokens) on the paths the conformance suite cannot see: the denied
 // cache, coalesced batches, leases and split keys, and several instances.
 
-func paced(r ratelimit.Request, d time.Duration) ratelimit.Request {
+func paced(r stores.Request, d time.Duration) stores.Request {
 	r.MaxDelay = d
 	return r
 }
 
-func forced(r ratelimit.Request, cost int) ratelimit.Request {
+func forced(r stores.Request, cost int) stores.Request {
 	r.Cost, r.Force = cost, true
 	return r
 }
@@ -39,7 +40,7 @@ func TestDeniedCacheLetsReservationsThrough(t *testing.T) {
 	mem := memory.New(memory.WithClock(clock))
 	s := newStore(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)))
 	req := gcraReq("k", ratelimit.PerSecond(10).WithBurst(1), 1) // one per 100ms
-	check := func(what string, r ratelimit.Request, wantHit bool) ratelimit.Result {
+	check := func(what string, r stores.Request, wantHit bool) stores.Result {
 		t.Helper()
 		before := s.Stats()
 		got, err := s.Take(ctx, r)
@@ -91,12 +92,12 @@ func TestCoalescedBatchDecidesEachShapedRequestAlone(t *testing.T) {
 	mem := memory.New(memory.WithClock(clock))
 	s := newStore(standaloneClient(t), WithClock(clock), WithPrefix(uniquePrefix(t)))
 	g := gcraReq("g", ratelimit.PerSecond(10).WithBurst(2), 1)
-	fixed := withAlg(gcraReq("f", ratelimit.PerMinute(10), 2), ratelimit.FixedWindow)
-	sliding := withAlg(gcraReq("s", ratelimit.PerMinute(10), 2), ratelimit.SlidingWindow)
+	fixed := withAlg(gcraReq("f", ratelimit.PerMinute(10), 2), stores.FixedWindow)
+	sliding := withAlg(gcraReq("s", ratelimit.PerMinute(10), 2), stores.SlidingWindow)
 
 	// A first take of each window: its Slot is what the batch settles.
 	memSlot, redisSlot := map[string]uint64{}, map[string]uint64{}
-	for _, r := range []ratelimit.Request{fixed, sliding} {
+	for _, r := range []stores.Request{fixed, sliding} {
 		want, _ := mem.Take(ctx, r)
 		got := mustTake(t, s, r)
 		if !want.Allowed || !got.Allowed || !sameSlot(r.Algorithm, got.Slot, want.Slot) {
@@ -107,10 +108,10 @@ func TestCoalescedBatchDecidesEachShapedRequestAlone(t *testing.T) {
 	clock.Advance(61 * time.Second) // the sliding window is now the previous one; the fixed one ended
 
 	type step struct {
-		req  ratelimit.Request
+		req  stores.Request
 		kind opKind
 	}
-	slotted := func(r ratelimit.Request) ratelimit.Request { r.Slot = 1; return r } // replaced per store
+	slotted := func(r stores.Request) stores.Request { r.Slot = 1; return r } // replaced per store
 	steps := []step{
 		{g, opTake},
 		{g, opTake},
@@ -172,7 +173,7 @@ func TestCoalescedBatchDecidesEachShapedRequestAlone(t *testing.T) {
 	}
 }
 
-func withCost(r ratelimit.Request, cost int) ratelimit.Request {
+func withCost(r stores.Request, cost int) stores.Request {
 	r.Cost = cost
 	return r
 }
@@ -246,12 +247,12 @@ func TestHotLeaseNeverServesShapedRequests(t *testing.T) {
 // paced check is denied for the marker's time (a split key takes no
 // reservations) and leaves the marker alone.
 func TestHotSplitShapedRequests(t *testing.T) {
-	hot := ratelimit.Request{Rule: "api", Key: "198.51.100.93", Limit: ratelimit.PerSecond(300), Cost: 1}
-	stores, clock := splitByTakes(t, hot, 40)
+	hot := stores.Request{Rule: "api", Key: "198.51.100.93", Limit: ratelimit.PerSecond(300), Cost: 1}
+	peers, clock := splitByTakes(t, hot, 40)
 	ctx := context.Background()
 	clock.Advance(100 * time.Millisecond) // the emptied parts refill 30 units
 	peek := withCost(hot, 0)
-	for i, s := range stores {
+	for i, s := range peers {
 		before := mustTake(t, s, peek).Remaining
 		res, err := s.Take(ctx, forced(hot, 6))
 		if err != nil || isMarker(&res) {

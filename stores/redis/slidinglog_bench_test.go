@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // BenchmarkSlidingLogTake is a sliding-log check on Redis beside the same
@@ -27,7 +28,7 @@ func BenchmarkSlidingLogTake(b *testing.B) {
 				b.Run(c.name+"/"+alg.String()+"/"+v.name, func(b *testing.B) {
 					client, counter := benchClient(b)
 					s := newStore(client, append([]Option{WithPrefix(uniquePrefix(b))}, v.opts...)...)
-					req := ratelimit.Request{Rule: "bench", Key: "hot", Limit: c.limit, Algorithm: alg, Cost: c.first}
+					req := stores.Request{Rule: "bench", Key: "hot", Limit: c.limit, Algorithm: alg, Cost: c.first}
 					if _, err := s.Take(context.Background(), req); err != nil {
 						b.Fatal(err)
 					}

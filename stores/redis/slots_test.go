@@ -12,14 +12,15 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
-func slotReq(key string, rate int, period time.Duration, cost int) ratelimit.Request {
-	return withAlg(gcraReq(key, ratelimit.Limit{Rate: rate, Period: period}, cost), ratelimit.Concurrency)
+func slotReq(key string, rate int, period time.Duration, cost int) stores.Request {
+	return withAlg(gcraReq(key, stores.Limit{Rate: rate, Period: period}, cost), stores.Concurrency)
 }
 
 // inUse returns how many slots of req's key are taken, by a cost-0 peek.
-func inUse(t *testing.T, s *Store, req ratelimit.Request) int {
+func inUse(t *testing.T, s *Store, req stores.Request) int {
 	t.Helper()
 	req.Cost = 0
 	res, err := s.Take(context.Background(), req)
@@ -184,9 +185,9 @@ func TestSlotTokensCoalescedAndTakeAll(t *testing.T) {
 	for _, b := range backends[:2] {
 		t.Run(b.name, func(t *testing.T) {
 			prefix := uniquePrefix(t)
-			stores := make([]*Store, 4)
-			for i := range stores {
-				stores[i] = newStore(b.client(t), WithPrefix(prefix))
+			peers := make([]*Store, 4)
+			for i := range peers {
+				peers[i] = newStore(b.client(t), WithPrefix(prefix))
 			}
 			req := slotReq("hot", 8, time.Hour, 1)
 			other := gcraReq("hot", ratelimit.PerHour(1_000_000), 1) // same slot: one script
@@ -194,16 +195,16 @@ func TestSlotTokensCoalescedAndTakeAll(t *testing.T) {
 			held := map[uint64]bool{}
 			var wg sync.WaitGroup
 			for g := range 64 {
-				s := stores[g%4]
+				s := peers[g%4]
 				wg.Go(func() {
 					for i := range 10 {
-						var res ratelimit.Result
+						var res stores.Result
 						var err error
 						if i%2 == 0 {
 							res, err = s.Take(context.Background(), req)
 						} else {
-							out := make([]ratelimit.Result, 2)
-							err = s.TakeAll(context.Background(), []ratelimit.Request{other, req}, out)
+							out := make([]stores.Result, 2)
+							err = s.TakeAll(context.Background(), []stores.Request{other, req}, out)
 							res = out[1]
 						}
 						if err != nil {
@@ -235,7 +236,7 @@ func TestSlotTokensCoalescedAndTakeAll(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			if n := inUse(t, stores[0], req); n != 0 {
+			if n := inUse(t, peers[0], req); n != 0 {
 				t.Errorf("%d slots left in use after every holder returned its token", n)
 			}
 		})

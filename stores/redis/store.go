@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // MaxBatch is the most requests one TakeAll accepts, as for the memory store.
@@ -24,7 +24,7 @@ const MaxBatch = 64
 type Store struct {
 	client redis.UniversalClient
 	prefix string
-	clock  ratelimit.Clock // nil: server time
+	clock  stores.Clock // nil: server time
 	route  routing
 	epoch  time.Time // origin of the local monotonic clock of the caches
 
@@ -57,7 +57,7 @@ type Store struct {
 	}
 }
 
-var _ ratelimit.Store = (*Store)(nil)
+var _ stores.Store = (*Store)(nil)
 
 // New returns a Store on client. The Store does not own the client: closing
 // it is the caller's business.
@@ -132,9 +132,9 @@ func (s *Store) now() instant {
 // round trip at most: none when the denied cache or a lease answers, and a
 // shared one when coalesced with concurrent calls. The error is non-nil only
 // when no decision could be made: an invalid request (wrapping
-// ratelimit.ErrInvalidRequest or ErrInvalidLimit), a Redis failure, or ctx
+// stores.ErrInvalidRequest or ErrInvalidLimit), a Redis failure, or ctx
 // ending first; the Result is then the zero value.
-func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Result, error) {
+func (s *Store) Take(ctx context.Context, req stores.Request) (stores.Result, error) {
 	res, err := s.take(ctx, s.now(), req)
 	markerDenial(&res)
 	return res, err
@@ -143,20 +143,20 @@ func (s *Store) Take(ctx context.Context, req ratelimit.Request) (ratelimit.Resu
 // TakeAt is Take at an explicit time instead of the server's (or the
 // WithClock clock's). On a Store with server time it bypasses the denied
 // cache and leases.
-func (s *Store) TakeAt(ctx context.Context, now time.Time, req ratelimit.Request) (ratelimit.Result, error) {
+func (s *Store) TakeAt(ctx context.Context, now time.Time, req stores.Request) (stores.Result, error) {
 	res, err := s.take(ctx, at(now), req)
 	markerDenial(&res)
 	return res, err
 }
 
-func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (ratelimit.Result, error) {
+func (s *Store) take(ctx context.Context, now instant, req stores.Request) (stores.Result, error) {
 	if err := validate(&req); err != nil {
-		return ratelimit.Result{}, err
+		return stores.Result{}, err
 	}
 	// A reservation or a settlement always goes to Redis (shaped).
 	sh := shaped(&req)
-	cached := s.denied != nil && req.Cost > 0 && req.Algorithm != ratelimit.Concurrency && !sh
-	leased := s.leaseAll && req.Cost > 0 && req.Algorithm == ratelimit.GCRA && !sh
+	cached := s.denied != nil && req.Cost > 0 && req.Algorithm != stores.Concurrency && !sh
+	leased := s.leaseAll && req.Cost > 0 && req.Algorithm == stores.GCRA && !sh
 	hot := s.hot != nil && hotEligible(&req) && !sh
 	var t int64
 	if cached || leased || hot {
@@ -186,7 +186,7 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 	}
 	vals, err := s.check(ctx, now, &req, opTake, 0)
 	if err != nil {
-		return ratelimit.Result{}, err
+		return stores.Result{}, err
 	}
 	if sh && s.denied != nil {
 		// A reservation or a debt postpones what a cached denial says.
@@ -210,13 +210,13 @@ func (s *Store) take(ctx context.Context, now instant, req ratelimit.Request) (r
 
 // check sends one request to Redis, coalesced or on its own, and returns
 // its reply: code, remaining, retry µs, reset µs, token.
-func (s *Store) check(ctx context.Context, now instant, req *ratelimit.Request, kind opKind, n int) ([takeWidth]int64, error) {
+func (s *Store) check(ctx context.Context, now instant, req *stores.Request, kind opKind, n int) ([takeWidth]int64, error) {
 	return s.checkKey(ctx, now, stateKey(s.prefix, req), req, kind, n)
 }
 
 // checkKey is check on the explicit state key key: the part of a split
 // key (hotsplit.go).
-func (s *Store) checkKey(ctx context.Context, now instant, key string, req *ratelimit.Request, kind opKind, n int) ([takeWidth]int64, error) {
+func (s *Store) checkKey(ctx context.Context, now instant, key string, req *stores.Request, kind opKind, n int) ([takeWidth]int64, error) {
 	var out [takeWidth]int64
 	if kind == opTake && s.plain(req) {
 		if vals, sent, err := s.soloPlain(ctx, now, key, req); sent {
@@ -264,21 +264,21 @@ func (s *Store) checkKey(ctx context.Context, now instant, key string, req *rate
 // sees its own earlier update. When any request is denied nothing is
 // consumed, and the allowed ones report Allowed with their state as it
 // stands. See the package documentation for TakeAll on Redis Cluster.
-func (s *Store) TakeAll(ctx context.Context, reqs []ratelimit.Request, results []ratelimit.Result) error {
+func (s *Store) TakeAll(ctx context.Context, reqs []stores.Request, results []stores.Result) error {
 	return markerDenials(s.takeAll(ctx, s.now(), reqs, results), results)
 }
 
 // TakeAllAt is TakeAll at an explicit time.
-func (s *Store) TakeAllAt(ctx context.Context, now time.Time, reqs []ratelimit.Request, results []ratelimit.Result) error {
+func (s *Store) TakeAllAt(ctx context.Context, now time.Time, reqs []stores.Request, results []stores.Result) error {
 	return markerDenials(s.takeAll(ctx, at(now), reqs, results), results)
 }
 
-func (s *Store) takeAll(ctx context.Context, now instant, reqs []ratelimit.Request, results []ratelimit.Result) error {
+func (s *Store) takeAll(ctx context.Context, now instant, reqs []stores.Request, results []stores.Result) error {
 	if len(results) != len(reqs) {
-		return fmt.Errorf("%w: %d results for %d requests", ratelimit.ErrInvalidRequest, len(results), len(reqs))
+		return fmt.Errorf("%w: %d results for %d requests", stores.ErrInvalidRequest, len(results), len(reqs))
 	}
 	if len(reqs) > MaxBatch {
-		return fmt.Errorf("%w: %d requests in one call, at most %d", ratelimit.ErrInvalidRequest, len(reqs), MaxBatch)
+		return fmt.Errorf("%w: %d requests in one call, at most %d", stores.ErrInvalidRequest, len(reqs), MaxBatch)
 	}
 	if len(reqs) == 0 {
 		return nil
@@ -292,7 +292,7 @@ func (s *Store) takeAll(ctx context.Context, now instant, reqs []ratelimit.Reque
 			return fmt.Errorf("request %d: %w", i, err)
 		}
 		if reqs[i].Force {
-			return fmt.Errorf("%w: request %d: a forced request (a settlement) is taken alone, with Take", ratelimit.ErrInvalidRequest, i)
+			return fmt.Errorf("%w: request %d: a forced request (a settlement) is taken alone, with Take", stores.ErrInvalidRequest, i)
 		}
 		var err error
 		if args, err = appendRequest(args, &reqs[i]); err != nil {
@@ -322,16 +322,16 @@ func (s *Store) takeAll(ctx context.Context, now instant, reqs []ratelimit.Reque
 // operation, or the release of Concurrency slots. It never raises the state
 // above full capacity, and does nothing for a key with no state (it never
 // creates a key). It drops the key from this Store's denied cache.
-func (s *Store) Return(ctx context.Context, req ratelimit.Request) error {
+func (s *Store) Return(ctx context.Context, req stores.Request) error {
 	return s.ret(ctx, s.now(), req)
 }
 
 // ReturnAt is Return at an explicit time.
-func (s *Store) ReturnAt(ctx context.Context, now time.Time, req ratelimit.Request) error {
+func (s *Store) ReturnAt(ctx context.Context, now time.Time, req stores.Request) error {
 	return s.ret(ctx, at(now), req)
 }
 
-func (s *Store) ret(ctx context.Context, now instant, req ratelimit.Request) error {
+func (s *Store) ret(ctx context.Context, now instant, req stores.Request) error {
 	if err := validate(&req); err != nil {
 		return err
 	}
@@ -348,17 +348,17 @@ func (s *Store) ret(ctx context.Context, now instant, req ratelimit.Request) err
 }
 
 // validate is Request.Validate plus the Store's bound on key length.
-func validate(req *ratelimit.Request) error {
+func validate(req *stores.Request) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
 	if n := len(req.Rule) + len(req.Key); n > MaxKeyLen {
-		return fmt.Errorf("%w: rule and key of %d bytes exceed the Redis store's bound of %d", ratelimit.ErrInvalidRequest, n, MaxKeyLen)
+		return fmt.Errorf("%w: rule and key of %d bytes exceed the Redis store's bound of %d", stores.ErrInvalidRequest, n, MaxKeyLen)
 	}
-	if w := req.Window; w != (ratelimit.Window{}) {
+	if w := req.Window; w != (stores.Window{}) {
 		for _, b := range [...]int64{w.PrevStart, w.Start, w.End, w.NextEnd} {
 			if e := ceilMicros(b); e > maxSafe || e < -maxSafe {
-				return fmt.Errorf("%w: window bound %d is beyond the range of the Redis store", ratelimit.ErrInvalidRequest, b)
+				return fmt.Errorf("%w: window bound %d is beyond the range of the Redis store", stores.ErrInvalidRequest, b)
 			}
 		}
 	}
@@ -369,12 +369,12 @@ func validate(req *ratelimit.Request) error {
 // microsecond or more) or a settlement (Force): the Store's local answers
 // (the denied cache, leases, a hot key's share) are exact for neither, so
 // such a request always goes to Redis, in one script call.
-func shaped(req *ratelimit.Request) bool {
-	return req.Force || req.Algorithm == ratelimit.GCRA && req.MaxDelay >= time.Microsecond
+func shaped(req *stores.Request) bool {
+	return req.Force || req.Algorithm == stores.GCRA && req.MaxDelay >= time.Microsecond
 }
 
 // wrongType is the error of a request whose key holds another type of value.
-func wrongType(req *ratelimit.Request) error {
+func wrongType(req *stores.Request) error {
 	return fmt.Errorf("ratelimit: redis: the state of rule %q key %q is not a rate-limit state (WRONGTYPE)", req.Rule, req.Key)
 }
 

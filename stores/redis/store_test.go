@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // backends are the client kinds every conformance and differential test
@@ -27,7 +28,7 @@ func TestConformance(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			client := b.client(t)
-			ratelimittest.TestStore(t, func(t *testing.T, clock ratelimit.Clock) ratelimit.Store {
+			ratelimittest.TestStore(t, func(t *testing.T, clock stores.Clock) stores.Store {
 				return newStore(client, WithClock(clock), WithPrefix(uniquePrefix(t)))
 			})
 		})
@@ -45,16 +46,16 @@ func newStore(client redis.UniversalClient, opts ...Option) *Store {
 	return New(client, append([]Option{WithTimeout(testBudget)}, opts...)...)
 }
 
-func gcraReq(key string, l ratelimit.Limit, cost int) ratelimit.Request {
-	return ratelimit.Request{Rule: "test", Key: key, Limit: l, Cost: cost}
+func gcraReq(key string, l stores.Limit, cost int) stores.Request {
+	return stores.Request{Rule: "test", Key: key, Limit: l, Cost: cost}
 }
 
-func withAlg(r ratelimit.Request, a ratelimit.Algorithm) ratelimit.Request {
+func withAlg(r stores.Request, a stores.Algorithm) stores.Request {
 	r.Algorithm = a
 	return r
 }
 
-func mustTake(t *testing.T, s ratelimit.Store, req ratelimit.Request) ratelimit.Result {
+func mustTake(t *testing.T, s stores.Store, req stores.Request) stores.Result {
 	t.Helper()
 	res, err := s.Take(context.Background(), req)
 	if err != nil {
@@ -89,7 +90,7 @@ func TestServerTime(t *testing.T) {
 			within(t, "RetryAfter", res.RetryAfter, 15*time.Second, 20*time.Second)
 			within(t, "ResetAfter", res.ResetAfter, 55*time.Second, 60*time.Second)
 
-			sw := withAlg(gcraReq("k", ratelimit.PerMinute(2), 2), ratelimit.SlidingWindow)
+			sw := withAlg(gcraReq("k", ratelimit.PerMinute(2), 2), stores.SlidingWindow)
 			if res := mustTake(t, s, sw); !res.Allowed || res.Remaining != 0 {
 				t.Fatalf("sliding take: %+v", res)
 			}
@@ -98,7 +99,7 @@ func TestServerTime(t *testing.T) {
 				t.Fatalf("sliding deny: %+v", res)
 			}
 
-			fw := withAlg(gcraReq("k", ratelimit.PerHour(1), 1), ratelimit.FixedWindow)
+			fw := withAlg(gcraReq("k", ratelimit.PerHour(1), 1), stores.FixedWindow)
 			if res := mustTake(t, s, fw); !res.Allowed || res.ResetAfter <= 0 || res.ResetAfter > time.Hour {
 				t.Fatalf("fixed take: %+v", res)
 			}
@@ -106,7 +107,7 @@ func TestServerTime(t *testing.T) {
 				t.Fatalf("fixed deny: %+v", res)
 			}
 
-			cc := withAlg(gcraReq("k", ratelimit.Limit{Rate: 1, Period: time.Minute}, 1), ratelimit.Concurrency)
+			cc := withAlg(gcraReq("k", stores.Limit{Rate: 1, Period: time.Minute}, 1), stores.Concurrency)
 			if res := mustTake(t, s, cc); !res.Allowed {
 				t.Fatalf("acquire: %+v", res)
 			}
@@ -120,8 +121,8 @@ func TestServerTime(t *testing.T) {
 				t.Fatalf("acquire after release: %+v", res)
 			}
 
-			res2 := make([]ratelimit.Result, 2)
-			reqs := []ratelimit.Request{gcraReq("a", ratelimit.PerHour(2), 1), gcraReq("b", ratelimit.PerHour(1), 1)}
+			res2 := make([]stores.Result, 2)
+			reqs := []stores.Request{gcraReq("a", ratelimit.PerHour(2), 1), gcraReq("b", ratelimit.PerHour(1), 1)}
 			if err := s.TakeAll(context.Background(), reqs, res2); err != nil || !res2[0].Allowed || !res2[1].Allowed {
 				t.Fatalf("TakeAll: %+v, %v", res2, err)
 			}
@@ -160,7 +161,7 @@ func TestTTLs(t *testing.T) {
 			client := b.client(t)
 			prefix := uniquePrefix(t)
 			s := newStore(client, WithPrefix(prefix))
-			ttl := func(req ratelimit.Request) time.Duration {
+			ttl := func(req stores.Request) time.Duration {
 				t.Helper()
 				d, err := client.PTTL(ctx, stateKey(prefix, &req)).Result()
 				if err != nil {
@@ -169,7 +170,7 @@ func TestTTLs(t *testing.T) {
 				return d
 			}
 			// A sub-millisecond interval still gets a TTL of at least 1ms.
-			tiny := gcraReq("tiny", ratelimit.Limit{Rate: 1, Period: 100 * time.Microsecond}, 1)
+			tiny := gcraReq("tiny", stores.Limit{Rate: 1, Period: 100 * time.Microsecond}, 1)
 			mustTake(t, s, tiny)
 			if d := ttl(tiny); d == -1 { // -2: already expired; 0: under 1ms left
 				t.Errorf("PTTL of a 100µs key = %v", d)
@@ -177,18 +178,18 @@ func TestTTLs(t *testing.T) {
 			g := gcraReq("g", ratelimit.PerSecond(10), 3)
 			mustTake(t, s, g)
 			within(t, "GCRA PTTL", ttl(g), time.Millisecond, 300*time.Millisecond)
-			sw := withAlg(gcraReq("s", ratelimit.PerSecond(10), 3), ratelimit.SlidingWindow)
+			sw := withAlg(gcraReq("s", ratelimit.PerSecond(10), 3), stores.SlidingWindow)
 			mustTake(t, s, sw)
 			within(t, "sliding PTTL", ttl(sw), time.Second, 2*time.Second)
-			fw := withAlg(gcraReq("f", ratelimit.PerHour(10), 3), ratelimit.FixedWindow)
+			fw := withAlg(gcraReq("f", ratelimit.PerHour(10), 3), stores.FixedWindow)
 			mustTake(t, s, fw)
 			within(t, "fixed PTTL", ttl(fw), time.Millisecond, time.Hour)
-			cc := withAlg(gcraReq("c", ratelimit.Limit{Rate: 5, Period: time.Minute}, 2), ratelimit.Concurrency)
+			cc := withAlg(gcraReq("c", stores.Limit{Rate: 5, Period: time.Minute}, 2), stores.Concurrency)
 			mustTake(t, s, cc)
 			within(t, "concurrency PTTL", ttl(cc), 59*time.Second, time.Minute)
 
 			// A refund keeps a TTL, and never creates a key.
-			for _, r := range []ratelimit.Request{sw, fw, cc} {
+			for _, r := range []stores.Request{sw, fw, cc} {
 				r.Cost = 1
 				if err := s.Return(ctx, r); err != nil {
 					t.Fatal(err)
@@ -261,9 +262,9 @@ func TestKeys(t *testing.T) {
 	}
 	seen := map[string]string{}
 	for _, k := range []string{"", "%", "}", "%7D", "%25", "{", "{}", "a}b", "a%7Db", "{a}", "}{"} {
-		for _, a := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow} {
+		for _, a := range []stores.Algorithm{stores.GCRA, stores.SlidingWindow} {
 			for _, rule := range []string{"", "r", "}:r", "{x}"} {
-				r := ratelimit.Request{Rule: rule, Key: k, Algorithm: a}
+				r := stores.Request{Rule: rule, Key: k, Algorithm: a}
 				sk := stateKey("p:", &r)
 				if prev, dup := seen[sk]; dup {
 					t.Errorf("key %q for %q collides with %s", sk, k, prev)
@@ -273,7 +274,7 @@ func TestKeys(t *testing.T) {
 				if tag == "" || strings.Contains(tag, "}") {
 					t.Errorf("key %q: hash tag %q", sk, tag)
 				}
-				r0 := ratelimit.Request{Key: k}
+				r0 := stores.Request{Key: k}
 				if slot(sk) != slot(stateKey("p:", &r0)) {
 					t.Errorf("rules of key %q in different slots", k)
 				}
@@ -290,7 +291,7 @@ func TestKeys(t *testing.T) {
 func TestSlotsMatchRedis(t *testing.T) {
 	client := clusterClient(t)
 	for _, k := range []string{"", "a", "192.0.2.1", "{x}", "a}b", "%", strings.Repeat("z", 300)} {
-		r := ratelimit.Request{Rule: "r", Key: k}
+		r := stores.Request{Rule: "r", Key: k}
 		sk := stateKey(DefaultPrefix, &r)
 		want, err := client.ClusterKeySlot(context.Background(), sk).Result()
 		if err != nil {
@@ -308,10 +309,10 @@ func TestInvalidRequests(t *testing.T) {
 	ctx := context.Background()
 
 	huge := gcraReq(strings.Repeat("k", MaxKeyLen+1), ratelimit.PerSecond(1), 1)
-	if res, err := s.Take(ctx, huge); !errors.Is(err, ratelimit.ErrInvalidRequest) || res != (ratelimit.Result{}) {
+	if res, err := s.Take(ctx, huge); !errors.Is(err, stores.ErrInvalidRequest) || res != (stores.Result{}) {
 		t.Errorf("Take of an oversized key = %+v, %v", res, err)
 	}
-	if err := s.Return(ctx, huge); !errors.Is(err, ratelimit.ErrInvalidRequest) {
+	if err := s.Return(ctx, huge); !errors.Is(err, stores.ErrInvalidRequest) {
 		t.Errorf("Return of an oversized key = %v", err)
 	}
 	// A key right at the bound works.
@@ -320,17 +321,17 @@ func TestInvalidRequests(t *testing.T) {
 		t.Errorf("Take of a key at the bound = %+v, %v", res, err)
 	}
 
-	far := withAlg(gcraReq("k", ratelimit.PerDay(1), 1), ratelimit.FixedWindow)
-	far.Window = ratelimit.Window{Start: 1<<63 - 2, End: 1<<63 - 1}
-	if _, err := s.Take(ctx, far); !errors.Is(err, ratelimit.ErrInvalidRequest) {
+	far := withAlg(gcraReq("k", ratelimit.PerDay(1), 1), stores.FixedWindow)
+	far.Window = stores.Window{Start: 1<<63 - 2, End: 1<<63 - 1}
+	if _, err := s.Take(ctx, far); !errors.Is(err, stores.ErrInvalidRequest) {
 		t.Errorf("window beyond 2^53µs: %v", err)
 	}
 
-	reqs := make([]ratelimit.Request, MaxBatch+1)
+	reqs := make([]stores.Request, MaxBatch+1)
 	for i := range reqs {
 		reqs[i] = gcraReq("k", ratelimit.PerSecond(1), 0)
 	}
-	if err := s.TakeAll(ctx, reqs, make([]ratelimit.Result, len(reqs))); !errors.Is(err, ratelimit.ErrInvalidRequest) {
+	if err := s.TakeAll(ctx, reqs, make([]stores.Result, len(reqs))); !errors.Is(err, stores.ErrInvalidRequest) {
 		t.Errorf("TakeAll of %d requests = %v", len(reqs), err)
 	}
 	if err := s.TakeAll(ctx, nil, nil); err != nil {
@@ -346,13 +347,13 @@ func TestBackendErrors(t *testing.T) {
 	ctx := context.Background()
 	req := gcraReq("k", ratelimit.PerSecond(1), 1)
 	res, err := s.Take(ctx, req)
-	if err == nil || res != (ratelimit.Result{}) || !strings.HasPrefix(err.Error(), "ratelimit: redis: ") {
+	if err == nil || res != (stores.Result{}) || !strings.HasPrefix(err.Error(), "ratelimit: redis: ") {
 		t.Errorf("Take on a dead server = %+v, %v", res, err)
 	}
 	if err := s.Return(ctx, req); err == nil || !strings.HasPrefix(err.Error(), "ratelimit: redis: ") {
 		t.Errorf("Return on a dead server = %v", err)
 	}
-	if err := s.TakeAll(ctx, []ratelimit.Request{req}, make([]ratelimit.Result, 1)); err == nil {
+	if err := s.TakeAll(ctx, []stores.Request{req}, make([]stores.Result, 1)); err == nil {
 		t.Errorf("TakeAll on a dead server = nil")
 	}
 
@@ -368,7 +369,7 @@ func TestBackendErrors(t *testing.T) {
 	prefix := uniquePrefix(t)
 	c.HSet(ctx, stateKey(prefix, &req), "x", "y")
 	c.Expire(ctx, stateKey(prefix, &req), time.Minute)
-	if res, err := newStore(c, WithPrefix(prefix)).Take(ctx, req); err == nil || res != (ratelimit.Result{}) {
+	if res, err := newStore(c, WithPrefix(prefix)).Take(ctx, req); err == nil || res != (stores.Result{}) {
 		t.Errorf("Take on a key of the wrong type = %+v, %v", res, err)
 	}
 }
@@ -387,10 +388,10 @@ func TestClusterTakeAllCompensation(t *testing.T) {
 			var keys []string
 			for i := 0; len(keys) < 3; i++ {
 				k := string(rune('a' + i))
-				r := ratelimit.Request{Key: k}
+				r := stores.Request{Key: k}
 				ok := true
 				for _, o := range keys {
-					ro := ratelimit.Request{Key: o}
+					ro := stores.Request{Key: o}
 					ok = ok && slot(stateKey(prefix, &r)) != slot(stateKey(prefix, &ro))
 				}
 				if ok {
@@ -398,10 +399,10 @@ func TestClusterTakeAllCompensation(t *testing.T) {
 				}
 			}
 			a := gcraReq(keys[0], ratelimit.PerHour(5), 1)
-			bq := withAlg(gcraReq(keys[1], ratelimit.PerHour(1), 1), ratelimit.FixedWindow)
-			c := withAlg(gcraReq(keys[2], ratelimit.PerHour(4), 2), ratelimit.SlidingWindow)
-			reqs := []ratelimit.Request{a, bq, c}
-			res := make([]ratelimit.Result, 3)
+			bq := withAlg(gcraReq(keys[1], ratelimit.PerHour(1), 1), stores.FixedWindow)
+			c := withAlg(gcraReq(keys[2], ratelimit.PerHour(4), 2), stores.SlidingWindow)
+			reqs := []stores.Request{a, bq, c}
+			res := make([]stores.Result, 3)
 			if err := s.TakeAll(ctx, reqs, res); err != nil {
 				t.Fatal(err)
 			}
@@ -412,7 +413,7 @@ func TestClusterTakeAllCompensation(t *testing.T) {
 			if err := s.TakeAll(ctx, reqs, res); err != nil {
 				t.Fatal(err)
 			}
-			want := []ratelimit.Result{
+			want := []stores.Result{
 				{Allowed: true, Limit: a.Limit, Remaining: 4, ResetAfter: 12 * time.Minute},
 				{Limit: bq.Limit, RetryAfter: time.Hour, ResetAfter: time.Hour},
 				// 3 fit once the 2 taken weigh 1: half the next window.
@@ -436,7 +437,7 @@ func TestClusterTakeAllCompensation(t *testing.T) {
 			d := gcraReq(keys[1], ratelimit.PerHour(1), 1)
 			client.HSet(ctx, stateKey(prefix, &d), "x", "y")
 			client.Expire(ctx, stateKey(prefix, &d), time.Minute)
-			if err := s.TakeAll(ctx, []ratelimit.Request{a, d, c}, res); err == nil || !strings.Contains(err.Error(), "ratelimit: redis:") {
+			if err := s.TakeAll(ctx, []stores.Request{a, d, c}, res); err == nil || !strings.Contains(err.Error(), "ratelimit: redis:") {
 				t.Fatalf("TakeAll with a failing shard = %v", err)
 			}
 			a.Cost, c.Cost = 0, 0

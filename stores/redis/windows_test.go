@@ -17,19 +17,20 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // windowAlgorithms are the algorithms whose bound is counted per window,
 // with a GCRA limit of the same rate for comparison.
-var windowAlgorithms = []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.GCRA}
+var windowAlgorithms = []stores.Algorithm{stores.FixedWindow, stores.SlidingWindow, stores.GCRA}
 
 // admittedBound is the most units a limit may admit to requests stamped in
 // [first, last]: Rate per window touched for the window algorithms (a
 // sliding window never holds more than Rate in its current window), and
 // the burst plus the refill for GCRA.
-func admittedBound(alg ratelimit.Algorithm, l ratelimit.Limit, first, last time.Time) int {
+func admittedBound(alg stores.Algorithm, l stores.Limit, first, last time.Time) int {
 	p := int64(l.Period)
-	if alg == ratelimit.GCRA {
+	if alg == stores.GCRA {
 		return l.Capacity() + int(last.Sub(first)/l.Interval()) + 1
 	}
 	windows := last.UnixNano()/p - first.UnixNano()/p + 1
@@ -43,7 +44,7 @@ func TestAlternatingStampsNeverRestartAWindow(t *testing.T) {
 	for _, alg := range windowAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			s := newStore(standaloneClient(t), WithPrefix(uniquePrefix(t)))
-			l := ratelimit.Limit{Rate: 10, Period: time.Second}
+			l := stores.Limit{Rate: 10, Period: time.Second}
 			req := withAlg(gcraReq("k", l, 1), alg)
 			base := ratelimittest.Epoch()
 			admitted := 0
@@ -86,18 +87,18 @@ func TestOutOfOrderStampsFourInstances(t *testing.T) {
 		for _, alg := range windowAlgorithms {
 			t.Run(b.name+"/"+alg.String(), func(t *testing.T) {
 				prefix := uniquePrefix(t)
-				stores := make([]*Store, 4)
-				for i := range stores {
-					stores[i] = newStore(b.client(t), WithPrefix(prefix))
+				peers := make([]*Store, 4)
+				for i := range peers {
+					peers[i] = newStore(b.client(t), WithPrefix(prefix))
 				}
-				l := ratelimit.Limit{Rate: 50, Period: 100 * time.Millisecond}
+				l := stores.Limit{Rate: 50, Period: 100 * time.Millisecond}
 				req := withAlg(gcraReq("hot", l, 1), alg)
 				const step = 100 * time.Microsecond
 				base := ratelimittest.Epoch().Add(time.Hour)
 				var seq, admitted atomic.Int64
 				var wg sync.WaitGroup
 				for g := range 64 {
-					s := stores[g%4]
+					s := peers[g%4]
 					wg.Go(func() {
 						for range 40 {
 							i := seq.Add(1)
@@ -137,16 +138,16 @@ func TestClockSteppedBackAdmitsNothingMore(t *testing.T) {
 				// earlier window.
 				clock := ratelimittest.NewClock(ratelimittest.Epoch().Truncate(time.Minute).Add(time.Hour + 500*time.Millisecond))
 				prefix := uniquePrefix(t)
-				stores := make([]*Store, 4)
-				for i := range stores {
-					stores[i] = newStore(standaloneClient(t), WithPrefix(prefix), WithClock(clock))
+				peers := make([]*Store, 4)
+				for i := range peers {
+					peers[i] = newStore(standaloneClient(t), WithPrefix(prefix), WithClock(clock))
 				}
 				l := ratelimit.PerMinute(10)
 				req := withAlg(gcraReq("k", l, 1), alg)
 				admitted := 0
 				take := func(i int) {
 					t.Helper()
-					res, err := stores[i%4].Take(context.Background(), req)
+					res, err := peers[i%4].Take(context.Background(), req)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -1,0 +1,99 @@
+package ratelimit_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores/memory"
+)
+
+// allocsPerRequest serves h 2000 times, round-robin over 100 clients that
+// have each been served once, and returns the allocations per request and
+// the last status.
+func allocsPerRequest(h http.Handler) (float64, int) {
+	reqs := make([]*http.Request, 100)
+	for i := range reqs {
+		reqs[i] = clientReq(i)
+		h.ServeHTTP(ratelimittest.NewDiscardWriter(), reqs[i])
+	}
+	w := ratelimittest.NewDiscardWriter()
+	i := 0
+	got := testing.AllocsPerRun(2000, func() {
+		w.Reset()
+		h.ServeHTTP(w, reqs[i%len(reqs)])
+		i++
+	})
+	return got, w.Status()
+}
+
+// TestStackedRulesAllocations: a rate stacked on a daily quota, the
+// configuration users write most after a single rule, costs an allowed
+// request at most one allocation (its fields) and a denied one at most
+// one: the quota's policy item and its window are worked out once, not
+// per request.
+func TestStackedRulesAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own: allocation counts say nothing")
+	}
+	for _, c := range []struct {
+		name  string
+		limit ratelimit.Limit
+		want  int
+	}{
+		{"allow", ratelimit.Limit{Rate: 1e9, Period: time.Second}, http.StatusOK},
+		{"deny", ratelimit.PerHour(1), http.StatusTooManyRequests},
+	} {
+		got, status := allocsPerRequest(ratelimit.NewRules([]ratelimit.Rule{
+			{Name: "rate", Limit: c.limit, Key: ratelimit.ByIP()},
+			{Name: "daily", Quota: ratelimit.Daily(1_000_000_000, time.UTC), Key: ratelimit.ByIP()},
+		})(okHandler))
+		if status != c.want {
+			t.Fatalf("%s: status %d, want %d", c.name, status, c.want)
+		}
+		if got > 1 {
+			t.Errorf("%s: %.1f allocations per request, want at most 1", c.name, got)
+		}
+	}
+}
+
+// TestConcurrencyRuleAllocations: a request admitted under a Concurrency
+// rule on the in-process store holds its slot without allocating for it:
+// what it holds is recycled once it has been served, and the store reads
+// no context, so none is kept. Its fields are the one allocation.
+func TestConcurrencyRuleAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own: allocation counts say nothing")
+	}
+	for _, h := range []http.Handler{
+		ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Algorithm: ratelimit.Concurrency,
+			Limit: ratelimit.Limit{Rate: 1000, Period: time.Minute}, Key: ratelimit.ByIP()}})(okHandler),
+		ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Algorithm: ratelimit.Concurrency,
+			Limit: ratelimit.Limit{Rate: 1000, Period: time.Minute}, Key: ratelimit.ByIP()}}, ratelimit.WithStore(memory.New()))(okHandler),
+	} {
+		got, status := allocsPerRequest(h)
+		if status != http.StatusOK {
+			t.Fatalf("status %d, want 200", status)
+		}
+		if got > 1 {
+			t.Errorf("%.1f allocations per request, want at most 1", got)
+		}
+	}
+}
+
+// TestAllowAllocatesNothing: Allow on one rule on the in-process store
+// costs no allocation, allowed or denied.
+func TestAllowAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own: allocation counts say nothing")
+	}
+	ctx := t.Context()
+	for _, limit := range []ratelimit.Limit{{Rate: 1e9, Period: time.Second}, ratelimit.PerHour(1)} {
+		l := ratelimit.NewLimiter(limit, ratelimit.ByIP())
+		if a := testing.AllocsPerRun(1000, func() { _, _ = l.Allow(ctx, "k") }); a != 0 {
+			t.Errorf("Allow under %v: %.1f allocations, want 0", limit, a)
+		}
+	}
+}

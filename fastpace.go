@@ -1,0 +1,87 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/ratelimit/stores"
+	"github.com/sluicehq/ratelimit/stores/memory"
+)
+
+// fastPace is the pacing step of a direct path: the rule's waiting places,
+// and what gives a reservation back when its request leaves before its
+// turn.
+type fastPace struct {
+	l     *Limiter
+	pc    *pacer
+	store *memory.Store
+}
+
+// admitPaced is admitSteps for a paced rule: the request takes a waiting
+// place if one is free (without one it is admitted only if it fits now),
+// is decided with the place's horizon (the pace's MaxDelay, cut to its
+// deadline) and, when admitted for later, waits for its turn. As on the
+// general path: a request whose context ends while it waits gives its
+// reservation back and gets a 503; the fields of one served after waiting
+// describe the moment it is served.
+func (f *fastRule) admitPaced(w http.ResponseWriter, r *http.Request, ru *rule) (ok, handled bool) {
+	h := w.Header()
+	key, err := ru.Key(r)
+	if err != nil || nested(h) {
+		return false, false
+	}
+	key = compactKey(key)
+	p := f.pace
+	var horizon time.Duration
+	if p.pc.enter(key) {
+		defer p.pc.leave(key)
+		horizon = p.pc.horizon(r.Context())
+	}
+	start := f.obs.start()
+	now := f.now()
+	res := f.check.TakeDelayed(key, now, int64(horizon))
+	f.observe(r, ru, &res, start)
+	if delay := min(time.Duration(res.Delay), horizon); res.Allowed && delay > 0 {
+		if !p.wait(r.Context(), delay) {
+			p.giveBack(r, ru, key, horizon, res.Slot)
+			v := Verdict{l: p.l, r: r, kind: verdictCanceled, top: ru, res: directResult(&res, ru.Limit), limit: ru.Limit,
+				err: fmt.Errorf("ratelimit: the request ended while waiting for its turn: %w", context.Cause(r.Context()))}
+			v.write(w)
+			return false, true
+		}
+		res.ResetAfter = max(0, res.ResetAfter-int64(delay))
+	}
+	return f.respond(w, h, &res, now), true
+}
+
+// wait waits for delay, or for ctx to end first (false).
+func (p *fastPace) wait(ctx context.Context, delay time.Duration) bool {
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// giveBack returns the reservation slot of key, taken with horizon, to
+// the store.
+func (p *fastPace) giveBack(r *http.Request, ru *rule, key string, horizon time.Duration, slot uint64) {
+	req := stores.Request{Rule: ru.Name, Key: key, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1, MaxDelay: horizon}
+	p.l.release(context.WithoutCancel(r.Context()), r, ru, p.store, req, slot)
+}
+
+// nested reports whether h already carries rate-limit fields: a limiter
+// nested in another adds its members to them, on the general path.
+func nested(h http.Header) bool {
+	if len(h) == 0 {
+		return false
+	}
+	_, policy := h[hdrPolicy]
+	_, rateLimit := h[hdrRateLimit]
+	return policy || rateLimit
+}

@@ -1,0 +1,70 @@
+package ratelimit
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/ratelimit/internal/memstore"
+)
+
+// direct returns the limiter's direct path, or nil when its requests take
+// the general one: it has a single rule whose check was prepared when the
+// Limiter was built (see prepareFast), and no adaptive rule.
+func (l *Limiter) direct() *fastRule {
+	if l.adaptive == nil && len(l.rules) == 1 {
+		return l.rules[0].fast
+	}
+	return nil
+}
+
+// checkDirect is Check's decision on the direct path, with its steps
+// (observers, shadow): it makes *v the verdict on r and reports true, or reports false, having consumed
+// nothing, when r needs the general path (its key function failed). The
+// verdict is written as the general path's is; only the decision is
+// shared with the middleware's direct path.
+func (l *Limiter) checkDirect(f *fastRule, r *http.Request, v *Verdict) bool {
+	if f.pace != nil {
+		return false // Check waits for a paced turn on the general path
+	}
+	ru := l.rules[0]
+	start := f.obs.start()
+	res, _, ok := f.take(nil, r, ru)
+	if !ok {
+		return false
+	}
+	f.observe(r, ru, &res, start)
+	if f.shadow {
+		*v = Verdict{l: l, r: r} // counted, never enforced nor reported
+		return true
+	}
+	*v = Verdict{l: l, r: r, kind: verdictAllowed, top: ru, limit: ru.Limit, res: directResult(&res, ru.Limit)}
+	if !res.Allowed {
+		v.kind = verdictDenied
+	}
+	return true
+}
+
+// directResult is the engine's decision res under limit as a Result.
+func directResult(res *memstore.Result, limit Limit) Result {
+	return Result{
+		Allowed:    res.Allowed,
+		Limit:      limit,
+		Remaining:  int(res.Remaining),
+		RetryAfter: time.Duration(res.RetryAfter),
+		ResetAfter: time.Duration(res.ResetAfter),
+		Slot:       res.Slot,
+		Delay:      time.Duration(res.Delay),
+		NextAfter:  time.Duration(res.Next),
+	}
+}
+
+// allowDirect is Allow on the direct path: one event for key under the
+// limiter's one rule, decided by its prepared check and reported to the
+// observers (with a nil Event.Request), as the general path would.
+func (l *Limiter) allowDirect(f *fastRule, key string) Result {
+	ru := l.rules[0]
+	start := f.obs.start()
+	res := f.check.Take(compactKey(key), f.now())
+	f.observe(nil, ru, &res, start)
+	return directResult(&res, ru.Limit)
+}
