@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 	"github.com/sluicehq/ratelimit/stores"
+	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
 // byPeer keys requests by RemoteAddr's host, failing on an empty one.
@@ -272,6 +273,18 @@ func TestConstructionPanics(t *testing.T) {
 		},
 		"relative carveout": func() { ratelimit.WithCarveOuts("healthz") },
 		"nil store":         func() { ratelimit.WithStore(nil) },
+		"nil memory store":  func() { ratelimit.WithStore((*memory.Store)(nil)) },
+		"zero memory store": func() { ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithStore(&memory.Store{})) },
+		"rule with a zero memory store": func() {
+			ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: byPeer, Settled: true, Store: &memory.Store{}}})
+		},
+		// Not when the rule's store first fails, in the middle of an outage.
+		"nil fallback": func() {
+			ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: byPeer, OnStoreError: ratelimit.FailurePolicy{Fallback: (*memory.Store)(nil)}}})
+		},
+		"zero memory fallback": func() {
+			ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: byPeer, OnStoreError: ratelimit.FailurePolicy{Fallback: &memory.Store{}}}})
+		},
 		"nil next":          func() { ratelimit.New(ratelimit.PerSecond(1), byPeer)(nil) },
 		"error handler without a rule failing closed": func() {
 			ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithErrorHandler(func(http.ResponseWriter, *http.Request, error) {}))

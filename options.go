@@ -50,6 +50,7 @@ func WithStore(s Store) Option {
 	if s == nil {
 		panic("ratelimit: WithStore(nil)")
 	}
+	checkStore("WithStore's store", s)
 	return func(c *config) { c.store = s }
 }
 
