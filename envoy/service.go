@@ -44,7 +44,7 @@ type Service struct {
 // New returns a Service serving rules (nil: none yet; calls fail with
 // UNAVAILABLE until SetRules) from store.
 func New(rules *Rules, store ratelimit.Store, opts ...Option) (*Service, error) {
-	if store == nil {
+	if nilStore(store) {
 		return nil, errors.New("ratelimit: envoy.New needs a store")
 	}
 	s := &Service{store: store, opts: options{clock: stores.SystemClock(), headers: true}}
