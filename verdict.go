@@ -20,6 +20,7 @@ type Verdict struct {
 	l        *Limiter
 	r        *http.Request
 	kind     verdictKind
+	answered bool   // handed to the denied handler: its Write sends the default answer
 	top      *rule  // the rule reported
 	res      Result // its result
 	limit    Limit  // the limit its request was checked against
@@ -159,8 +160,13 @@ func (v *Verdict) write(w http.ResponseWriter) {
 	}
 	l := v.l
 	if v.Denied() && l.denied != nil {
+		if v.answered {
+			v.writeDefaultDenial(w)
+			return
+		}
 		v.setHeaders(w.Header(), false)
 		c := *v // the handler's copy, so that v stays on its caller's stack
+		c.answered = true
 		l.denied(w, v.r, &c)
 		return
 	}
@@ -195,6 +201,24 @@ func (v *Verdict) write(w http.ResponseWriter) {
 		problem.Write(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
 	case verdictCanceled:
 		problem.Write(w, http.StatusServiceUnavailable, "about:blank", "The request ended while waiting for its turn.")
+	}
+}
+
+// writeDefaultDenial sends the status and body of a denial, whose fields
+// were set before the denied handler ran: what Write sends without a
+// denied handler, for a handler that only observes the denial.
+func (v *Verdict) writeDefaultDenial(w http.ResponseWriter) {
+	switch v.kind {
+	case verdictDenied:
+		body := v.top.problem
+		if v.violated != nil {
+			body = problem.Denied(v.violated)
+		}
+		problem.WriteBody(w, http.StatusTooManyRequests, body)
+	case verdictAdaptive:
+		problem.WriteBody(w, http.StatusServiceUnavailable, v.top.adaptive.Load().problem)
+	case verdictCostExceeded:
+		problem.WriteBody(w, http.StatusTooManyRequests, problem.CostExceeded(v.top.Name, v.cost, v.limit.Capacity()))
 	}
 }
 
