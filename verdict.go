@@ -20,7 +20,7 @@ type Verdict struct {
 	l        *Limiter
 	r        *http.Request
 	kind     verdictKind
-	answered bool   // handed to the denied handler: its Write sends the default answer
+	answered bool   // handed, fields set, to a denied handler or ServeRoute's deny: Write sends the default denial
 	top      *rule  // the rule reported
 	res      Result // its result
 	limit    Limit  // the limit its request was checked against
@@ -159,11 +159,11 @@ func (v *Verdict) write(w http.ResponseWriter) {
 		return
 	}
 	l := v.l
+	if v.answered && v.Denied() { // its fields are set: see answered
+		v.writeDefaultDenial(w)
+		return
+	}
 	if v.Denied() && l.denied != nil {
-		if v.answered {
-			v.writeDefaultDenial(w)
-			return
-		}
 		v.setHeaders(w.Header(), false)
 		c := *v // the handler's copy, so that v stays on its caller's stack
 		c.answered = true
