@@ -150,7 +150,7 @@ func (s *Service) limitsToCheck(rules *Rules, req *pb.RateLimitRequest, outs []o
 			unlimited[i] = true
 			continue
 		}
-		outs[i] = outcome{limit: m.limit, rate: m.limit.rate(), key: bucketKey(d, m.shared),
+		outs[i] = outcome{limit: m.limit, rate: m.limit.rate(), key: storeKey(bucketKey(d, m.shared)),
 			hits: hitsOf(req, d), shadow: m.limit.shadow || m.limit.quota}
 	}
 	for i := range outs {
