@@ -18,7 +18,8 @@ import (
 //
 // A store error never becomes a 429 unless the rule fails closed with 429.
 // NewRules panics on a policy with a Status other than 429 or 503, with
-// both Status and Fallback, or with Instances and no Fallback.
+// both Status and Fallback, with Instances and no Fallback, or with a
+// Fallback that is a nil pointer or a memory.Store not made by memory.New.
 type FailurePolicy struct {
 	// Status, if set, fails closed: the request is answered with Status,
 	// http.StatusTooManyRequests or http.StatusServiceUnavailable, and an
@@ -76,6 +77,8 @@ func (p FailurePolicy) validate(rule string) {
 		panic(fmt.Sprintf("ratelimit: rule %q: OnStoreError has both a Status and a Fallback: pick one", rule))
 	case p.Instances < 0 || (p.Instances > 0 && p.Fallback == nil):
 		panic(fmt.Sprintf("ratelimit: rule %q: OnStoreError.Instances %d needs a Fallback and at least 1 instance", rule, p.Instances))
+	case p.Fallback != nil:
+		checkStore(fmt.Sprintf("rule %q: OnStoreError.Fallback", rule), p.Fallback)
 	}
 }
 

@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 	"github.com/sluicehq/ratelimit/stores"
+	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
 // byPeer keys requests by RemoteAddr's host, failing on an empty one.
@@ -156,6 +160,37 @@ func TestDeniedHandler(t *testing.T) {
 	}
 }
 
+// TestDeniedHandlerMayWriteTheDefaultResponse: a denied handler that only
+// observes the denial (logs it, counts it) and calls v.Write gets the
+// response the limiter sends without a denied handler, fields and body,
+// once: Write from inside the handler does not call the handler again.
+func TestDeniedHandlerMayWriteTheDefaultResponse(t *testing.T) {
+	for _, rule := range []ratelimit.Rule{
+		{Name: "login", Limit: ratelimit.PerHour(1), Key: byPeer},
+		{Name: "busy", Key: byPeer, Adaptive: &adaptive.Config{Min: 1, Max: 1, Initial: 1}},
+	} {
+		var answers [2]*httptest.ResponseRecorder
+		for i, opts := range [][]ratelimit.Option{nil, {ratelimit.WithDeniedHandler(func(w http.ResponseWriter, r *http.Request, v *ratelimit.Verdict) {
+			v.Write(w)
+		})}} {
+			l := ratelimit.NewRulesLimiter([]ratelimit.Rule{rule}, append(opts, ratelimit.WithClock(newClock()))...)
+			hold := make(chan struct{})
+			v := l.Check(httptest.NewRequest("GET", "/", nil)) // the first request, held
+			if !v.Allowed() {
+				t.Fatalf("%s: the first request was not admitted", rule.Name)
+			}
+			answers[i] = httptest.NewRecorder()
+			l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hold })).ServeHTTP(answers[i], httptest.NewRequest("GET", "/", nil))
+			close(hold)
+			v.Done()
+		}
+		def, got := answers[0], answers[1]
+		if got.Code != def.Code || got.Body.String() != def.Body.String() || !reflect.DeepEqual(got.Header(), def.Header()) {
+			t.Errorf("%s: Write from the denied handler: %d %v %q\nwant the default: %d %v %q", rule.Name, got.Code, got.Header(), got.Body, def.Code, def.Header(), def.Body)
+		}
+	}
+}
+
 // failingStore fails every call, as an unreachable Redis would.
 var (
 	errDown      = errors.New("connection refused")
@@ -272,7 +307,19 @@ func TestConstructionPanics(t *testing.T) {
 		},
 		"relative carveout": func() { ratelimit.WithCarveOuts("healthz") },
 		"nil store":         func() { ratelimit.WithStore(nil) },
-		"nil next":          func() { ratelimit.New(ratelimit.PerSecond(1), byPeer)(nil) },
+		"nil memory store":  func() { ratelimit.WithStore((*memory.Store)(nil)) },
+		"zero memory store": func() { ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithStore(&memory.Store{})) },
+		"rule with a zero memory store": func() {
+			ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: byPeer, Settled: true, Store: &memory.Store{}}})
+		},
+		// Not when the rule's store first fails, in the middle of an outage.
+		"nil fallback": func() {
+			ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: byPeer, OnStoreError: ratelimit.FailurePolicy{Fallback: (*memory.Store)(nil)}}})
+		},
+		"zero memory fallback": func() {
+			ratelimit.NewRules([]ratelimit.Rule{{Limit: ratelimit.PerSecond(1), Key: byPeer, OnStoreError: ratelimit.FailurePolicy{Fallback: &memory.Store{}}}})
+		},
+		"nil next": func() { ratelimit.New(ratelimit.PerSecond(1), byPeer)(nil) },
 		"error handler without a rule failing closed": func() {
 			ratelimit.New(ratelimit.PerSecond(1), byPeer, ratelimit.WithErrorHandler(func(http.ResponseWriter, *http.Request, error) {}))
 		},

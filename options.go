@@ -50,6 +50,7 @@ func WithStore(s Store) Option {
 	if s == nil {
 		panic("ratelimit: WithStore(nil)")
 	}
+	checkStore("WithStore's store", s)
 	return func(c *config) { c.store = s }
 }
 
@@ -120,8 +121,9 @@ func WithSkip(skip func(*http.Request) bool) Option {
 // WithDeniedHandler replaces the default 429 problem+json response with f.
 // f runs with the rate-limit fields, Retry-After and Cache-Control already
 // set; it writes the status and body. v tells what denied the request (its
-// Rule, Result and Violated); f answers the request itself and must not
-// call v's Write.
+// Rule, Result and Violated); f answers the request itself, or calls v's
+// Write to send the response the limiter sends without f (a handler that
+// only logs or counts denials).
 func WithDeniedHandler(f func(w http.ResponseWriter, r *http.Request, v *Verdict)) Option {
 	if f == nil {
 		panic("ratelimit: WithDeniedHandler(nil)")

@@ -133,6 +133,8 @@ func compileRule(r Rule, c config) *rule {
 	}
 	if r.Store == nil {
 		r.Store = c.store
+	} else {
+		checkStore(fmt.Sprintf("rule %q: Store", r.Name), r.Store)
 	}
 	ru := &rule{
 		Rule:       r,

@@ -15,7 +15,8 @@ import "net/http"
 //   - deny, if not nil, answers a Denied request in the framework's format.
 //     It runs with the rate-limit fields, Retry-After and Cache-Control set
 //     on w's header, gets the verdict (Rule, Result, Violated) and must
-//     write the response or have the framework write it; ServeRoute
+//     write the response or have the framework write it (the verdict's
+//     Write sends the core's 429 or 503, fields unchanged); ServeRoute
 //     returns its error.
 //   - onError, if not nil, decides what a store failure does to the
 //     request, in place of the failing rule's FailurePolicy. It is called
@@ -66,6 +67,7 @@ func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route strin
 	if deny != nil && v.Denied() {
 		v.setHeaders(w.Header(), false)
 		d := v // the callback's copy, so that v stays on the stack
+		d.answered = true
 		return false, deny(&d)
 	}
 	v.write(w)

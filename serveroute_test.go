@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -79,6 +80,29 @@ func TestServeRouteDenyGetsTheVerdictAndFields(t *testing.T) {
 	w.Reset()
 	if served, err := rt.serveRoute(l, w, false, false, nil, nil); served || err != nil || w.Code != http.StatusTooManyRequests || rt.nexts != 1 {
 		t.Fatalf("without deny: served %v, err %v, status %d; want the core's 429", served, err, w.Code)
+	}
+}
+
+// TestServeRouteDenyMayWriteTheCoresResponse: a deny callback that falls
+// back to the verdict's Write sends what ServeRoute sends without deny,
+// each field once (deny ran with them set already).
+func TestServeRouteDenyMayWriteTheCoresResponse(t *testing.T) {
+	var answers [2]*ratelimittest.DiscardWriter
+	for i, deny := range []func(w http.ResponseWriter) func(*ratelimit.Verdict) error{
+		func(http.ResponseWriter) func(*ratelimit.Verdict) error { return nil },
+		func(w http.ResponseWriter) func(*ratelimit.Verdict) error {
+			return func(v *ratelimit.Verdict) error { v.Write(w); return nil }
+		},
+	} {
+		l := ratelimit.NewLimiter(ratelimit.PerMinute(1), ratelimit.Global(), ratelimit.WithName("one"), ratelimit.WithClock(newClock()))
+		for range 2 {
+			answers[i] = ratelimittest.NewDiscardWriter()
+			l.ServeRoute(answers[i], ratelimittest.NewRequest("GET", "/", ""), "", deny(answers[i]), nil, func(*http.Request) error { return nil })
+		}
+	}
+	def, got := answers[0], answers[1]
+	if got.Code != http.StatusTooManyRequests || !reflect.DeepEqual(got.Header(), def.Header()) {
+		t.Errorf("deny's Write: %d %v\nwant the core's: %d %v", got.Code, got.Header(), def.Code, def.Header())
 	}
 }
 

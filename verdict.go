@@ -20,6 +20,7 @@ type Verdict struct {
 	l        *Limiter
 	r        *http.Request
 	kind     verdictKind
+	answered bool   // handed, fields set, to a denied handler or ServeRoute's deny: Write sends the default denial
 	top      *rule  // the rule reported
 	res      Result // its result
 	limit    Limit  // the limit its request was checked against
@@ -158,9 +159,14 @@ func (v *Verdict) write(w http.ResponseWriter) {
 		return
 	}
 	l := v.l
+	if v.answered && v.Denied() { // its fields are set: see answered
+		v.writeDefaultDenial(w)
+		return
+	}
 	if v.Denied() && l.denied != nil {
 		v.setHeaders(w.Header(), false)
 		c := *v // the handler's copy, so that v stays on its caller's stack
+		c.answered = true
 		l.denied(w, v.r, &c)
 		return
 	}
@@ -195,6 +201,24 @@ func (v *Verdict) write(w http.ResponseWriter) {
 		problem.Write(w, http.StatusInternalServerError, "about:blank", "The rate limit is misconfigured.")
 	case verdictCanceled:
 		problem.Write(w, http.StatusServiceUnavailable, "about:blank", "The request ended while waiting for its turn.")
+	}
+}
+
+// writeDefaultDenial sends the status and body of a denial, whose fields
+// were set before the denied handler ran: what Write sends without a
+// denied handler, for a handler that only observes the denial.
+func (v *Verdict) writeDefaultDenial(w http.ResponseWriter) {
+	switch v.kind {
+	case verdictDenied:
+		body := v.top.problem
+		if v.violated != nil {
+			body = problem.Denied(v.violated)
+		}
+		problem.WriteBody(w, http.StatusTooManyRequests, body)
+	case verdictAdaptive:
+		problem.WriteBody(w, http.StatusServiceUnavailable, v.top.adaptive.Load().problem)
+	case verdictCostExceeded:
+		problem.WriteBody(w, http.StatusTooManyRequests, problem.CostExceeded(v.top.Name, v.cost, v.limit.Capacity()))
 	}
 }
 

@@ -253,9 +253,12 @@ func (c *compiler) failure(n *yaml.Node, path string) (ratelimit.FailurePolicy, 
 	case s == "closed":
 		return ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable}, true
 	case word == "closed":
+		// The statuses ratelimit.FailurePolicy answers with: any other
+		// would make NewRules panic when the Set is built, in the middle
+		// of a reload.
 		code, err := strconv.Atoi(arg)
-		if err != nil || code < 400 || code > 599 {
-			c.fail(n, path, "closed takes an HTTP status from 400 to 599, got %q", arg)
+		if err != nil || code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {
+			c.fail(n, path, "closed takes the status 429 or 503, got %q", arg)
 			return ratelimit.FailurePolicy{}, false
 		}
 		return ratelimit.FailurePolicy{Status: code}, true
@@ -267,7 +270,7 @@ func (c *compiler) failure(n *yaml.Node, path string) (ratelimit.FailurePolicy, 
 		}
 		return ratelimit.FailurePolicy{Fallback: st}, true
 	}
-	c.fail(n, path, "unknown failure policy %q: use open, closed, closed <status> or fallback <store>", s)
+	c.fail(n, path, "unknown failure policy %q: use open, closed, closed 429 or fallback <store>", s)
 	return ratelimit.FailurePolicy{}, false
 }
 

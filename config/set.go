@@ -72,12 +72,16 @@ var errSplitPath = fmt.Errorf("%w: config: the path is not clean, and its clean 
 
 // refusing returns the Limiter that answers every request it sees with a
 // 400 problem response: its one rule's key never exists. opts are the
-// Set's, for the response style, observer and carve-outs.
+// Set's, for the response style, observer and carve-outs. Its rule never
+// reaches its store; it fails closed only so that the Set's options may
+// hold ratelimit.WithErrorHandler, which a Limiter without a rule failing
+// closed refuses.
 func refusing(opts []ratelimit.Option) *ratelimit.Limiter {
 	rule := ratelimit.Rule{
-		Name:  "config-split-path",
-		Limit: ratelimit.PerSecond(1),
-		Key:   func(*http.Request) (string, error) { return "", errSplitPath },
+		Name:         "config-split-path",
+		Limit:        ratelimit.PerSecond(1),
+		Key:          func(*http.Request) (string, error) { return "", errSplitPath },
+		OnStoreError: ratelimit.FailurePolicy{Status: http.StatusServiceUnavailable},
 	}
 	return ratelimit.NewRulesLimiter([]ratelimit.Rule{rule}, append(opts, ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: http.StatusBadRequest}))...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -220,5 +221,28 @@ rules:
 	}
 	if res, err := set.Peek(ctx, "writes", "small"); err != nil || !res.Allowed || res.Remaining != 2 || res.Limit != ratelimit.PerMinute(2) {
 		t.Errorf("Peek(small), no override: %+v, %v; want the rule's 2/min, untouched", res, err)
+	}
+}
+
+// A rules file whose rules all fail closed can be built with
+// ratelimit.WithErrorHandler, which a Limiter refuses unless one of its
+// rules fails closed: the Set's own Limiter for unclean paths, whose rule
+// never reaches a store, does not stand in the way.
+func TestSetOfRulesFailingClosedTakesAnErrorHandler(t *testing.T) {
+	src := "version: 1\nrules:\n  - name: a\n    key: client_ip\n    limit: 1/s\n    on_store_error: closed\n"
+	cfg, err := config.Parse("f.yaml", []byte(src), testRegistry(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("Build with WithErrorHandler panicked: %v", r)
+		}
+	}()
+	set := cfg.Build(ratelimit.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, _ error) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	if set.Rules() != 1 {
+		t.Fatalf("Rules() = %d, want 1", set.Rules())
 	}
 }

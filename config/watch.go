@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -76,7 +77,9 @@ type Watcher struct {
 }
 
 // Watch loads the rules file at path and starts watching it. It fails if
-// the file cannot be read or compiled now. Call Close to stop.
+// the file cannot be read or compiled now, or if its rules do not build
+// with opts.LimiterOptions (a reload that fails so keeps the rules in
+// force). Call Close to stop.
 func Watch(path string, reg *Registry, opts WatchOptions) (*Watcher, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = 5 * time.Second
@@ -93,8 +96,12 @@ func Watch(path string, reg *Registry, opts WatchOptions) (*Watcher, error) {
 	if err != nil {
 		return nil, err
 	}
+	set, err := build(cfg, opts.LimiterOptions)
+	if err != nil {
+		return nil, err
+	}
 	w.seen, w.nrules = data, len(cfg.Rules)
-	w.Live = NewLive(cfg.Build(opts.LimiterOptions...))
+	w.Live = NewLive(set)
 	ctx, cancel := context.WithCancel(context.Background())
 	w.stop = cancel
 	var sig chan os.Signal
@@ -149,16 +156,20 @@ func (w *Watcher) attempt(trigger string, force bool) error {
 		return nil
 	}
 	var cfg *Config
+	var set *Set
 	if err == nil {
 		w.seen = data
 		cfg, err = Parse(w.path, data, w.reg)
+	}
+	if err == nil {
+		set, err = build(cfg, w.opts.LimiterOptions)
 	}
 	ev := Event{Path: w.path, Time: time.Now(), Trigger: trigger, Err: err}
 	if err != nil {
 		w.failed.Add(1)
 		w.logFailure(trigger, err)
 	} else {
-		w.Store(cfg.Build(w.opts.LimiterOptions...))
+		w.Store(set)
 		w.nrules = len(cfg.Rules)
 		w.applied.Add(1)
 		ev.Applied = true
@@ -169,6 +180,19 @@ func (w *Watcher) attempt(trigger string, force bool) error {
 		w.opts.OnEvent(ev)
 	}
 	return err
+}
+
+// build is cfg.Build(opts...), with the panic of a Limiter that refuses
+// the rules with these options (ratelimit.WithErrorHandler for a group of
+// rules none of which fails closed) returned as an error: on a reload, a
+// panic would end the process from the polling goroutine.
+func build(cfg *Config, opts []ratelimit.Option) (set *Set, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("ratelimit: config: the rules do not build with the watcher's options: %v", r)
+		}
+	}()
+	return cfg.Build(opts...), nil
 }
 
 func (w *Watcher) logFailure(trigger string, err error) {

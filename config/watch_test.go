@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/config"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 )
@@ -219,5 +222,33 @@ func TestWatchFailsOnABadFirstFile(t *testing.T) {
 	os.WriteFile(path, []byte("rules: []\n"), 0o644)
 	if _, err := config.Watch(path, testRegistry(t, nil), config.WatchOptions{}); !errors.Is(err, config.ErrInvalid) {
 		t.Fatalf("empty rules: %v", err)
+	}
+}
+
+// Rules that parse but that the Limiters refuse to build with the
+// watcher's LimiterOptions (here WithErrorHandler, and a group of rules
+// none of which fails closed) are a rejected reload like a bad file: the
+// old rules stay, rather than the panic ending the process from the
+// polling goroutine.
+func TestWatchKeepsOldRulesWhenNewOnesDoNotBuild(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	closed := "rules:\n  - name: per-ip\n    key: client_ip\n    limit: 5/min\n    algorithm: fixed-window\n    on_store_error: closed\n"
+	os.WriteFile(path, []byte(closed), 0o644)
+	onError := ratelimit.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, _ error) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	w, _ := watched(t, path, config.WatchOptions{Interval: time.Hour, LimiterOptions: []ratelimit.Option{onError},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	unbuildable := closed + "  - name: admin\n    key: client_ip\n    limit: 1/min\n    match: {routes: [\"/admin/*\"]}\n"
+	os.WriteFile(path, []byte(strings.Replace(unbuildable, "    on_store_error: closed\n", "    on_store_error: closed\n    match: {routes: [\"/api/*\", \"/\"]}\n", 1)), 0o644)
+	if err := w.Reload(); err == nil {
+		t.Fatal("reload of rules that do not build with the watcher's options: no error")
+	}
+	if n := admitted(w); n != 5 {
+		t.Fatalf("%d admitted after a reload that did not build, want the old limit of 5", n)
+	}
+	if a, f := w.Counts(); a != 0 || f != 1 {
+		t.Fatalf("counts %d applied %d failed, want 0 and 1", a, f)
 	}
 }

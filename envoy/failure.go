@@ -2,6 +2,7 @@ package envoy
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/sluicehq/ratelimit"
 )
@@ -49,7 +50,7 @@ func FailWithError() FailurePolicy { return FailurePolicy{mode: failError} }
 // typically a memory store: a limit always applies, per instance of the
 // service. If the fallback fails too, the descriptor passes.
 func FallbackTo(store ratelimit.Store) FailurePolicy {
-	if store == nil {
+	if nilStore(store) {
 		panic("ratelimit: envoy.FallbackTo(nil)")
 	}
 	return FailurePolicy{mode: failFallback, fallback: store}
@@ -89,4 +90,14 @@ func (p FailurePolicy) String() string {
 		return "fallback"
 	}
 	return "open"
+}
+
+// nilStore reports whether s is nil, or a nil pointer (which an interface
+// holding it does not compare equal to nil).
+func nilStore(s ratelimit.Store) bool {
+	if s == nil {
+		return true
+	}
+	v := reflect.ValueOf(s)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

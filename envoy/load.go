@@ -18,7 +18,7 @@ type source struct {
 
 // readSource reads path, a file or a directory (not recursively; hidden
 // files are skipped, so that a Kubernetes ConfigMap's ..data entries are
-// not read twice).
+// not read twice). A directory without a configuration file is an error.
 func readSource(path string) (*source, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -53,6 +53,10 @@ func readSource(path string) (*source, error) {
 		}
 		src.names, src.data = append(src.names, full), append(src.data, data)
 	}
+	if len(src.names) == 0 {
+		// Refused as an empty file is: loaded, it would lift every limit.
+		return nil, fmt.Errorf("ratelimit: envoy configuration: %s holds no .yaml or .yml file", path)
+	}
 	return src, nil
 }
 
@@ -86,7 +90,8 @@ func (s *source) compile() (*Rules, error) {
 
 // Load reads and compiles the configuration at path: a file of the
 // reference's format, or a directory of them (every .yaml and .yml file,
-// as the reference's runtime directory).
+// as the reference's runtime directory; at least one, as a file must hold
+// a domain).
 func Load(path string) (*Rules, error) {
 	src, err := readSource(path)
 	if err != nil {

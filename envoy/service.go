@@ -44,7 +44,7 @@ type Service struct {
 // New returns a Service serving rules (nil: none yet; calls fail with
 // UNAVAILABLE until SetRules) from store.
 func New(rules *Rules, store ratelimit.Store, opts ...Option) (*Service, error) {
-	if store == nil {
+	if nilStore(store) {
 		return nil, errors.New("ratelimit: envoy.New needs a store")
 	}
 	s := &Service{store: store, opts: options{clock: stores.SystemClock(), headers: true}}
@@ -150,7 +150,7 @@ func (s *Service) limitsToCheck(rules *Rules, req *pb.RateLimitRequest, outs []o
 			unlimited[i] = true
 			continue
 		}
-		outs[i] = outcome{limit: m.limit, rate: m.limit.rate(), key: bucketKey(d, m.shared),
+		outs[i] = outcome{limit: m.limit, rate: m.limit.rate(), key: storeKey(bucketKey(d, m.shared)),
 			hits: hitsOf(req, d), shadow: m.limit.shadow || m.limit.quota}
 	}
 	for i := range outs {

@@ -241,3 +241,22 @@ func zeroHits(req *pb.RateLimitRequest) *pb.RateLimitRequest {
 	}
 	return req
 }
+
+// A nil *memory.Store passes a store != nil test once in an interface: New
+// refuses it as the store, and FallbackTo as the fallback, rather than the
+// first call (or the first store failure, in an outage) crashing the
+// service.
+func TestNewRefusesANilStorePointer(t *testing.T) {
+	var nilStore *memory.Store
+	if _, err := New(compileYAML(t, "api.yaml", apiYAML), nilStore); err == nil {
+		t.Error("New with a nil *memory.Store: no error")
+	}
+	func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Error("FallbackTo a nil *memory.Store: no panic")
+			}
+		}()
+		FallbackTo(nilStore)
+	}()
+}

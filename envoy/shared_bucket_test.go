@@ -1,12 +1,15 @@
 package envoy
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -74,5 +77,47 @@ func TestZeroHitsChecksWithoutCharging(t *testing.T) {
 				t.Fatalf("a second check changed the answer: the check charged something: %v", resp)
 			}
 		})
+	}
+}
+
+// keyRecorder is a memory store that records the longest key it was sent.
+type keyRecorder struct {
+	*memory.Store
+	longest int
+}
+
+func (k *keyRecorder) Take(ctx context.Context, req stores.Request) (stores.Result, error) {
+	k.longest = max(k.longest, len(req.Key))
+	return k.Store.Take(ctx, req)
+}
+
+// A descriptor value is the client's (a request header, say): however long
+// it is, the key sent to the store is as short as the middleware's (a
+// long key stands as its SHA-256, so a client cannot make Redis keep
+// kilobyte keys), and the bucket is still the application rule's.
+func TestLongDescriptorValueSharesTheBucketWithABoundedKey(t *testing.T) {
+	clock := ratelimittest.NewClock(replayStart)
+	store := &keyRecorder{Store: memory.New(memory.WithClock(clock))}
+	svc, err := New(compileYAML(t, "api.yaml", apiYAML), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("v", 4096)
+	byClient := func(r *http.Request) (string, error) { return "client_" + r.Header.Get("X-Client") + "_", nil }
+	app := ratelimit.NewLimiter(ratelimit.PerMinute(10), byClient, ratelimit.WithName("api"),
+		ratelimit.WithStore(store), ratelimit.WithClock(clock))
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-Client", long)
+	for range 4 {
+		if v := app.Check(r); !v.Allowed() {
+			t.Fatalf("the application's check was denied: %v", v.Result())
+		}
+	}
+	resp := mustCall(t, svc, request("api", [][]string{{"client", long}}, 1))
+	if got := resp.Statuses[0].LimitRemaining; got != 5 {
+		t.Errorf("remaining %d at the gateway after 4 application requests and this one, want 5: one bucket", got)
+	}
+	if store.longest > 256 {
+		t.Errorf("a key of %d bytes reached the store, want at most 256", store.longest)
 	}
 }

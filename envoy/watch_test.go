@@ -89,3 +89,37 @@ func TestReloadSwapsRulesAndKeepsThemOnABrokenFile(t *testing.T) {
 		t.Fatalf("forced reload: %v", err)
 	}
 }
+
+// A directory that no longer holds a configuration file (every file
+// removed or renamed, a volume mounted without its files) is a mistake
+// like an empty file, not an order to lift every limit: the reload is
+// refused and the rules in force stay. Load and Watch refuse it too.
+func TestReloadKeepsTheRulesWhenTheDirectoryHoldsNoFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "api.yaml")
+	writeFile(t, path, strings.Replace(clientYAML, "%s", "10", 1))
+	svc, err := New(nil, memory.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Watch(dir, svc, WatchOptions{Interval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := os.Rename(path, filepath.Join(dir, "api.yaml.bak")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Reload(); err == nil {
+		t.Error("reload of a directory without a .yaml or .yml file: no error")
+	}
+	if r := svc.Rules(); r.Domains() != 1 || r.Limits() != 1 {
+		t.Errorf("rules in force after the directory emptied: %d domains, %d limits; want the 1 and 1 loaded before", r.Domains(), r.Limits())
+	}
+	if _, err := Load(dir); err == nil {
+		t.Error("Load of a directory without a configuration file: no error")
+	}
+	if _, err := Watch(dir, svc, WatchOptions{}); err == nil {
+		t.Error("Watch of a directory without a configuration file: no error")
+	}
+}

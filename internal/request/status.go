@@ -21,8 +21,9 @@ import (
 // Take one with NewStatusWriter and give it back with Free once the handler
 // it was given to has returned: StatusWriters are reused, so that
 // recording a status allocates nothing. Like net/http's own writer, it must
-// not be used once its handler has returned; after Free its methods panic
-// rather than write to another request's response.
+// not be used once its handler has returned: after Free it panics while it
+// waits in the pool, and once taken again it writes to the response of the
+// request it then serves.
 type StatusWriter struct {
 	http.ResponseWriter
 	status int
