@@ -31,12 +31,17 @@ func (s *Store) Prepare(r Request) *Prepared {
 	if r.Alg == GCRA {
 		r.tag = uint8(s.tags.of(r.Limit.Interval))
 	}
+	return &Prepared{s: s, mix: s.mix(&r), req: r}
+}
+
+// mix is the part of s.hash(r) that does not depend on r's key, which
+// hash folds into the key's with XOR.
+func (s *Store) mix(r *Request) uint64 {
 	var mix uint64
 	if r.Rule != "" {
 		mix = bits.RotateLeft64(maphash.String(s.seed, r.Rule)*0x9e3779b97f4a7c15, 31)
 	}
-	mix ^= uint64(r.Alg) * 0xff51afd7ed558ccd
-	return &Prepared{s: s, mix: mix, req: r}
+	return mix ^ uint64(r.Alg)*0xff51afd7ed558ccd
 }
 
 // Take checks key at now (Unix nanoseconds) under p and consumes p's cost
