@@ -209,10 +209,11 @@ func (h *held) context() context.Context {
 }
 
 type heldSlot struct {
-	ru    *rule
-	store Store
-	req   stores.Request
-	slot  uint64
+	ru     *rule
+	store  Store
+	req    stores.Request
+	slot   uint64
+	direct *fastRule // the direct path's rule that took the slot (admitSlot), which releases it; req holds only its key
 }
 
 // hold returns what the admitted request of d holds, or nil.
@@ -231,7 +232,7 @@ func (l *Limiter) hold(d *decision, rvs []ruleVerdict, ad *adaptiveDone) *held {
 			if h.slots == nil {
 				h.slots = h.slot1[:0]
 			}
-			h.slots = append(h.slots, heldSlot{rv.ru, rv.store(), rv.req, rv.res.Slot})
+			h.slots = append(h.slots, heldSlot{ru: rv.ru, store: rv.store(), req: rv.req, slot: rv.res.Slot})
 		}
 		if rv := &rvs[i]; rv.ru.Settled && rv.state == decided && rv.res.Allowed && rv.req.Cost > 0 {
 			if h == nil {
@@ -278,6 +279,10 @@ func (h *held) done(status int) {
 	}
 	h.settleAll()
 	for _, s := range h.slots {
+		if s.direct != nil {
+			s.direct.release(s.req.Key, s.slot)
+			continue
+		}
 		h.l.release(h.context(), h.r, s.ru, s.store, s.req, s.slot)
 	}
 	h.adaptive.release(true, status)

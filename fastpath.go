@@ -30,6 +30,7 @@ type fastRule struct {
 	problem []byte
 	system  bool                           // the store reads SystemClock
 	gcra    bool                           // t comes from fieldval.GCRANext, else from the engine's Next
+	slots   bool                           // a Concurrency rule: see admitSlot
 	shadow  bool                           // the rule reports without enforcing: no fields
 	steps   bool                           // shadow, or observers: see admitSteps
 	obs     *observers                     // the limiter's, for the steps
@@ -44,16 +45,20 @@ type fastRule struct {
 // LimitFunc, Quota or Cost) on an in-process store, with the default IETF
 // fields and no denied handler: the rule's check validated and prepared
 // for the engine, its fields pre-formatted. Observers, a shadow rule and
-// pacing are steps of that path (admitSteps); Concurrency slots and
-// settlement take the general one.
+// pacing are steps of that path (admitSteps), and a Concurrency rule's
+// slots are held by admitSlot; settlement takes the general path.
 func (l *Limiter) prepareFast() {
 	if len(l.rules) != 1 || l.headers != HeadersIETF || l.needNow || l.denied != nil {
 		return
 	}
 	ru := l.rules[0]
 	st, ok := ru.Store.(*memory.Store)
-	if !ok || !ru.static || ru.Cost != nil || ru.Algorithm == Concurrency || ru.Settled || l.policyHeader == "" && !ru.Shadow {
+	if !ok || !ru.static || ru.Cost != nil || ru.Settled || l.policyHeader == "" && !ru.Shadow {
 		return
+	}
+	slots := ru.Algorithm == Concurrency
+	if slots && (ru.Shadow || len(l.observers) > 0 || ru.pacer != nil) {
+		return // slots are held by the general path's steps
 	}
 	req := stores.Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
 	if req.Validate() != nil {
@@ -70,6 +75,7 @@ func (l *Limiter) prepareFast() {
 		problem: ru.problem,
 		system:  ms.Clock == stores.SystemClock(),
 		gcra:    ru.Algorithm == GCRA,
+		slots:   slots,
 		shadow:  ru.Shadow,
 		steps:   ru.Shadow || len(l.observers) > 0 || ru.pacer != nil,
 		obs:     &l.observers,
@@ -157,7 +163,11 @@ func (f *fastRule) deny(h http.Header, res *memstore.Result, now int64) {
 		return
 	}
 	// not with a cost of 1, but the fields would say so
-	f.setFields(h, res.Remaining, t, now)
+	tv := t
+	if f.slots {
+		tv = noDelay
+	}
+	f.setFields(h, res.Remaining, tv, now)
 	h[hdrRetryAfter] = []string{strconv.FormatInt(max(1, t), 10)}
 	h[hdrCacheControl] = []string{"no-store"}
 	h[hdrContentType] = []string{"application/problem+json"}
@@ -225,7 +235,7 @@ func (f *fastRule) format(buf []byte, remaining, t int64) string {
 	b = strconv.AppendInt(b, remaining, 10)
 	if 0 <= t && t < 10 { // the usual delay, without strconv's copy
 		b = append(b, ';', 't', '=', byte('0'+t))
-	} else {
+	} else if t != noDelay {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, t, 10)
 	}

@@ -313,8 +313,12 @@ func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing) 
 		return nil, true
 	}
 	if f := l.direct(); f != nil {
-		if ok, handled := f.admit(w, r, l.rules[0]); handled {
-			return nil, ok
+		if !f.slots {
+			if ok, handled := f.admit(w, r, l.rules[0]); handled {
+				return nil, ok
+			}
+		} else if hd, ok, handled := f.admitSlot(w, r, l); handled {
+			return hd, ok
 		}
 	} else if s := l.stack; s != nil {
 		if ok, handled := s.admit(w, r); handled {

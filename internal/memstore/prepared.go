@@ -19,12 +19,13 @@ type Prepared struct {
 }
 
 // Prepare returns the prepared form of r, whose Key is ignored. r must be
-// valid (as for Take) and use GCRA, SlidingWindow, SlidingLog or
-// epoch-aligned FixedWindow (no explicit window); Prepare panics otherwise, since the
-// caller decides this once, when it builds its rules.
+// valid (as for Take) and use GCRA, SlidingWindow, SlidingLog,
+// epoch-aligned FixedWindow (no explicit window) or Concurrency; Prepare
+// panics otherwise, since the caller decides this once, when it builds its
+// rules.
 func (s *Store) Prepare(r Request) *Prepared {
-	if r.Alg == Concurrency || r.WinEnd != 0 || r.Limit.Rate <= 0 || r.Limit.Period <= 0 {
-		panic("memstore: Prepare: only window-free GCRA and counting checks of a valid limit")
+	if r.WinEnd != 0 || r.Limit.Rate <= 0 || r.Limit.Period <= 0 {
+		panic("memstore: Prepare: only window-free checks of a valid limit")
 	}
 	r.Key = ""
 	r.Limit.Interval = r.Limit.interval()
@@ -82,4 +83,25 @@ func (p *Prepared) TakeDelayed(key string, now, maxDelay int64) Result {
 	res := d.result(now, &req)
 	res.Slot = d.slot(&req)
 	return res
+}
+
+// Release gives back the Concurrency slot that Take's result named slot
+// took for key: Return of p's request with that Slot. It does nothing for
+// a check of another algorithm.
+func (p *Prepared) Release(key string, slot uint64, now int64) {
+	if p.req.Alg != Concurrency {
+		return
+	}
+	s := p.s
+	h := maphash.String(s.seed, key) ^ p.mix
+	if h == 0 {
+		h = 1
+	}
+	sh := &s.conc[s.index(h)]
+	sh.mu.Lock()
+	if q, ok := sh.t.get(h); ok {
+		q.release(now, slot, p.req.Cost)
+		set(sh, h, q)
+	}
+	sh.mu.Unlock()
 }
