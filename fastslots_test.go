@@ -112,4 +112,3 @@ func TestConcurrencyDirectPathReleasesOnPanic(t *testing.T) {
 		}
 	}
 }
-
