@@ -60,6 +60,43 @@ func TestStackedRulesAllocations(t *testing.T) {
 	}
 }
 
+// TestSettledRuleAllocations: a request admitted under a settled rule, on
+// the in-process store, carries what Settle needs to its handler, with the
+// request the handler is given and the response's fields, in one
+// allocation; a denied one allocates nothing.
+func TestSettledRuleAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own: allocation counts say nothing")
+	}
+	for _, c := range []struct {
+		name  string
+		limit ratelimit.Limit
+		want  int
+		max   float64
+	}{
+		{"allow", ratelimit.Limit{Rate: 1e9, Period: time.Second}, http.StatusOK, 1},
+		{"deny", ratelimit.PerHour(1), http.StatusTooManyRequests, 0},
+	} {
+		settled := 0
+		h := ratelimit.NewRules([]ratelimit.Rule{{Name: "settled", Limit: c.limit, Key: ratelimit.ByIP(), Settled: true}})(
+			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if ratelimit.Settle(r.Context(), 1) {
+					settled++
+				}
+			}))
+		got, status := allocsPerRequest(h)
+		if status != c.want {
+			t.Fatalf("%s: status %d, want %d", c.name, status, c.want)
+		}
+		if c.want == http.StatusOK && settled == 0 {
+			t.Fatalf("%s: no handler could settle", c.name)
+		}
+		if got > c.max {
+			t.Errorf("%s: %.1f allocations per request, want at most %.0f", c.name, got, c.max)
+		}
+	}
+}
+
 // TestConcurrencyRuleAllocations: a request admitted under a Concurrency
 // rule on the in-process store holds its slot without allocating for it:
 // what it holds is recycled once it has been served, and the store reads

@@ -187,6 +187,23 @@ type held struct {
 	// holding something, as nearly always, no slice is allocated.
 	slot1   [1]heldSlot
 	settle1 [1]settlement
+	// carrier is the context that Verdict.Context gives the handler, once
+	// carried is set: see settleContext.
+	carrier settleContext
+	carried atomic.Bool
+	room    *heldRoom // the room h is part of, for a limiter that settles
+}
+
+// heldRoom is the held of a request admitted by a limiter that settles,
+// with room for the request its handler is given (whose context carries
+// the held to Settle) and, on the direct path, its response's field values:
+// all in one allocation. It is never recycled: the handler may keep the
+// request and its context.
+type heldRoom struct {
+	held
+	req  http.Request
+	vals [2]string // RateLimit-Policy, RateLimit
+	buf  [48]byte  // the RateLimit value, when it fits
 }
 
 // keepContext keeps, for the calls that give back what rv's store took
@@ -213,7 +230,7 @@ type heldSlot struct {
 	store  Store
 	req    stores.Request
 	slot   uint64
-	direct *fastRule // the direct path's rule that took the slot (admitSlot), which releases it; req holds only its key
+	direct *fastRule // the direct path's rule that took the slot (admitHolding), which releases it; req holds only its key
 }
 
 // hold returns what the admitted request of d holds, or nil.
@@ -248,8 +265,15 @@ func (l *Limiter) hold(d *decision, rvs []ruleVerdict, ad *adaptiveDone) *held {
 	return h
 }
 
-// newHeld returns an empty held of r, recycled when one is free.
+// newHeld returns an empty held of r, recycled when one is free; for a
+// limiter that settles, never recycled, with room for what the handler is
+// given (heldRoom).
 func (l *Limiter) newHeld(r *http.Request) *held {
+	if l.settled {
+		room := new(heldRoom)
+		room.l, room.r, room.room = l, r, room
+		return &room.held
+	}
 	h, _ := l.helds.Get().(*held)
 	if h == nil {
 		h = new(held)

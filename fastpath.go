@@ -30,7 +30,8 @@ type fastRule struct {
 	problem []byte
 	system  bool                           // the store reads SystemClock
 	gcra    bool                           // t comes from fieldval.GCRANext, else from the engine's Next
-	slots   bool                           // a Concurrency rule: see admitSlot
+	slots   bool                           // a Concurrency rule: see admitHolding
+	holds   bool                           // slots, or a settled rule: see admitHolding
 	shadow  bool                           // the rule reports without enforcing: no fields
 	steps   bool                           // shadow, or observers: see admitSteps
 	obs     *observers                     // the limiter's, for the steps
@@ -45,20 +46,20 @@ type fastRule struct {
 // LimitFunc, Quota or Cost) on an in-process store, with the default IETF
 // fields and no denied handler: the rule's check validated and prepared
 // for the engine, its fields pre-formatted. Observers, a shadow rule and
-// pacing are steps of that path (admitSteps), and a Concurrency rule's
-// slots are held by admitSlot; settlement takes the general path.
+// pacing are steps of that path (admitSteps); a Concurrency rule's slots
+// and a settled rule's admissions are held by admitHolding.
 func (l *Limiter) prepareFast() {
 	if len(l.rules) != 1 || l.headers != HeadersIETF || l.needNow || l.denied != nil {
 		return
 	}
 	ru := l.rules[0]
 	st, ok := ru.Store.(*memory.Store)
-	if !ok || !ru.static || ru.Cost != nil || ru.Settled || l.policyHeader == "" && !ru.Shadow {
+	if !ok || !ru.static || ru.Cost != nil || l.policyHeader == "" && !ru.Shadow {
 		return
 	}
 	slots := ru.Algorithm == Concurrency
-	if slots && (ru.Shadow || len(l.observers) > 0 || ru.pacer != nil) {
-		return // slots are held by the general path's steps
+	if (slots || ru.Settled) && (ru.Shadow || len(l.observers) > 0 || ru.pacer != nil) {
+		return // what it holds is held by the general path's steps
 	}
 	req := stores.Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
 	if req.Validate() != nil {
@@ -76,6 +77,7 @@ func (l *Limiter) prepareFast() {
 		system:  ms.Clock == stores.SystemClock(),
 		gcra:    ru.Algorithm == GCRA,
 		slots:   slots,
+		holds:   slots || ru.Settled,
 		shadow:  ru.Shadow,
 		steps:   ru.Shadow || len(l.observers) > 0 || ru.pacer != nil,
 		obs:     &l.observers,

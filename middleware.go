@@ -313,11 +313,11 @@ func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing) 
 		return nil, true
 	}
 	if f := l.direct(); f != nil {
-		if !f.slots {
+		if !f.holds {
 			if ok, handled := f.admit(w, r, l.rules[0]); handled {
 				return nil, ok
 			}
-		} else if hd, ok, handled := f.admitSlot(w, r, l); handled {
+		} else if hd, ok, handled := f.admitHolding(w, r, l); handled {
 			return hd, ok
 		}
 	} else if s := l.stack; s != nil {

@@ -112,3 +112,59 @@ func TestConcurrencyDirectPathReleasesOnPanic(t *testing.T) {
 		}
 	}
 }
+
+// TestSettledDirectPathAnswersAsTheGeneralPath: a settled rule on the
+// memory store takes the direct path; on a store it does not recognise
+// (generalPath), the general one. With handlers that settle more or less
+// than the estimate, or not at all, and moves of time, both give the same
+// statuses, fields and bodies, and Settle the same answers.
+func TestSettledDirectPathAnswersAsTheGeneralPath(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+		t.Run(alg.String(), func(t *testing.T) {
+			start := time.Unix(1_700_000_000, 0)
+			var handlers [2]http.Handler
+			var actual int // what the handler settles; 0: it does not
+			var settled [2]bool
+			var clocks [2]*ratelimittest.Clock
+			for i, opt := range []func(ratelimit.Clock) ratelimit.Option{
+				func(c ratelimit.Clock) ratelimit.Option { return ratelimit.WithClock(c) },
+				generalPath,
+			} {
+				clock := ratelimittest.NewClock(start)
+				next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if actual > 0 {
+						settled[i] = ratelimit.Settle(r.Context(), actual)
+					}
+				})
+				handlers[i] = ratelimit.NewRules([]ratelimit.Rule{{Name: "tokens", Algorithm: alg, Settled: true,
+					Limit: ratelimit.PerSecond(20), Key: ratelimit.ByIP()}}, ratelimit.WithClock(clock), opt(clock))(next)
+				clocks[i] = clock
+			}
+			rng := rand.New(rand.NewPCG(13, uint64(alg)))
+			denied := 0
+			for i := range 3000 {
+				step := time.Duration(rng.Int64N(int64(time.Second / 5)))
+				if rng.IntN(10) == 0 {
+					step = -step
+				}
+				clocks[0].Advance(step)
+				clocks[1].Advance(step)
+				actual = rng.IntN(4) * rng.IntN(6) // often 0: not settled
+				settled = [2]bool{}
+				a, b := httptest.NewRecorder(), httptest.NewRecorder()
+				r := clientReq(rng.IntN(3))
+				handlers[0].ServeHTTP(a, r)
+				handlers[1].ServeHTTP(b, r)
+				if a.Code != b.Code || !reflect.DeepEqual(a.Header(), b.Header()) || a.Body.String() != b.Body.String() || settled[0] != settled[1] {
+					t.Fatalf("request %d: direct %d %v %q settled %v, general %d %v %q settled %v", i, a.Code, a.Header(), a.Body, settled[0], b.Code, b.Header(), b.Body, settled[1])
+				}
+				if a.Code == http.StatusTooManyRequests {
+					denied++
+				}
+			}
+			if denied == 0 {
+				t.Fatal("no request was denied: the test compared allow paths only")
+			}
+		})
+	}
+}
