@@ -111,18 +111,14 @@ func (s *fastStack) replan(lnow int64) *stackPlan {
 	p.check = s.ms.Engine.PrepareBatch(reqs[:len(s.rules)])
 	policy := strings.Join(items, ", ")
 	for i, ru := range s.rules {
-		limit := s.rules[i].Limit
-		if !ru.Quota.IsZero() {
-			limit = Limit{Rate: int(reqs[i].Limit.Rate), Period: time.Duration(reqs[i].Limit.Period)}
-		}
 		p.report[i] = &fastRule{
 			policy:  policy,
 			quoted:  ru.quotedName,
 			quotedR: ru.quotedName + ";r=",
 			problem: ru.problem,
 			gcra:    ru.Algorithm == GCRA,
-			unit:    int64(limit.Interval()),
-			units:   int64(limit.Capacity()),
+			unit:    int64(ru.Limit.Interval()), // GCRA's: a quota counts in a window
+			units:   int64(ru.Limit.Capacity()),
 		}
 	}
 	s.plan.Store(p)
