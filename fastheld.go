@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/ratelimit/internal/fieldval"
@@ -34,7 +35,15 @@ func (f *fastRule) admitHolding(w http.ResponseWriter, r *http.Request, l *Limit
 	key = compactKey(key)
 	res := f.check.Take(key, now)
 	if !res.Allowed {
-		f.deny(h, &res, now)
+		if f.slots && res.Remaining > 0 {
+			// not with a cost of 1; deny, on the benchmarked path, would give t
+			f.setFields(h, res.Remaining, noDelay, now)
+			h[hdrRetryAfter] = []string{strconv.FormatInt(max(1, fieldval.Seconds(time.Duration(res.RetryAfter))), 10)}
+			h[hdrCacheControl] = []string{"no-store"}
+			h[hdrContentType] = []string{"application/problem+json"}
+		} else {
+			f.deny(h, &res, now)
+		}
 		w.WriteHeader(http.StatusTooManyRequests)
 		w.Write(f.problem)
 		return nil, false, true

@@ -165,11 +165,7 @@ func (f *fastRule) deny(h http.Header, res *memstore.Result, now int64) {
 		return
 	}
 	// not with a cost of 1, but the fields would say so
-	tv := t
-	if f.slots {
-		tv = noDelay
-	}
-	f.setFields(h, res.Remaining, tv, now)
+	f.setFields(h, res.Remaining, t, now)
 	h[hdrRetryAfter] = []string{strconv.FormatInt(max(1, t), 10)}
 	h[hdrCacheControl] = []string{"no-store"}
 	h[hdrContentType] = []string{"application/problem+json"}
