@@ -31,9 +31,9 @@ func allocsPerRequest(h http.Handler) (float64, int) {
 
 // TestStackedRulesAllocations: a rate stacked on a daily quota, the
 // configuration users write most after a single rule, costs an allowed
-// request at most one allocation (its fields) and a denied one at most
-// one: the quota's policy item and its window are worked out once, not
-// per request.
+// request at most one allocation (its fields) and a denied one none: the
+// quota's policy item, its window and the denial's fields are worked out
+// once, not per request.
 func TestStackedRulesAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own: allocation counts say nothing")
@@ -42,9 +42,10 @@ func TestStackedRulesAllocations(t *testing.T) {
 		name  string
 		limit ratelimit.Limit
 		want  int
+		max   float64
 	}{
-		{"allow", ratelimit.Limit{Rate: 1e9, Period: time.Second}, http.StatusOK},
-		{"deny", ratelimit.PerHour(1), http.StatusTooManyRequests},
+		{"allow", ratelimit.Limit{Rate: 1e9, Period: time.Second}, http.StatusOK, 1},
+		{"deny", ratelimit.PerHour(1), http.StatusTooManyRequests, 0},
 	} {
 		got, status := allocsPerRequest(ratelimit.NewRules([]ratelimit.Rule{
 			{Name: "rate", Limit: c.limit, Key: ratelimit.ByIP()},
@@ -53,8 +54,45 @@ func TestStackedRulesAllocations(t *testing.T) {
 		if status != c.want {
 			t.Fatalf("%s: status %d, want %d", c.name, status, c.want)
 		}
-		if got > 1 {
-			t.Errorf("%s: %.1f allocations per request, want at most 1", c.name, got)
+		if got > c.max {
+			t.Errorf("%s: %.1f allocations per request, want at most %.0f", c.name, got, c.max)
+		}
+	}
+}
+
+// TestSettledRuleAllocations: a request admitted under a settled rule, on
+// the in-process store, carries what Settle needs to its handler, with the
+// request the handler is given and the response's fields, in one
+// allocation; a denied one allocates nothing.
+func TestSettledRuleAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own: allocation counts say nothing")
+	}
+	for _, c := range []struct {
+		name  string
+		limit ratelimit.Limit
+		want  int
+		max   float64
+	}{
+		{"allow", ratelimit.Limit{Rate: 1e9, Period: time.Second}, http.StatusOK, 1},
+		{"deny", ratelimit.PerHour(1), http.StatusTooManyRequests, 0},
+	} {
+		settled := 0
+		h := ratelimit.NewRules([]ratelimit.Rule{{Name: "settled", Limit: c.limit, Key: ratelimit.ByIP(), Settled: true}})(
+			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if ratelimit.Settle(r.Context(), 1) {
+					settled++
+				}
+			}))
+		got, status := allocsPerRequest(h)
+		if status != c.want {
+			t.Fatalf("%s: status %d, want %d", c.name, status, c.want)
+		}
+		if c.want == http.StatusOK && settled == 0 {
+			t.Fatalf("%s: no handler could settle", c.name)
+		}
+		if got > c.max {
+			t.Errorf("%s: %.1f allocations per request, want at most %.0f", c.name, got, c.max)
 		}
 	}
 }

@@ -187,6 +187,23 @@ type held struct {
 	// holding something, as nearly always, no slice is allocated.
 	slot1   [1]heldSlot
 	settle1 [1]settlement
+	// carrier is the context that Verdict.Context gives the handler, once
+	// carried is set: see settleContext.
+	carrier settleContext
+	carried atomic.Bool
+	room    *heldRoom // the room h is part of, for a limiter that settles
+}
+
+// heldRoom is the held of a request admitted by a limiter that settles,
+// with room for the request its handler is given (whose context carries
+// the held to Settle) and, on the direct path, its response's field values:
+// all in one allocation. It is never recycled: the handler may keep the
+// request and its context.
+type heldRoom struct {
+	held
+	req  http.Request
+	vals [2]string // RateLimit-Policy, RateLimit
+	buf  [48]byte  // the RateLimit value, when it fits
 }
 
 // keepContext keeps, for the calls that give back what rv's store took
@@ -209,10 +226,11 @@ func (h *held) context() context.Context {
 }
 
 type heldSlot struct {
-	ru    *rule
-	store Store
-	req   stores.Request
-	slot  uint64
+	ru     *rule
+	store  Store
+	req    stores.Request
+	slot   uint64
+	direct *fastRule // the direct path's rule that took the slot (admitHolding), which releases it; req holds only its key
 }
 
 // hold returns what the admitted request of d holds, or nil.
@@ -231,7 +249,7 @@ func (l *Limiter) hold(d *decision, rvs []ruleVerdict, ad *adaptiveDone) *held {
 			if h.slots == nil {
 				h.slots = h.slot1[:0]
 			}
-			h.slots = append(h.slots, heldSlot{rv.ru, rv.store(), rv.req, rv.res.Slot})
+			h.slots = append(h.slots, heldSlot{ru: rv.ru, store: rv.store(), req: rv.req, slot: rv.res.Slot})
 		}
 		if rv := &rvs[i]; rv.ru.Settled && rv.state == decided && rv.res.Allowed && rv.req.Cost > 0 {
 			if h == nil {
@@ -247,8 +265,15 @@ func (l *Limiter) hold(d *decision, rvs []ruleVerdict, ad *adaptiveDone) *held {
 	return h
 }
 
-// newHeld returns an empty held of r, recycled when one is free.
+// newHeld returns an empty held of r, recycled when one is free; for a
+// limiter that settles, never recycled, with room for what the handler is
+// given (heldRoom).
 func (l *Limiter) newHeld(r *http.Request) *held {
+	if l.settled {
+		room := new(heldRoom)
+		room.l, room.r, room.room = l, r, room
+		return &room.held
+	}
 	h, _ := l.helds.Get().(*held)
 	if h == nil {
 		h = new(held)
@@ -278,6 +303,10 @@ func (h *held) done(status int) {
 	}
 	h.settleAll()
 	for _, s := range h.slots {
+		if s.direct != nil {
+			s.direct.release(s.req.Key, s.slot)
+			continue
+		}
 		h.l.release(h.context(), h.r, s.ru, s.store, s.req, s.slot)
 	}
 	h.adaptive.release(true, status)

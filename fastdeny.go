@@ -32,9 +32,13 @@ func (f *fastRule) denial(t int64) *denyFields {
 		return d
 	}
 	d := &denyFields{t: t}
+	value := f.quoted + ";r=0;t=" + strconv.FormatInt(t, 10)
+	if f.slots {
+		value = f.quoted + ";r=0" // see noDelay
+	}
 	d.intact = [5]string{
 		f.policy,
-		f.quoted + ";r=0;t=" + strconv.FormatInt(t, 10),
+		value,
 		strconv.FormatInt(max(1, t), 10),
 		"no-store",
 		"application/problem+json",

@@ -30,6 +30,8 @@ type fastRule struct {
 	problem []byte
 	system  bool                           // the store reads SystemClock
 	gcra    bool                           // t comes from fieldval.GCRANext, else from the engine's Next
+	slots   bool                           // a Concurrency rule: see admitHolding
+	holds   bool                           // slots, or a settled rule: see admitHolding
 	shadow  bool                           // the rule reports without enforcing: no fields
 	steps   bool                           // shadow, or observers: see admitSteps
 	obs     *observers                     // the limiter's, for the steps
@@ -44,16 +46,20 @@ type fastRule struct {
 // LimitFunc, Quota or Cost) on an in-process store, with the default IETF
 // fields and no denied handler: the rule's check validated and prepared
 // for the engine, its fields pre-formatted. Observers, a shadow rule and
-// pacing are steps of that path (admitSteps); Concurrency slots and
-// settlement take the general one.
+// pacing are steps of that path (admitSteps); a Concurrency rule's slots
+// and a settled rule's admissions are held by admitHolding.
 func (l *Limiter) prepareFast() {
 	if len(l.rules) != 1 || l.headers != HeadersIETF || l.needNow || l.denied != nil {
 		return
 	}
 	ru := l.rules[0]
 	st, ok := ru.Store.(*memory.Store)
-	if !ok || !ru.static || ru.Cost != nil || ru.Algorithm == Concurrency || ru.Settled || l.policyHeader == "" && !ru.Shadow {
+	if !ok || !ru.static || ru.Cost != nil || l.policyHeader == "" && !ru.Shadow {
 		return
+	}
+	slots := ru.Algorithm == Concurrency
+	if (slots || ru.Settled) && (ru.Shadow || len(l.observers) > 0 || ru.pacer != nil) {
+		return // what it holds is held by the general path's steps
 	}
 	req := stores.Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
 	if req.Validate() != nil {
@@ -70,6 +76,8 @@ func (l *Limiter) prepareFast() {
 		problem: ru.problem,
 		system:  ms.Clock == stores.SystemClock(),
 		gcra:    ru.Algorithm == GCRA,
+		slots:   slots,
+		holds:   slots || ru.Settled,
 		shadow:  ru.Shadow,
 		steps:   ru.Shadow || len(l.observers) > 0 || ru.pacer != nil,
 		obs:     &l.observers,
@@ -225,7 +233,7 @@ func (f *fastRule) format(buf []byte, remaining, t int64) string {
 	b = strconv.AppendInt(b, remaining, 10)
 	if 0 <= t && t < 10 { // the usual delay, without strconv's copy
 		b = append(b, ';', 't', '=', byte('0'+t))
-	} else {
+	} else if t != noDelay {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, t, 10)
 	}

@@ -49,8 +49,9 @@ type Limiter struct {
 	paced        bool    // some rule is paced: admitted requests may wait
 	settled      bool    // some rule settles costs after the response
 	policies     atomic.Pointer[policyCache]
-	helds        sync.Pool // of *held: see recycle
-	_            [40]byte  // whole cache lines: see TestHotStateFillsWholeCacheLines
+	helds        sync.Pool  // of *held: see recycle
+	stack        *fastStack // the direct path of stacked rules, or nil
+	_            [32]byte   // whole cache lines: see TestHotStateFillsWholeCacheLines
 }
 
 // New returns middleware that limits requests to limit per key. For example,
@@ -194,6 +195,7 @@ func newLimiter(rules []Rule, c config) *Limiter {
 	l.carveOuts = newCarveOuts(c.carveOuts)
 	l.batches.New = func() any { return new(batch) }
 	l.prepareFast()
+	l.prepareStack()
 	return l
 }
 
@@ -311,7 +313,15 @@ func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing) 
 		return nil, true
 	}
 	if f := l.direct(); f != nil {
-		if ok, handled := f.admit(w, r, l.rules[0]); handled {
+		if !f.holds {
+			if ok, handled := f.admit(w, r, l.rules[0]); handled {
+				return nil, ok
+			}
+		} else if hd, ok, handled := f.admitHolding(w, r, l); handled {
+			return hd, ok
+		}
+	} else if s := l.stack; s != nil {
+		if ok, handled := s.admit(w, r); handled {
 			return nil, ok
 		}
 	}

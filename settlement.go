@@ -64,7 +64,29 @@ func (v Verdict) Context(ctx context.Context) context.Context {
 		}
 	}
 	v.held.outer = outer
-	return context.WithValue(ctx, settleKey{}, v.held)
+	if !v.held.carried.CompareAndSwap(false, true) {
+		return context.WithValue(ctx, settleKey{}, v.held) // a context of its own for another parent
+	}
+	v.held.carrier = settleContext{Context: ctx, h: v.held}
+	return &v.held.carrier
+}
+
+// settleContext is the context that carries a settling request's held to
+// Settle: ctx with h as the value of settleKey{}. It lives inside h, so
+// that carrying it costs no allocation of its own; a held that carries one
+// is never recycled (see recycle), so the context stays what it is for as
+// long as anything refers to it.
+type settleContext struct {
+	context.Context
+	h *held
+}
+
+// Value returns the held for settleKey{}, and asks the parent otherwise.
+func (c *settleContext) Value(key any) any {
+	if _, ok := key.(settleKey); ok {
+		return c.h
+	}
+	return c.Context.Value(key)
 }
 
 // settlement is a settled rule's admission: what Done settles against.
@@ -121,7 +143,14 @@ func (l *Limiter) settleRequest(r *http.Request, h *held) *http.Request {
 	if !l.settled || h == nil {
 		return r
 	}
-	return r.WithContext(Verdict{l: l, held: h}.Context(r.Context()))
+	ctx := Verdict{l: l, held: h}.Context(r.Context())
+	if h.room != nil && ctx == &h.carrier {
+		// WithContext inlined: its copy stays on the stack, and the
+		// request lives in the held's allocation.
+		h.room.req = *r.WithContext(ctx)
+		return &h.room.req
+	}
+	return r.WithContext(ctx)
 }
 
 // Settles reports whether a rule of the limiter settles costs

@@ -273,6 +273,40 @@ func TestVerdictContextTwiceIsHarmless(t *testing.T) {
 	}
 }
 
+// TestSettleContextIsItsParent: the context that carries a request's
+// settlement is its parent in every other respect (values, deadline,
+// cancellation), and one verdict's contexts for two unrelated parents both
+// reach it, each keeping its own parent.
+func TestSettleContextIsItsParent(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(clock))
+	type key struct{}
+	v := l.Check(httptest.NewRequest("GET", "/", nil))
+	deadline := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	p1, cancel1 := context.WithDeadline(context.WithValue(context.Background(), key{}, "one"), deadline)
+	p2, cancel2 := context.WithCancel(context.WithValue(context.Background(), key{}, "two"))
+	defer cancel2()
+	c1, c2 := v.Context(p1), v.Context(p2)
+	if c1.Value(key{}) != "one" || c2.Value(key{}) != "two" {
+		t.Fatalf("values %v, %v; want one, two", c1.Value(key{}), c2.Value(key{}))
+	}
+	if d, ok := c1.Deadline(); !ok || !d.Equal(deadline) {
+		t.Fatalf("deadline %v %v; want %v", d, ok, deadline)
+	}
+	cancel1()
+	<-c1.Done()
+	if c1.Err() != context.Canceled || c2.Err() != nil {
+		t.Fatalf("errors %v, %v after the first parent's cancellation; want canceled, nil", c1.Err(), c2.Err())
+	}
+	if !ratelimit.Settle(c2, 3) || !ratelimit.Settle(c1, 5) {
+		t.Fatal("Settle found no rule to settle")
+	}
+	v.Done()
+	if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != 95 {
+		t.Fatalf("Remaining %d after a settlement of 5 (the last call); want 95", res.Remaining)
+	}
+}
+
 // TestSettleAfterTheResponseReportsFalse: once the request has been
 // served, Settle (from a goroutine the handler left behind) changes
 // nothing and says so.

@@ -19,24 +19,30 @@ type Prepared struct {
 }
 
 // Prepare returns the prepared form of r, whose Key is ignored. r must be
-// valid (as for Take) and use GCRA, SlidingWindow, SlidingLog or
-// epoch-aligned FixedWindow (no explicit window); Prepare panics otherwise, since the
-// caller decides this once, when it builds its rules.
+// valid (as for Take) and use GCRA, SlidingWindow, SlidingLog,
+// epoch-aligned FixedWindow (no explicit window) or Concurrency; Prepare
+// panics otherwise, since the caller decides this once, when it builds its
+// rules.
 func (s *Store) Prepare(r Request) *Prepared {
-	if r.Alg == Concurrency || r.WinEnd != 0 || r.Limit.Rate <= 0 || r.Limit.Period <= 0 {
-		panic("memstore: Prepare: only window-free GCRA and counting checks of a valid limit")
+	if r.WinEnd != 0 || r.Limit.Rate <= 0 || r.Limit.Period <= 0 {
+		panic("memstore: Prepare: only window-free checks of a valid limit")
 	}
 	r.Key = ""
 	r.Limit.Interval = r.Limit.interval()
 	if r.Alg == GCRA {
 		r.tag = uint8(s.tags.of(r.Limit.Interval))
 	}
+	return &Prepared{s: s, mix: s.mix(&r), req: r}
+}
+
+// mix is the part of s.hash(r) that does not depend on r's key, which
+// hash folds into the key's with XOR.
+func (s *Store) mix(r *Request) uint64 {
 	var mix uint64
 	if r.Rule != "" {
 		mix = bits.RotateLeft64(maphash.String(s.seed, r.Rule)*0x9e3779b97f4a7c15, 31)
 	}
-	mix ^= uint64(r.Alg) * 0xff51afd7ed558ccd
-	return &Prepared{s: s, mix: mix, req: r}
+	return mix ^ uint64(r.Alg)*0xff51afd7ed558ccd
 }
 
 // Take checks key at now (Unix nanoseconds) under p and consumes p's cost
@@ -77,4 +83,25 @@ func (p *Prepared) TakeDelayed(key string, now, maxDelay int64) Result {
 	res := d.result(now, &req)
 	res.Slot = d.slot(&req)
 	return res
+}
+
+// Release gives back the Concurrency slot that Take's result named slot
+// took for key: Return of p's request with that Slot. It does nothing for
+// a check of another algorithm.
+func (p *Prepared) Release(key string, slot uint64, now int64) {
+	if p.req.Alg != Concurrency {
+		return
+	}
+	s := p.s
+	h := maphash.String(s.seed, key) ^ p.mix
+	if h == 0 {
+		h = 1
+	}
+	sh := &s.conc[s.index(h)]
+	sh.mu.Lock()
+	if q, ok := sh.t.get(h); ok {
+		q.release(now, slot, p.req.Cost)
+		set(sh, h, q)
+	}
+	sh.mu.Unlock()
 }

@@ -41,7 +41,6 @@ func TestPrepareRefusesWhatItCannotServe(t *testing.T) {
 	s := New(Config{})
 	l := Limit{Rate: 1, Period: 1, Capacity: 1}
 	for _, r := range []Request{
-		{Alg: Concurrency, Limit: l},
 		{Alg: FixedWindow, Limit: l, WinStart: 1, WinEnd: 2},
 		{Alg: GCRA},
 	} {
@@ -82,5 +81,56 @@ func TestPreparedTakeDelayedReservesAsTake(t *testing.T) {
 	}
 	if delayed == 0 {
 		t.Fatal("no request was reserved: the test says nothing about reservations")
+	}
+}
+
+// TestPreparedConcurrencyTakesAndReleasesAsTakeAndReturn: a prepared
+// Concurrency check takes slots exactly as Take and gives them back
+// exactly as Return of the same request with the slot Take named, on the
+// same state: interleaved with Take and Return on one store, it agrees
+// with them alone on a twin store.
+func TestPreparedConcurrencyTakesAndReleasesAsTakeAndReturn(t *testing.T) {
+	l := Limit{Rate: 3, Period: int64(time.Minute), Capacity: 3}
+	a, b := New(Config{MaxKeys: 4096}), New(Config{MaxKeys: 4096})
+	p := a.Prepare(Request{Rule: "c", Alg: Concurrency, Limit: l, Cost: 1})
+	rng := rand.New(rand.NewPCG(5, 5))
+	now := int64(1_700_000_000) * int64(time.Second)
+	type inflight struct {
+		key          string
+		slotA, slotB uint64
+	}
+	var held []inflight
+	for i := range 20_000 {
+		now += rng.Int64N(int64(time.Second))
+		req := Request{Rule: "c", Alg: Concurrency, Limit: l, Cost: 1}
+		if len(held) > 0 && rng.IntN(2) == 0 {
+			j := rng.IntN(len(held))
+			f := held[j]
+			held = append(held[:j], held[j+1:]...)
+			req.Key = f.key
+			if i%2 == 0 {
+				p.Release(f.key, f.slotA, now)
+			} else {
+				req.Slot = f.slotA
+				a.Return(&req, now)
+			}
+			req.Slot = f.slotB
+			b.Return(&req, now)
+			continue
+		}
+		req.Key = fmt.Sprint("k", rng.IntN(5))
+		var got Result
+		if i%2 == 0 {
+			got = p.Take(req.Key, now)
+		} else {
+			got = a.Take(&req, now)
+		}
+		want := b.Take(&req, now)
+		if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.RetryAfter != want.RetryAfter {
+			t.Fatalf("request %d (%s at %d): got %+v, want %+v", i, req.Key, now, got, want)
+		}
+		if got.Allowed {
+			held = append(held, inflight{req.Key, got.Slot, want.Slot})
+		}
 	}
 }

@@ -73,17 +73,41 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 		return ErrTooManyRequests
 	}
 	var hashes [MaxBatch]uint64
-	var locks [MaxBatch]int // shard index + table*len(shards)
-	n := len(s.gcra)
 	for i := range reqs {
 		r := &reqs[i]
 		hashes[i] = s.hash(r)
 		if r.Alg == GCRA {
 			hashes[i] = s.gcraKey(r, hashes[i]) // the same shard: tags leave the top bits
 		}
-		locks[i] = s.index(hashes[i]) + tableOf(r.Alg)*n
 	}
-	order := sortUnique(locks[:len(reqs)])
+	var locks [MaxBatch]int
+	var hs [MaxBatch]held
+	var which [MaxBatch]uint8
+	var log [MaxBatch]undo
+	s.takeAll(reqs, hashes[:len(reqs)], results, now, batchScratch{locks[:], hs[:], which[:], log[:]})
+	return nil
+}
+
+// batchScratch is the working memory of one takeAll, as long as its
+// requests at least, in arrays on its caller's stack: indices, not
+// pointers, so that they stay there.
+type batchScratch struct {
+	locks []int // shard index + table*len(shards)
+	hs    []held
+	// which[i] is 1 + the index in hs of GCRA request i's held key, 0 for
+	// another request.
+	which []uint8
+	log   []undo
+}
+
+// takeAll is TakeAll of reqs whose table keys are hashes (GCRA keys
+// tagged), with at most MaxBatch requests.
+func (s *Store) takeAll(reqs []Request, hashes []uint64, results []Result, now int64, sc batchScratch) {
+	n := len(s.gcra)
+	for i := range reqs {
+		sc.locks[i] = s.index(hashes[i]) + tableOf(reqs[i].Alg)*n
+	}
+	order := sortUnique(sc.locks[:len(reqs)])
 	for _, l := range order {
 		s.lockIndex(l, true)
 	}
@@ -92,17 +116,11 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 			s.lockIndex(l, false)
 		}
 	}()
-
-	var hs [MaxBatch]held
-	// which[i] is 1 + the index in hs of GCRA request i's held key, 0 for
-	// another request: indices, not pointers, so that hs stays on the stack.
-	var which [MaxBatch]uint8
-	g := s.hold(reqs, hashes[:len(reqs)], hs[:0], which[:], now)
-	var log [MaxBatch]undo
+	g := s.hold(reqs, hashes, sc.hs[:0], sc.which[:], now)
 	denied := false
 	for i := range reqs {
 		r := &reqs[i]
-		if j := which[i]; j > 0 {
+		if j := sc.which[i]; j > 0 {
 			k := &g[j-1]
 			next, d := gcraDecide(k.cur, now, r)
 			if d.allowed && r.Cost > 0 {
@@ -111,17 +129,16 @@ func (s *Store) TakeAll(reqs []Request, results []Result, now int64) error {
 			results[i] = d.result(now, r)
 			results[i].Slot = d.slot(r)
 		} else {
-			log[i] = s.remember(r, hashes[i])
+			sc.log[i] = s.remember(r, hashes[i])
 			results[i] = s.apply(hashes[i], r, now)
 		}
 		denied = denied || !results[i].Allowed
 	}
 	if !denied {
 		s.commit(g, now)
-		return nil
+		return
 	}
-	s.rollback(reqs, g, which[:len(reqs)], log[:len(reqs)], results, now)
-	return nil
+	s.rollback(reqs, g, sc.which[:len(reqs)], sc.log[:len(reqs)], results, now)
 }
 
 // hold holds the GCRA keys of reqs, appending them to hs, and sets

@@ -1,0 +1,170 @@
+package ratelimit_test
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+// nestingHandler serves a request and, while it is in flight, depth[0]
+// more requests of the same client through h (each one in turn holding its
+// own slot while the next is served), recording every response: requests
+// in flight together without goroutines, so that a Concurrency rule fills
+// up deterministically.
+type nestingHandler struct {
+	h     http.Handler
+	depth int
+	rec   []*httptest.ResponseRecorder
+	panic bool // the innermost admitted request's handler panics
+}
+
+func (n *nestingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if n.depth == 0 {
+		if n.panic {
+			panic("handler failed")
+		}
+		return
+	}
+	n.depth--
+	rec := httptest.NewRecorder()
+	n.rec = append(n.rec, rec)
+	n.h.ServeHTTP(rec, r)
+}
+
+// TestConcurrencyDirectPathAnswersAsTheGeneralPath: a Concurrency rule on
+// the memory store takes the direct path; on a store it does not recognise
+// (generalPath), the general one. With requests in flight together (nested
+// in one another's handlers, up to past the limit) and handlers that
+// panic, both give the same statuses, fields and bodies, and both give
+// every slot back: after each round, a full set of requests is admitted
+// again.
+func TestConcurrencyDirectPathAnswersAsTheGeneralPath(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	var paths [2]*nestingHandler
+	for i, opt := range []func(ratelimit.Clock) ratelimit.Option{
+		func(c ratelimit.Clock) ratelimit.Option { return ratelimit.WithClock(c) },
+		generalPath,
+	} {
+		clock := ratelimittest.NewClock(start)
+		n := &nestingHandler{}
+		n.h = ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Algorithm: ratelimit.Concurrency,
+			Limit: ratelimit.Limit{Rate: 3, Period: time.Minute}, Key: ratelimit.ByIP()}}, ratelimit.WithClock(clock), opt(clock))(n)
+		paths[i] = n
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	denied := 0
+	for round := range 500 {
+		depth, panics, client := rng.IntN(6), rng.IntN(4) == 0, rng.IntN(3)
+		var recs [2][]*httptest.ResponseRecorder
+		for i, n := range paths {
+			n.depth, n.panic, n.rec = depth, panics, nil
+			outer := httptest.NewRecorder()
+			func() {
+				defer func() {
+					if p := recover(); p != nil && !panics {
+						panic(p)
+					}
+				}()
+				n.h.ServeHTTP(outer, clientReq(client))
+			}()
+			recs[i] = append([]*httptest.ResponseRecorder{outer}, n.rec...)
+		}
+		if len(recs[0]) != len(recs[1]) {
+			t.Fatalf("round %d: %d responses on the direct path, %d on the general", round, len(recs[0]), len(recs[1]))
+		}
+		for j := range recs[0] {
+			a, b := recs[0][j], recs[1][j]
+			if a.Code != b.Code || !reflect.DeepEqual(a.Header(), b.Header()) || a.Body.String() != b.Body.String() {
+				t.Fatalf("round %d, response %d: direct %d %v %q, general %d %v %q", round, j, a.Code, a.Header(), a.Body, b.Code, b.Header(), b.Body)
+			}
+			if a.Code == http.StatusTooManyRequests {
+				denied++
+			}
+		}
+	}
+	if denied == 0 {
+		t.Fatal("no request was denied: the test compared allow paths only")
+	}
+}
+
+// TestConcurrencyDirectPathReleasesOnPanic: a request admitted on the
+// direct path whose handler panics gives its slot back: a rule of one slot
+// admits the next request.
+func TestConcurrencyDirectPathReleasesOnPanic(t *testing.T) {
+	n := &nestingHandler{panic: true}
+	n.h = ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Algorithm: ratelimit.Concurrency,
+		Limit: ratelimit.Limit{Rate: 1, Period: time.Hour}, Key: ratelimit.ByIP()}})(n)
+	for i := range 3 {
+		n.panic = i < 2
+		w := httptest.NewRecorder()
+		func() {
+			defer func() { _ = recover() }()
+			n.h.ServeHTTP(w, clientReq(1))
+		}()
+		if w.Code == http.StatusTooManyRequests {
+			t.Fatalf("request %d denied: a panicking handler kept its slot", i)
+		}
+	}
+}
+
+// TestSettledDirectPathAnswersAsTheGeneralPath: a settled rule on the
+// memory store takes the direct path; on a store it does not recognise
+// (generalPath), the general one. With handlers that settle more or less
+// than the estimate, or not at all, and moves of time, both give the same
+// statuses, fields and bodies, and Settle the same answers.
+func TestSettledDirectPathAnswersAsTheGeneralPath(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow} {
+		t.Run(alg.String(), func(t *testing.T) {
+			start := time.Unix(1_700_000_000, 0)
+			var handlers [2]http.Handler
+			var actual int // what the handler settles; 0: it does not
+			var settled [2]bool
+			var clocks [2]*ratelimittest.Clock
+			for i, opt := range []func(ratelimit.Clock) ratelimit.Option{
+				func(c ratelimit.Clock) ratelimit.Option { return ratelimit.WithClock(c) },
+				generalPath,
+			} {
+				clock := ratelimittest.NewClock(start)
+				next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if actual > 0 {
+						settled[i] = ratelimit.Settle(r.Context(), actual)
+					}
+				})
+				handlers[i] = ratelimit.NewRules([]ratelimit.Rule{{Name: "tokens", Algorithm: alg, Settled: true,
+					Limit: ratelimit.PerSecond(20), Key: ratelimit.ByIP()}}, ratelimit.WithClock(clock), opt(clock))(next)
+				clocks[i] = clock
+			}
+			rng := rand.New(rand.NewPCG(13, uint64(alg)))
+			denied := 0
+			for i := range 3000 {
+				step := time.Duration(rng.Int64N(int64(time.Second / 5)))
+				if rng.IntN(10) == 0 {
+					step = -step
+				}
+				clocks[0].Advance(step)
+				clocks[1].Advance(step)
+				actual = rng.IntN(4) * rng.IntN(6) // often 0: not settled
+				settled = [2]bool{}
+				a, b := httptest.NewRecorder(), httptest.NewRecorder()
+				r := clientReq(rng.IntN(3))
+				handlers[0].ServeHTTP(a, r)
+				handlers[1].ServeHTTP(b, r)
+				if a.Code != b.Code || !reflect.DeepEqual(a.Header(), b.Header()) || a.Body.String() != b.Body.String() || settled[0] != settled[1] {
+					t.Fatalf("request %d: direct %d %v %q settled %v, general %d %v %q settled %v", i, a.Code, a.Header(), a.Body, settled[0], b.Code, b.Header(), b.Body, settled[1])
+				}
+				if a.Code == http.StatusTooManyRequests {
+					denied++
+				}
+			}
+			if denied == 0 {
+				t.Fatal("no request was denied: the test compared allow paths only")
+			}
+		})
+	}
+}

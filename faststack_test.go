@@ -1,0 +1,70 @@
+package ratelimit_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+// TestStackedDirectPathAnswersAsTheGeneralPath: stacked rules on the
+// memory store (a rate of each algorithm with a daily quota, a global
+// rate, or both)
+// take the direct path of stacked rules; the same rules on a store it does
+// not recognise (generalPath) take the general one. Over random clients and
+// moves of time (forward across midnights, backward), both give the same
+// status, fields and body, with denials by one rule and by several.
+func TestStackedDirectPathAnswersAsTheGeneralPath(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.SlidingLog} {
+		for _, shape := range []string{"rate+daily", "rate+daily+all", "rate+all"} {
+			t.Run(fmt.Sprintf("%v/%s", alg, shape), func(t *testing.T) {
+				rules := func() []ratelimit.Rule {
+					rs := []ratelimit.Rule{{Name: "rate", Limit: ratelimit.PerSecond(3), Key: ratelimit.ByIP(), Algorithm: alg}}
+					if strings.Contains(shape, "daily") {
+						rs = append(rs, ratelimit.Rule{Name: "daily", Quota: ratelimit.Daily(40, time.UTC), Key: ratelimit.ByIP()})
+					}
+					if strings.Contains(shape, "all") {
+						rs = append(rs, ratelimit.Rule{Name: "all", Limit: ratelimit.PerSecond(5), Key: ratelimit.Global()})
+					}
+					return rs
+				}
+				start := time.Date(2026, 11, 27, 23, 59, 50, 0, time.UTC)
+				fastClock, slowClock := ratelimittest.NewClock(start), ratelimittest.NewClock(start)
+				fast := ratelimit.NewRules(rules(), ratelimit.WithClock(fastClock))(okHandler)
+				slow := ratelimit.NewRules(rules(), ratelimit.WithClock(slowClock), generalPath(slowClock))(okHandler)
+				rng := rand.New(rand.NewPCG(3, uint64(alg)))
+				bodies := map[string]int{} // of denials
+				for i := range 4000 {
+					step := time.Duration(rng.Int64N(int64(time.Second / 3)))
+					switch rng.IntN(40) {
+					case 0:
+						step = -step // the clock goes back
+					case 1:
+						step = time.Duration(rng.Int64N(int64(30 * time.Hour))) // another day
+					}
+					fastClock.Advance(step)
+					slowClock.Advance(step)
+					a, b := httptest.NewRecorder(), httptest.NewRecorder()
+					r := clientReq(rng.IntN(3))
+					fast.ServeHTTP(a, r)
+					slow.ServeHTTP(b, r)
+					if a.Code != b.Code || !reflect.DeepEqual(a.Header(), b.Header()) || a.Body.String() != b.Body.String() {
+						t.Fatalf("request %d: direct %d %v %q, general %d %v %q", i, a.Code, a.Header(), a.Body, b.Code, b.Header(), b.Body)
+					}
+					if a.Code == 429 {
+						bodies[a.Body.String()]++
+					}
+				}
+				if len(bodies) < 3 {
+					t.Fatalf("denials by too few sets of rules to compare the paths: %v", bodies)
+				}
+			})
+		}
+	}
+}
