@@ -23,8 +23,11 @@ import (
 // state from the first request after Store returns. Never build new stores
 // on reload: a fresh store starts every bucket full.
 //
-// A Reloadable is safe for concurrent use. Its zero value holds no Limiter;
-// use NewReloadable.
+// A Reloadable is safe for concurrent use. Its zero value holds no Limiter
+// (use NewReloadable, or Store one before use): Handler panics on it, and
+// until a Limiter is stored its other methods act as the zero Limiter's
+// (Admit answers 500, Peek and Reset return an error), never admitting a
+// request unlimited.
 type Reloadable struct {
 	cur atomic.Pointer[Limiter]
 }
@@ -39,9 +42,15 @@ func NewReloadable(l *Limiter) *Reloadable {
 	return h
 }
 
-// Load returns the current Limiter. Use it for Allow, Peek or Reset, so that
-// a sequence of calls sees one rule set.
-func (h *Reloadable) Load() *Limiter { return h.cur.Load() }
+// Load returns the current Limiter, or a zero Limiter when none was stored.
+// Use it for Allow, Peek or Reset, so that a sequence of calls sees one rule
+// set.
+func (h *Reloadable) Load() *Limiter {
+	if l := h.cur.Load(); l != nil {
+		return l
+	}
+	return new(Limiter) // unusable: it refuses, see Limiter
+}
 
 // Store makes l the current Limiter and returns the previous one. Requests
 // that arrive after Store returns are decided by l. It panics if l is nil.
@@ -79,8 +88,12 @@ func (l *Limiter) continueAdaptive(old *Limiter) {
 }
 
 // Handler returns next wrapped by whichever Limiter is current when each
-// request arrives.
+// request arrives. It panics if h holds no Limiter yet, as Limiter.Handler
+// does on the zero Limiter (a Limiter once stored is never removed).
 func (h *Reloadable) Handler(next http.Handler) http.Handler {
+	if h.cur.Load() == nil {
+		panic("ratelimit: Reloadable.Handler on a Reloadable that holds no Limiter: use NewReloadable")
+	}
 	return &reloadHandler{h: h, wrapped: wrap(next)}
 }
 
@@ -96,20 +109,20 @@ func (rh *reloadHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Admit is Limiter.Admit on the current Limiter; done releases through that
 // same Limiter even if another has been stored since.
 func (h *Reloadable) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
-	return h.cur.Load().admit(w, r, routing{})
+	return h.Load().admit(w, r, routing{})
 }
 
 // Peek is Limiter.Peek on the current Limiter.
 func (h *Reloadable) Peek(ctx context.Context, rule, key string) (Result, error) {
-	return h.cur.Load().Peek(ctx, rule, key)
+	return h.Load().Peek(ctx, rule, key)
 }
 
 // Reset is Limiter.Reset on the current Limiter.
 func (h *Reloadable) Reset(ctx context.Context, rule, key string) error {
-	return h.cur.Load().Reset(ctx, rule, key)
+	return h.Load().Reset(ctx, rule, key)
 }
 
 // AdmitRoute is Limiter.AdmitRoute on the current Limiter.
 func (h *Reloadable) AdmitRoute(w http.ResponseWriter, r *http.Request, route string) (done func(), ok bool) {
-	return h.cur.Load().AdmitRoute(w, r, route)
+	return h.Load().AdmitRoute(w, r, route)
 }

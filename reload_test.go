@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -364,4 +366,47 @@ func TestReloadableStoreWithAWrappedFuncClock(t *testing.T) {
 		}
 	}()
 	h.Store(build())
+}
+
+// TestZeroReloadableRefusesUntilALimiterIsStored: a Reloadable declared
+// as a zero value and used before its first Store never admits a request
+// unlimited and never dereferences nil: Handler panics with the package's
+// prefix, Admit answers 500, Peek and Reset return errors; once a Limiter
+// is stored it decides.
+func TestZeroReloadableRefusesUntilALimiterIsStored(t *testing.T) {
+	var h ratelimit.Reloadable
+	func() {
+		defer func() {
+			p := recover()
+			if msg, _ := p.(string); !strings.HasPrefix(msg, "ratelimit: ") {
+				t.Errorf("Handler on a zero Reloadable: panic %v, want a ratelimit: message", p)
+			}
+		}()
+		h.Handler(http.NotFoundHandler())
+	}()
+	w := httptest.NewRecorder()
+	if done, ok := h.Admit(w, httptest.NewRequest("GET", "/", nil)); ok {
+		done()
+		t.Fatal("a zero Reloadable admitted a request")
+	}
+	if w.Code != http.StatusInternalServerError {
+		t.Errorf("Admit on a zero Reloadable answered %d, want 500", w.Code)
+	}
+	if _, err := h.Peek(context.Background(), "default", "k"); err == nil {
+		t.Error("Peek on a zero Reloadable returned no error")
+	}
+	if err := h.Reset(context.Background(), "default", "k"); err == nil {
+		t.Error("Reset on a zero Reloadable returned no error")
+	}
+	h.Store(ratelimit.NewLimiter(ratelimit.PerMinute(1), ratelimit.Global()))
+	srv := h.Handler(http.NotFoundHandler())
+	codes := []int{}
+	for range 2 {
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		codes = append(codes, w.Code)
+	}
+	if codes[0] != http.StatusNotFound || codes[1] != http.StatusTooManyRequests {
+		t.Errorf("after Store: %v, want [404 429]", codes)
+	}
 }
