@@ -129,9 +129,9 @@ func logWeight(rate int64) int { return int((9*rate + 128 + 31) / 32) }
 // it holds rather than by their number.
 type logShard struct {
 	mu    sync.Mutex
-	t     table[eventLog] // held in place: a take reads one slot, then the ring
-	used  int             // the sum of the logs' weights
-	swept int64           // the latest expiry of a log dropped as expired; see shard.swept
+	t     table[*eventLog]
+	used  int   // the sum of the logs' weights
+	swept int64 // the latest expiry of a log dropped as expired; see shard.swept
 	_     [16]byte
 }
 
@@ -148,11 +148,10 @@ func (s *Store) takeLog(h uint64, r *Request, now int64) Result {
 // when the events in the window plus n are at most Rate. A denial consumes
 // nothing; its RetryAfter is when enough of the oldest events have left.
 func (sh *logShard) apply(capacity int, h uint64, r *Request, now int64) Result {
-	var g *eventLog // the key's log, in its slot; nil for none
-	slot := sh.t.find(h)
+	slot, g := sh.t.lookup(h)
 	if slot < 0 {
 		now = max(now, sh.swept)
-	} else if g = &sh.t.vals[slot]; g.n > 0 {
+	} else if g.n > 0 {
 		now = max(now, g.newest())
 	}
 	p, rate := r.Limit.Period, r.Limit.Rate
@@ -205,23 +204,22 @@ func logResult(g *eventLog, gone int, now, p, rate int64) Result {
 
 // rebuild replaces g (nil for a new key, at slot, -1 if absent) with a log
 // of capacity rate holding g's events, and stores it: the key is taken out,
-// room is made for its new weight, and it goes back in. It returns the
-// log in its new slot. This is the only allocation, when a key first
-// consumes or its limit's Rate changes.
+// room is made for its new weight, and it goes back in. This is the only
+// allocation, when a key first consumes or its limit's Rate changes.
 func (sh *logShard) rebuild(capacity int, h uint64, slot int, g *eventLog, rate, now int64) *eventLog {
-	next := eventLog{t: make([]int64, rate), weight: logWeight(rate)}
-	if g != nil { // g is the slot's: read it before the slot is emptied
+	next := &eventLog{t: make([]int64, rate), weight: logWeight(rate)}
+	if g != nil {
 		for i := max(0, g.n-int(rate)); i < g.n; i++ {
 			next.t[next.n] = g.at(i)
 			next.n++
 		}
-		sh.used -= g.weight
 		sh.t.removeAt(slot)
+		sh.used -= g.weight
 	}
 	sh.makeRoom(capacity, h, next.weight, now)
 	sh.t.set(h, next)
 	sh.used += next.weight
-	return &sh.t.vals[sh.t.find(h)]
+	return next
 }
 
 // makeRoom drops logs until one of weight w fits the shard's bound: the
@@ -232,7 +230,7 @@ func (sh *logShard) makeRoom(capacity int, h uint64, w int, now int64) {
 	for seed := h; sh.used+w > capacity && sh.t.len() > 0; seed++ {
 		var victims [2 * sweepSample]uint64
 		n, victim, soonest := 0, uint64(0), int64(math.MaxInt64)
-		sh.t.sample(seed, 2*sweepSample, func(k uint64, g eventLog) bool {
+		sh.t.sample(seed, 2*sweepSample, func(k uint64, g *eventLog) bool {
 			if e := g.expires; e <= now {
 				victims[n] = k
 				n++
@@ -266,26 +264,26 @@ func (s *Store) returnLog(h uint64, r *Request) {
 	sh := &s.logs[s.index(h)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	i := sh.t.find(h)
-	if i < 0 {
+	g, ok := sh.t.get(h)
+	if !ok {
 		return
 	}
 	at := int64(math.MinInt64)
 	if r.Slot != 0 {
 		at = int64(r.Slot)
 	}
-	sh.t.vals[i].remove(at, int(r.Cost))
+	g.remove(at, int(r.Cost))
 }
 
 // undoLog takes back the cost events an allowed TakeAll request appended
 // (the newest), and the key when the request created it; the caller holds
 // the lock.
 func (sh *logShard) undo(h uint64, cost int64, existed bool) {
-	i := sh.t.find(h)
-	if i < 0 {
+	g, ok := sh.t.get(h)
+	if !ok {
 		return
 	}
-	sh.t.vals[i].remove(math.MinInt64, int(cost))
+	g.remove(math.MinInt64, int(cost))
 	if !existed {
 		sh.drop(h)
 	}

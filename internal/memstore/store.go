@@ -126,7 +126,7 @@ func New(cfg Config) *Store {
 		s.windows[i].floor = math.MaxInt64
 		s.conc[i].t = newTable[*slots](s.perCap)
 		s.conc[i].floor = math.MaxInt64
-		s.logs[i].t = newTable[eventLog](s.perCap)
+		s.logs[i].t = newTable[*eventLog](s.perCap)
 		s.logs[i].swept = math.MinInt64
 	}
 	if bitsN == 0 {
