@@ -38,23 +38,29 @@ func (g *eventLog) at(i int) int64 {
 func (g *eventLog) newest() int64 { return g.at(g.n - 1) }
 
 // gone is how many of the oldest events are stamped at or before cutoff:
-// those no longer in the window.
+// those no longer in the window. It walks the ring once, from the head.
 func (g *eventLog) gone(cutoff int64) int {
-	k := 0
-	for k < g.n && g.at(k) <= cutoff {
+	if g.n == 0 || g.newest() <= cutoff { // the usual case of an idle key
+		return g.n
+	}
+	k, j := 0, g.head
+	for g.t[j] <= cutoff { // stops at the newest event, which is not gone
 		k++
+		if j++; j == len(g.t) {
+			j = 0
+		}
 	}
 	return k
 }
 
-// trim drops the events stamped at or before cutoff.
-func (g *eventLog) trim(cutoff int64) {
-	for g.n > 0 && g.t[g.head] <= cutoff {
-		g.head++
-		if g.head == len(g.t) {
-			g.head = 0
-		}
-		g.n--
+// forget forgets the k oldest events, k <= n.
+func (g *eventLog) forget(k int) {
+	if g.n -= k; g.n == 0 {
+		g.head = 0
+		return
+	}
+	if g.head += k; g.head >= len(g.t) {
+		g.head -= len(g.t)
 	}
 }
 
@@ -66,6 +72,15 @@ func (g *eventLog) push(at int64, k int) {
 			g.t[i] = at
 		}
 		g.head, g.n = 0, len(g.t)
+		return
+	}
+	if k == 1 && g.n < len(g.t) { // the usual take, written out
+		j := g.head + g.n
+		if j >= len(g.t) {
+			j -= len(g.t)
+		}
+		g.t[j] = at
+		g.n++
 		return
 	}
 	for range k {
@@ -154,14 +169,16 @@ func (sh *logShard) apply(capacity int, h uint64, r *Request, now int64) Result 
 		return res
 	}
 	if g != nil {
-		g.trim(now - p)
+		g.forget(gone)
 	}
 	if g == nil || int64(len(g.t)) != rate {
 		g = sh.rebuild(capacity, h, slot, g, rate, now)
 	}
 	g.push(now, int(r.Cost))
 	g.expires = now + p
-	res := logResult(g, 0, now, p, rate)
+	// logResult(g, 0, now, p, rate), knowing that g holds an event and
+	// that the newest is stamped now.
+	res := Result{Remaining: max(0, rate-int64(g.n)), ResetAfter: p, Next: g.t[g.head] + p - now}
 	res.Allowed = count+r.Cost <= rate
 	if !res.Allowed { // a forced take past the limit: when one unit fits again
 		res.RetryAfter = g.at(g.n-int(rate)) + p - now

@@ -194,3 +194,37 @@ func TestSlidingLogDroppedAsExpiredIsNotCountedBeforeItsExpiry(t *testing.T) {
 		t.Fatalf("a request stamped 1050 after the log of 5 events at 1000 was dropped: %+v; want allowed at 1100 or later", res)
 	}
 }
+
+// TestSlidingLogRateChangeCountsOnlyTheNewWeight: when a key's Rate
+// changes, its log is rebuilt at the new capacity, keeping its events, and
+// the shard counts the new log's weight in place of the old one's, for a
+// key alone in its table and for keys whose slots shift when it moves.
+func TestSlidingLogRateChangeCountsOnlyTheNewWeight(t *testing.T) {
+	s := New(Config{Shards: 1})
+	r := Request{Alg: SlidingLog, Limit: Limit{Rate: 10, Period: 1e9, Capacity: 10}, Cost: 1}
+	want := func(keys, rate int64) int { return int(keys) * logWeight(rate) }
+	r.Key = "alone"
+	s.Take(&r, 1)
+	r.Limit = Limit{Rate: 20, Period: 1e9, Capacity: 20}
+	if res := s.Take(&r, 2); !res.Allowed || res.Remaining != 18 {
+		t.Fatalf("take at the new rate: %+v, want allowed with 18 remaining", res)
+	}
+	if used := s.logs[0].used; used != want(1, 20) {
+		t.Fatalf("one key at rate 20 weighs %d, want %d", used, want(1, 20))
+	}
+	for i := range 40 { // enough keys that removals shift their neighbours
+		r.Key = fmt.Sprint("k", i)
+		r.Limit = Limit{Rate: 10, Period: 1e9, Capacity: 10}
+		s.Take(&r, 3)
+	}
+	for i := range 40 {
+		r.Key = fmt.Sprint("k", i)
+		r.Limit = Limit{Rate: 20, Period: 1e9, Capacity: 20}
+		if res := s.Take(&r, 4); !res.Allowed || res.Remaining != 18 {
+			t.Fatalf("key %d at the new rate: %+v, want allowed with 18 remaining", i, res)
+		}
+	}
+	if used := s.logs[0].used; used != want(41, 20) {
+		t.Fatalf("41 keys at rate 20 weigh %d, want %d", used, want(41, 20))
+	}
+}

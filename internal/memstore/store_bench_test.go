@@ -15,7 +15,7 @@ func BenchmarkTake(b *testing.B) {
 	algs := []struct {
 		name string
 		alg  Alg
-	}{{"gcra", GCRA}, {"sliding", SlidingWindow}, {"fixed", FixedWindow}, {"concurrency", Concurrency}}
+	}{{"gcra", GCRA}, {"sliding", SlidingWindow}, {"fixed", FixedWindow}, {"concurrency", Concurrency}, {"slidinglog", SlidingLog}}
 	for _, a := range algs {
 		for _, keys := range []int{1, 10_000} {
 			b.Run(a.name+"/keys="+strconv.Itoa(keys), func(b *testing.B) {
@@ -25,6 +25,9 @@ func BenchmarkTake(b *testing.B) {
 					names[i] = "10.0." + strconv.Itoa(i)
 				}
 				l := Limit{Rate: 1 << 30, Period: int64(time.Hour), Capacity: 1 << 30}
+				if a.alg == SlidingLog { // a log holds Rate events: 100 per 5µs stands in
+					l = Limit{Rate: 100, Period: int64(5 * time.Microsecond), Capacity: 100}
+				}
 				l.Interval = l.interval()
 				start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 				var seq atomic.Int64
