@@ -43,7 +43,9 @@ func FailClosed() FailurePolicy { return FailurePolicy{mode: failClosed} }
 // FailWithError fails the whole ShouldRateLimit call with the gRPC code
 // UNAVAILABLE when a store fails, so that Envoy applies its own setting:
 // failure_mode_deny false lets the request through, true denies it (with
-// the filter's status_on_error, 500 by default).
+// the filter's status_on_error, 500 by default). A descriptor in shadow or
+// quota mode, and every descriptor under WithShadowMode, only reports: its
+// store failure is answered as under FailOpen and never fails the call.
 func FailWithError() FailurePolicy { return FailurePolicy{mode: failError} }
 
 // FallbackTo decides descriptors with store while the main store fails,

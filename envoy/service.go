@@ -108,7 +108,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(outs))}
 	for i := range outs {
 		o := &outs[i]
-		if o.err != nil && s.opts.failure.mode == failError {
+		if o.err != nil && s.opts.failure.mode == failError && !o.shadow && !s.opts.shadow {
 			return nil, status.Errorf(codes.Unavailable, "ratelimit: store failed: %v", o.err)
 		}
 		st := s.descriptorStatus(o, unlimited[i])
@@ -170,25 +170,34 @@ func hitsOf(req *pb.RateLimitRequest, d *rlpb.RateLimitDescriptor) uint64 {
 	return uint64(max(1, req.GetHitsAddend()))
 }
 
+// maxParallelDescriptors bounds the goroutines one call uses to decide its
+// descriptors: a gateway sends a handful, but a request is not trusted to
+// be small.
+const maxParallelDescriptors = 16
+
 // decideAll decides every limited descriptor, at once: each is charged
 // whatever the others' decisions, and a store that coalesces (Redis) sends
-// them in one round trip.
+// them in one round trip. At most maxParallelDescriptors are in flight.
 func (s *Service) decideAll(ctx context.Context, domain string, outs []outcome) {
-	first := -1
-	var wg sync.WaitGroup
+	limited := 0
 	for i := range outs {
-		if outs[i].limit == nil {
-			continue
+		if outs[i].limit != nil {
+			limited++
 		}
-		if first < 0 {
-			first = i
-			continue
+	}
+	var next atomic.Int64
+	work := func() {
+		for i := next.Add(1) - 1; i < int64(len(outs)); i = next.Add(1) - 1 {
+			if outs[i].limit != nil {
+				s.decide(ctx, domain, &outs[i])
+			}
 		}
-		wg.Go(func() { s.decide(ctx, domain, &outs[i]) })
 	}
-	if first >= 0 {
-		s.decide(ctx, domain, &outs[first])
+	var wg sync.WaitGroup
+	for range min(limited, maxParallelDescriptors) - 1 {
+		wg.Go(work)
 	}
+	work()
 	wg.Wait()
 }
 

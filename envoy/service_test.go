@@ -2,8 +2,11 @@ package envoy
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -259,4 +262,84 @@ func TestNewRefusesANilStorePointer(t *testing.T) {
 		}()
 		FallbackTo(nilStore)
 	}()
+}
+
+// A descriptor in shadow mode only reports, so a store failure on it must
+// not fail the whole call under FailWithError (which would deny the request
+// at a gateway with failure_mode_deny): it is answered as under FailOpen.
+// The same holds for every descriptor of a service in shadow mode.
+func TestShadowDescriptorsNeverFailTheCallUnderFailWithError(t *testing.T) {
+	const shadowYAML = `domain: api
+descriptors:
+  - key: client
+    shadow_mode: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 10
+`
+	req := request("api", [][]string{{"client", "a"}}, 1)
+	for _, tc := range []struct {
+		name string
+		yaml string
+		opts []Option
+	}{
+		{"shadow descriptor", shadowYAML, nil},
+		{"shadow service", apiYAML, []Option{WithShadowMode()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := append([]Option{WithFailurePolicy(FailWithError())}, tc.opts...)
+			svc, err := New(compileYAML(t, "api.yaml", tc.yaml), failingStore{}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := svc.ShouldRateLimit(context.Background(), req)
+			if err != nil {
+				t.Fatalf("the call failed with %v; a shadowed failure must only report", err)
+			}
+			if resp.OverallCode != ok {
+				t.Fatalf("overall %v, want OK", resp.OverallCode)
+			}
+		})
+	}
+}
+
+// blockingStore holds every Take until release is closed, counting the
+// Takes in flight.
+type blockingStore struct {
+	failingStore
+	release  chan struct{}
+	inFlight atomic.Int32
+}
+
+func (b *blockingStore) Take(context.Context, stores.Request) (ratelimit.Result, error) {
+	b.inFlight.Add(1)
+	<-b.release
+	return ratelimit.Result{Allowed: true, Limit: ratelimit.PerMinute(1000), Remaining: 1}, nil
+}
+
+// A request is not trusted to be small: one carrying thousands of
+// descriptors is decided by a bounded number of goroutines, not one each.
+func TestManyDescriptorsAreDecidedByBoundedGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &blockingStore{release: make(chan struct{})}
+		svc, err := New(compileYAML(t, "api.yaml", apiYAML), store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		descs := make([][]string, 2000)
+		for i := range descs {
+			descs[i] = []string{"client", fmt.Sprint(i)}
+		}
+		done := make(chan *pb.RateLimitResponse)
+		go func() { done <- mustCall(t, svc, request("api", descs, 1)) }()
+		synctest.Wait()
+		if n := store.inFlight.Load(); n != maxParallelDescriptors {
+			t.Errorf("%d descriptors in flight at once, want %d", n, maxParallelDescriptors)
+		}
+		close(store.release)
+		resp := <-done
+		if len(resp.Statuses) != len(descs) || int(store.inFlight.Load()) != len(descs) {
+			t.Fatalf("%d statuses, %d takes, want %d each", len(resp.Statuses), store.inFlight.Load(), len(descs))
+		}
+	})
 }
