@@ -15,6 +15,7 @@ import (
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/sluicehq/ratelimit/stores/redis/redistest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -54,8 +55,8 @@ func BenchmarkSideBySide(b *testing.B) {
 	stacks := []*stack{startOurs(b)}
 	if bin := os.Getenv("ENVOY_REFERENCE_BIN"); bin != "" {
 		srv, _ := startRedisServer(b)
-		conn, pid := startReference(b, bin, srv.addr(), benchAllowYAML, benchDenyYAML)
-		stacks = append(stacks, &stack{name: "reference", svcPID: pid, redisPID: srv.cmd.Process.Pid, client: pb.NewRateLimitServiceClient(conn)})
+		conn, pid := startReference(b, bin, srv.Addr, benchAllowYAML, benchDenyYAML)
+		stacks = append(stacks, &stack{name: "reference", svcPID: pid, redisPID: redisPID(b, srv), client: pb.NewRateLimitServiceClient(conn)})
 	}
 	for _, s := range stacks { // charge every deny value once
 		for v := range benchValues {
@@ -153,7 +154,7 @@ func startOurs(b *testing.B) *stack {
 	// A store error fails the call (and the benchmark) rather than passing
 	// for a decision: the reference has no budget, and a loaded machine
 	// may exceed the default 50ms.
-	cmd := exec.Command(bin, "-config", cfg, "-redis", srv.addr(), "-grpc-addr", addr, "-redis-timeout", "2s", "-failure", "error")
+	cmd := exec.Command(bin, "-config", cfg, "-redis", srv.Addr, "-grpc-addr", addr, "-redis-timeout", "2s", "-failure", "error")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -167,7 +168,7 @@ func startOurs(b *testing.B) *stack {
 	}
 	b.Cleanup(func() { _ = conn.Close() })
 	waitServing(b, conn, exited)
-	return &stack{name: "this", svcPID: cmd.Process.Pid, redisPID: srv.cmd.Process.Pid, client: pb.NewRateLimitServiceClient(conn)}
+	return &stack{name: "this", svcPID: cmd.Process.Pid, redisPID: redisPID(b, srv), client: pb.NewRateLimitServiceClient(conn)}
 }
 
 // waitServing waits until the gRPC health check of conn answers SERVING.
@@ -189,4 +190,14 @@ func waitServing(tb testing.TB, conn *grpc.ClientConn, exited <-chan struct{}) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// redisPID is the process id of srv, as the server reports it.
+func redisPID(tb testing.TB, srv *redistest.Server) int {
+	tb.Helper()
+	pid, err := strconv.Atoi(redistest.Info(srv.Addr, "server", "process_id"))
+	if err != nil {
+		tb.Fatalf("redis-server process_id: %v", err)
+	}
+	return pid
 }

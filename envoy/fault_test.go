@@ -38,7 +38,7 @@ func TestRedisKilledRestartedAndFlushedKeepsThePolicyAndBoundedLatency(t *testin
 		t.Fatalf("before the fault: %v", resp)
 	}
 
-	srv.kill()
+	srv.Stop()
 	for i := range 20 {
 		resp, took := call()
 		if resp.OverallCode != over || resp.Statuses[0].LimitRemaining != 0 {
@@ -54,8 +54,9 @@ func TestRedisKilledRestartedAndFlushedKeepsThePolicyAndBoundedLatency(t *testin
 		t.Fatalf("stats %+v: every descriptor of the 20 calls must have failed", s)
 	}
 
-	srv.start(t)
-	srv.wait(t, rc)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
 	var resp *pb.RateLimitResponse
 	deadline := time.Now().Add(20 * time.Second)
 	for resp, _ = call(); resp.OverallCode != ok; resp, _ = call() {

@@ -2,45 +2,21 @@ package envoy
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	redisstore "github.com/sluicehq/ratelimit/stores/redis"
+	"github.com/sluicehq/ratelimit/stores/redis/redistest"
 )
 
-// startSentinel starts a primary and one Sentinel watching it as
-// "mymaster", and returns a client that finds the primary through the
-// Sentinel, as -redis sentinel://mymaster@host:port does.
+// startSentinel starts a primary, a replica and three Sentinels watching
+// them as "mymaster", and returns a client that finds the primary through
+// the Sentinels, as -redis sentinel://mymaster@host:port does.
 func startSentinel(t *testing.T) *redis.Client {
 	t.Helper()
-	primary, _ := startRedisServer(t)
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf")
-	// Sentinel rewrites its configuration file: it must be its own.
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "sentinel monitor mymaster 127.0.0.1 %d 1\n", primary.port), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sentinel := &redisServer{bin: primary.bin, port: freePort(t), sentinelConf: conf}
-	sentinel.start(t)
-	t.Cleanup(sentinel.kill)
-	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.addr()})
-	t.Cleanup(func() { _ = sc.Close() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		addr, err := sc.GetMasterAddrByName(context.Background(), "mymaster").Result()
-		if err == nil && len(addr) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Sentinel did not name the primary within 20s: %v %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: []string{sentinel.addr()}})
+	set := redistest.NewSentinelSet(t, "mymaster")
+	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: set.Master, SentinelAddrs: set.SentinelAddrs()})
 	t.Cleanup(func() { _ = fc.Close() })
 	return fc
 }
