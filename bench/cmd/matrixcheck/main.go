@@ -1,0 +1,205 @@
+// Command matrixcheck runs the configuration matrix (BenchmarkConfigurations)
+// in separate benchmark processes and checks every row against its bar in
+// each one: a figure that holds in one process and not in another (a memory
+// layout, a neighbour's load) is not a figure.
+//
+// Each process measures go-limiter and every row side by side, so each row is
+// judged by its ratio to go-limiter in the same process:
+//
+//	row                      bar, allow and deny, 1 key and 10,000 keys
+//	stacked                  2x go-limiter
+//	concurrency              2x go-limiter
+//	every other row          3x go-limiter
+//	allocations              at most 1 on allow, 0 on deny
+//
+// With -base, a second test binary (built from an earlier commit) runs in
+// the same rounds, interleaved, and each row's median is compared with its
+// median there.
+//
+//	cd bench && go test -c -o /tmp/bench.test . && go run ./cmd/matrixcheck -bin /tmp/bench.test -runs 10
+//
+// It prints one line per row, case and -cpu and exits 1 if a bar was
+// missed in any process.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+var (
+	bin       = flag.String("bin", "", "the bench module's test binary (go test -c)")
+	base      = flag.String("base", "", "an earlier build of the same binary, run interleaved for comparison")
+	runs      = flag.Int("runs", 10, "separate processes per binary")
+	cpus      = flag.String("cpu", "1,2", "the -test.cpu list of each process")
+	benchtime = flag.String("benchtime", "300ms", "the -test.benchtime of each process")
+	match     = flag.String("bench", "^BenchmarkConfigurations/", "the -test.bench pattern")
+)
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("matrixcheck: ")
+	flag.Parse()
+	if *bin == "" {
+		log.Fatal("-bin is required: cd bench && go test -c -o /tmp/bench.test .")
+	}
+	var cur, old []process
+	for i := range *runs {
+		p, err := run(*bin)
+		if err != nil {
+			log.Fatalf("run %d of %s: %v", i+1, *bin, err)
+		}
+		cur = append(cur, p)
+		if *base != "" {
+			p, err := run(*base)
+			if err != nil {
+				log.Fatalf("run %d of %s: %v", i+1, *base, err)
+			}
+			old = append(old, p)
+		}
+		fmt.Fprintf(os.Stderr, "round %d of %d done\n", i+1, *runs)
+	}
+	if !report(os.Stdout, cur, old) {
+		os.Exit(1)
+	}
+}
+
+// run runs exe once and parses its benchmark lines.
+func run(exe string) (process, error) {
+	cmd := exec.Command(exe, "-test.run", "^$", "-test.bench", *match,
+		"-test.benchtime", *benchtime, "-test.cpu", *cpus, "-test.benchmem")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, out.String())
+	}
+	return parse(&out)
+}
+
+// cell is one benchmark line: a row's case at one -cpu.
+type cell struct {
+	ns, allocs float64
+}
+
+// process is one benchmark process's cells, keyed "row/case@cpu".
+type process map[string]cell
+
+var line = regexp.MustCompile(`^BenchmarkConfigurations/([^/]+)/((?:allow|deny)/keys=\d+)(?:-(\d+))?\s+\d+\s+([\d.]+) ns/op.*?([\d.]+) allocs/op`)
+
+func parse(r io.Reader) (process, error) {
+	p := process{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		m := line.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		cpu := m[3]
+		if cpu == "" {
+			cpu = "1"
+		}
+		ns, _ := strconv.ParseFloat(m[4], 64)
+		allocs, _ := strconv.ParseFloat(m[5], 64)
+		p[m[1]+"/"+m[2]+"@"+cpu] = cell{ns, allocs}
+	}
+	if len(p) == 0 {
+		return nil, fmt.Errorf("no BenchmarkConfigurations line in the output")
+	}
+	return p, sc.Err()
+}
+
+// bar is how many times faster than go-limiter row must be.
+func bar(row string) float64 {
+	switch row {
+	case "stacked", "concurrency":
+		return 2
+	}
+	return 3
+}
+
+// report prints each row's figures over the processes and reports whether
+// every bar held in every process.
+func report(w io.Writer, cur, old []process) bool {
+	var keys []string
+	for _, p := range cur {
+		for k := range p {
+			if !strings.HasPrefix(k, "go-limiter/") && !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	slices.Sort(keys)
+	fmt.Fprintf(w, "%-40s %9s %8s %8s %6s %7s  %s\n", "row/case@cpu", "median ns", "min x", "median x", "allocs", "vs base", "verdict")
+	ok := true
+	for _, k := range keys {
+		row, rest, _ := strings.Cut(k, "/")
+		peer := "go-limiter/" + rest
+		var ns, ratios []float64
+		allocs, below := 0.0, 0
+		for _, p := range cur {
+			c, pc := p[k], p[peer]
+			if c.ns > 0 {
+				ns = append(ns, c.ns)
+			}
+			allocs = max(allocs, c.allocs)
+			if pc.ns > 0 && c.ns > 0 {
+				r := pc.ns / c.ns
+				ratios = append(ratios, r)
+				if r < bar(row) {
+					below++
+				}
+			}
+		}
+		maxAllocs := 1.0
+		if strings.HasPrefix(rest, "deny/") {
+			maxAllocs = 0
+		}
+		verdict := "ok"
+		if len(ratios) < len(cur) {
+			verdict = fmt.Sprintf("MISSING in %d of %d", len(cur)-len(ratios), len(cur))
+			ratios = append(ratios, 0)
+		}
+		if below > 0 {
+			verdict = strings.TrimPrefix(verdict+fmt.Sprintf(", BELOW %.0fx in %d of %d", bar(row), below, len(cur)), "ok, ")
+		}
+		if allocs > maxAllocs {
+			verdict += fmt.Sprintf(", %.0f allocs > %.0f", allocs, maxAllocs)
+		}
+		ok = ok && verdict == "ok"
+		vsBase := "-"
+		if len(old) > 0 {
+			var o []float64
+			for _, p := range old {
+				if c, found := p[k]; found {
+					o = append(o, c.ns)
+				}
+			}
+			if len(o) > 0 {
+				vsBase = fmt.Sprintf("%.2f", median(ns)/median(o))
+			}
+		}
+		fmt.Fprintf(w, "%-40s %9.0f %8.2f %8.2f %6.0f %7s  %s\n", k, median(ns), slices.Min(ratios), median(ratios), allocs, vsBase, verdict)
+	}
+	return ok
+}
+
+func median(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

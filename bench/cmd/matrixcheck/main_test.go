@@ -1,0 +1,77 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const processA = `goos: linux
+BenchmarkConfigurations/go-limiter/allow/keys=1         	 1000	       600.0 ns/op	     700 B/op	       9 allocs/op
+BenchmarkConfigurations/go-limiter/allow/keys=1-2       	 1000	       480.0 ns/op	     700 B/op	       9 allocs/op
+BenchmarkConfigurations/go-limiter/deny/keys=1-2        	 1000	       500.0 ns/op	     700 B/op	      10 allocs/op
+BenchmarkConfigurations/default/allow/keys=1            	 1000	       150.0 ns/op	      32 B/op	       1 allocs/op
+BenchmarkConfigurations/default/allow/keys=1-2          	 1000	       150.0 ns/op	      32 B/op	       1 allocs/op
+BenchmarkConfigurations/stacked/deny/keys=1-2           	 1000	       200.0 ns/op	      16 B/op	       1 allocs/op
+PASS
+`
+
+const processB = `BenchmarkConfigurations/go-limiter/allow/keys=1         	 1000	       600.0 ns/op	     700 B/op	       9 allocs/op
+BenchmarkConfigurations/go-limiter/allow/keys=1-2       	 1000	       480.0 ns/op	     700 B/op	       9 allocs/op
+BenchmarkConfigurations/go-limiter/deny/keys=1-2        	 1000	       500.0 ns/op	     700 B/op	      10 allocs/op
+BenchmarkConfigurations/default/allow/keys=1            	 1000	       150.0 ns/op	      32 B/op	       1 allocs/op
+BenchmarkConfigurations/default/allow/keys=1-2          	 1000	       200.0 ns/op	      32 B/op	       1 allocs/op
+BenchmarkConfigurations/stacked/deny/keys=1-2           	 1000	       200.0 ns/op	       0 B/op	       0 allocs/op
+`
+
+func mustParse(t *testing.T, s string) process {
+	t.Helper()
+	p, err := parse(strings.NewReader(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A row is judged in each process against go-limiter of that process: one
+// process below the bar fails the row, however good the others are, and an
+// allocation on the deny path fails it too.
+func TestEveryProcessIsHeldToTheBar(t *testing.T) {
+	var out strings.Builder
+	ok := report(&out, []process{mustParse(t, processA), mustParse(t, processB)}, nil)
+	if ok {
+		t.Fatalf("a row below its bar in one process passed:\n%s", out.String())
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			lines[f[0]] = l
+		}
+	}
+	for key, want := range map[string]string{
+		"default/allow/keys=1@1": "ok",                 // 4x in both
+		"default/allow/keys=1@2": "BELOW 3x in 1 of 2", // 3.2x, then 2.4x
+		"stacked/deny/keys=1@2":  "1 allocs > 0",       // 2.5x ≥ 2x, but one allocation
+	} {
+		if !strings.Contains(lines[key], want) {
+			t.Errorf("%s: %q, want it to say %q", key, lines[key], want)
+		}
+	}
+}
+
+// Output without a matrix line is an error, not an empty pass.
+func TestOutputWithoutMatrixLinesIsAnError(t *testing.T) {
+	if _, err := parse(strings.NewReader("PASS\nok\n")); err == nil {
+		t.Fatal("no error for output without BenchmarkConfigurations lines")
+	}
+}
+
+// A row missing from a process (a crashed sub-benchmark) fails the row.
+func TestRowMissingFromAProcessFails(t *testing.T) {
+	b := mustParse(t, processB)
+	delete(b, "default/allow/keys=1@1")
+	var out strings.Builder
+	report(&out, []process{mustParse(t, processA), b}, nil)
+	if !strings.Contains(out.String(), "MISSING in 1 of 2") {
+		t.Fatalf("a row missing from one process was not reported:\n%s", out.String())
+	}
+}
