@@ -93,8 +93,9 @@ func compileYAML(t testing.TB, name, yaml string) *Rules {
 // TestReferenceExamplesOnRedisGiveTheReferenceAnswers replays each of the
 // reference's documented configuration examples over gRPC against the
 // service on a real Redis, with the reference's windows and with GCRA:
-// with time frozen both give the reference's codes and remaining counts
-// (GCRA differs only once time passes: it refills continuously).
+// with time frozen each gives the reference's codes and remaining counts
+// (GCRA and the sliding log differ only once time passes: they give back
+// continuously, not at the window's end).
 func TestReferenceExamplesOnRedisGiveTheReferenceAnswers(t *testing.T) {
 	rc := startRedis(t)
 	for _, mode := range []struct {
@@ -104,6 +105,7 @@ func TestReferenceExamplesOnRedisGiveTheReferenceAnswers(t *testing.T) {
 	}{
 		{"reference windows", []Option{WithReferenceWindows()}, true},
 		{"gcra", nil, false},
+		{"sliding log", []Option{WithAlgorithm(ratelimit.SlidingLog)}, false},
 	} {
 		for i, ex := range examples {
 			t.Run(mode.name+"/"+ex.name, func(t *testing.T) {
@@ -122,7 +124,7 @@ func TestReferenceExamplesOnRedisGiveTheReferenceAnswers(t *testing.T) {
 // TestReferenceExamplesInMemoryGiveTheReferenceAnswers replays the same
 // examples on the memory store, the -redis-less mode of the command.
 func TestReferenceExamplesInMemoryGiveTheReferenceAnswers(t *testing.T) {
-	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow, ratelimit.SlidingWindow} {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.SlidingLog} {
 		for _, ex := range examples {
 			t.Run(alg.String()+"/"+ex.name, func(t *testing.T) {
 				clock := ratelimittest.NewClock(replayStart)

@@ -22,13 +22,18 @@ type options struct {
 }
 
 // WithAlgorithm counts every limit with a (GCRA, the default,
-// SlidingWindow or FixedWindow). Under each, a descriptor that does not
-// fit is denied and charged nothing. Concurrency does not apply: Envoy
-// never reports when a request ends.
+// SlidingWindow, FixedWindow or SlidingLog). Under each, a descriptor that
+// does not fit is denied and charged nothing. Under SlidingLog no trailing
+// unit ever admits more than requests_per_unit, and a limit above
+// stores.MaxSlidingLog is refused when the rules are put in force (a
+// request's limit override above it gets InvalidArgument). Concurrency does
+// not apply: Envoy never reports when a request ends.
 func WithAlgorithm(a ratelimit.Algorithm) Option {
 	return func(o *options) error {
-		if a != ratelimit.GCRA && a != ratelimit.SlidingWindow && a != ratelimit.FixedWindow {
-			return fmt.Errorf("ratelimit: envoy counts with GCRA, SlidingWindow or FixedWindow, not %v", a)
+		switch a {
+		case ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow, ratelimit.SlidingLog:
+		default:
+			return fmt.Errorf("ratelimit: envoy counts with GCRA, SlidingWindow, FixedWindow or SlidingLog, not %v", a)
 		}
 		o.alg, o.reference = a, false
 		return nil

@@ -2,12 +2,14 @@ package envoy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // Rules are compiled configuration files: the descriptor tree of every
@@ -44,6 +46,7 @@ type limit struct {
 	metricName string                          // its name in events: bounded, from the configuration
 	policyName string                          // its name in the RateLimit fields, quoted
 	policy     string                          // its RateLimit-Policy member
+	at         Problem                         // where it is configured, for errors; zero for an override
 }
 
 // Limits returns the number of rate_limit blocks in force.
@@ -92,6 +95,7 @@ func (r *Rules) load(f *File, parent *node, prefix string, ds []Descriptor, path
 		}
 		if d.RateLimit != nil {
 			n.limit = compileLimit(prefix+fk, d)
+			n.limit.at = Problem{File: f.Name, Line: d.Line, Col: d.Col, Path: at + ".rate_limit.requests_per_unit"}
 			r.limits++
 		}
 		if strings.HasSuffix(fk, "*") {
@@ -133,6 +137,36 @@ func overrideLimit(domain string, d *rlpb.RateLimitDescriptor) *limit {
 	l.setPolicy()
 	l.metricName = domain + ".override" // the descriptor's values are not bounded
 	return l
+}
+
+// countable reports why alg cannot count every limit of r: a sliding log
+// keeps one timestamp per event, so a limit above stores.MaxSlidingLog is
+// refused at its line, as the store would refuse each call.
+func (r *Rules) countable(alg ratelimit.Algorithm) error {
+	if alg != ratelimit.SlidingLog {
+		return nil
+	}
+	var problems ConfigErrors
+	var walk func(n *node)
+	walk = func(n *node) {
+		if l := n.limit; l != nil && !l.unlimited && l.rpu > stores.MaxSlidingLog {
+			p := l.at
+			p.Message = fmt.Sprintf("%d requests per %s is more than a sliding log keeps (%d): use the default algorithm (GCRA) for an exact limit this large",
+				l.rpu, strings.ToLower(l.unit.String()), stores.MaxSlidingLog)
+			problems = append(problems, p)
+		}
+		for _, c := range n.children {
+			walk(c)
+		}
+	}
+	for _, root := range r.domains {
+		walk(root)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	slices.SortFunc(problems, func(a, b Problem) int { return strings.Compare(a.String(), b.String()) })
+	return problems
 }
 
 // period is the limit's unit as a duration.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,8 +54,8 @@ func New(rules *Rules, store ratelimit.Store, opts ...Option) (*Service, error) 
 			return nil, err
 		}
 	}
-	if rules != nil {
-		s.rules.Store(rules)
+	if err := s.SetRules(rules); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -63,10 +64,18 @@ func New(rules *Rules, store ratelimit.Store, opts ...Option) (*Service, error) 
 func (s *Service) Register(r grpc.ServiceRegistrar) { pb.RegisterRateLimitServiceServer(r, s) }
 
 // SetRules puts rules in force for the calls that start after it returns.
-func (s *Service) SetRules(r *Rules) {
-	if r != nil {
-		s.rules.Store(r)
+// It refuses, keeping the rules in force, rules the service's algorithm
+// cannot count (a SlidingLog limit above stores.MaxSlidingLog), with each
+// such limit's file:line:col. A nil r changes nothing.
+func (s *Service) SetRules(r *Rules) error {
+	if r == nil {
+		return nil
 	}
+	if err := r.countable(s.opts.alg); err != nil {
+		return err
+	}
+	s.rules.Store(r)
+	return nil
 }
 
 // Rules returns the rules in force, or nil.
@@ -99,6 +108,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	}
 	outs := make([]outcome, len(req.Descriptors))
 	unlimited := s.limitsToCheck(rules, req, outs)
+	if err := s.countableOverrides(outs); err != nil {
+		return nil, err
+	}
 	if s.opts.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.opts.timeout)
@@ -159,6 +171,23 @@ func (s *Service) limitsToCheck(rules *Rules, req *pb.RateLimitRequest, outs []o
 		}
 	}
 	return unlimited
+}
+
+// countableOverrides refuses, as the gateway's misconfiguration, a limit
+// override the service's algorithm cannot count: the configured limits
+// were checked when they were put in force, an override comes with each
+// request.
+func (s *Service) countableOverrides(outs []outcome) error {
+	if s.opts.alg != ratelimit.SlidingLog {
+		return nil
+	}
+	for i := range outs {
+		if l := outs[i].limit; l != nil && l.rpu > stores.MaxSlidingLog {
+			return status.Errorf(codes.InvalidArgument, "ratelimit: the limit override of descriptor %d, %d requests per %s, is more than a sliding log keeps (%d)",
+				i, l.rpu, strings.ToLower(l.unit.String()), stores.MaxSlidingLog)
+		}
+	}
+	return nil
 }
 
 // hitsOf is the descriptor's hits_addend when set (zero checks without

@@ -58,8 +58,10 @@ func Watch(path string, svc *Service, opts WatchOptions) (*Watcher, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := svc.SetRules(rules); err != nil {
+		return nil, err
+	}
 	w.seen = src
-	svc.SetRules(rules)
 	ctx, cancel := context.WithCancel(context.Background())
 	w.stop = cancel
 	go w.loop(ctx)
@@ -104,7 +106,9 @@ func (w *Watcher) attempt(force bool) error {
 		w.seen = src
 		var rules *Rules
 		if rules, err = src.compile(); err == nil {
-			w.svc.SetRules(rules)
+			err = w.svc.SetRules(rules)
+		}
+		if err == nil {
 			w.log.Info("ratelimit: envoy configuration reloaded", "path", w.path, "domains", rules.Domains(), "limits", rules.Limits())
 		}
 	}

@@ -59,7 +59,7 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	fs.StringVar(&f.redis, "redis", "", "Redis: host:port, redis://..., cluster://h:p,h:p or sentinel://master@h:p,h:p; empty for a memory store")
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:8081", "host:port to serve gRPC (RateLimitService and grpc.health.v1) on")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "host:port to serve /metrics (Prometheus) and /healthz on; empty for none")
-	fs.StringVar(&f.algorithm, "algorithm", "gcra", "gcra, sliding-window, fixed-window, or reference (the reference's fixed windows, exactly)")
+	fs.StringVar(&f.algorithm, "algorithm", "gcra", "gcra, sliding-window, fixed-window, sliding-log (exact in any trailing unit, at most 10000 per unit), or reference (the reference's fixed windows, exactly)")
 	fs.StringVar(&f.failure, "failure", "open", "when the store fails: open, closed, error (gRPC UNAVAILABLE: Envoy's failure_mode_deny decides), fallback or fallback/N (memory, limit divided by N instances)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "budget of each call's store work; 0 leaves it to -redis-timeout")
 	fs.DurationVar(&f.redisTimeout, "redis-timeout", redisstore.DefaultTimeout, "budget of each Redis call")
@@ -84,10 +84,12 @@ func (f *flags) options() ([]envoy.Option, error) {
 		opts = append(opts, envoy.WithAlgorithm(ratelimit.SlidingWindow))
 	case "fixed-window":
 		opts = append(opts, envoy.WithAlgorithm(ratelimit.FixedWindow))
+	case "sliding-log":
+		opts = append(opts, envoy.WithAlgorithm(ratelimit.SlidingLog))
 	case "reference":
 		opts = append(opts, envoy.WithReferenceWindows())
 	default:
-		return nil, fmt.Errorf("ratelimit: -algorithm %q: want gcra, sliding-window, fixed-window or reference", f.algorithm)
+		return nil, fmt.Errorf("ratelimit: -algorithm %q: want gcra, sliding-window, fixed-window, sliding-log or reference", f.algorithm)
 	}
 	p, err := failurePolicy(f.failure)
 	if err != nil {
