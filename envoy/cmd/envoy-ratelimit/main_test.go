@@ -99,8 +99,9 @@ func TestCommandRefusesABrokenConfiguration(t *testing.T) {
 	}
 }
 
-// Each documented -redis form makes the client it names; anything else is
-// refused.
+// Each documented -redis form makes the client it names, with
+// ContextTimeoutEnabled (each call's budget bounds its socket reads and
+// writes); anything else is refused.
 func TestRedisAddressForms(t *testing.T) {
 	for _, tc := range []struct {
 		addr string
@@ -108,14 +109,20 @@ func TestRedisAddressForms(t *testing.T) {
 	}{
 		{"127.0.0.1:6379", func(c redis.UniversalClient) bool {
 			cl, ok := c.(*redis.Client)
-			return ok && cl.Options().Addr == "127.0.0.1:6379"
+			return ok && cl.Options().Addr == "127.0.0.1:6379" && cl.Options().ContextTimeoutEnabled
 		}},
 		{"redis://:pw@10.0.0.1:6380/2", func(c redis.UniversalClient) bool {
 			cl, ok := c.(*redis.Client)
-			return ok && cl.Options().Addr == "10.0.0.1:6380" && cl.Options().DB == 2 && cl.Options().Password == "pw"
+			return ok && cl.Options().Addr == "10.0.0.1:6380" && cl.Options().DB == 2 && cl.Options().Password == "pw" && cl.Options().ContextTimeoutEnabled
 		}},
-		{"cluster://a:7000,b:7001", func(c redis.UniversalClient) bool { _, ok := c.(*redis.ClusterClient); return ok }},
-		{"sentinel://mymaster@a:26379,b:26379", func(c redis.UniversalClient) bool { _, ok := c.(*redis.Client); return ok }},
+		{"cluster://a:7000,b:7001", func(c redis.UniversalClient) bool {
+			cl, ok := c.(*redis.ClusterClient)
+			return ok && cl.Options().ContextTimeoutEnabled
+		}},
+		{"sentinel://mymaster@a:26379,b:26379", func(c redis.UniversalClient) bool {
+			cl, ok := c.(*redis.Client)
+			return ok && cl.Options().ContextTimeoutEnabled
+		}},
 	} {
 		c, err := redisClient(tc.addr)
 		if err != nil || !tc.ok(c) {

@@ -7,7 +7,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// redisClient makes the client the -redis flag names:
+// redisClient makes the client the -redis flag names, with
+// ContextTimeoutEnabled: a call's budget then bounds its socket reads and
+// writes too, and the store needs no goroutine per call to keep it (see
+// docs/redis.md):
 //
 //	host:port                               one server
 //	redis://[user:pass@]host:port[/db]      one server, by URL (rediss:// for TLS)
@@ -20,7 +23,7 @@ func redisClient(addr string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: nodes}), nil
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: nodes, ContextTimeoutEnabled: true}), nil
 	case strings.HasPrefix(addr, "sentinel://"):
 		master, rest, found := strings.Cut(strings.TrimPrefix(addr, "sentinel://"), "@")
 		if !found || master == "" {
@@ -30,19 +33,20 @@ func redisClient(addr string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
-		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: master, SentinelAddrs: nodes}), nil
+		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: master, SentinelAddrs: nodes, ContextTimeoutEnabled: true}), nil
 	case strings.HasPrefix(addr, "redis://"), strings.HasPrefix(addr, "rediss://"):
 		opts, err := redis.ParseURL(addr)
 		if err != nil {
 			return nil, fmt.Errorf("ratelimit: -redis: %w", err)
 		}
+		opts.ContextTimeoutEnabled = true
 		return redis.NewClient(opts), nil
 	}
 	nodes, err := hostPorts(addr)
 	if err != nil || len(nodes) != 1 {
 		return nil, fmt.Errorf("ratelimit: -redis %q: want host:port, redis://, cluster:// or sentinel://", addr)
 	}
-	return redis.NewClient(&redis.Options{Addr: addr}), nil
+	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}), nil
 }
 
 func hostPorts(list string) ([]string, error) {
