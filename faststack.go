@@ -32,6 +32,9 @@ type fastStack struct {
 	quotas bool // some rule is a quota: the plan holds for its windows only
 	rules  []*rule
 	plan   atomic.Pointer[stackPlan]
+	// events is the plan of Allow, which decides under the static rules
+	// alone (see keyRequests): nil when every rule is a quota.
+	events *stackPlan
 	// bodies[top][set] is the 429 body of a denial by the rules of the
 	// bit set, top first: see Verdict's violated.
 	bodies [memstore.MaxPrepared][1 << memstore.MaxPrepared][]byte
@@ -43,6 +46,7 @@ type stackPlan struct {
 	check       *memstore.PreparedBatch
 	from, until int64
 	report      [memstore.MaxPrepared]*fastRule // rule i's fields when it is reported
+	limits      [memstore.MaxPrepared]Limit     // rule i's limit in these windows
 }
 
 // prepareStack compiles the direct path of a limiter of 2 to
@@ -73,6 +77,15 @@ func (l *Limiter) prepareStack() {
 	if s.replan(l.clock.Now().UnixNano()) == nil {
 		return // a static rule the store would refuse: the general path reports it
 	}
+	var static []*rule
+	for _, ru := range l.rules {
+		if ru.static {
+			static = append(static, ru)
+		}
+	}
+	if len(static) > 0 {
+		s.events = s.newPlan(static, 0)
+	}
 	for top := range n {
 		for set := range 1 << n {
 			if set&(1<<top) == 0 || bits.OnesCount(uint(set)) < 2 {
@@ -93,10 +106,21 @@ func (l *Limiter) prepareStack() {
 // replan builds and installs the plan for the limiter's time lnow, or
 // returns nil when a rule's request is invalid.
 func (s *fastStack) replan(lnow int64) *stackPlan {
+	p := s.newPlan(s.rules, lnow)
+	if p != nil {
+		s.plan.Store(p)
+	}
+	return p
+}
+
+// newPlan builds the plan of rules, a subset of the stack's in its order,
+// for the limiter's time lnow, or returns nil when a rule's request is
+// invalid.
+func (s *fastStack) newPlan(rules []*rule, lnow int64) *stackPlan {
 	var reqs [memstore.MaxPrepared]memstore.Request
 	p := &stackPlan{from: math.MinInt64, until: math.MaxInt64}
-	items := make([]string, len(s.rules))
-	for i, ru := range s.rules {
+	items := make([]string, len(rules))
+	for i, ru := range rules {
 		req := stores.Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
 		if !ru.Quota.IsZero() {
 			req.Limit, req.Window = ru.quotaWindow(ru.Quota, time.Unix(0, lnow))
@@ -107,10 +131,11 @@ func (s *fastStack) replan(lnow int64) *stackPlan {
 		}
 		reqs[i] = memstore.Valid(&req)
 		items[i] = policyItem(ru.Name, req.Limit, ru.Algorithm)
+		p.limits[i] = req.Limit
 	}
-	p.check = s.ms.Engine.PrepareBatch(reqs[:len(s.rules)])
+	p.check = s.ms.Engine.PrepareBatch(reqs[:len(rules)])
 	policy := strings.Join(items, ", ")
-	for i, ru := range s.rules {
+	for i, ru := range rules {
 		p.report[i] = &fastRule{
 			policy:  policy,
 			quoted:  ru.quotedName,
@@ -121,7 +146,6 @@ func (s *fastStack) replan(lnow int64) *stackPlan {
 			units:   int64(ru.Limit.Capacity()),
 		}
 	}
-	s.plan.Store(p)
 	return p
 }
 
@@ -134,23 +158,11 @@ func (s *fastStack) admit(w http.ResponseWriter, r *http.Request) (ok, handled b
 	if nested(h) {
 		return false, false
 	}
-	var keys [memstore.MaxPrepared]string
-	for i, ru := range s.rules {
-		key, err := ru.Key(r)
-		if err != nil {
-			return false, false
-		}
-		keys[i] = compactKey(key)
-	}
-	lnow, now := s.now()
-	p := s.plan.Load()
-	if lnow < p.from || lnow >= p.until {
-		if p = s.replan(lnow); p == nil {
-			return false, false
-		}
-	}
 	var res [memstore.MaxPrepared]memstore.Result
-	p.check.Take(keys[:], res[:], now)
+	p, _, now, handled := s.take(r, &res)
+	if !handled {
+		return false, false
+	}
 	top, denied := p.top(&res)
 	f := p.report[top]
 	if denied == 0 {
@@ -165,6 +177,30 @@ func (s *fastStack) admit(w http.ResponseWriter, r *http.Request) (ok, handled b
 	w.WriteHeader(http.StatusTooManyRequests)
 	w.Write(body)
 	return false, true
+}
+
+// take is the decision on r under the stacked rules, every rule's result
+// in res: the plan it was taken under, the limiter's time lnow (for the
+// quotas' windows) and the store's, now. ok is false, nothing consumed,
+// when r needs the general path (a key function failed).
+func (s *fastStack) take(r *http.Request, res *[memstore.MaxPrepared]memstore.Result) (p *stackPlan, lnow, now int64, ok bool) {
+	var keys [memstore.MaxPrepared]string
+	for i, ru := range s.rules {
+		key, err := ru.Key(r)
+		if err != nil {
+			return nil, 0, 0, false
+		}
+		keys[i] = compactKey(key)
+	}
+	lnow, now = s.now()
+	p = s.plan.Load()
+	if lnow < p.from || lnow >= p.until {
+		if p = s.replan(lnow); p == nil {
+			return nil, 0, 0, false
+		}
+	}
+	p.check.Take(keys[:], res[:], now)
+	return p, lnow, now, true
 }
 
 // top is the index of the reported rule among res, as reportedBefore
