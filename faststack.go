@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/ratelimit/internal/fieldval"
 	"github.com/sluicehq/ratelimit/internal/memstore"
@@ -31,7 +32,10 @@ type fastStack struct {
 	system bool // the store and the limiter read SystemClock
 	quotas bool // some rule is a quota: the plan holds for its windows only
 	rules  []*rule
-	plan   atomic.Pointer[stackPlan]
+	// keyOf[i] is the earlier rule whose KeyFunc is rule i's own func value
+	// (the same closure), or -1: the request's key is extracted once.
+	keyOf [memstore.MaxPrepared]int8
+	plan  atomic.Pointer[stackPlan]
 	// events is the plan of Allow, which decides under the static rules
 	// alone (see keyRequests): nil when every rule is a quota.
 	events *stackPlan
@@ -71,6 +75,15 @@ func (l *Limiter) prepareStack() {
 			return
 		}
 		s.quotas = s.quotas || !ru.Quota.IsZero()
+	}
+	for i, ru := range l.rules {
+		s.keyOf[i] = -1
+		for j := range i {
+			if funcValue(l.rules[j].Key) == funcValue(ru.Key) {
+				s.keyOf[i] = int8(j)
+				break
+			}
+		}
 	}
 	st.Engine(s.ms)
 	s.system = s.ms.Clock == stores.SystemClock() && l.clock == stores.SystemClock()
@@ -186,6 +199,10 @@ func (s *fastStack) admit(w http.ResponseWriter, r *http.Request) (ok, handled b
 func (s *fastStack) take(r *http.Request, res *[memstore.MaxPrepared]memstore.Result) (p *stackPlan, lnow, now int64, ok bool) {
 	var keys [memstore.MaxPrepared]string
 	for i, ru := range s.rules {
+		if j := s.keyOf[i]; j >= 0 {
+			keys[i] = keys[j]
+			continue
+		}
 		key, err := ru.Key(r)
 		if err != nil {
 			return nil, 0, 0, false
@@ -245,6 +262,12 @@ func (p *stackPlan) nextAfter(i int, res *memstore.Result) int64 {
 	}
 	return res.ResetAfter
 }
+
+// funcValue identifies a func value: two are equal only if they are the
+// same closure (the same code over the same variables), which gives the
+// same key for a request. Closures made apart compare different, even of
+// one constructor with the same arguments.
+func funcValue(f KeyFunc) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&f)) }
 
 // now reads the limiter's clock, for the quotas' windows, and the store's,
 // for the decision: one read when both are the system clock.

@@ -3,11 +3,13 @@ package ratelimit_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
@@ -73,5 +75,37 @@ func TestStackedDirectPathAnswersAsTheGeneralPath(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestStackedRulesOfOneKeyFuncAskItOnce: stacked rules given the same
+// KeyFunc value (one variable, or ByIP, which is one func value) ask it
+// once per request on the direct path; rules of KeyFuncs made apart ask
+// each their own.
+func TestStackedRulesOfOneKeyFuncAskItOnce(t *testing.T) {
+	calls := 0
+	counted := func(r *http.Request) (string, error) { calls++; return ratelimit.ByIP()(r) }
+	other := func(r *http.Request) (string, error) { calls++; return ratelimit.ByIP()(r) }
+	for _, c := range []struct {
+		name string
+		a, b ratelimit.KeyFunc
+		want int
+	}{
+		{"one KeyFunc", counted, counted, 1},
+		{"two KeyFuncs", counted, other, 2},
+	} {
+		h := ratelimit.NewRules([]ratelimit.Rule{
+			{Name: "rate", Limit: ratelimit.PerSecond(100), Key: c.a},
+			{Name: "daily", Quota: ratelimit.Daily(1000, time.UTC), Key: c.b},
+		})(okHandler)
+		calls = 0
+		h.ServeHTTP(httptest.NewRecorder(), clientReq(1))
+		if calls != c.want {
+			t.Errorf("%s: the key functions were called %d times for a request, want %d", c.name, calls, c.want)
+		}
+	}
+	a, b := ratelimit.ByIP(), ratelimit.ByIP()
+	if *(*unsafe.Pointer)(unsafe.Pointer(&a)) != *(*unsafe.Pointer)(unsafe.Pointer(&b)) { // the closures, not their code
+		t.Error("ByIP returns a new func value each call: rules keyed by it extract the key once each")
 	}
 }
