@@ -37,8 +37,10 @@ type fastStack struct {
 	keyOf [memstore.MaxPrepared]int8
 	plan  atomic.Pointer[stackPlan]
 	// events is the plan of Allow, which decides under the static rules
-	// alone (see keyRequests): nil when every rule is a quota.
+	// alone (see keyRequests): nil when every rule is a quota. event is
+	// its check when it has one rule, taken alone as a lone rule's is.
 	events *stackPlan
+	event  *memstore.Prepared
 	// bodies[top][set] is the 429 body of a denial by the rules of the
 	// bit set, top first: see Verdict's violated.
 	bodies [memstore.MaxPrepared][1 << memstore.MaxPrepared][]byte
@@ -98,6 +100,10 @@ func (l *Limiter) prepareStack() {
 	}
 	if len(static) > 0 {
 		s.events = s.newPlan(static, 0)
+	}
+	if len(static) == 1 {
+		req := stores.Request{Rule: static[0].Name, Limit: static[0].Limit, Algorithm: static[0].Algorithm, Cost: 1}
+		s.event = s.ms.Engine.Prepare(memstore.Valid(&req))
 	}
 	for top := range n {
 		for set := range 1 << n {

@@ -44,19 +44,24 @@ func (s *fastStack) check(r *http.Request, v *Verdict) bool {
 
 // allow is AllowN of one event for key on the direct path of stacked
 // rules: the static rules decided in one batch, as keyRequests and
-// takeGroup decide them, the most restrictive result reported.
+// takeGroup decide them, the most restrictive result reported (one static
+// rule is taken alone, as takeGroup takes it).
 func (s *fastStack) allow(key string) Result {
 	p := s.events
-	var keys [memstore.MaxPrepared]string
 	key = compactKey(key)
-	for i := range p.check.Len() {
-		keys[i] = key
-	}
-	var res [memstore.MaxPrepared]memstore.Result
 	now := systemFastClock.unixNano()
 	if s.ms.Clock != stores.SystemClock() {
 		now = s.ms.Clock.Now().UnixNano()
 	}
+	if s.event != nil {
+		res := s.event.Take(key, now)
+		return directResult(&res, p.limits[0])
+	}
+	var keys [memstore.MaxPrepared]string
+	for i := range p.check.Len() {
+		keys[i] = key
+	}
+	var res [memstore.MaxPrepared]memstore.Result
 	p.check.Take(keys[:], res[:], now)
 	top, _ := p.top(&res)
 	return directResult(&res[top], p.limits[top])
