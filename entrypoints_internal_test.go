@@ -81,6 +81,11 @@ func TestEveryEntryPointDecidesOnTheDirectPath(t *testing.T) {
 				nil, func(error) error { return nil }, func(*http.Request) error { hold(); return nil })
 			return served
 		},
+		"ServeRoute": func(l *Limiter, hold func()) bool {
+			served, _ := l.ServeRoute(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil), "/",
+				nil, nil, func(*http.Request) error { hold(); return nil })
+			return served
+		},
 		"Allow": func(l *Limiter, hold func()) bool {
 			res, err := l.Allow(context.Background(), "")
 			if err != nil {
