@@ -39,8 +39,11 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 //     no enforced rule can decide without a request, or a store rejected
 //     the request. Nothing is consumed and the Result is not Allowed.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Result, error) {
-	if f := l.direct(); f != nil && n == 1 && f.pace == nil && !f.shadow && !f.holds {
+	if f := l.direct(); f != nil && n == 1 && f.pace == nil && !f.shadow {
 		return l.allowDirect(f, key), nil
+	}
+	if s := l.stack; s != nil && n == 1 && s.events != nil {
+		return s.allow(key), nil
 	}
 	res, _, err := l.allowN(ctx, key, n, true)
 	return res, err

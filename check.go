@@ -46,6 +46,9 @@ func (l *Limiter) check(r *http.Request, rt routing, ask *askOnError, v *Verdict
 	if f := l.direct(); f != nil && l.checkDirect(f, r, v) {
 		return
 	}
+	if s := l.stack; s != nil && s.check(r, v) {
+		return
+	}
 	l.decideAsking(r, v, ask)
 }
 

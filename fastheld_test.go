@@ -43,27 +43,32 @@ func (n *nestingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // in one another's handlers, up to past the limit) and handlers that
 // panic, both give the same statuses, fields and bodies, and both give
 // every slot back: after each round, a full set of requests is admitted
-// again.
+// again. Each round goes through one of the entry points (Handler, Check,
+// ServeRoute with and without callbacks), whose verdicts agree too.
 func TestConcurrencyDirectPathAnswersAsTheGeneralPath(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	var paths [2]*nestingHandler
+	var entries [2]*entryHandler
 	for i, opt := range []func(ratelimit.Clock) ratelimit.Option{
 		func(c ratelimit.Clock) ratelimit.Option { return ratelimit.WithClock(c) },
 		generalPath,
 	} {
 		clock := ratelimittest.NewClock(start)
 		n := &nestingHandler{}
-		n.h = ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Algorithm: ratelimit.Concurrency,
-			Limit: ratelimit.Limit{Rate: 3, Period: time.Minute}, Key: ratelimit.ByIP()}}, ratelimit.WithClock(clock), opt(clock))(n)
+		entries[i] = newEntryHandler(ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Algorithm: ratelimit.Concurrency,
+			Limit: ratelimit.Limit{Rate: 3, Period: time.Minute}, Key: ratelimit.ByIP()}}, ratelimit.WithClock(clock), opt(clock)), n)
+		n.h = entries[i]
 		paths[i] = n
 	}
 	rng := rand.New(rand.NewPCG(9, 9))
 	denied := 0
 	for round := range 500 {
 		depth, panics, client := rng.IntN(6), rng.IntN(4) == 0, rng.IntN(3)
+		entry := rng.IntN(viaAllow) // Allow would hold its slot for ever
 		var recs [2][]*httptest.ResponseRecorder
 		for i, n := range paths {
 			n.depth, n.panic, n.rec = depth, panics, nil
+			entries[i].entry, entries[i].seen = entry, nil
 			outer := httptest.NewRecorder()
 			func() {
 				defer func() {
@@ -75,8 +80,9 @@ func TestConcurrencyDirectPathAnswersAsTheGeneralPath(t *testing.T) {
 			}()
 			recs[i] = append([]*httptest.ResponseRecorder{outer}, n.rec...)
 		}
-		if len(recs[0]) != len(recs[1]) {
-			t.Fatalf("round %d: %d responses on the direct path, %d on the general", round, len(recs[0]), len(recs[1]))
+		if len(recs[0]) != len(recs[1]) || !reflect.DeepEqual(entries[0].seen, entries[1].seen) {
+			t.Fatalf("round %d through entry point %d: %d responses on the direct path, %d on the general; verdicts %q, %q",
+				round, entry, len(recs[0]), len(recs[1]), entries[0].seen, entries[1].seen)
 		}
 		for j := range recs[0] {
 			a, b := recs[0][j], recs[1][j]
@@ -116,13 +122,15 @@ func TestConcurrencyDirectPathReleasesOnPanic(t *testing.T) {
 // TestSettledDirectPathAnswersAsTheGeneralPath: a settled rule on the
 // memory store takes the direct path; on a store it does not recognise
 // (generalPath), the general one. With handlers that settle more or less
-// than the estimate, or not at all, and moves of time, both give the same
-// statuses, fields and bodies, and Settle the same answers.
+// than the estimate, or not at all, and moves of time, through every entry
+// point (Handler, Check, ServeRoute with and without callbacks, Allow),
+// both give the same statuses, fields and bodies, the same verdicts or
+// Allow results, and Settle the same answers.
 func TestSettledDirectPathAnswersAsTheGeneralPath(t *testing.T) {
 	for _, alg := range []ratelimit.Algorithm{ratelimit.GCRA, ratelimit.SlidingWindow, ratelimit.FixedWindow} {
 		t.Run(alg.String(), func(t *testing.T) {
 			start := time.Unix(1_700_000_000, 0)
-			var handlers [2]http.Handler
+			var handlers [2]*entryHandler
 			var actual int // what the handler settles; 0: it does not
 			var settled [2]bool
 			var clocks [2]*ratelimittest.Clock
@@ -136,11 +144,12 @@ func TestSettledDirectPathAnswersAsTheGeneralPath(t *testing.T) {
 						settled[i] = ratelimit.Settle(r.Context(), actual)
 					}
 				})
-				handlers[i] = ratelimit.NewRules([]ratelimit.Rule{{Name: "tokens", Algorithm: alg, Settled: true,
-					Limit: ratelimit.PerSecond(20), Key: ratelimit.ByIP()}}, ratelimit.WithClock(clock), opt(clock))(next)
+				handlers[i] = newEntryHandler(ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "tokens", Algorithm: alg, Settled: true,
+					Limit: ratelimit.PerSecond(20), Key: ratelimit.ByIP()}}, ratelimit.WithClock(clock), opt(clock)), next)
 				clocks[i] = clock
 			}
 			rng := rand.New(rand.NewPCG(13, uint64(alg)))
+			entries := rand.New(rand.NewPCG(14, uint64(alg)))
 			denied := 0
 			for i := range 3000 {
 				step := time.Duration(rng.Int64N(int64(time.Second / 5)))
@@ -153,10 +162,16 @@ func TestSettledDirectPathAnswersAsTheGeneralPath(t *testing.T) {
 				settled = [2]bool{}
 				a, b := httptest.NewRecorder(), httptest.NewRecorder()
 				r := clientReq(rng.IntN(3))
+				entry := entries.IntN(entryPoints)
+				for _, h := range handlers {
+					h.entry, h.seen = entry, nil
+				}
 				handlers[0].ServeHTTP(a, r)
 				handlers[1].ServeHTTP(b, r)
-				if a.Code != b.Code || !reflect.DeepEqual(a.Header(), b.Header()) || a.Body.String() != b.Body.String() || settled[0] != settled[1] {
-					t.Fatalf("request %d: direct %d %v %q settled %v, general %d %v %q settled %v", i, a.Code, a.Header(), a.Body, settled[0], b.Code, b.Header(), b.Body, settled[1])
+				if a.Code != b.Code || !reflect.DeepEqual(a.Header(), b.Header()) || a.Body.String() != b.Body.String() || settled[0] != settled[1] ||
+					!reflect.DeepEqual(handlers[0].seen, handlers[1].seen) {
+					t.Fatalf("request %d through entry point %d: direct %d %v %q settled %v %q, general %d %v %q settled %v %q", i, entry,
+						a.Code, a.Header(), a.Body, settled[0], handlers[0].seen, b.Code, b.Header(), b.Body, settled[1], handlers[1].seen)
 				}
 				if a.Code == http.StatusTooManyRequests {
 					denied++

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/ratelimit/internal/fieldval"
 	"github.com/sluicehq/ratelimit/internal/memstore"
@@ -31,7 +32,15 @@ type fastStack struct {
 	system bool // the store and the limiter read SystemClock
 	quotas bool // some rule is a quota: the plan holds for its windows only
 	rules  []*rule
-	plan   atomic.Pointer[stackPlan]
+	// keyOf[i] is the earlier rule whose KeyFunc is rule i's own func value
+	// (the same closure), or -1: the request's key is extracted once.
+	keyOf [memstore.MaxPrepared]int8
+	plan  atomic.Pointer[stackPlan]
+	// events is the plan of Allow, which decides under the static rules
+	// alone (see keyRequests): nil when every rule is a quota. event is
+	// its check when it has one rule, taken alone as a lone rule's is.
+	events *stackPlan
+	event  *memstore.Prepared
 	// bodies[top][set] is the 429 body of a denial by the rules of the
 	// bit set, top first: see Verdict's violated.
 	bodies [memstore.MaxPrepared][1 << memstore.MaxPrepared][]byte
@@ -43,6 +52,7 @@ type stackPlan struct {
 	check       *memstore.PreparedBatch
 	from, until int64
 	report      [memstore.MaxPrepared]*fastRule // rule i's fields when it is reported
+	limits      [memstore.MaxPrepared]Limit     // rule i's limit in these windows
 }
 
 // prepareStack compiles the direct path of a limiter of 2 to
@@ -68,10 +78,32 @@ func (l *Limiter) prepareStack() {
 		}
 		s.quotas = s.quotas || !ru.Quota.IsZero()
 	}
+	for i, ru := range l.rules {
+		s.keyOf[i] = -1
+		for j := range i {
+			if funcValue(l.rules[j].Key) == funcValue(ru.Key) {
+				s.keyOf[i] = int8(j)
+				break
+			}
+		}
+	}
 	st.Engine(s.ms)
 	s.system = s.ms.Clock == stores.SystemClock() && l.clock == stores.SystemClock()
 	if s.replan(l.clock.Now().UnixNano()) == nil {
 		return // a static rule the store would refuse: the general path reports it
+	}
+	var static []*rule
+	for _, ru := range l.rules {
+		if ru.static {
+			static = append(static, ru)
+		}
+	}
+	if len(static) > 0 {
+		s.events = s.newPlan(static, 0)
+	}
+	if len(static) == 1 {
+		req := stores.Request{Rule: static[0].Name, Limit: static[0].Limit, Algorithm: static[0].Algorithm, Cost: 1}
+		s.event = s.ms.Engine.Prepare(memstore.Valid(&req))
 	}
 	for top := range n {
 		for set := range 1 << n {
@@ -93,10 +125,21 @@ func (l *Limiter) prepareStack() {
 // replan builds and installs the plan for the limiter's time lnow, or
 // returns nil when a rule's request is invalid.
 func (s *fastStack) replan(lnow int64) *stackPlan {
+	p := s.newPlan(s.rules, lnow)
+	if p != nil {
+		s.plan.Store(p)
+	}
+	return p
+}
+
+// newPlan builds the plan of rules, a subset of the stack's in its order,
+// for the limiter's time lnow, or returns nil when a rule's request is
+// invalid.
+func (s *fastStack) newPlan(rules []*rule, lnow int64) *stackPlan {
 	var reqs [memstore.MaxPrepared]memstore.Request
 	p := &stackPlan{from: math.MinInt64, until: math.MaxInt64}
-	items := make([]string, len(s.rules))
-	for i, ru := range s.rules {
+	items := make([]string, len(rules))
+	for i, ru := range rules {
 		req := stores.Request{Rule: ru.Name, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}
 		if !ru.Quota.IsZero() {
 			req.Limit, req.Window = ru.quotaWindow(ru.Quota, time.Unix(0, lnow))
@@ -107,10 +150,11 @@ func (s *fastStack) replan(lnow int64) *stackPlan {
 		}
 		reqs[i] = memstore.Valid(&req)
 		items[i] = policyItem(ru.Name, req.Limit, ru.Algorithm)
+		p.limits[i] = req.Limit
 	}
-	p.check = s.ms.Engine.PrepareBatch(reqs[:len(s.rules)])
+	p.check = s.ms.Engine.PrepareBatch(reqs[:len(rules)])
 	policy := strings.Join(items, ", ")
-	for i, ru := range s.rules {
+	for i, ru := range rules {
 		p.report[i] = &fastRule{
 			policy:  policy,
 			quoted:  ru.quotedName,
@@ -121,7 +165,6 @@ func (s *fastStack) replan(lnow int64) *stackPlan {
 			units:   int64(ru.Limit.Capacity()),
 		}
 	}
-	s.plan.Store(p)
 	return p
 }
 
@@ -134,23 +177,11 @@ func (s *fastStack) admit(w http.ResponseWriter, r *http.Request) (ok, handled b
 	if nested(h) {
 		return false, false
 	}
-	var keys [memstore.MaxPrepared]string
-	for i, ru := range s.rules {
-		key, err := ru.Key(r)
-		if err != nil {
-			return false, false
-		}
-		keys[i] = compactKey(key)
-	}
-	lnow, now := s.now()
-	p := s.plan.Load()
-	if lnow < p.from || lnow >= p.until {
-		if p = s.replan(lnow); p == nil {
-			return false, false
-		}
-	}
 	var res [memstore.MaxPrepared]memstore.Result
-	p.check.Take(keys[:], res[:], now)
+	p, _, now, handled := s.take(r, &res)
+	if !handled {
+		return false, false
+	}
 	top, denied := p.top(&res)
 	f := p.report[top]
 	if denied == 0 {
@@ -165,6 +196,34 @@ func (s *fastStack) admit(w http.ResponseWriter, r *http.Request) (ok, handled b
 	w.WriteHeader(http.StatusTooManyRequests)
 	w.Write(body)
 	return false, true
+}
+
+// take is the decision on r under the stacked rules, every rule's result
+// in res: the plan it was taken under, the limiter's time lnow (for the
+// quotas' windows) and the store's, now. ok is false, nothing consumed,
+// when r needs the general path (a key function failed).
+func (s *fastStack) take(r *http.Request, res *[memstore.MaxPrepared]memstore.Result) (p *stackPlan, lnow, now int64, ok bool) {
+	var keys [memstore.MaxPrepared]string
+	for i, ru := range s.rules {
+		if j := s.keyOf[i]; j >= 0 {
+			keys[i] = keys[j]
+			continue
+		}
+		key, err := ru.Key(r)
+		if err != nil {
+			return nil, 0, 0, false
+		}
+		keys[i] = compactKey(key)
+	}
+	lnow, now = s.now()
+	p = s.plan.Load()
+	if lnow < p.from || lnow >= p.until {
+		if p = s.replan(lnow); p == nil {
+			return nil, 0, 0, false
+		}
+	}
+	p.check.Take(keys[:], res[:], now)
+	return p, lnow, now, true
 }
 
 // top is the index of the reported rule among res, as reportedBefore
@@ -209,6 +268,12 @@ func (p *stackPlan) nextAfter(i int, res *memstore.Result) int64 {
 	}
 	return res.ResetAfter
 }
+
+// funcValue identifies a func value: two are equal only if they are the
+// same closure (the same code over the same variables), which gives the
+// same key for a request. Closures made apart compare different, even of
+// one constructor with the same arguments.
+func funcValue(f KeyFunc) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&f)) }
 
 // now reads the limiter's clock, for the quotas' windows, and the store's,
 // for the decision: one read when both are the system clock.

@@ -23,8 +23,11 @@ func (l *Limiter) direct() *fastRule {
 // verdict is written as the general path's is; only the decision is
 // shared with the middleware's direct path.
 func (l *Limiter) checkDirect(f *fastRule, r *http.Request, v *Verdict) bool {
-	if f.pace != nil || f.holds {
-		return false // Check waits for a paced turn, and holds, on the general path
+	if f.pace != nil {
+		return false // Check waits for a paced turn on the general path
+	}
+	if f.holds {
+		return l.checkHolding(f, r, v)
 	}
 	ru := l.rules[0]
 	start := f.obs.start()

@@ -49,9 +49,11 @@ const (
 //
 // The port is stripped. A RemoteAddr that is not an IP address (a Unix
 // socket, a request built by hand) gives an error wrapping ErrNoKey.
-func ByIP() KeyFunc {
-	return peerKey("ByIP", defaultIPv4Prefix, defaultIPv6Prefix, nil)
-}
+func ByIP() KeyFunc { return byIP }
+
+// byIP is every ByIP: one func value, so that stacked rules keyed by it
+// share one key per request (see fastStack.take).
+var byIP = peerKey("ByIP", defaultIPv4Prefix, defaultIPv6Prefix, nil)
 
 // parseNAT64 parses the NAT64Prefixes of a key config, panicking with fn's
 // name on an invalid one.

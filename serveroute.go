@@ -45,7 +45,7 @@ import "net/http"
 func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route string,
 	deny func(*Verdict) error, onError func(error) error, next func(*http.Request) error) (served bool, err error) {
 	rt := routing{route: route, routed: true}
-	if deny == nil && (onError == nil || l.direct() != nil) {
+	if deny == nil && (onError == nil || l.direct() != nil || l.stack != nil) {
 		// The middleware's own path (a store of the direct path never
 		// fails, so onError would never be asked).
 		h, ok := l.admitHeld(w, r, rt)

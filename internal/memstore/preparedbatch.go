@@ -16,6 +16,7 @@ const MaxPrepared = 4
 type PreparedBatch struct {
 	s    *Store
 	n    int
+	g    int // the index of the one GCRA request among others, or -1: see takeSwapping
 	mix  [MaxPrepared]uint64
 	reqs [MaxPrepared]Request
 }
@@ -28,7 +29,8 @@ func (s *Store) PrepareBatch(reqs []Request) *PreparedBatch {
 	if len(reqs) == 0 || len(reqs) > MaxPrepared {
 		panic("memstore: PrepareBatch: 1 to MaxPrepared requests")
 	}
-	b := &PreparedBatch{s: s, n: len(reqs)}
+	b := &PreparedBatch{s: s, n: len(reqs), g: -1}
+	gcras := 0
 	for i, r := range reqs {
 		if r.Alg == Concurrency || r.Limit.Rate <= 0 || r.Limit.Period <= 0 {
 			panic("memstore: PrepareBatch: only GCRA and counting checks of a valid limit")
@@ -40,6 +42,13 @@ func (s *Store) PrepareBatch(reqs []Request) *PreparedBatch {
 		}
 		b.mix[i] = s.mix(&r)
 		b.reqs[i] = r
+		if r.Alg == GCRA {
+			gcras++
+			b.g = i
+		}
+	}
+	if gcras != 1 || b.n == 1 {
+		b.g = -1
 	}
 	return b
 }
@@ -70,9 +79,93 @@ func (b *PreparedBatch) Take(keys []string, results []Result, now int64) {
 		}
 		hashes[i] = h
 	}
+	if b.g >= 0 && b.takeSwapping(&hashes, results, now) {
+		return
+	}
 	var locks [MaxPrepared]int
 	var hs [MaxPrepared]held
 	var which [MaxPrepared]uint8
 	var log [MaxPrepared]undo
 	s.takeAll(b.reqs[:b.n], hashes[:b.n], results[:b.n], now, batchScratch{locks[:], hs[:], which[:], log[:]})
+}
+
+// takeSwapping is Take of a batch of one GCRA request (g) among others
+// whose key already has a live state of its own: the others' shards locked
+// as takeAll locks them, but the GCRA key's state swapped in without its
+// shard's lock or a hold, as a lone Take swaps it (gshard.tryTake). The
+// batch takes effect at that swap, the other states waiting for it under
+// their locks, so that two requests of one key on two cores queue on one
+// lock, not two. It reports false, having changed nothing, when the key
+// needs its shard's lock (absent, held by a TakeAll, dropped or moved):
+// takeAll decides then.
+func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Result, now int64) bool {
+	s, g := b.s, b.g
+	sl := s.gcra[s.index(hashes[g])].slab.Load()
+	i := sl.find(hashes[g])
+	if i < 0 {
+		return false
+	}
+	tat := &sl.tats[i]
+	var locks [MaxPrepared]int
+	n := 0
+	for j := range b.n {
+		if j != g {
+			locks[n] = s.index(hashes[j]) + tableOf(b.reqs[j].Alg)*len(s.gcra)
+			n++
+		}
+	}
+	order := sortUnique(locks[:n])
+	for _, l := range order {
+		s.lockIndex(l, true)
+	}
+	old := tat.Load()
+	if old == dead {
+		unlockAll(s, order)
+		return false
+	}
+	var log [MaxPrepared]undo
+	denied := false
+	for j := range b.n {
+		if j != g {
+			log[j] = s.remember(&b.reqs[j], hashes[j])
+			results[j] = s.apply(hashes[j], &b.reqs[j], now)
+			denied = denied || !results[j].Allowed
+		}
+	}
+	r := &b.reqs[g]
+	for {
+		next, d := gcraDecide(old, now, r)
+		results[g] = d.result(now, r)
+		results[g].Slot = d.slot(r)
+		if denied || !d.allowed {
+			b.rollback(hashes, &log, results, old, now) // the key's state unchanged
+			unlockAll(s, order)
+			return true
+		}
+		if r.Cost == 0 || tat.CompareAndSwap(old, next) {
+			unlockAll(s, order)
+			return true
+		}
+		if old = tat.Load(); old == dead { // held or dropped meanwhile
+			b.rollback(hashes, &log, results, next, now)
+			unlockAll(s, order)
+			return false
+		}
+	}
+}
+
+// rollback is takeAll's rollback of takeSwapping's requests, the GCRA
+// key's state tat, which was not changed.
+func (b *PreparedBatch) rollback(hashes *[MaxPrepared]uint64, log *[MaxPrepared]undo, results []Result, tat, now int64) {
+	var which [MaxPrepared]uint8
+	which[b.g] = 1
+	hs := [1]held{{h: hashes[b.g], slot: -1, orig: tat, cur: tat}}
+	b.s.rollback(b.reqs[:b.n], hs[:], which[:b.n], log[:b.n], results[:b.n], now)
+}
+
+// unlockAll unlocks the shards of order, locked by lockIndex.
+func unlockAll(s *Store, order []int) {
+	for _, l := range order {
+		s.lockIndex(l, false)
+	}
 }

@@ -3,6 +3,8 @@ package memstore
 import (
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -66,5 +68,67 @@ func TestPreparedBatchTakeAllocatesNothing(t *testing.T) {
 	now := int64(1_700_000_000) * int64(time.Second)
 	if n := testing.AllocsPerRun(100, func() { p.Take(keys, res, now) }); n != 0 {
 		t.Errorf("Take allocates %v times, want 0", n)
+	}
+}
+
+// TestPreparedBatchIsAllOrNothingUnderRaces: a rate stacked on a window,
+// one key, taken at once by prepared batches (whose rate is swapped in
+// without its shard's lock), by TakeAll and by lone takes of the rate:
+// every batch admitted counts under both rules and every one denied under
+// neither, so that the states end exactly where the admissions put them,
+// and neither rule admits past its limit.
+func TestPreparedBatchIsAllOrNothingUnderRaces(t *testing.T) {
+	sec := int64(time.Second)
+	now := int64(1_700_000_000) * sec
+	rate := Request{Rule: "rate", Alg: GCRA, Limit: Limit{Rate: 3000, Period: 3600 * sec, Capacity: 3000}, Cost: 1}
+	day := Request{Rule: "daily", Alg: FixedWindow, Limit: Limit{Rate: 2000, Period: 3600 * sec, Capacity: 2000}, Cost: 1,
+		WinStart: now, WinEnd: now + 3600*sec, WinNext: now + 7200*sec}
+	for round := range 10 {
+		s := New(Config{MaxKeys: 1024})
+		p := s.PrepareBatch([]Request{rate, day})
+		key := fmt.Sprint("k", round)
+		var batches, lone atomic.Int64
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				reqs := []Request{rate, day}
+				reqs[0].Key, reqs[1].Key = key, key
+				res := make([]Result, 2)
+				for range 1500 {
+					switch w {
+					case 0, 1:
+						p.Take([]string{key, key}, res, now)
+					case 2:
+						if err := s.TakeAll(reqs, res, now); err != nil {
+							t.Error(err)
+							return
+						}
+					case 3:
+						r := reqs[0]
+						if s.Take(&r, now).Allowed {
+							lone.Add(1)
+						}
+						continue
+					}
+					if res[0].Allowed && res[1].Allowed { // else denied, by one rule or both
+						batches.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		peek := func(r Request) int64 {
+			r.Key, r.Cost = key, 0
+			return s.Take(&r, now).Remaining
+		}
+		a, l := batches.Load(), lone.Load()
+		if got, want := peek(day), 2000-a; got != want || a > 2000 {
+			t.Fatalf("round %d: %d batches admitted, the window has %d left, want %d", round, a, got, want)
+		}
+		if got, want := peek(rate), 3000-a-l; got != want || a+l > 3000 {
+			t.Fatalf("round %d: %d batches and %d lone takes admitted, the rate has %d left, want %d", round, a, l, got, want)
+		}
 	}
 }
