@@ -1,6 +1,7 @@
 package ratelimitclient
 
 import (
+	"net/http"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -54,22 +55,35 @@ func (p *partition) usesLocal() bool {
 	return true
 }
 
-// adapt runs the adaptive mode's AIMD step for a response received at now.
-// The caller holds p.mu.
-func (t *Transport) adapt(p *partition, throttled bool, now time.Time) {
+// adapt runs the adaptive mode's step for a response with the fields h to a
+// send made at sent, received at now; block is a throttle's Retry-After.
+// Throttles set the rate to the one the server was read to accept (see
+// learn.go); accepted responses raise it, additively until it was read, and
+// slowly after. The caller holds p.mu.
+func (t *Transport) adapt(p *partition, h http.Header, throttled bool, block time.Duration, sent, now time.Time) {
 	if !t.Adaptive || !p.usesLocal() {
 		return
 	}
 	base := float64(t.localRate())
-	if throttled {
-		if now.Sub(p.lastCut).Seconds()*p.rate < 1 {
+	date := p.clock.read(h, now).date
+	switch {
+	case throttled:
+		if !p.throttled(h, sent, block, now) {
 			return
 		}
-		p.rate = max(p.rate*aimdCut, base/aimdFloor)
-		p.lastCut = now
-	} else {
-		p.rate = min(p.rate+base/aimdRamp/p.rate, base*aimdCeil)
+	case p.learn.learned:
+		p.learn.accepted(sent, date)
+		p.sched.landed(sent, date)
+		g := learnGrowth
+		if p.rate < p.learn.ceil {
+			g = learnCatch
+		}
+		p.rate *= 1 + g
+	default:
+		p.learn.accepted(sent, date)
+		p.rate += base / aimdRamp / p.rate
 	}
+	p.rate = min(max(p.rate, base/aimdFloor), base*aimdCeil)
 	p.local.SetLimitAt(p.localTime(now), rate.Limit(p.rate))
 }
 

@@ -46,7 +46,9 @@ type partition struct {
 	local    *rate.Limiter // the local limit, nil when none
 	localAt  time.Time     // the latest time given to local (see localTime)
 	rate     float64       // adaptive mode: the current local rate, per second
-	lastCut  time.Time     // adaptive mode: the latest decrease
+	learn    learner       // adaptive mode: the rate the server accepts (see learn.go)
+	sched    schedule      // adaptive mode: the windows of a server read to count in fixed ones
+	schedNew schedule      // plan's result, committed into sched
 	seen     seenFields    // the fields of the response applied last (see repeated.go)
 }
 

@@ -175,11 +175,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
+		var sent time.Time
+		if t.Adaptive && p.local != nil {
+			sent = t.now() // for the rate the server accepts: see learn.go
+		}
 		resp, err := t.base.RoundTrip(r)
 		if err != nil {
 			return nil, err
 		}
-		if !t.update(p, resp, seq, attempt) || !retryable || attempt >= t.maxRetries {
+		if !t.update(p, resp, seq, sent, attempt) || !retryable || attempt >= t.maxRetries {
 			return resp, nil
 		}
 		if !p.spend() {
