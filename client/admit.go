@@ -88,14 +88,6 @@ func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, o
 	if base.After(now) && p.rate == 0 { // the adaptive mode paces its sends from a throttle's end
 		if j := base.Add(jitter(base.Sub(now))); j.After(slot) {
 			slot = j
-			for i := range p.scratch {
-				if p.scratch[i].gradual && p.scratch[i].last.Before(j) {
-					// The sends after a jittered one are spaced from
-					// it: a server that counts over any window (a
-					// sliding log) refuses one that comes closer.
-					p.scratch[i].last = j
-				}
-			}
 		}
 	}
 	if ok && p.usesLocal() {

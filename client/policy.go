@@ -23,7 +23,6 @@ type policy struct {
 	window   time.Duration // the policy's window, 0 when unknown
 	guessed  bool          // window is the longest reset seen, not given
 	rounded  bool          // the quota grew before the reset it was announced for
-	gradual  bool          // the quota came back a little at a time before the reset
 	offClock bool          // the Unix-time resets fall off the ends of windows aligned on the clock
 	least    time.Duration // guessed window if the resets are rounded up
 	exact    time.Duration // guessed window if they are not
@@ -40,21 +39,7 @@ type policy struct {
 func (p *policy) known() bool { return p.limit > 0 && p.window > 0 }
 
 // avg is the average spacing the policy allows, at most maxGap.
-func (p *policy) avg() time.Duration {
-	d := p.window / time.Duration(p.limit)
-	if p.gradual {
-		d += d / gradualSlack
-	}
-	return min(d, p.maxGap)
-}
-
-// gradualSlack makes the average spacing of a policy whose quota comes back
-// a little at a time one part in gradualSlack longer. Sent at the average
-// rate, such a server's quota is spent on every send (a sliding log holds
-// the whole quota in the last window), and a send a little early, or one
-// the rounding of the reset cannot place, is refused: a little slower, some
-// quota is always left.
-const gradualSlack = 50
+func (p *policy) avg() time.Duration { return min(p.window/time.Duration(p.limit), p.maxGap) }
 
 // apply updates the policy from q, reported by the response to the send
 // numbered seq and received at now, when count sends have been admitted so
@@ -66,12 +51,6 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 		return false
 	}
 	resetAt := p.reset(q, now)
-	if p.active && !p.bounded && p.known() && q.remaining-int64(min(count-seq, maxCount)) < p.rem-p.limit/2 {
-		// Past the reset the client took the whole quota as restored,
-		// and the server has restored far less: it gives it back a
-		// little at a time.
-		p.gradual = true
-	}
 	p.active, p.bounded, p.seq, p.maxGap = true, true, seq, maxGap
 	if q.limit > 0 {
 		p.limit = q.limit
@@ -132,9 +111,6 @@ func (p *policy) reset(q quota, now time.Time) time.Time {
 	if q.remaining-p.r > p.limit/2 && p.resetAt.Sub(now) > p.slack+time.Second/4 {
 		p.rounded = true
 	}
-	if g := q.remaining - p.r; g > 0 && g <= max(1, p.limit/10) && now.Before(p.resetAt) {
-		p.gradual = true
-	}
 	if q.remaining <= p.r && now.Before(p.resetAt) && p.resetAt.Before(bound) {
 		return p.resetAt
 	}
@@ -191,12 +167,9 @@ func (p *policy) take(at time.Time) (slot, base time.Time, ok bool) {
 			return p.resetAt, p.resetAt, true
 		}
 		// Quota spent but its rate known: from the reset, go on at the
-		// policy's average rate; at once from a server that gives it
-		// back a little at a time, where the reset is that of the whole
-		// quota (or, rounded up to a whole second, of its first unit) and
-		// sends spaced as they were find a unit back.
+		// policy's average rate.
 		p.interval = p.avg()
-		if at.Before(p.resetAt) && !p.gradual {
+		if at.Before(p.resetAt) {
 			at, base = p.resetAt, p.resetAt
 		}
 	}
