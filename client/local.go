@@ -7,13 +7,14 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// The adaptive mode's AIMD constants: each throttle multiplies the local
-// rate by aimdCut (at most once per send interval, so that the throttles of
-// one burst count once); unthrottled responses raise it by Local's rate
-// every aimdRamp seconds of sending. The rate stays between Local's rate
-// divided by aimdFloor and multiplied by aimdCeil. In adaptive mode a request
-// is not queued more than aimdQueue send intervals ahead: queued sends keep
-// the rate they were given, and the rate may be cut before they go.
+// The adaptive mode's constants: a throttle after which no send was
+// accepted multiplies the local rate by aimdCut (see learn.go for the
+// others); until a rate is read, unthrottled responses raise it by Local's
+// rate every aimdRamp seconds of sending. The rate stays between Local's
+// rate divided by aimdFloor and multiplied by aimdCeil. In adaptive mode a
+// request is not queued more than aimdQueue send intervals ahead: queued
+// sends keep the rate they were given, and the rate may be cut before they
+// go.
 const (
 	aimdCut   = 0.7
 	aimdRamp  = 100

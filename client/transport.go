@@ -81,10 +81,12 @@ type Transport struct {
 	// in their documentation but not in their responses.
 	Local ratelimit.Limit
 
-	// Adaptive makes Local a starting point: each partition's local rate
-	// then decreases multiplicatively on every throttle and increases
-	// additively on every other response (AIMD), finding the rate a server
-	// without rate-limit fields accepts. It requires Local.
+	// Adaptive makes Local a starting point: each partition then reads the
+	// rate a server without rate-limit fields accepts from its throttles
+	// (the sends it accepted between two of them; or, when its Date and
+	// Retry-After show fixed windows of its clock, the quota of a window,
+	// sent in each window) and sends at it, raising it slowly on the
+	// responses that are accepted. It requires Local.
 	Adaptive bool
 
 	// Observer, when set, is called for each wait, throttle, retry and
