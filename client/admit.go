@@ -32,8 +32,8 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 		return 0, time.Time{}, &WaitError{Partition: p.name, Wait: wait, Bound: bound, Deadline: byDeadline}
 	}
 	copy(p.policies, p.scratch)
-	if p.sched.on() && p.usesLocal() {
-		p.sched = p.schedNew
+	if p.ad != nil && p.ad.sched.on() && p.usesLocal() {
+		p.ad.sched = p.ad.schedNew
 	}
 	seq := p.count.Add(1)
 	p.mu.Unlock()
@@ -74,13 +74,13 @@ func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, o
 			base = b
 		}
 	}
-	if ok && p.sched.on() && p.usesLocal() {
+	if ok && p.ad != nil && p.ad.sched.on() && p.usesLocal() {
 		// Windows read from the server: their slots spread the sends (see
 		// schedule.go), and are not jittered.
-		p.schedNew = p.sched
+		p.ad.schedNew = p.ad.sched
 		at := slot
-		slot = p.schedNew.take(at, *p.clock.bounds.Load())
-		if slot.Sub(at).Seconds()*float64(p.sched.quota) > aimdQueue*p.sched.window.Seconds() {
+		slot = p.ad.schedNew.take(at, *p.clock.bounds.Load())
+		if slot.Sub(at).Seconds()*float64(p.ad.sched.quota) > aimdQueue*p.ad.sched.window.Seconds() {
 			ok = false
 		}
 		return slot, nil, ok

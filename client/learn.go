@@ -174,26 +174,26 @@ func (l *learner) accepted(sent, date time.Time) {
 // the rate is then the one read, and there is no schedule after. A reading
 // of fixed windows starts one. The caller holds p.mu.
 func (p *partition) throttled(h http.Header, sent time.Time, retry time.Duration, now time.Time) bool {
-	first := p.learn.at.IsZero()
-	rd, fresh := p.learn.throttled(&p.clock, h, sent, retry, now)
+	first := p.ad.learn.at.IsZero()
+	rd, fresh := p.ad.learn.throttled(&p.clock, h, sent, retry, now)
 	if !fresh || first {
 		return false
 	}
-	scheduled := p.sched.on()
-	p.sched = schedule{}
+	scheduled := p.ad.sched.on()
+	p.ad.sched = schedule{}
 	switch {
 	case rd.rate <= 0:
 		p.rate *= aimdCut
 		return true
 	case scheduled:
-		p.learn.noSched = true
+		p.ad.learn.noSched = true
 		p.rate = rd.rate
 	default:
 		p.rate = min(p.rate, rd.rate)
 	}
-	p.learn.learned = true
-	if rd.fixed && !p.learn.noSched && p.clock.bounds.Load() != nil {
-		p.sched = schedule{quota: rd.quota, window: time.Duration(rd.window) * time.Second, start: p.learn.edge, left: rd.quota}
+	p.ad.learn.learned = true
+	if rd.fixed && !p.ad.learn.noSched && p.clock.bounds.Load() != nil {
+		p.ad.sched = schedule{quota: rd.quota, window: time.Duration(rd.window) * time.Second, start: p.ad.learn.edge, left: rd.quota}
 	}
 	return true
 }

@@ -72,16 +72,16 @@ func (t *Transport) adapt(p *partition, h http.Header, throttled bool, block tim
 		if !p.throttled(h, sent, block, now) {
 			return
 		}
-	case p.learn.learned:
-		p.learn.accepted(sent, date)
-		p.sched.landed(sent, date)
+	case p.ad.learn.learned:
+		p.ad.learn.accepted(sent, date)
+		p.ad.sched.landed(sent, date)
 		g := learnGrowth
-		if p.rate < p.learn.ceil {
+		if p.rate < p.ad.learn.ceil {
 			g = learnCatch
 		}
 		p.rate *= 1 + g
 	default:
-		p.learn.accepted(sent, date)
+		p.ad.learn.accepted(sent, date)
 		p.rate += base / aimdRamp / p.rate
 	}
 	p.rate = min(max(p.rate, base/aimdFloor), base*aimdCeil)
