@@ -32,6 +32,9 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 		return 0, time.Time{}, &WaitError{Partition: p.name, Wait: wait, Bound: bound, Deadline: byDeadline}
 	}
 	copy(p.policies, p.scratch)
+	if p.ad != nil && p.ad.sched.on() && p.usesLocal() {
+		p.ad.sched = p.ad.schedNew
+	}
 	seq := p.count.Add(1)
 	p.mu.Unlock()
 	if !slot.After(now) {
@@ -71,7 +74,18 @@ func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, o
 			base = b
 		}
 	}
-	if base.After(now) {
+	if ok && p.ad != nil && p.ad.sched.on() && p.usesLocal() {
+		// Windows read from the server: their slots spread the sends (see
+		// schedule.go), and are not jittered.
+		p.ad.schedNew = p.ad.sched
+		at := slot
+		slot = p.ad.schedNew.take(at, *p.clock.bounds.Load())
+		if slot.Sub(at).Seconds()*float64(p.ad.sched.quota) > aimdQueue*p.ad.sched.window.Seconds() {
+			ok = false
+		}
+		return slot, nil, ok
+	}
+	if base.After(now) && p.rate == 0 { // the adaptive mode paces its sends from a throttle's end
 		if j := base.Add(jitter(base.Sub(now))); j.After(slot) {
 			slot = j
 		}

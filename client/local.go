@@ -1,18 +1,20 @@
 package ratelimitclient
 
 import (
+	"net/http"
 	"time"
 
 	"golang.org/x/time/rate"
 )
 
-// The adaptive mode's AIMD constants: each throttle multiplies the local
-// rate by aimdCut (at most once per send interval, so that the throttles of
-// one burst count once); unthrottled responses raise it by Local's rate
-// every aimdRamp seconds of sending. The rate stays between Local's rate
-// divided by aimdFloor and multiplied by aimdCeil. In adaptive mode a request
-// is not queued more than aimdQueue send intervals ahead: queued sends keep
-// the rate they were given, and the rate may be cut before they go.
+// The adaptive mode's constants: a throttle after which no send was
+// accepted multiplies the local rate by aimdCut (see learn.go for the
+// others); until a rate is read, unthrottled responses raise it by Local's
+// rate every aimdRamp seconds of sending. The rate stays between Local's
+// rate divided by aimdFloor and multiplied by aimdCeil. In adaptive mode a
+// request is not queued more than aimdQueue send intervals ahead: queued
+// sends keep the rate they were given, and the rate may be cut before they
+// go.
 const (
 	aimdCut   = 0.7
 	aimdRamp  = 100
@@ -54,22 +56,35 @@ func (p *partition) usesLocal() bool {
 	return true
 }
 
-// adapt runs the adaptive mode's AIMD step for a response received at now.
-// The caller holds p.mu.
-func (t *Transport) adapt(p *partition, throttled bool, now time.Time) {
+// adapt runs the adaptive mode's step for a response with the fields h to a
+// send made at sent, received at now; block is a throttle's Retry-After.
+// Throttles set the rate to the one the server was read to accept (see
+// learn.go); accepted responses raise it, additively until it was read, and
+// slowly after. The caller holds p.mu.
+func (t *Transport) adapt(p *partition, h http.Header, throttled bool, block time.Duration, sent, now time.Time) {
 	if !t.Adaptive || !p.usesLocal() {
 		return
 	}
 	base := float64(t.localRate())
-	if throttled {
-		if now.Sub(p.lastCut).Seconds()*p.rate < 1 {
+	date := p.clock.read(h, now).date
+	switch {
+	case throttled:
+		if !p.throttled(h, sent, block, now) {
 			return
 		}
-		p.rate = max(p.rate*aimdCut, base/aimdFloor)
-		p.lastCut = now
-	} else {
-		p.rate = min(p.rate+base/aimdRamp/p.rate, base*aimdCeil)
+	case p.ad.learn.learned:
+		p.ad.learn.accepted(sent, date)
+		p.ad.sched.landed(sent, date)
+		g := learnGrowth
+		if p.rate < p.ad.learn.ceil {
+			g = learnCatch
+		}
+		p.rate *= 1 + g
+	default:
+		p.ad.learn.accepted(sent, date)
+		p.rate += base / aimdRamp / p.rate
 	}
+	p.rate = min(max(p.rate, base/aimdFloor), base*aimdCeil)
 	p.local.SetLimitAt(p.localTime(now), rate.Limit(p.rate))
 }
 

@@ -46,8 +46,15 @@ type partition struct {
 	local    *rate.Limiter // the local limit, nil when none
 	localAt  time.Time     // the latest time given to local (see localTime)
 	rate     float64       // adaptive mode: the current local rate, per second
-	lastCut  time.Time     // adaptive mode: the latest decrease
+	ad       *adaptState   // adaptive mode: what it read from the server, nil outside it
 	seen     seenFields    // the fields of the response applied last (see repeated.go)
+}
+
+// adaptState is what the adaptive mode reads from a server without fields.
+type adaptState struct {
+	learn    learner  // the rate the server accepts (see learn.go)
+	sched    schedule // the windows of a server read to count in fixed ones
+	schedNew schedule // plan's result, committed into sched
 }
 
 // table maps keys to partitions, in shards so that concurrent requests to
@@ -126,6 +133,7 @@ func (t *Transport) lookup(k partKey) *partition {
 	if p.local != nil {
 		if t.Adaptive {
 			p.rate = float64(p.local.Limit())
+			p.ad = new(adaptState)
 		}
 		p.gated.Store(true)
 	}

@@ -5,11 +5,12 @@ import (
 	"time"
 )
 
-// update applies what resp, the response to the send numbered seq, says
+// update applies what resp, the response to the send numbered seq made at
+// sent (zero when it was not read: outside the adaptive mode), says
 // about the rate limits of partition p, and reports whether it is a
 // throttle: a 429, or a 503 or 403 with Retry-After (GitHub answers its
 // secondary rate limits with 403 and Retry-After).
-func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attempt int) bool {
+func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent time.Time, attempt int) bool {
 	h := resp.Header
 	status := resp.StatusCode
 	if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable &&
@@ -52,7 +53,7 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, attemp
 			p.blocked = until
 		}
 	}
-	t.adapt(p, throttled, now)
+	t.adapt(p, resp.Header, throttled, block, sent, now)
 	p.gated.Store(true)
 	p.mu.Unlock()
 	if throttled {

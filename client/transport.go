@@ -81,10 +81,12 @@ type Transport struct {
 	// in their documentation but not in their responses.
 	Local ratelimit.Limit
 
-	// Adaptive makes Local a starting point: each partition's local rate
-	// then decreases multiplicatively on every throttle and increases
-	// additively on every other response (AIMD), finding the rate a server
-	// without rate-limit fields accepts. It requires Local.
+	// Adaptive makes Local a starting point: each partition then reads the
+	// rate a server without rate-limit fields accepts from its throttles
+	// (the sends it accepted between two of them; or, when its Date and
+	// Retry-After show fixed windows of its clock, the quota of a window,
+	// sent in each window) and sends at it, raising it slowly on the
+	// responses that are accepted. It requires Local.
 	Adaptive bool
 
 	// Observer, when set, is called for each wait, throttle, retry and
@@ -175,11 +177,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
+		var sent time.Time
+		if t.Adaptive && p.local != nil {
+			sent = t.now() // for the rate the server accepts: see learn.go
+		}
 		resp, err := t.base.RoundTrip(r)
 		if err != nil {
 			return nil, err
 		}
-		if !t.update(p, resp, seq, attempt) || !retryable || attempt >= t.maxRetries {
+		if !t.update(p, resp, seq, sent, attempt) || !retryable || attempt >= t.maxRetries {
 			return resp, nil
 		}
 		if !p.spend() {
