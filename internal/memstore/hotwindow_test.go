@@ -1,0 +1,93 @@
+package memstore
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestHotWindowKeyLosesNoUpdate: checks of one hot window key from several
+// goroutines, whose counts are raised without the shard lock, while other
+// keys of the same shard take the lock and retire the hot state again and
+// again, count every unit exactly once: as many admitted as the limit, and
+// the key's count at the end is what was admitted.
+func TestHotWindowKeyLosesNoUpdate(t *testing.T) {
+	const workers, each = 4, 3000
+	for _, alg := range []Alg{FixedWindow, SlidingWindow} {
+		for _, rate := range []int64{workers * each / 2, workers * each * 2} { // denies, and not
+			t.Run(fmt.Sprintf("%v/rate=%d", alg, rate), func(t *testing.T) {
+				s := New(Config{MaxKeys: 1024}) // one shard: every key shares its lock
+				l := Limit{Rate: rate, Period: int64(time.Hour), Capacity: rate}
+				now := int64(1_700_000_000)*int64(time.Second) + 1 // the windows start at 1.7e18
+				hot := s.Prepare(Request{Rule: "r", Alg: alg, Limit: l, Cost: 1})
+				var admitted [workers]int64
+				var wg sync.WaitGroup
+				for g := range workers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						other := Request{Rule: "r", Key: fmt.Sprint("other", g), Alg: alg, Limit: l, Cost: 1}
+						for i := range each {
+							if hot.Take("hot", now).Allowed {
+								admitted[g]++
+							}
+							if i%16 == g { // a locked check: the hot state is retired
+								s.Take(&other, now)
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				total := int64(0)
+				for _, n := range admitted {
+					total += n
+				}
+				if want := min(rate, workers*each); total != want {
+					t.Fatalf("%d admitted, want %d", total, want)
+				}
+				peek := Request{Rule: "r", Key: "hot", Alg: alg, Limit: l}
+				if got := s.Take(&peek, now).Remaining; got != rate-total {
+					t.Fatalf("%d remaining after %d admitted of %d, want %d", got, total, rate, rate-total)
+				}
+			})
+		}
+	}
+}
+
+// TestHotWindowDecidesAsTheLockedPath: a store whose keys turn hot and back
+// decides every check as applyWindow alone does on a plain table: keys
+// checked again and again, clocks stepping back, costs above one and zero,
+// returns and settlements among them.
+func TestHotWindowDecidesAsTheLockedPath(t *testing.T) {
+	for _, alg := range []Alg{FixedWindow, SlidingWindow} {
+		s := New(Config{MaxKeys: 1024})
+		ref := &shard[window]{t: newTable[window](s.perCap), floor: math.MaxInt64}
+		rng := rand.New(rand.NewPCG(3, uint64(alg)))
+		l := Limit{Rate: 40, Period: int64(time.Second), Capacity: 40}
+		now := int64(1_700_000_000) * int64(time.Second)
+		for i := range 50_000 {
+			now += rng.Int64N(int64(time.Second)/50) - int64(time.Second)/400
+			r := Request{Rule: "r", Key: fmt.Sprint("k", rng.IntN(3)), Alg: alg, Limit: l, Cost: rng.Int64N(4)}
+			h := s.hash(&r)
+			switch op := rng.IntN(20); {
+			case op == 0: // a return of what the current window holds
+				s.Return(&r, now)
+				if w, ok := ref.t.get(h); ok {
+					next, _ := settleWindow(w, now, &r, -r.Cost)
+					set(ref, h, next)
+				}
+				continue
+			case op == 1:
+				r.Force = true
+			}
+			got := s.Take(&r, now)
+			want := applyWindow(ref, s.perCap, h, &r, now)
+			if got != want {
+				t.Fatalf("%v check %d (%+v at %d): got %+v, want %+v", alg, i, r, now, got, want)
+			}
+		}
+	}
+}
