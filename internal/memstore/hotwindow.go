@@ -36,8 +36,11 @@ type hotWindow struct {
 	count atomic.Uint64 // the window's count (window.A), or retired
 	h     uint64        // the key
 	end   int64         // window.Expires
-	prev  uint32        // window.B
-	_     [36]byte      // a whole cache line: its own, the key's alone
+	// period is a period that end is a multiple of, or 0: for a check of
+	// that period, the window is known without a division (see decide).
+	period int64
+	prev   uint32   // window.B
+	_      [28]byte // a whole cache line: its own, the key's alone
 }
 
 // retired is the count of a hotWindow that no longer holds its key's state.
@@ -69,6 +72,9 @@ func (sh *wshard) promote(h uint64, r *Request) {
 	}
 	if w, ok := sh.t.get(h); ok {
 		c := &hotWindow{h: h, end: w.Expires, prev: w.B}
+		if mod(w.Expires, r.Limit.Period) == 0 {
+			c.period = r.Limit.Period
+		}
 		c.count.Store(uint64(w.A))
 		sh.hot.Store(c)
 	}
@@ -95,15 +101,7 @@ func (sh *wshard) tryTake(h uint64, r *Request, now int64) (Result, bool) {
 			return Result{}, false
 		}
 		w := window{Expires: c.end, A: uint32(n), B: c.prev}
-		var next window
-		var res Result
-		if r.Alg == SlidingWindow {
-			next, res = slidingWindow(w, now, r.Limit, r.Cost)
-			res.Slot = uint64(next.Expires - r.Limit.Period)
-		} else {
-			next, res = fixedWindow(w, now, r.Limit, r.Cost, 0)
-			res.Slot = uint64(next.Expires)
-		}
+		next, res := c.decide(w, r, now)
 		if !res.Allowed || r.Cost == 0 {
 			res.Slot = 0
 			return res, true
@@ -115,4 +113,29 @@ func (sh *wshard) tryTake(h uint64, r *Request, now int64) (Result, bool) {
 			return res, true
 		}
 	}
+}
+
+// decide is applyWindow's decision on r for a key at w, with the slot of
+// an allowed take. When now falls in w's window of r's period, which c
+// knows without a division, the window's start is not computed again.
+func (c *hotWindow) decide(w window, r *Request, now int64) (window, Result) {
+	p := r.Limit.Period
+	if r.Alg == SlidingWindow {
+		var next window
+		var res Result
+		if now = slidingNow(w, now, p); p == c.period && c.end-2*p <= now && now < c.end-p {
+			next, res = slidingWindowAt(w, now, c.end-2*p, r.Limit, r.Cost)
+		} else {
+			next, res = slidingWindow(w, now, r.Limit, r.Cost)
+		}
+		res.Slot = uint64(next.Expires - p)
+		return next, res
+	}
+	end := int64(0) // epoch-aligned: found by fixedWindow
+	if p == c.period && c.end-p <= now && now < c.end {
+		end = c.end // the aligned window's end, known
+	}
+	next, res := fixedWindow(w, now, r.Limit, r.Cost, end)
+	res.Slot = uint64(next.Expires)
+	return next, res
 }

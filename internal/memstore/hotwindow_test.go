@@ -16,12 +16,12 @@ import (
 // the key's count at the end is what was admitted.
 func TestHotWindowKeyLosesNoUpdate(t *testing.T) {
 	const workers, each = 4, 3000
-	for _, alg := range []Alg{FixedWindow, SlidingWindow} {
+	for alg, name := range map[Alg]string{FixedWindow: "fixed", SlidingWindow: "sliding"} {
 		for _, rate := range []int64{workers * each / 2, workers * each * 2} { // denies, and not
-			t.Run(fmt.Sprintf("%v/rate=%d", alg, rate), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/rate=%d", name, rate), func(t *testing.T) {
 				s := New(Config{MaxKeys: 1024}) // one shard: every key shares its lock
 				l := Limit{Rate: rate, Period: int64(time.Hour), Capacity: rate}
-				now := int64(1_700_000_000)*int64(time.Second) + 1 // the windows start at 1.7e18
+				now := int64(1_700_000_000) * int64(time.Second) // every check in one window
 				hot := s.Prepare(Request{Rule: "r", Alg: alg, Limit: l, Cost: 1})
 				var admitted [workers]int64
 				var wg sync.WaitGroup
@@ -60,7 +60,8 @@ func TestHotWindowKeyLosesNoUpdate(t *testing.T) {
 // TestHotWindowDecidesAsTheLockedPath: a store whose keys turn hot and back
 // decides every check as applyWindow alone does on a plain table: keys
 // checked again and again, clocks stepping back, costs above one and zero,
-// returns and settlements among them.
+// limits of another period,
+// windows' edges, returns and settlements among them.
 func TestHotWindowDecidesAsTheLockedPath(t *testing.T) {
 	for _, alg := range []Alg{FixedWindow, SlidingWindow} {
 		s := New(Config{MaxKeys: 1024})
@@ -70,7 +71,13 @@ func TestHotWindowDecidesAsTheLockedPath(t *testing.T) {
 		now := int64(1_700_000_000) * int64(time.Second)
 		for i := range 50_000 {
 			now += rng.Int64N(int64(time.Second)/50) - int64(time.Second)/400
+			if rng.IntN(8) == 0 { // on a window's edge, or a nanosecond either side
+				now += l.Period - mod(now, l.Period) + rng.Int64N(3) - 1
+			}
 			r := Request{Rule: "r", Key: fmt.Sprint("k", rng.IntN(3)), Alg: alg, Limit: l, Cost: rng.Int64N(4)}
+			if rng.IntN(16) == 0 { // the rule changed, to windows of another period
+				r.Limit = Limit{Rate: 30, Period: int64(1500 * time.Millisecond), Capacity: 30}
+			}
 			h := s.hash(&r)
 			switch op := rng.IntN(20); {
 			case op == 0: // a return of what the current window holds
