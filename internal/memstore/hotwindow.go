@@ -11,10 +11,12 @@ import (
 // key on several cores do not queue on the lock.
 //
 // A key becomes hot when two checks in a row that took the lock were its
-// own (epoch-aligned, not forced): a key hit by many clients at once. Any
-// check that takes the lock first folds the hot key's count back into the
-// table and retires it (see lock), so that everything done under the lock
-// (sweeps, evictions, returns, TakeAll, Delete) sees the table whole, as
+// own (epoch-aligned, not forced): a key hit by many clients at once. The
+// table keeps the hot key's entry, with its window (so that sweeps see
+// when it expires) but not its count. A check or change of the hot key
+// under the lock, and any insertion (which may sweep or evict it), first
+// folds the count back into the table and retires the hot state (see
+// lockFor), so that what is done under the lock sees the table whole, as
 // before. A busy key becomes hot again by its next two locked checks; a
 // shard whose checks go to many keys in turn keeps none hot and allocates
 // nothing.
@@ -46,21 +48,36 @@ type hotWindow struct {
 // retired is the count of a hotWindow that no longer holds its key's state.
 const retired = math.MaxUint64
 
-// lock locks the shard and folds its hot key's count back into the table.
-func (sh *wshard) lock() {
+// lockFor locks the shard for a check or change of key h, folding the
+// hot key's count back into the table first if h is the hot key or is
+// absent (its insertion may sweep or evict the hot key).
+func (sh *wshard) lockFor(h uint64) {
 	sh.mu.Lock()
-	c := sh.hot.Load()
-	if c == nil {
-		return
+	if c := sh.hot.Load(); c != nil && (c.h == h || sh.t.find(h) < 0) {
+		sh.fold(c)
 	}
+}
+
+// lockAll locks the shard with its table whole: no key hot.
+func (sh *wshard) lockAll() {
+	sh.mu.Lock()
+	if c := sh.hot.Load(); c != nil {
+		sh.fold(c)
+	}
+}
+
+// fold retires the hot state c, writing its count back into the table.
+// The caller holds the lock.
+func (sh *wshard) fold(c *hotWindow) {
 	sh.hot.Store(nil)
 	n := c.count.Swap(retired)
 	sh.t.set(c.h, window{Expires: c.end, A: uint32(n), B: c.prev})
 }
 
 // promote makes key h hot when the locked check r on it follows another
-// locked check on h. The caller holds the lock, and has finished with the
-// table: the hot state is a copy of h's entry.
+// locked check on h, in place of the shard's hot key if it has one. The
+// caller holds the lock, and has finished with the table: the hot state is
+// a copy of h's entry.
 func (sh *wshard) promote(h uint64, r *Request) {
 	if !hotEligible(r) {
 		sh.last = 0
@@ -71,6 +88,9 @@ func (sh *wshard) promote(h uint64, r *Request) {
 		return
 	}
 	if w, ok := sh.t.get(h); ok {
+		if old := sh.hot.Load(); old != nil { // another key's (lockFor folded h's)
+			sh.fold(old)
+		}
 		c := &hotWindow{h: h, end: w.Expires, prev: w.B}
 		if mod(w.Expires, r.Limit.Period) == 0 {
 			c.period = r.Limit.Period

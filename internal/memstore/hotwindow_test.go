@@ -10,9 +10,9 @@ import (
 )
 
 // TestHotWindowKeyLosesNoUpdate: checks of one hot window key from several
-// goroutines, whose counts are raised without the shard lock, while other
-// keys of the same shard take the lock and retire the hot state again and
-// again, count every unit exactly once: as many admitted as the limit, and
+// goroutines, whose counts are raised without the shard lock, while new
+// keys inserted into the same shard retire the hot state again and again,
+// count every unit exactly once: as many admitted as the limit, and
 // the key's count at the end is what was admitted.
 func TestHotWindowKeyLosesNoUpdate(t *testing.T) {
 	const workers, each = 4, 3000
@@ -29,12 +29,12 @@ func TestHotWindowKeyLosesNoUpdate(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						other := Request{Rule: "r", Key: fmt.Sprint("other", g), Alg: alg, Limit: l, Cost: 1}
 						for i := range each {
 							if hot.Take("hot", now).Allowed {
 								admitted[g]++
 							}
-							if i%16 == g { // a locked check: the hot state is retired
+							if i%16 == g { // a new key's insertion: the hot state is retired
+								other := Request{Rule: "r", Key: fmt.Sprint("other", g, "-", i), Alg: alg, Limit: l, Cost: 1}
 								s.Take(&other, now)
 							}
 						}
@@ -96,5 +96,35 @@ func TestHotWindowDecidesAsTheLockedPath(t *testing.T) {
 				t.Fatalf("%v check %d (%+v at %d): got %+v, want %+v", alg, i, r, now, got, want)
 			}
 		}
+	}
+}
+
+// TestHotWindowKeyIsSweptLikeAnyOther: a hot key whose window has expired
+// is dropped by the scan of a full shard like any other key, and is not
+// brought back beside the keys that took its place: the shard never holds
+// more than its bound.
+func TestHotWindowKeyIsSweptLikeAnyOther(t *testing.T) {
+	for alg, name := range map[Alg]string{FixedWindow: "fixed", SlidingWindow: "sliding"} {
+		t.Run(name, func(t *testing.T) {
+			s := New(Config{MaxKeys: 1024}) // one shard of 1024 keys
+			minute := Limit{Rate: 5, Period: int64(time.Minute), Capacity: 5}
+			now := int64(1_700_000_000) * int64(time.Second)
+			hot := Request{Key: "hot", Alg: alg, Limit: minute, Cost: 1}
+			for range 3 { // two locked checks make it hot, the third is counted there
+				s.Take(&hot, now)
+			}
+			hour := Limit{Rate: 5, Period: int64(time.Hour), Capacity: 5}
+			for i := 0; s.Len() < s.perCap; i++ {
+				f := Request{Key: fmt.Sprint("filler", i), Alg: alg, Limit: hour, Cost: 1}
+				s.Take(&f, now)
+			}
+			later := now + 3*minute.Period // the hot key's state has expired
+			other := Request{Key: "other", Alg: alg, Limit: hour, Cost: 1}
+			s.Take(&other, later) // the full shard scans itself: the hot key goes
+			s.Take(&hot, later)   // and comes back as a new key, making room
+			if n := s.Len(); n > s.perCap {
+				t.Fatalf("%d keys in a shard of %d", n, s.perCap)
+			}
+		})
 	}
 }

@@ -216,7 +216,7 @@ func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 	if res, ok := sh.tryTake(h, r, now); ok {
 		return res
 	}
-	sh.lock()
+	sh.lockFor(h)
 	res := applyWindow(&sh.shard, s.perCap, h, r, now)
 	sh.promote(h, r)
 	sh.mu.Unlock()
@@ -314,7 +314,7 @@ func (s *Store) Return(r *Request, now int64) {
 		return
 	}
 	sh := &s.windows[i]
-	sh.lock()
+	sh.lockFor(h)
 	if old, ok := sh.t.get(h); ok {
 		next, _ := settleWindow(old, now, r, -r.Cost)
 		set(&sh.shard, h, next)

@@ -273,7 +273,7 @@ func (s *Store) lockIndex(l int, lock bool) {
 		mu = &s.gcra[l].mu
 	case windowTable:
 		if lock { // folding the hot key back in
-			s.windows[l-n].lock()
+			s.windows[l-n].lockAll()
 			return
 		}
 		mu = &s.windows[l-n].mu
