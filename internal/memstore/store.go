@@ -34,9 +34,10 @@ type Request struct {
 // key's state. GCRA keys keep one int64 each, the theoretical arrival time,
 // which is also when the key's bucket is full again and its state can be
 // dropped, and which a check updates without a lock (see gshard); fixed and
-// sliding windows keep a 16-byte window, a hot key's updated without a lock
-// too (see wshard); Concurrency keys keep a queue of
-// slot deadlines; sliding logs keep a ring of event times (slidinglog.go). Each shard is bounded; see Config.MaxKeys.
+// sliding windows keep a 16-byte window, a hot key's count updated without
+// a lock too (see wshard); Concurrency keys keep a queue of slot deadlines;
+// sliding logs keep a ring of event times (slidinglog.go). Each shard is
+// bounded; see Config.MaxKeys.
 //
 // A Store is safe for concurrent use. Its zero value is not usable; call New.
 type Store struct {
