@@ -19,10 +19,13 @@ type fastPace struct {
 	store *memory.Store
 }
 
-// admitPaced is admitSteps for a paced rule: the request takes a waiting
-// place if one is free (without one it is admitted only if it fits now),
-// is decided with the place's horizon (the pace's MaxDelay, cut to its
-// deadline) and, when admitted for later, waits for its turn. As on the
+// admitPaced is admitSteps for a paced rule. A request is first decided
+// as if it could not wait: one that fits now is served at once, and one
+// that would need longer than the pace's MaxDelay rejected at once,
+// without taking a waiting place (which every check would otherwise
+// write). Only one that could wait takes a place, if one is free, and is
+// decided again with the place's horizon (the pace's MaxDelay, cut to its
+// deadline); when admitted for later it waits for its turn. As on the
 // general path: a request whose context ends while it waits gives its
 // reservation back and gets a 503; the fields of one served after waiting
 // describe the moment it is served.
@@ -34,14 +37,16 @@ func (f *fastRule) admitPaced(w http.ResponseWriter, r *http.Request, ru *rule) 
 	}
 	key = compactKey(key)
 	p := f.pace
-	var horizon time.Duration
-	if p.pc.enter(key) {
-		defer p.pc.leave(key)
-		horizon = p.pc.horizon(r.Context())
-	}
 	start := f.obs.start()
 	now := f.now()
-	res := f.check.TakeDelayed(key, now, int64(horizon))
+	res := f.check.TakeDelayed(key, now, 0)
+	var horizon time.Duration
+	if !res.Allowed && time.Duration(res.RetryAfter) <= p.pc.maxDelay && p.pc.enter(key) {
+		defer p.pc.leave(key)
+		if horizon = p.pc.horizon(r.Context()); time.Duration(res.RetryAfter) <= horizon {
+			res = f.check.TakeDelayed(key, now, int64(horizon))
+		}
+	}
 	f.observe(r, ru, &res, start)
 	if delay := min(time.Duration(res.Delay), horizon); res.Allowed && delay > 0 {
 		if !p.wait(r.Context(), delay) {

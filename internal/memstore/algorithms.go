@@ -176,9 +176,14 @@ func (w window) expiry() int64 { return w.Expires }
 // moment of the window), never in an earlier window that would forget the
 // current count.
 func slidingWindow(w window, now int64, l Limit, cost int64) (window, Result) {
+	now = slidingNow(w, now, l.Period)
+	return slidingWindowAt(w, now, now-mod(now, l.Period), l, cost)
+}
+
+// slidingWindowAt is slidingWindow with now already held to the key's
+// window (slidingNow) and the start of the window now falls in.
+func slidingWindowAt(w window, now, start int64, l Limit, cost int64) (window, Result) {
 	p := l.Period
-	now = slidingNow(w, now, p)
-	start := now - mod(now, p)
 	cur, prev := int64(0), int64(0)
 	switch w.Expires - 2*p {
 	case start:
@@ -300,6 +305,9 @@ func mulDiv(a, b, c int64) int64 {
 
 // mulDivCeil returns ceil(a*b/c) under the same conditions as mulDiv.
 func mulDivCeil(a, b, c int64) int64 {
+	if a == 0 { // a sliding window's empty previous count: no division
+		return 0
+	}
 	hi, lo := bits.Mul64(uint64(a), uint64(b))
 	if hi >= uint64(c) {
 		return math.MaxInt64

@@ -22,7 +22,7 @@ func (s *Store) Delete(r *Request) {
 		sh.mu.Unlock()
 	default:
 		sh := &s.windows[i]
-		sh.mu.Lock()
+		sh.lockFor(h)
 		sh.t.remove(h)
 		sh.mu.Unlock()
 	}

@@ -34,8 +34,10 @@ type Request struct {
 // key's state. GCRA keys keep one int64 each, the theoretical arrival time,
 // which is also when the key's bucket is full again and its state can be
 // dropped, and which a check updates without a lock (see gshard); fixed and
-// sliding windows keep a 16-byte window; Concurrency keys keep a queue of
-// slot deadlines; sliding logs keep a ring of event times (slidinglog.go). Each shard is bounded; see Config.MaxKeys.
+// sliding windows keep a 16-byte window, a hot key's count updated without
+// a lock too (see wshard); Concurrency keys keep a queue of slot deadlines;
+// sliding logs keep a ring of event times (slidinglog.go). Each shard is
+// bounded; see Config.MaxKeys.
 //
 // A Store is safe for concurrent use. Its zero value is not usable; call New.
 type Store struct {
@@ -43,7 +45,7 @@ type Store struct {
 	shift   uint // 64 - log2(number of shards)
 	perCap  int  // keys per shard per table
 	gcra    []gshard
-	windows []shard[window]
+	windows []wshard
 	conc    []shard[*slots]
 	logs    []logShard // SlidingLog keys: see slidinglog.go
 	tags    *tags      // the GCRA intervals' tags: see gcratags.go
@@ -115,7 +117,7 @@ func New(cfg Config) *Store {
 		shift:   uint(64 - bitsN),
 		perCap:  cfg.MaxKeys / n, // rounded down: the shards together never exceed MaxKeys
 		gcra:    make([]gshard, n),
-		windows: make([]shard[window], n),
+		windows: make([]wshard, n),
 		conc:    make([]shard[*slots], n),
 		logs:    make([]logShard, n),
 		tags:    new(tags),
@@ -140,7 +142,7 @@ func (s *Store) Len() int {
 	n := 0
 	for i := range s.gcra {
 		n += s.gcra[i].len()
-		n += lockedLen(&s.windows[i])
+		n += lockedLen(&s.windows[i].shard)
 		n += lockedLen(&s.conc[i])
 		n += s.logs[i].len()
 	}
@@ -212,8 +214,12 @@ func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 		return s.takeLog(h, r, now)
 	}
 	sh := &s.windows[i]
-	sh.mu.Lock()
-	res := applyWindow(sh, s.perCap, h, r, now)
+	if res, ok := sh.tryTake(h, r, now); ok {
+		return res
+	}
+	sh.lockFor(h)
+	res := applyWindow(&sh.shard, s.perCap, h, r, now)
+	sh.promote(h, r)
 	sh.mu.Unlock()
 	return res
 }
@@ -309,10 +315,10 @@ func (s *Store) Return(r *Request, now int64) {
 		return
 	}
 	sh := &s.windows[i]
-	sh.mu.Lock()
+	sh.lockFor(h)
 	if old, ok := sh.t.get(h); ok {
 		next, _ := settleWindow(old, now, r, -r.Cost)
-		set(sh, h, next)
+		set(&sh.shard, h, next)
 	}
 	sh.mu.Unlock()
 }

@@ -60,7 +60,7 @@ func (s *Store) apply(h uint64, r *Request, now int64) Result {
 	if r.Alg == SlidingLog {
 		return s.logs[i].apply(s.perCap, h, r, now)
 	}
-	return applyWindow(&s.windows[i], s.perCap, h, r, now)
+	return applyWindow(&s.windows[i].shard, s.perCap, h, r, now)
 }
 
 // TakeAll checks every request at now and consumes them only if all are
@@ -242,7 +242,7 @@ func (s *Store) undo(r *Request, u *undo, res *Result) {
 		return
 	}
 	if r.Alg != Concurrency {
-		restore(&s.windows[i], u.h, u.win, u.existed)
+		restore(&s.windows[i].shard, u.h, u.win, u.existed)
 		return
 	}
 	sh := &s.conc[i]
@@ -272,6 +272,10 @@ func (s *Store) lockIndex(l int, lock bool) {
 	case gcraTable:
 		mu = &s.gcra[l].mu
 	case windowTable:
+		if lock { // folding the hot key back in
+			s.windows[l-n].lockAll()
+			return
+		}
 		mu = &s.windows[l-n].mu
 	case concTable:
 		mu = &s.conc[l-2*n].mu
