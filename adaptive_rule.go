@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/adaptive"
-	"github.com/sluicehq/ratelimit/internal/request"
 	"github.com/sluicehq/ratelimit/stores"
 )
 
@@ -254,16 +253,4 @@ func adaptiveResult(l *adaptive.Limiter, ok bool) Result {
 		res.RetryAfter = time.Second
 	}
 	return res
-}
-
-// recordStatus wraps w so that an adaptive rule's classifier sees the
-// status code, when the limiter has adaptive rules.
-func (l *Limiter) recordStatus(w http.ResponseWriter) http.ResponseWriter {
-	if l.adaptive == nil {
-		return w
-	}
-	if _, ok := w.(interface{ Status() int }); ok {
-		return w
-	}
-	return request.NewStatusWriter(w) // never freed: the request's held keeps it
 }

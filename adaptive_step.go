@@ -166,7 +166,7 @@ func (d *adaptiveDone) release(sampled bool, status int) {
 // caller's. It reports whether the request was admitted; when a rule
 // rejects the request or its key, it sets the verdict *v and gives back the
 // slots taken. It does not allocate: the slots are copied to the heap only
-// once the whole request is admitted (hold), or not at all (serveAdaptive).
+// once the whole request is admitted (hold), or not at all (serveAdapting).
 func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) bool {
 	d.r = r
 	for _, ru := range l.adaptive {
@@ -181,47 +181,100 @@ func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) 
 	return true
 }
 
-// serveAdaptive is the middleware's request path for a Limiter whose rules
-// are all adaptive: the slots are taken on the stack, the handler runs and
-// the slots are given back with its status. Nothing is allocated, whether
-// the request is admitted or rejected: a writer that does not report its
-// status (net/http's) is wrapped in a recorder taken from a pool and given
-// back once the handler has returned.
-func (l *Limiter) serveAdaptive(w http.ResponseWriter, r *http.Request, next http.Handler, mux *http.ServeMux) {
-	if l.skip(r, routing{mux: mux}) {
-		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
-		next.ServeHTTP(w, r)
-		return
-	}
+// adaptiveStep is the first step of the request path of a Limiter with
+// adaptive rules, for Handler, ServeRoute and Admit: it takes a slot under
+// each adaptive rule into *d, the caller's, or answers r (a 503, or the
+// response to a key error) and reports false, holding nothing.
+func (l *Limiter) adaptiveStep(w http.ResponseWriter, r *http.Request, d *adaptiveDone) bool {
 	if len(l.adaptive) > 1 {
-		l.serveAdaptiveRules(w, r, next)
-		return
+		return l.adaptiveRulesStep(w, r, d)
 	}
 	h, stop := l.enterAdaptive(r, l.adaptive[0])
 	if stop.kind != verdictPass {
 		l.stopAdaptive(w, r, &stop)
-		return
+		return false
 	}
-	serveHolding(w, r, next, h, nil)
+	d.r = r
+	d.add(h)
+	return true
 }
 
-// serveAdaptiveRules is serveAdaptive for several adaptive rules.
-func (l *Limiter) serveAdaptiveRules(w http.ResponseWriter, r *http.Request, next http.Handler) {
+// adaptiveRulesStep is adaptiveStep for several adaptive rules.
+func (l *Limiter) adaptiveRulesStep(w http.ResponseWriter, r *http.Request, d *adaptiveDone) bool {
 	var v Verdict
-	var d adaptiveDone
 	taken := false
 	defer func() {
 		if !taken { // a KeyFunc, Critical or observer panicked: give back the slots held so far
 			d.release(false, 0)
 		}
 	}()
-	ok := l.acquireAdaptive(r, &v, &d)
+	ok := l.acquireAdaptive(r, &v, d)
 	taken = true
 	if !ok {
 		v.write(w)
+	}
+	return ok
+}
+
+// admitAfterAdaptive is the rest of the request path once the adaptive
+// step has admitted r into d: the other rules, on their direct, stacked
+// or general path (admitRules). When they stop r, or panic, the adaptive
+// slots are given back unsampled.
+func (l *Limiter) admitAfterAdaptive(w http.ResponseWriter, r *http.Request, d *adaptiveDone) (h *held, ok bool) {
+	defer func() {
+		if !ok {
+			d.release(false, 0)
+		}
+	}()
+	return l.admitRules(w, r)
+}
+
+// serveAdapting is the middleware's request path for a Limiter with
+// adaptive rules: the adaptive step, the other rules' steps, the handler,
+// then the slots given back with the status it wrote. Nothing is
+// allocated for the adaptive rules, whether the request is admitted or
+// rejected: their slots stay on the stack, and a writer that does not
+// report its status (net/http's) is recorded (see request.StatusWriter).
+func (l *Limiter) serveAdapting(w http.ResponseWriter, r *http.Request, next http.Handler, rt routing) {
+	if l.skip(r, rt) {
+		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
+		next.ServeHTTP(w, r)
 		return
 	}
-	serveHolding(w, r, next, adaptiveHeld{}, &d)
+	var d adaptiveDone
+	if !l.adaptiveStep(w, r, &d) {
+		return
+	}
+	var h *held
+	if l.rules != nil {
+		var ok bool
+		if h, ok = l.admitAfterAdaptive(w, r, &d); !ok {
+			return
+		}
+	}
+	l.serveHolding(w, r, next, &d, h)
+}
+
+// admitAdapting is admitHeld for a Limiter with adaptive rules: the
+// adaptive step, then the other rules, and what the request holds (its
+// adaptive slots, and the other rules' holdings) in one held.
+func (l *Limiter) admitAdapting(w http.ResponseWriter, r *http.Request) (*held, bool) {
+	var d adaptiveDone
+	if !l.adaptiveStep(w, r, &d) {
+		return nil, false
+	}
+	var h *held
+	if l.rules != nil {
+		var ok bool
+		if h, ok = l.admitAfterAdaptive(w, r, &d); !ok {
+			return nil, false
+		}
+	}
+	if h == nil {
+		h = &held{l: l, r: r}
+	}
+	h.adaptive, h.w = d, w
+	return h, true
 }
 
 // stopAdaptive answers a request the adaptive step stopped: a rejection is
@@ -246,10 +299,12 @@ func (l *Limiter) stopAdaptive(w http.ResponseWriter, r *http.Request, stop *ada
 	w.Write(s.problem)
 }
 
-// serveHolding runs next for a request that holds the slot h, or the slots
-// d, and gives them back with the status it wrote (500 if it panicked,
-// whatever it wrote before).
-func serveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, h adaptiveHeld, d *adaptiveDone) {
+// serveHolding runs next for a request that holds the adaptive slots d
+// and, from the other rules, h (or nil), and gives them back with the
+// status it wrote (500 if it panicked, whatever it wrote before). A writer
+// that does not report its status is wrapped in a recorder, closed when
+// next returns: a handler that keeps it writes nothing more through it.
+func (l *Limiter) serveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, d *adaptiveDone, h *held) {
 	rec, ok := w.(interface{ Status() int })
 	var sw *request.StatusWriter
 	if !ok {
@@ -259,15 +314,23 @@ func serveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, h a
 	served := false
 	defer func() { // open-coded: no allocation
 		status := http.StatusInternalServerError
-		if served {
+		switch {
+		case sw != nil:
+			if st := sw.Close(); served {
+				status = st
+			}
+		case served:
 			status = rec.Status()
 		}
-		h.release(r, true, status)
 		d.release(true, status)
-		if sw != nil {
-			sw.Free()
+		if h != nil {
+			h.done(status)
+			l.recycle(h)
 		}
 	}()
+	if h != nil {
+		r = l.settleRequest(r, h)
+	}
 	next.ServeHTTP(w, r)
 	served = true
 }
