@@ -43,7 +43,6 @@ type Limiter struct {
 	_      [20]byte
 	// Written by drops, rejections, sampled requests and the controller.
 	drops     atomic.Int64
-	rejected  atomic.Int64
 	successes atomic.Int64 // sampled successes of the window (the histogram's total)
 	estimated atomic.Int64 // the window's successes: each sampled one counts 2^(its shift)
 	busy      atomic.Bool
@@ -55,6 +54,8 @@ type Limiter struct {
 	probeRTT  [probeCount]atomic.Int64 // -1: not a success
 	probeBase atomic.Int64
 	hist      [numRTTBuckets]atomic.Uint32
+
+	rejected rejections // the window's rejections
 
 	cfg      Config
 	rule     string
@@ -160,7 +161,7 @@ func (l *Limiter) maybeClose(t int64) {
 // closeWindow takes the window's samples, adjusts the limit and starts the
 // next window at t. The caller holds busy.
 func (l *Limiter) closeWindow(t int64) {
-	d, rej := l.drops.Swap(0), l.rejected.Swap(0)
+	d, rej := l.drops.Swap(0), l.rejected.take()
 	l.successes.Store(0)
 	peak := l.peak.Swap(l.inFlight())
 	lat, _ := l.takeLatency()

@@ -357,3 +357,39 @@ func TestAdaptiveKeepsControllingAfterTheClockStepsBack(t *testing.T) {
 			before.Limit, after.Limit, before.Windows, after.Windows)
 	}
 }
+
+// TestAdaptiveRejectionsCountedFromEveryGoroutine: rejections counted at
+// once by many goroutines (on their own stripes) all reach the window's
+// State.Rejected, and the next window starts from none.
+func TestAdaptiveRejectionsCountedFromEveryGoroutine(t *testing.T) {
+	epoch := ratelimittest.Epoch()
+	l := adaptive.NewAt(adaptive.Config{Min: 1, Max: 1, Initial: 1, MinSamples: 1, Window: time.Second}, epoch)
+	held, ok := l.AcquireAt(epoch, true)
+	if !ok {
+		t.Fatal("the first request was rejected")
+	}
+	const goroutines, each = 8, 500
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if _, ok := l.AcquireAt(epoch, true); ok {
+					t.Error("admitted beyond a limit of 1")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	held.ReleaseAt(epoch.Add(2*time.Second), adaptive.SampleSuccess) // closes the window
+	if got := l.State().Rejected; got != goroutines*each {
+		t.Fatalf("State().Rejected = %d, want %d", got, goroutines*each)
+	}
+	tk, _ := l.AcquireAt(epoch.Add(2*time.Second), true)
+	tk.ReleaseAt(epoch.Add(4*time.Second), adaptive.SampleSuccess)
+	if got := l.State().Rejected; got != 0 {
+		t.Fatalf("the next window counted %d rejections, want 0", got)
+	}
+}

@@ -39,11 +39,22 @@ func (l *Limiter) Acquire(critical bool) (Ticket, bool) {
 		}
 		l.inflight.Add(-1)
 	}
-	if c := l.reject(limit); sampled(uint64(c), s) {
+	if c := l.reject(limit); c <= rejectChecks || sampled(uint64(c), max(s, rejectShift)) {
 		l.maybeClose(l.now())
 	}
 	return Ticket{}, false
 }
+
+// A rejection by Acquire closes a window that is due (maybeClose), which
+// costs a clock reading: the first rejectChecks rejections counted on
+// their stripe in a window do, and then one in 2^rejectShift (or fewer,
+// as admissions are sampled). A window that only rejections could close
+// closes at most that many rejections late: at the rate that takes, a
+// moment.
+const (
+	rejectChecks = 16
+	rejectShift  = 4
+)
 
 // AcquireAt is Acquire at the time now, for simulations and tests; times
 // need not be monotonic (a window never closes on a time before its start).
@@ -99,12 +110,12 @@ func (l *Limiter) admit(n, t int64, flags uint8, s uint32) Ticket {
 }
 
 // reject counts a request rejected at limit and returns the window's
-// rejections so far.
+// rejections so far on its stripe.
 func (l *Limiter) reject(limit int64) int64 {
 	if l.peak.Load() < limit {
 		l.peak.Store(limit) // demand reached the limit
 	}
-	return l.rejected.Add(1)
+	return l.rejected.add()
 }
 
 // Release frees the slot and reports the request's outcome.
