@@ -72,8 +72,10 @@ type Config struct {
 	Critical         func(r *http.Request) bool
 	LowPriorityShare float64 // in (0, 1]; 0.75 when zero
 
-	// MaxKeys bounds the controllers of a keyed rule: requests whose key is
-	// new once MaxKeys keys exist share one more controller. 64 when zero.
+	// MaxKeys bounds the controllers of a keyed rule: a new key once
+	// MaxKeys keys exist takes the place of an idle one (see
+	// Limiter.IdleAt), whose controller is dropped; while none is idle,
+	// new keys share one more controller. 64 when zero.
 	MaxKeys int
 
 	// OnWindow, if set, is called after every sample window with the new

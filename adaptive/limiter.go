@@ -128,6 +128,17 @@ func (l *Limiter) Limit() int { return int(l.limit.Load()) }
 // InFlight returns the number of requests admitted and not yet released.
 func (l *Limiter) InFlight() int { return int(l.inFlight()) }
 
+// IdleAt reports whether, at now, the limiter has no request in flight
+// and has closed no sample window for the longer of 10 Windows and
+// MinRTTHorizon: it has seen no timed request for that long, what it
+// learned is stale, and a limiter built in its place, starting from
+// Initial, loses nothing that matters. A keyed rule that holds MaxKeys
+// limiters drops an idle one to make room for a new key.
+func (l *Limiter) IdleAt(now time.Time) bool {
+	idle := max(10*l.window, l.horizon)
+	return l.inFlight() <= 0 && int64(now.Sub(l.epoch))-l.winStart.Load() >= idle
+}
+
 // maybeClose runs the controller if the sample window is complete at t
 // (ns since epoch): at least Window long with MinSamples outcomes, or 10
 // Windows long.

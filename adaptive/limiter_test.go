@@ -393,3 +393,26 @@ func TestAdaptiveRejectionsCountedFromEveryGoroutine(t *testing.T) {
 		t.Fatalf("the next window counted %d rejections, want 0", got)
 	}
 }
+
+// TestAdaptiveIdleAt: a limiter is idle once it has had nothing in flight
+// and closed no window for the longer of 10 Windows and MinRTTHorizon; a
+// request in flight keeps it busy however long, and its release, which
+// closes the overdue window, starts the wait again.
+func TestAdaptiveIdleAt(t *testing.T) {
+	epoch := ratelimittest.Epoch()
+	l := adaptive.NewAt(adaptive.Config{Window: time.Second, MinRTTHorizon: 3 * time.Second}, epoch)
+	if l.IdleAt(epoch.Add(10*time.Second - 1)) {
+		t.Fatal("idle before 10 Windows")
+	}
+	if !l.IdleAt(epoch.Add(10 * time.Second)) {
+		t.Fatal("not idle after 10 Windows without a request")
+	}
+	tk, _ := l.AcquireAt(epoch.Add(10*time.Second), true)
+	if l.IdleAt(epoch.Add(100 * time.Second)) {
+		t.Fatal("idle with a request in flight")
+	}
+	tk.ReleaseAt(epoch.Add(100*time.Second), adaptive.SampleSuccess)
+	if l.IdleAt(epoch.Add(100 * time.Second)) {
+		t.Fatal("idle right after a request")
+	}
+}
