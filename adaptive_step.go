@@ -109,7 +109,7 @@ func (h adaptiveHeld) release(r *http.Request, sampled bool, status int) {
 	case s == nil:
 	case !s.timeAll: // DefaultClassify, which ignores elapsed; the ticket knows whether it was timed
 		v := adaptive.SampleIgnore
-		if sampled {
+		if sampled && h.ticket.Timed() { // an untimed request's outcome is not recorded
 			v = s.cfg.Classify(r, status, -1)
 		}
 		h.ticket.Release(v)
@@ -143,6 +143,22 @@ func (d *adaptiveDone) add(h adaptiveHeld) {
 		d.more = append(d.more, h)
 	}
 	d.n++
+}
+
+// timed reports whether one of d's requests is timed: only then is its
+// outcome, and so its status, wanted.
+func (d *adaptiveDone) timed() bool {
+	for _, h := range d.inline[:min(d.n, len(d.inline))] {
+		if h.ticket.Timed() {
+			return true
+		}
+	}
+	for _, h := range d.more {
+		if h.ticket.Timed() {
+			return true
+		}
+	}
+	return false
 }
 
 // release frees every slot; sampled tells whether the request ran (its
@@ -301,15 +317,20 @@ func (l *Limiter) stopAdaptive(w http.ResponseWriter, r *http.Request, stop *ada
 
 // serveHolding runs next for a request that holds the adaptive slots d
 // and, from the other rules, h (or nil), and gives them back with the
-// status it wrote (500 if it panicked, whatever it wrote before). A writer
-// that does not report its status is wrapped in a recorder, closed when
-// next returns: a handler that keeps it writes nothing more through it.
+// status it wrote (500 if it panicked, whatever it wrote before). The
+// status is wanted only when the request is timed (at high rates, one in
+// up to 64 is): a writer that does not report its status is then wrapped
+// in a recorder of its own, closed when next returns, so that a handler
+// that keeps it writes nothing more through it, to any response.
 func (l *Limiter) serveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, d *adaptiveDone, h *held) {
-	rec, ok := w.(interface{ Status() int })
+	var rec interface{ Status() int }
 	var sw *request.StatusWriter
-	if !ok {
-		sw = request.NewStatusWriter(w)
-		w, rec = sw, sw
+	if d.timed() {
+		var ok bool
+		if rec, ok = w.(interface{ Status() int }); !ok {
+			sw = request.NewStatusWriter(w)
+			w, rec = sw, sw
+		}
 	}
 	served := false
 	defer func() { // open-coded: no allocation
@@ -319,8 +340,11 @@ func (l *Limiter) serveHolding(w http.ResponseWriter, r *http.Request, next http
 			if st := sw.Close(); served {
 				status = st
 			}
-		case served:
+		case !served:
+		case rec != nil:
 			status = rec.Status()
+		default:
+			status = 0 // not wanted
 		}
 		d.release(true, status)
 		if h != nil {

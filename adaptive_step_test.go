@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/ratelimit"
@@ -270,4 +271,31 @@ func TestAdaptiveStepAddsNothingToTheDirectPath(t *testing.T) {
 			t.Errorf("%s: Critical asked %d times for 101 requests", c.name, asked)
 		}
 	}
+}
+
+// TestAdaptiveRecordsTheStatusOfTimedRequestsOnly: at high rates an
+// adaptive rule times one request in up to 64, and only those outcomes
+// are recorded; the others reach the handler with the caller's own
+// writer, not a recorder. In virtual time (testing/synctest), so that the
+// whole run is one sample window, which thins its sampling as it fills.
+func TestAdaptiveRecordsTheStatusOfTimedRequestsOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &plainWriter{h: http.Header{}} // no Status method: recorded only when timed
+		own := 0
+		h := ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1 << 20)}})(
+			http.HandlerFunc(func(got http.ResponseWriter, r *http.Request) {
+				if got == http.ResponseWriter(w) {
+					own++
+				}
+				got.WriteHeader(http.StatusOK)
+			}))
+		req := ratelimittest.NewRequest("GET", "/", "")
+		const n = 8000
+		for range n {
+			h.ServeHTTP(w, req)
+		}
+		if own == 0 || own == n {
+			t.Errorf("%d of %d requests given the caller's writer; want those sampled out (most, once sampling thinned), not none or all", own, n)
+		}
+	})
 }

@@ -107,9 +107,9 @@ const (
 	// request abandoned sooner says nothing of the server, only that its
 	// caller chose to wait that little, and is ignored: a caller's short
 	// deadlines cannot shrink the limit. Before the minimum RTT is learned,
-	// every abandoned request is ignored. (A request sampled out, on the
-	// fastest paths at high rates, is never timed and so ignored; a timed
-	// one found slow counts as a drop for each of the 2^k it stands for.)
+	// every abandoned request is ignored. (At high rates a request sampled
+	// out is never timed, and its outcome is not recorded; a timed one
+	// found slow counts as a drop for each of the 2^k it stands for.)
 	SampleAbandoned
 )
 

@@ -20,8 +20,9 @@ import (
 // 256 samples; a window that samples four times that many (the first one,
 // or a surge) halves its sampling at once, and at each further four times.
 // Only the sampled requests read the clock (one monotonic reading each at
-// Acquire and Release) and count in the latency histogram; each counts for
-// the 2^k requests it stands for. Drops are always counted.
+// Acquire and Release), and only their outcomes are recorded: each success
+// counts in the latency histogram, and each success or drop counts for the
+// 2^k requests it stands for (Ticket.Timed). Rejections are always counted.
 // The timed request that closes a sample window runs the controller,
 // under a flag that other requests skip.
 //

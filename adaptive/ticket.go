@@ -118,16 +118,23 @@ func (l *Limiter) reject(limit int64) int64 {
 	return l.rejected.add()
 }
 
-// Release frees the slot and reports the request's outcome.
+// Release frees the slot and reports the request's outcome. The outcome
+// of a request that is not Timed is not recorded: v may be anything, and
+// the caller need not find it out.
 func (t Ticket) Release(v Sample) {
 	switch {
 	case t.l == nil:
-	case t.flags&ticketTimed == 0 && v != SampleDrop:
-		t.l.inflight.Add(-1) // not sampled: nothing to record
+	case t.flags&ticketTimed == 0:
+		t.l.inflight.Add(-1) // sampled out: a timed request stands for it
 	default:
 		t.release(t.l.now(), v)
 	}
 }
+
+// Timed reports whether t's request is timed, and its outcome recorded:
+// every request while the traffic is light, one in 2^k at high rates under
+// Acquire (each standing for the 2^k), every request under AcquireAt.
+func (t Ticket) Timed() bool { return t.flags&ticketTimed != 0 }
 
 // ReleaseAt is Release at the time now. A success that ends before it
 // started (a clock stepped back) is ignored rather than sampled.
@@ -155,11 +162,10 @@ func (t Ticket) release(now int64, v Sample) {
 		l.recordProbe(rtt, v)
 	}
 	switch {
-	case v == SampleDrop:
-		l.drops.Add(1)
-	case v == SampleAbandoned && t.flags&ticketTimed != 0 && l.slow(rtt):
-		// Only the timed abandoned requests can be told slow: under
-		// Acquire's sampling, one stands for 2^shift.
+	case v == SampleDrop, v == SampleAbandoned && t.flags&ticketTimed != 0 && l.slow(rtt):
+		// Only the timed requests' outcomes are recorded (and only a
+		// timed abandoned request can be told slow): under Acquire's
+		// sampling, one stands for 2^shift.
 		w := int64(1)
 		if t.flags&ticketThinned != 0 {
 			w <<= t.shift
