@@ -145,9 +145,12 @@ func (d *adaptiveDone) add(h adaptiveHeld) {
 	d.n++
 }
 
-// timed reports whether one of d's requests is timed: only then is its
+// timed reports whether one of d's slots is timed (a nil d holds none): only then is its
 // outcome, and so its status, wanted.
 func (d *adaptiveDone) timed() bool {
+	if d == nil {
+		return false
+	}
 	for _, h := range d.inline[:min(d.n, len(d.inline))] {
 		if h.ticket.Timed() {
 			return true
@@ -233,12 +236,13 @@ func (l *Limiter) adaptiveRulesStep(w http.ResponseWriter, r *http.Request, d *a
 }
 
 // admitAfterAdaptive is the rest of the request path once the adaptive
-// step has admitted r into d: the other rules, on their direct, stacked
-// or general path (admitRules). When they stop r, or panic, the adaptive
-// slots are given back unsampled.
-func (l *Limiter) admitAfterAdaptive(w http.ResponseWriter, r *http.Request, d *adaptiveDone) (h *held, ok bool) {
+// step has admitted r, holding the slot h or the slots d: the other rules,
+// on their direct, stacked or general path (admitRules). When they stop r,
+// or panic, the adaptive slots are given back unsampled.
+func (l *Limiter) admitAfterAdaptive(w http.ResponseWriter, r *http.Request, h adaptiveHeld, d *adaptiveDone) (hd *held, ok bool) {
 	defer func() {
 		if !ok {
+			h.release(r, false, 0)
 			d.release(false, 0)
 		}
 	}()
@@ -250,25 +254,46 @@ func (l *Limiter) admitAfterAdaptive(w http.ResponseWriter, r *http.Request, d *
 // then the slots given back with the status it wrote. Nothing is
 // allocated for the adaptive rules, whether the request is admitted or
 // rejected: their slots stay on the stack, and a writer that does not
-// report its status (net/http's) is recorded (see request.StatusWriter).
+// report its status (net/http's) is recorded (see serveHolding).
 func (l *Limiter) serveAdapting(w http.ResponseWriter, r *http.Request, next http.Handler, rt routing) {
 	if l.skip(r, rt) {
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
 		next.ServeHTTP(w, r)
 		return
 	}
-	var d adaptiveDone
-	if !l.adaptiveStep(w, r, &d) {
+	if len(l.adaptive) > 1 {
+		l.serveAdaptingRules(w, r, next)
 		return
 	}
-	var h *held
+	h, stop := l.enterAdaptive(r, l.adaptive[0])
+	if stop.kind != verdictPass {
+		l.stopAdaptive(w, r, &stop)
+		return
+	}
+	var hd *held
 	if l.rules != nil {
 		var ok bool
-		if h, ok = l.admitAfterAdaptive(w, r, &d); !ok {
+		if hd, ok = l.admitAfterAdaptive(w, r, h, nil); !ok {
 			return
 		}
 	}
-	l.serveHolding(w, r, next, &d, h)
+	l.serveHolding(w, r, next, h, nil, hd)
+}
+
+// serveAdaptingRules is serveAdapting for several adaptive rules.
+func (l *Limiter) serveAdaptingRules(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	var d adaptiveDone
+	if !l.adaptiveRulesStep(w, r, &d) {
+		return
+	}
+	var hd *held
+	if l.rules != nil {
+		var ok bool
+		if hd, ok = l.admitAfterAdaptive(w, r, adaptiveHeld{}, &d); !ok {
+			return
+		}
+	}
+	l.serveHolding(w, r, next, adaptiveHeld{}, &d, hd)
 }
 
 // admitAdapting is admitHeld for a Limiter with adaptive rules: the
@@ -282,7 +307,7 @@ func (l *Limiter) admitAdapting(w http.ResponseWriter, r *http.Request) (*held, 
 	var h *held
 	if l.rules != nil {
 		var ok bool
-		if h, ok = l.admitAfterAdaptive(w, r, &d); !ok {
+		if h, ok = l.admitAfterAdaptive(w, r, adaptiveHeld{}, &d); !ok {
 			return nil, false
 		}
 	}
@@ -315,17 +340,17 @@ func (l *Limiter) stopAdaptive(w http.ResponseWriter, r *http.Request, stop *ada
 	w.Write(s.problem)
 }
 
-// serveHolding runs next for a request that holds the adaptive slots d
-// and, from the other rules, h (or nil), and gives them back with the
+// serveHolding runs next for a request that holds the adaptive slot h or
+// slots d and, from the other rules, hd (or nil), and gives them back with the
 // status it wrote (500 if it panicked, whatever it wrote before). The
 // status is wanted only when the request is timed (at high rates, one in
 // up to 64 is): a writer that does not report its status is then wrapped
 // in a recorder of its own, closed when next returns, so that a handler
 // that keeps it writes nothing more through it, to any response.
-func (l *Limiter) serveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, d *adaptiveDone, h *held) {
+func (l *Limiter) serveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, h adaptiveHeld, d *adaptiveDone, hd *held) {
 	var rec interface{ Status() int }
 	var sw *request.StatusWriter
-	if d.timed() {
+	if h.ticket.Timed() || d.timed() {
 		var ok bool
 		if rec, ok = w.(interface{ Status() int }); !ok {
 			sw = request.NewStatusWriter(w)
@@ -346,14 +371,15 @@ func (l *Limiter) serveHolding(w http.ResponseWriter, r *http.Request, next http
 		default:
 			status = 0 // not wanted
 		}
+		h.release(r, true, status)
 		d.release(true, status)
-		if h != nil {
-			h.done(status)
-			l.recycle(h)
+		if hd != nil {
+			hd.done(status)
+			l.recycle(hd)
 		}
 	}()
-	if h != nil {
-		r = l.settleRequest(r, h)
+	if hd != nil {
+		r = l.settleRequest(r, hd)
 	}
 	next.ServeHTTP(w, r)
 	served = true
