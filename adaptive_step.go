@@ -145,8 +145,8 @@ func (d *adaptiveDone) add(h adaptiveHeld) {
 	d.n++
 }
 
-// timed reports whether one of d's slots is timed (a nil d holds none): only then is its
-// outcome, and so its status, wanted.
+// timed reports whether one of d's slots is timed (a nil d holds none):
+// only then is the request's outcome, and so its status, wanted.
 func (d *adaptiveDone) timed() bool {
 	if d == nil {
 		return false
