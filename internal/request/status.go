@@ -25,7 +25,7 @@ import (
 // must not use it after returning; one that does (a goroutine it handed
 // the writer to) is harmless: each StatusWriter serves a single response
 // and is never reused, so a late write can only reach the response it was
-// given for, and once closed it writes nothing at all.
+// given for, and once closed it reaches no response at all.
 type StatusWriter struct {
 	http.ResponseWriter
 	status int32
@@ -98,8 +98,23 @@ func (s *StatusWriter) Write(b []byte) (int, error) {
 // Status returns the status written, 0 if none yet.
 func (s *StatusWriter) Status() int { return int(s.status) }
 
-// Unwrap returns the writer s wraps, for http.ResponseController.
-func (s *StatusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+// Header returns the header map of the response, or, once s is closed, a
+// map of its own that no response reads.
+func (s *StatusWriter) Header() http.Header {
+	if s.closed.Load() {
+		return http.Header{}
+	}
+	return s.ResponseWriter.Header()
+}
+
+// Unwrap returns the writer s wraps, for http.ResponseController; nil
+// once s is closed (the controller then reports http.ErrNotSupported).
+func (s *StatusWriter) Unwrap() http.ResponseWriter {
+	if s.closed.Load() {
+		return nil
+	}
+	return s.ResponseWriter
+}
 
 // FlushError sends what was written so far, and with it a 200 if no
 // status was written. http.ResponseController calls it for Flush.

@@ -64,6 +64,13 @@ func TestStatusWriterUsedAfterCloseWritesNothing(t *testing.T) {
 		t.Errorf("Close() = %d, want 202", got)
 	}
 	s.WriteHeader(http.StatusTeapot)
+	s.Header().Set("X-Late", "yes")
+	if rec.Header().Get("X-Late") != "" {
+		t.Error("a header field set after Close reached the response")
+	}
+	if s.Unwrap() != nil {
+		t.Error("Unwrap after Close returns the response's writer")
+	}
 	if n, err := s.Write([]byte("late")); n != 0 || !errors.Is(err, ErrClosed) {
 		t.Errorf("Write after Close: %d, %v; want 0, ErrClosed", n, err)
 	}
