@@ -237,8 +237,8 @@ func (l *Limiter) adaptiveRulesStep(w http.ResponseWriter, r *http.Request, d *a
 
 // admitAfterAdaptive is the rest of the request path once the adaptive
 // step has admitted r, holding the slot h or the slots d: the other rules,
-// on their direct, stacked or general path (admitHeld, adapted). When they
-// stop r, or panic, the adaptive slots are given back unsampled.
+// on their direct, stacked or general path (admitRules). When they stop r,
+// or panic, the adaptive slots are given back unsampled.
 func (l *Limiter) admitAfterAdaptive(w http.ResponseWriter, r *http.Request, h adaptiveHeld, d *adaptiveDone) (hd *held, ok bool) {
 	defer func() {
 		if !ok {
@@ -246,7 +246,7 @@ func (l *Limiter) admitAfterAdaptive(w http.ResponseWriter, r *http.Request, h a
 			d.release(false, 0)
 		}
 	}()
-	return l.admitHeld(w, r, routing{adapted: true})
+	return l.admitRules(w, r)
 }
 
 // serveAdapting is the middleware's request path for a Limiter with

@@ -29,9 +29,6 @@ type routing struct {
 	mux    *http.ServeMux // the ServeMux that Handler wraps, if any
 	route  string         // the route the router matched, when routed
 	routed bool           // an adapter told the route (AdmitRoute)
-	// adapted: the adaptive step has admitted the request (after the
-	// carve-outs and skippers): only the other rules are left to decide.
-	adapted bool
 }
 
 func newCarveOuts(paths []string) carveOuts {

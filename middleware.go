@@ -307,17 +307,20 @@ func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (don
 // admitHeld is admit returning what the request holds (nil when nothing is
 // to be released) rather than a function, which would allocate.
 func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing) (*held, bool) {
-	if !rt.adapted {
-		if l.skip(r, rt) {
-			l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
-			return nil, true
-		}
-		if l.adaptive != nil {
-			return l.admitAdapting(w, r) // which comes back here, adapted
-		}
+	if l.skip(r, rt) {
+		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
+		return nil, true
 	}
-	// The rules other than adaptive: on their direct path when it was
-	// prepared (prepareFast, prepareStack), else on the general one.
+	if l.adaptive != nil {
+		return l.admitAdapting(w, r)
+	}
+	return l.admitRules(w, r)
+}
+
+// admitRules is admitHeld's decision under the rules other than adaptive:
+// on their direct path when it was prepared (prepareFast, prepareStack),
+// else on the general one.
+func (l *Limiter) admitRules(w http.ResponseWriter, r *http.Request) (*held, bool) {
 	if f := l.rulesDirect(); f != nil {
 		if !f.holds {
 			if ok, handled := f.admit(w, r, l.rules[0]); handled {
