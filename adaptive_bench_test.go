@@ -150,7 +150,9 @@ func semaphore(n int, next http.Handler) http.Handler {
 // writer. Where neither binds ("allow"), the adaptive rule also
 // classifies the response's status and samples latency; where both are
 // full ("reject"), both write the same 503 response. A fixed
-// Concurrency rule on the default store is the third column.
+// Concurrency rule on the default store is the third column. "with-rate"
+// is a rate rule (on its direct path) alone, and with an adaptive rule in
+// front of it: the cost of the adaptive step on that path.
 //
 // The writer is ratelimittest's DiscardWriter, which reports its status
 // (as chi's, gin's and echo's writers do), or "plain", one that does not
@@ -159,6 +161,7 @@ func semaphore(n int, next http.Handler) http.Handler {
 func BenchmarkAdaptiveMiddleware(b *testing.B) {
 	const big = 1 << 20
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	rate := ratelimit.Rule{Name: "rate", Key: ratelimit.Global(), Limit: ratelimit.PerMinute(1 << 30)}
 	rule := func(limit int) []ratelimit.Rule {
 		return []ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: limit, Max: limit, Initial: limit}}}
 	}
@@ -175,6 +178,8 @@ func BenchmarkAdaptiveMiddleware(b *testing.B) {
 		}, false, 200},
 		{"allow-plain/adaptive", func() http.Handler { return ratelimit.NewRules(rule(big))(next) }, true, 200},
 		{"allow-plain/semaphore", func() http.Handler { return semaphore(big, next) }, true, 200},
+		{"with-rate/rate", func() http.Handler { return ratelimit.NewRules([]ratelimit.Rule{rate})(next) }, false, 200},
+		{"with-rate/rate+adaptive", func() http.Handler { return ratelimit.NewRules(append(rule(big), rate))(next) }, false, 200},
 		{"reject/adaptive", func() http.Handler { return heldFull(b, ratelimit.NewRules(rule(1))) }, false, 503},
 		{"reject/semaphore", func() http.Handler {
 			return heldFull(b, func(h http.Handler) http.Handler { return semaphore(1, h) })

@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit/adaptive"
-	"github.com/sluicehq/ratelimit/internal/request"
 	"github.com/sluicehq/ratelimit/stores"
 )
 
 // adaptiveSet is a compiled adaptive rule: a controller per key, up to
-// MaxKeys, then one shared by the rest. Lookups read an immutable map
+// MaxKeys (a new key then takes the place of an idle one), then one shared
+// by the rest. Lookups read an immutable map
 // through an atomic pointer: no lock and no allocation on the request path.
 type adaptiveSet struct {
 	cfg      adaptive.Config
@@ -28,6 +28,7 @@ type adaptiveSet struct {
 	keys     atomic.Pointer[map[string]*adaptive.Limiter]
 	first    atomic.Pointer[keyedLimiter] // the first key's controller: a Global rule's only one, found without hashing
 	mu       sync.Mutex                   // serialises additions
+	nextScan time.Time                    // under mu: no key was idle; look again from then (idleKey)
 	overflow *adaptive.Limiter
 	shared   atomic.Bool // overflow was handed out
 	problem  []byte      // the 503 body
@@ -88,20 +89,50 @@ func (s *adaptiveSet) limiter(key string) *adaptive.Limiter {
 	if l, ok := m[key]; ok {
 		return l
 	}
+	now := s.now()
+	idle, evict := "", false
 	if len(m) >= s.cfg.MaxKeys {
-		return s.sharedLimiter()
+		if idle, evict = s.idleKey(m, now); !evict {
+			return s.sharedLimiter()
+		}
 	}
-	l := adaptive.NewRule(s.cfg, s.name, key, s.epoch, s.clock.Now())
 	next := make(map[string]*adaptive.Limiter, len(m)+1)
 	for k, v := range m {
 		next[k] = v
 	}
+	if evict {
+		delete(next, idle)
+		if f := s.first.Load(); f != nil && f.key == idle {
+			s.first.Store(nil)
+		}
+	}
+	l := adaptive.NewRule(s.cfg, s.name, key, s.epoch, now)
 	next[key] = l
 	s.keys.Store(&next)
 	if len(m) == 0 {
 		s.first.Store(&keyedLimiter{key, l})
 	}
 	return l
+}
+
+// idleKey returns a key of m (the rule's MaxKeys keys) whose controller
+// is idle at now (adaptive.Limiter.IdleAt), and whether there is one. A request
+// that looked its controller up just before may still take a slot of it:
+// that slot is given back to the controller it came from, and the key's
+// next request gets a new one. Keys are scanned at most once a Window
+// while none is idle, so that a flood of new keys costs a lookup each.
+// The caller holds mu.
+func (s *adaptiveSet) idleKey(m map[string]*adaptive.Limiter, now time.Time) (string, bool) {
+	if now.Before(s.nextScan) {
+		return "", false
+	}
+	for k, l := range m {
+		if l.IdleAt(now) {
+			return k, true
+		}
+	}
+	s.nextScan = now.Add(s.cfg.Window)
+	return "", false
 }
 
 // sharedLimiter returns the controller shared by keyless requests and keys
@@ -254,16 +285,4 @@ func adaptiveResult(l *adaptive.Limiter, ok bool) Result {
 		res.RetryAfter = time.Second
 	}
 	return res
-}
-
-// recordStatus wraps w so that an adaptive rule's classifier sees the
-// status code, when the limiter has adaptive rules.
-func (l *Limiter) recordStatus(w http.ResponseWriter) http.ResponseWriter {
-	if l.adaptive == nil {
-		return w
-	}
-	if _, ok := w.(interface{ Status() int }); ok {
-		return w
-	}
-	return request.NewStatusWriter(w) // never freed: the request's held keeps it
 }

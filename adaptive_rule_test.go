@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -228,6 +229,51 @@ func TestAdaptiveKeysAreBounded(t *testing.T) {
 	if lim.Adaptive("nope") != nil {
 		t.Fatal("state of a rule that does not exist")
 	}
+}
+
+// TestAdaptiveIdleKeysGiveWayToNewOnes: once a keyed rule holds MaxKeys
+// controllers, a new key shares the overflow controller while they are in
+// use, and takes the place of an idle one (no request in flight, none for
+// the longer of 10 Windows and MinRTTHorizon) once there is one, looked
+// for at most once a Window; a key with a request in flight is never
+// dropped.
+func TestAdaptiveIdleKeysGiveWayToNewOnes(t *testing.T) {
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
+	lim := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "per-client", Key: ratelimit.ByHeader("X-Client"),
+		Adaptive: &adaptive.Config{MaxKeys: 2, Window: time.Second, MinRTTHorizon: 5 * time.Second}}},
+		ratelimit.WithClock(clock))
+	g := newGate(200)
+	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Client") == "a" {
+			g.ServeHTTP(w, r)
+		}
+	}))
+	req := func(client string) *http.Request { return ratelimittest.NewRequest("GET", "/", "", "X-Client", client) }
+	wait := hold(t, h, g, 1, func() *http.Request { return req("a") }) // a stays in flight
+	ratelimittest.Do(h, req("b"))
+	keys := func() []string {
+		var ks []string
+		for _, st := range lim.Adaptive("per-client") {
+			ks = append(ks, st.Key)
+		}
+		return ks
+	}
+	ratelimittest.Do(h, req("c"))
+	if got, want := keys(), []string{adaptive.OverflowKey, "a", "b"}; !slices.Equal(got, want) {
+		t.Fatalf("with a and b in use, keys %q; want c in the overflow: %q", got, want)
+	}
+	clock.Advance(10*time.Second - time.Nanosecond)
+	ratelimittest.Do(h, req("c"))
+	if got, want := keys(), []string{adaptive.OverflowKey, "a", "b"}; !slices.Equal(got, want) {
+		t.Fatalf("with b idle for less than 10 s, keys %q; want c still in the overflow: %q", got, want)
+	}
+	clock.Advance(time.Second) // idle keys are looked for at most once a Window
+	ratelimittest.Do(h, req("c"))
+	if got, want := keys(), []string{adaptive.OverflowKey, "a", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("with b idle and a in flight, keys %q; want c in b's place: %q", got, want)
+	}
+	close(g.release)
+	wait()
 }
 
 // TestAdaptiveSlotFreedWhenAnotherRuleDenies: a request denied by a rate

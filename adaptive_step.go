@@ -109,7 +109,7 @@ func (h adaptiveHeld) release(r *http.Request, sampled bool, status int) {
 	case s == nil:
 	case !s.timeAll: // DefaultClassify, which ignores elapsed; the ticket knows whether it was timed
 		v := adaptive.SampleIgnore
-		if sampled {
+		if sampled && h.ticket.Timed() { // an untimed request's outcome is not recorded
 			v = s.cfg.Classify(r, status, -1)
 		}
 		h.ticket.Release(v)
@@ -145,6 +145,25 @@ func (d *adaptiveDone) add(h adaptiveHeld) {
 	d.n++
 }
 
+// timed reports whether one of d's slots is timed (a nil d holds none):
+// only then is the request's outcome, and so its status, wanted.
+func (d *adaptiveDone) timed() bool {
+	if d == nil {
+		return false
+	}
+	for _, h := range d.inline[:min(d.n, len(d.inline))] {
+		if h.ticket.Timed() {
+			return true
+		}
+	}
+	for _, h := range d.more {
+		if h.ticket.Timed() {
+			return true
+		}
+	}
+	return false
+}
+
 // release frees every slot; sampled tells whether the request ran (its
 // outcome is classified with status) or was stopped by another rule
 // (ignored). A nil d holds nothing; a second release frees nothing.
@@ -166,7 +185,7 @@ func (d *adaptiveDone) release(sampled bool, status int) {
 // caller's. It reports whether the request was admitted; when a rule
 // rejects the request or its key, it sets the verdict *v and gives back the
 // slots taken. It does not allocate: the slots are copied to the heap only
-// once the whole request is admitted (hold), or not at all (serveAdaptive).
+// once the whole request is admitted (hold), or not at all (serveAdapting).
 func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) bool {
 	d.r = r
 	for _, ru := range l.adaptive {
@@ -181,20 +200,69 @@ func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) 
 	return true
 }
 
-// serveAdaptive is the middleware's request path for a Limiter whose rules
-// are all adaptive: the slots are taken on the stack, the handler runs and
-// the slots are given back with its status. Nothing is allocated, whether
-// the request is admitted or rejected: a writer that does not report its
-// status (net/http's) is wrapped in a recorder taken from a pool and given
-// back once the handler has returned.
-func (l *Limiter) serveAdaptive(w http.ResponseWriter, r *http.Request, next http.Handler, mux *http.ServeMux) {
-	if l.skip(r, routing{mux: mux}) {
+// adaptiveStep is the first step of the request path of a Limiter with
+// adaptive rules, for Handler, ServeRoute and Admit: it takes a slot under
+// each adaptive rule into *d, the caller's, or answers r (a 503, or the
+// response to a key error) and reports false, holding nothing.
+func (l *Limiter) adaptiveStep(w http.ResponseWriter, r *http.Request, d *adaptiveDone) bool {
+	if len(l.adaptive) > 1 {
+		return l.adaptiveRulesStep(w, r, d)
+	}
+	h, stop := l.enterAdaptive(r, l.adaptive[0])
+	if stop.kind != verdictPass {
+		l.stopAdaptive(w, r, &stop)
+		return false
+	}
+	d.r = r
+	d.add(h)
+	return true
+}
+
+// adaptiveRulesStep is adaptiveStep for several adaptive rules.
+func (l *Limiter) adaptiveRulesStep(w http.ResponseWriter, r *http.Request, d *adaptiveDone) bool {
+	var v Verdict
+	taken := false
+	defer func() {
+		if !taken { // a KeyFunc, Critical or observer panicked: give back the slots held so far
+			d.release(false, 0)
+		}
+	}()
+	ok := l.acquireAdaptive(r, &v, d)
+	taken = true
+	if !ok {
+		v.write(w)
+	}
+	return ok
+}
+
+// admitAfterAdaptive is the rest of the request path once the adaptive
+// step has admitted r, holding the slot h or the slots d: the other rules,
+// on their direct, stacked or general path (admitRules). When they stop r,
+// or panic, the adaptive slots are given back unsampled.
+func (l *Limiter) admitAfterAdaptive(w http.ResponseWriter, r *http.Request, h adaptiveHeld, d *adaptiveDone) (hd *held, ok bool) {
+	defer func() {
+		if !ok {
+			h.release(r, false, 0)
+			d.release(false, 0)
+		}
+	}()
+	return l.admitRules(w, r)
+}
+
+// serveAdapting is the middleware's request path for a Limiter with
+// adaptive rules: the adaptive step, the other rules' steps, the handler,
+// then the slots given back with the status it wrote. Nothing is
+// allocated for the adaptive rules, whether the request is admitted or
+// rejected: their slots stay on the stack, and a writer that does not
+// report its status (net/http's) is recorded (see serveHolding).
+func (l *Limiter) serveAdapting(w http.ResponseWriter, r *http.Request, next http.Handler, rt routing) {
+	if l.skip(r, rt) {
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
 		next.ServeHTTP(w, r)
 		return
 	}
 	if len(l.adaptive) > 1 {
-		l.serveAdaptiveRules(w, r, next)
+		l.serveAdaptingRules(w, r, next)
 		return
 	}
 	h, stop := l.enterAdaptive(r, l.adaptive[0])
@@ -202,26 +270,52 @@ func (l *Limiter) serveAdaptive(w http.ResponseWriter, r *http.Request, next htt
 		l.stopAdaptive(w, r, &stop)
 		return
 	}
-	serveHolding(w, r, next, h, nil)
+	var hd *held
+	if l.rules != nil {
+		var ok bool
+		if hd, ok = l.admitAfterAdaptive(w, r, h, nil); !ok {
+			return
+		}
+	}
+	l.serveHolding(w, r, next, h, nil, hd)
 }
 
-// serveAdaptiveRules is serveAdaptive for several adaptive rules.
-func (l *Limiter) serveAdaptiveRules(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	var v Verdict
+// serveAdaptingRules is serveAdapting for several adaptive rules.
+func (l *Limiter) serveAdaptingRules(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	var d adaptiveDone
-	taken := false
-	defer func() {
-		if !taken { // a KeyFunc, Critical or observer panicked: give back the slots held so far
-			d.release(false, 0)
-		}
-	}()
-	ok := l.acquireAdaptive(r, &v, &d)
-	taken = true
-	if !ok {
-		v.write(w)
+	if !l.adaptiveRulesStep(w, r, &d) {
 		return
 	}
-	serveHolding(w, r, next, adaptiveHeld{}, &d)
+	var hd *held
+	if l.rules != nil {
+		var ok bool
+		if hd, ok = l.admitAfterAdaptive(w, r, adaptiveHeld{}, &d); !ok {
+			return
+		}
+	}
+	l.serveHolding(w, r, next, adaptiveHeld{}, &d, hd)
+}
+
+// admitAdapting is admitHeld for a Limiter with adaptive rules: the
+// adaptive step, then the other rules, and what the request holds (its
+// adaptive slots, and the other rules' holdings) in one held.
+func (l *Limiter) admitAdapting(w http.ResponseWriter, r *http.Request) (*held, bool) {
+	var d adaptiveDone
+	if !l.adaptiveStep(w, r, &d) {
+		return nil, false
+	}
+	var h *held
+	if l.rules != nil {
+		var ok bool
+		if h, ok = l.admitAfterAdaptive(w, r, adaptiveHeld{}, &d); !ok {
+			return nil, false
+		}
+	}
+	if h == nil {
+		h = &held{l: l, r: r}
+	}
+	h.adaptive, h.w = d, w
+	return h, true
 }
 
 // stopAdaptive answers a request the adaptive step stopped: a rejection is
@@ -246,28 +340,47 @@ func (l *Limiter) stopAdaptive(w http.ResponseWriter, r *http.Request, stop *ada
 	w.Write(s.problem)
 }
 
-// serveHolding runs next for a request that holds the slot h, or the slots
-// d, and gives them back with the status it wrote (500 if it panicked,
-// whatever it wrote before).
-func serveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, h adaptiveHeld, d *adaptiveDone) {
-	rec, ok := w.(interface{ Status() int })
+// serveHolding runs next for a request that holds the adaptive slot h or
+// slots d and, from the other rules, hd (or nil), and gives them back with the
+// status it wrote (500 if it panicked, whatever it wrote before). The
+// status is wanted only when the request is timed (at high rates, one in
+// up to 64 is): a writer that does not report its status is then wrapped
+// in a recorder of its own, closed when next returns, so that a handler
+// that keeps it writes nothing more through it, to any response.
+func (l *Limiter) serveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, h adaptiveHeld, d *adaptiveDone, hd *held) {
+	var rec interface{ Status() int }
 	var sw *request.StatusWriter
-	if !ok {
-		sw = request.NewStatusWriter(w)
-		w, rec = sw, sw
+	if h.ticket.Timed() || d.timed() {
+		var ok bool
+		if rec, ok = w.(interface{ Status() int }); !ok {
+			sw = request.NewStatusWriter(w)
+			w, rec = sw, sw
+		}
 	}
 	served := false
 	defer func() { // open-coded: no allocation
 		status := http.StatusInternalServerError
-		if served {
+		switch {
+		case sw != nil:
+			if st := sw.Close(); served {
+				status = st
+			}
+		case !served:
+		case rec != nil:
 			status = rec.Status()
+		default:
+			status = 0 // not wanted
 		}
 		h.release(r, true, status)
 		d.release(true, status)
-		if sw != nil {
-			sw.Free()
+		if hd != nil {
+			hd.done(status)
+			l.recycle(hd)
 		}
 	}()
+	if hd != nil {
+		r = l.settleRequest(r, hd)
+	}
 	next.ServeHTTP(w, r)
 	served = true
 }

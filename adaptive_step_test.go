@@ -3,8 +3,10 @@ package ratelimit_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/ratelimit"
@@ -15,7 +17,9 @@ import (
 // TestAdaptiveMiddlewareAllocations: through Handler, a Limiter of
 // adaptive rules allocates nothing, whether it rejects or admits the
 // request, whatever the writer: its slots stay on the stack, and a writer
-// that does not report its status is recorded by a reused recorder.
+// that does not report its status is recorded by a recorder of its own,
+// taken from a block of 64 allocated at once (which AllocsPerRun's
+// whole-allocations-per-run rounds to 0).
 func TestAdaptiveMiddlewareAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -168,4 +172,130 @@ func TestAdaptiveSlotsFreedWhenTheRequestPathPanics(t *testing.T) {
 			t.Errorf("%s: a request after the panics: status %d, want 200", c.name, code)
 		}
 	}
+}
+
+// TestAdaptiveLeakedWriterNeverWritesToAnotherResponse: a handler that
+// keeps its ResponseWriter past its return (here, handing it to a
+// goroutine) breaks net/http's contract, and its late writes may go
+// nowhere; but they never reach the response of a request served after it
+// by the same limiter, whose recorder must not be the leaked one.
+func TestAdaptiveLeakedWriterNeverWritesToAnotherResponse(t *testing.T) {
+	leaked := make(chan http.ResponseWriter, 1)
+	late := make(chan struct{})
+	wrote := make(chan struct{})
+	h := ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(8)}})(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/leak" {
+				leaked <- w
+				return
+			}
+			close(late) // the leaker writes while this request is being served
+			<-wrote
+			w.WriteHeader(http.StatusOK)
+			w.Write([]byte("mine"))
+		}))
+	go func() {
+		w := <-leaked
+		<-late
+		w.Header().Set("X-Leaked", "yes")
+		w.WriteHeader(http.StatusTeapot)
+		w.Write([]byte("leaked"))
+		close(wrote)
+	}()
+	first := &plainWriter{h: http.Header{}} // no Status method: the limiter records the status itself
+	h.ServeHTTP(first, ratelimittest.NewRequest("GET", "/leak", ""))
+	second := &recordingWriter{plainWriter: plainWriter{h: http.Header{}}}
+	h.ServeHTTP(second, ratelimittest.NewRequest("GET", "/", ""))
+	if second.code != http.StatusOK || second.body.String() != "mine" || second.h.Get("X-Leaked") != "" {
+		t.Errorf("the second response: status %d, body %q, X-Leaked %q; want 200, \"mine\" and no field from the leaked writer",
+			second.code, second.body.String(), second.h.Get("X-Leaked"))
+	}
+}
+
+// recordingWriter is a plainWriter that keeps the body and the first status.
+type recordingWriter struct {
+	plainWriter
+	body strings.Builder
+}
+
+func (w *recordingWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+
+func (w *recordingWriter) Write(b []byte) (int, error) { return w.body.Write(b) }
+
+// TestAdaptiveStepAddsNothingToTheDirectPath: an adaptive rule is a step
+// in front of the other rules' request path, not a path of its own: a
+// limiter of rules on their direct path (one rule, or several stacked)
+// with an adaptive rule added allocates no more per request than without
+// it, and the adaptive rule's Critical is asked once per request.
+func TestAdaptiveStepAddsNothingToTheDirectPath(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	perMinute := func(name string) ratelimit.Rule {
+		return ratelimit.Rule{Name: name, Key: ratelimit.Global(), Limit: ratelimit.PerMinute(1 << 30)}
+	}
+	for _, c := range []struct {
+		name  string
+		rules []ratelimit.Rule
+	}{
+		{"one rule", []ratelimit.Rule{perMinute("a")}},
+		{"stacked rules", []ratelimit.Rule{perMinute("a"), perMinute("b")}},
+	} {
+		asked := 0
+		cfg := fixedAdaptive(1 << 20)
+		cfg.Critical = func(*http.Request) bool { asked++; return true }
+		with := ratelimit.NewRules(append(slices.Clone(c.rules), ratelimit.Rule{Name: "inflight", Key: ratelimit.Global(), Adaptive: cfg}))(next)
+		without := ratelimit.NewRules(c.rules)(next)
+		req := ratelimittest.NewRequest("GET", "/", "")
+		w := ratelimittest.NewDiscardWriter()
+		allocs := func(h http.Handler) float64 {
+			return testing.AllocsPerRun(100, func() {
+				w.Reset()
+				h.ServeHTTP(w, req)
+				if w.Status() != 200 {
+					t.Fatalf("%s: status %d", c.name, w.Status())
+				}
+			})
+		}
+		base := allocs(without)
+		asked = 0
+		if got := allocs(with); got > base {
+			t.Errorf("%s: %v allocations with an adaptive rule, %v without", c.name, got, base)
+		}
+		if asked != 101 { // AllocsPerRun runs the function once more to warm up
+			t.Errorf("%s: Critical asked %d times for 101 requests", c.name, asked)
+		}
+	}
+}
+
+// TestAdaptiveRecordsTheStatusOfTimedRequestsOnly: at high rates an
+// adaptive rule times one request in up to 64, and only those outcomes
+// are recorded; the others reach the handler with the caller's own
+// writer, not a recorder. In virtual time (testing/synctest), so that the
+// whole run is one sample window, which thins its sampling as it fills.
+func TestAdaptiveRecordsTheStatusOfTimedRequestsOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &plainWriter{h: http.Header{}} // no Status method: recorded only when timed
+		own := 0
+		h := ratelimit.NewRules([]ratelimit.Rule{{Name: "inflight", Key: ratelimit.Global(), Adaptive: fixedAdaptive(1 << 20)}})(
+			http.HandlerFunc(func(got http.ResponseWriter, r *http.Request) {
+				if got == http.ResponseWriter(w) {
+					own++
+				}
+				got.WriteHeader(http.StatusOK)
+			}))
+		req := ratelimittest.NewRequest("GET", "/", "")
+		const n = 8000
+		for range n {
+			h.ServeHTTP(w, req)
+		}
+		if own == 0 || own == n {
+			t.Errorf("%d of %d requests given the caller's writer; want those sampled out (most, once sampling thinned), not none or all", own, n)
+		}
+	})
 }

@@ -59,10 +59,11 @@ type stackPlan struct {
 // memstore.MaxPrepared enforced rules, each static or a static Quota,
 // without cost, Concurrency, settlement, pacing or shadow, all on one
 // *memory.Store, with the default IETF fields, no denied handler and no
-// observers. The others take the general path.
+// observers (adaptive rules are a step before it). The others take the
+// general path.
 func (l *Limiter) prepareStack() {
 	n := len(l.rules)
-	if n < 2 || n > memstore.MaxPrepared || l.enforced != n || len(l.adaptive) > 0 || l.slots || l.paced || l.settled ||
+	if n < 2 || n > memstore.MaxPrepared || l.enforced != n || l.slots || l.paced || l.settled ||
 		l.headers != HeadersIETF || l.denied != nil || len(l.observers) > 0 {
 		return
 	}

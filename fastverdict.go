@@ -11,7 +11,16 @@ import (
 // the general one: it has a single rule whose check was prepared when the
 // Limiter was built (see prepareFast), and no adaptive rule.
 func (l *Limiter) direct() *fastRule {
-	if l.adaptive == nil && len(l.rules) == 1 {
+	if l.adaptive == nil {
+		return l.rulesDirect()
+	}
+	return nil
+}
+
+// rulesDirect returns the direct path of the limiter's rules other than
+// adaptive, which the middleware takes after the adaptive step, or nil.
+func (l *Limiter) rulesDirect() *fastRule {
+	if len(l.rules) == 1 {
 		return l.rules[0].fast
 	}
 	return nil

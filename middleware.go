@@ -263,11 +263,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve is the middleware's request path: admit, then next, then done.
 // mux is next when next is a *http.ServeMux (asked about carve-outs).
 func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler, mux *http.ServeMux) {
-	if l.rules == nil { // adaptive rules alone (Handler refuses the zero Limiter)
-		l.serveAdaptive(w, r, next, mux)
+	if l.adaptive != nil { // the adaptive step first, then the rest of this path
+		l.serveAdapting(w, r, next, routing{mux: mux})
 		return
 	}
-	w = l.recordStatus(w)
 	h, ok := l.admitHeld(w, r, routing{mux: mux})
 	if !ok {
 		return
@@ -312,7 +311,17 @@ func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing) 
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
 		return nil, true
 	}
-	if f := l.direct(); f != nil {
+	if l.adaptive != nil {
+		return l.admitAdapting(w, r)
+	}
+	return l.admitRules(w, r)
+}
+
+// admitRules is admitHeld's decision under the rules other than adaptive:
+// on their direct path when it was prepared (prepareFast, prepareStack),
+// else on the general one.
+func (l *Limiter) admitRules(w http.ResponseWriter, r *http.Request) (*held, bool) {
+	if f := l.rulesDirect(); f != nil {
 		if !f.holds {
 			if ok, handled := f.admit(w, r, l.rules[0]); handled {
 				return nil, ok
@@ -326,7 +335,7 @@ func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing) 
 		}
 	}
 	var v Verdict
-	l.decide(r, &v)
+	l.decideAfter(r, nil, &v, nil) // the adaptive rules, if any, have admitted r
 	v.write(w)
 	if !v.Allowed() {
 		return nil, false

@@ -72,8 +72,10 @@ type Config struct {
 	Critical         func(r *http.Request) bool
 	LowPriorityShare float64 // in (0, 1]; 0.75 when zero
 
-	// MaxKeys bounds the controllers of a keyed rule: requests whose key is
-	// new once MaxKeys keys exist share one more controller. 64 when zero.
+	// MaxKeys bounds the controllers of a keyed rule: a new key once
+	// MaxKeys keys exist takes the place of an idle one (see
+	// Limiter.IdleAt), whose controller is dropped; while none is idle,
+	// new keys share one more controller. 64 when zero.
 	MaxKeys int
 
 	// OnWindow, if set, is called after every sample window with the new
@@ -105,9 +107,9 @@ const (
 	// request abandoned sooner says nothing of the server, only that its
 	// caller chose to wait that little, and is ignored: a caller's short
 	// deadlines cannot shrink the limit. Before the minimum RTT is learned,
-	// every abandoned request is ignored. (A request sampled out, on the
-	// fastest paths at high rates, is never timed and so ignored; a timed
-	// one found slow counts as a drop for each of the 2^k it stands for.)
+	// every abandoned request is ignored. (At high rates a request sampled
+	// out is never timed, and its outcome is not recorded; a timed one
+	// found slow counts as a drop for each of the 2^k it stands for.)
 	SampleAbandoned
 )
 

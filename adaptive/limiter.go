@@ -20,8 +20,9 @@ import (
 // 256 samples; a window that samples four times that many (the first one,
 // or a surge) halves its sampling at once, and at each further four times.
 // Only the sampled requests read the clock (one monotonic reading each at
-// Acquire and Release) and count in the latency histogram; each counts for
-// the 2^k requests it stands for. Drops are always counted.
+// Acquire and Release), and only their outcomes are recorded: each success
+// counts in the latency histogram, and each success or drop counts for the
+// 2^k requests it stands for (Ticket.Timed). Rejections are always counted.
 // The timed request that closes a sample window runs the controller,
 // under a flag that other requests skip.
 //
@@ -43,7 +44,6 @@ type Limiter struct {
 	_      [20]byte
 	// Written by drops, rejections, sampled requests and the controller.
 	drops     atomic.Int64
-	rejected  atomic.Int64
 	successes atomic.Int64 // sampled successes of the window (the histogram's total)
 	estimated atomic.Int64 // the window's successes: each sampled one counts 2^(its shift)
 	busy      atomic.Bool
@@ -55,6 +55,8 @@ type Limiter struct {
 	probeRTT  [probeCount]atomic.Int64 // -1: not a success
 	probeBase atomic.Int64
 	hist      [numRTTBuckets]atomic.Uint32
+
+	rejected rejections // the window's rejections
 
 	cfg      Config
 	rule     string
@@ -127,6 +129,17 @@ func (l *Limiter) Limit() int { return int(l.limit.Load()) }
 // InFlight returns the number of requests admitted and not yet released.
 func (l *Limiter) InFlight() int { return int(l.inFlight()) }
 
+// IdleAt reports whether, at now, the limiter has no request in flight
+// and has closed no sample window for the longer of 10 Windows and
+// MinRTTHorizon: it has seen no timed request for that long, what it
+// learned is stale, and a limiter built in its place, starting from
+// Initial, loses nothing that matters. A keyed rule that holds MaxKeys
+// limiters drops an idle one to make room for a new key.
+func (l *Limiter) IdleAt(now time.Time) bool {
+	idle := max(10*l.window, l.horizon)
+	return l.inFlight() <= 0 && int64(now.Sub(l.epoch))-l.winStart.Load() >= idle
+}
+
 // maybeClose runs the controller if the sample window is complete at t
 // (ns since epoch): at least Window long with MinSamples outcomes, or 10
 // Windows long.
@@ -160,7 +173,7 @@ func (l *Limiter) maybeClose(t int64) {
 // closeWindow takes the window's samples, adjusts the limit and starts the
 // next window at t. The caller holds busy.
 func (l *Limiter) closeWindow(t int64) {
-	d, rej := l.drops.Swap(0), l.rejected.Swap(0)
+	d, rej := l.drops.Swap(0), l.rejected.take()
 	l.successes.Store(0)
 	peak := l.peak.Swap(l.inFlight())
 	lat, _ := l.takeLatency()

@@ -278,8 +278,9 @@ func TestAdaptiveSamplesAtHighRates(t *testing.T) {
 }
 
 // TestAdaptiveUnsampledRequestsSkipTheClock: once a window held enough
-// outcomes, Acquire times about one request in 2^shift (the others never
-// read the clock), and a drop is counted whether it was timed or not. In
+// outcomes, Acquire times about one request in 2^shift; the others never
+// read the clock, and their outcomes are not recorded (the timed ones
+// stand for them: TestAdaptiveSampledDropsStandForTheUnsampled). In
 // virtual time (testing/synctest): Acquire reads the clock.
 func TestAdaptiveUnsampledRequestsSkipTheClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -296,7 +297,7 @@ func TestAdaptiveUnsampledRequestsSkipTheClock(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		for closed := false; !closed; { // a timed release closes the window of 4000
 			tk, _ := l.Acquire(true) // (sampling thinned within it)
-			closed = adaptive.TicketTimed(tk)
+			closed = tk.Timed()
 			tk.Release(adaptive.SampleSuccess)
 		}
 		shift := adaptive.SampleShift(l)
@@ -307,7 +308,7 @@ func TestAdaptiveUnsampledRequestsSkipTheClock(t *testing.T) {
 		timed, drops := 0, 0
 		for range n {
 			tk, _ := l.Acquire(true)
-			if adaptive.TicketTimed(tk) {
+			if tk.Timed() {
 				timed++
 				tk.Release(adaptive.SampleIgnore)
 				continue
@@ -325,11 +326,11 @@ func TestAdaptiveUnsampledRequestsSkipTheClock(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		for closed := false; !closed; { // a timed release closes the window
 			tk, _ := l.Acquire(true)
-			closed = adaptive.TicketTimed(tk)
+			closed = tk.Timed()
 			tk.Release(adaptive.SampleIgnore)
 		}
-		if l.State().Drops != drops {
-			t.Errorf("%d drops counted, want the %d untimed drops", l.State().Drops, drops)
+		if l.State().Drops != 0 {
+			t.Errorf("%d drops counted, want none: the %d drops were of untimed requests", l.State().Drops, drops)
 		}
 	})
 }
@@ -355,5 +356,64 @@ func TestAdaptiveKeepsControllingAfterTheClockStepsBack(t *testing.T) {
 	if after := l.State(); after.Limit >= before.Limit || after.Windows <= before.Windows {
 		t.Fatalf("after the clock stepped back an hour, five windows of only drops: limit %d -> %d, windows %d -> %d; want the limit lowered",
 			before.Limit, after.Limit, before.Windows, after.Windows)
+	}
+}
+
+// TestAdaptiveRejectionsCountedFromEveryGoroutine: rejections counted at
+// once by many goroutines (on their own stripes) all reach the window's
+// State.Rejected, and the next window starts from none.
+func TestAdaptiveRejectionsCountedFromEveryGoroutine(t *testing.T) {
+	epoch := ratelimittest.Epoch()
+	l := adaptive.NewAt(adaptive.Config{Min: 1, Max: 1, Initial: 1, MinSamples: 1, Window: time.Second}, epoch)
+	held, ok := l.AcquireAt(epoch, true)
+	if !ok {
+		t.Fatal("the first request was rejected")
+	}
+	const goroutines, each = 8, 500
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if _, ok := l.AcquireAt(epoch, true); ok {
+					t.Error("admitted beyond a limit of 1")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	held.ReleaseAt(epoch.Add(2*time.Second), adaptive.SampleSuccess) // closes the window
+	if got := l.State().Rejected; got != goroutines*each {
+		t.Fatalf("State().Rejected = %d, want %d", got, goroutines*each)
+	}
+	tk, _ := l.AcquireAt(epoch.Add(2*time.Second), true)
+	tk.ReleaseAt(epoch.Add(4*time.Second), adaptive.SampleSuccess)
+	if got := l.State().Rejected; got != 0 {
+		t.Fatalf("the next window counted %d rejections, want 0", got)
+	}
+}
+
+// TestAdaptiveIdleAt: a limiter is idle once it has had nothing in flight
+// and closed no window for the longer of 10 Windows and MinRTTHorizon; a
+// request in flight keeps it busy however long, and its release, which
+// closes the overdue window, starts the wait again.
+func TestAdaptiveIdleAt(t *testing.T) {
+	epoch := ratelimittest.Epoch()
+	l := adaptive.NewAt(adaptive.Config{Window: time.Second, MinRTTHorizon: 3 * time.Second}, epoch)
+	if l.IdleAt(epoch.Add(10*time.Second - 1)) {
+		t.Fatal("idle before 10 Windows")
+	}
+	if !l.IdleAt(epoch.Add(10 * time.Second)) {
+		t.Fatal("not idle after 10 Windows without a request")
+	}
+	tk, _ := l.AcquireAt(epoch.Add(10*time.Second), true)
+	if l.IdleAt(epoch.Add(100 * time.Second)) {
+		t.Fatal("idle with a request in flight")
+	}
+	tk.ReleaseAt(epoch.Add(100*time.Second), adaptive.SampleSuccess)
+	if l.IdleAt(epoch.Add(100 * time.Second)) {
+		t.Fatal("idle right after a request")
 	}
 }

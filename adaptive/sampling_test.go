@@ -14,7 +14,7 @@ func closeWindowAfter(l *adaptive.Limiter, d time.Duration) {
 	time.Sleep(d)
 	for closed := false; !closed; {
 		tk, _ := l.Acquire(true)
-		closed = adaptive.TicketTimed(tk)
+		closed = tk.Timed()
 		tk.Release(adaptive.SampleIgnore)
 	}
 }
@@ -79,6 +79,48 @@ func TestAdaptiveSampledAbandonedRequestsStandForTheUnsampled(t *testing.T) {
 		closeWindowAfter(l, 100*time.Millisecond)
 		if d := l.State().Drops; d < n/2 || d > 2*n {
 			t.Errorf("%d slow abandoned requests (one in 2^%d timed) counted as %d drops, want about %d", n, shift, d, n)
+		}
+	})
+}
+
+// TestAdaptiveSampledDropsStandForTheUnsampled: under Acquire's sampling
+// (one in 2^shift timed), only the timed requests' outcomes are recorded,
+// and each drop among them counts for the 2^shift it stands for: a window
+// whose requests all failed counts about as many drops as it had
+// requests, as when every request was timed. In virtual time
+// (testing/synctest).
+func TestAdaptiveSampledDropsStandForTheUnsampled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := adaptive.New(adaptive.Config{Min: 1 << 20, Max: 1 << 20, Initial: 1 << 20})
+		var held []adaptive.Ticket
+		for range 4000 { // a window of successes, for the sampling
+			tk, _ := l.Acquire(true)
+			held = append(held, tk)
+		}
+		time.Sleep(5 * time.Millisecond)
+		for _, tk := range held {
+			tk.Release(adaptive.SampleSuccess)
+		}
+		closeWindowAfter(l, 100*time.Millisecond)
+		shift := adaptive.SampleShift(l)
+		if shift < 2 {
+			t.Fatalf("after a window of 4000 successes: shift %d; want sampling", shift)
+		}
+		const n = 1 << 14
+		timed := 0
+		for range n {
+			tk, _ := l.Acquire(true)
+			if tk.Timed() {
+				timed++
+			}
+			tk.Release(adaptive.SampleDrop)
+		}
+		closeWindowAfter(l, 100*time.Millisecond)
+		if timed == n {
+			t.Fatal("every request was timed: nothing sampled out")
+		}
+		if d := l.State().Drops; d < n/2 || d > 2*n {
+			t.Errorf("%d drops (one in 2^%d timed) counted as %d, want about %d", n, shift, d, n)
 		}
 	})
 }

@@ -39,11 +39,22 @@ func (l *Limiter) Acquire(critical bool) (Ticket, bool) {
 		}
 		l.inflight.Add(-1)
 	}
-	if c := l.reject(limit); sampled(uint64(c), s) {
+	if c := l.reject(limit); c <= rejectChecks || sampled(uint64(c), max(s, rejectShift)) {
 		l.maybeClose(l.now())
 	}
 	return Ticket{}, false
 }
+
+// A rejection by Acquire closes a window that is due (maybeClose), which
+// costs a clock reading: the first rejectChecks rejections counted on
+// their stripe in a window do, and then one in 2^rejectShift (or fewer,
+// as admissions are sampled). A window that only rejections could close
+// closes at most that many rejections late: at the rate that takes, a
+// moment.
+const (
+	rejectChecks = 16
+	rejectShift  = 4
+)
 
 // AcquireAt is Acquire at the time now, for simulations and tests; times
 // need not be monotonic (a window never closes on a time before its start).
@@ -99,24 +110,31 @@ func (l *Limiter) admit(n, t int64, flags uint8, s uint32) Ticket {
 }
 
 // reject counts a request rejected at limit and returns the window's
-// rejections so far.
+// rejections so far on its stripe.
 func (l *Limiter) reject(limit int64) int64 {
 	if l.peak.Load() < limit {
 		l.peak.Store(limit) // demand reached the limit
 	}
-	return l.rejected.Add(1)
+	return l.rejected.add()
 }
 
-// Release frees the slot and reports the request's outcome.
+// Release frees the slot and reports the request's outcome. The outcome
+// of a request that is not Timed is not recorded: v may be anything, and
+// the caller need not find it out.
 func (t Ticket) Release(v Sample) {
 	switch {
 	case t.l == nil:
-	case t.flags&ticketTimed == 0 && v != SampleDrop:
-		t.l.inflight.Add(-1) // not sampled: nothing to record
+	case t.flags&ticketTimed == 0:
+		t.l.inflight.Add(-1) // sampled out: a timed request stands for it
 	default:
 		t.release(t.l.now(), v)
 	}
 }
+
+// Timed reports whether t's request is timed, and its outcome recorded:
+// every request while the traffic is light, one in 2^k at high rates under
+// Acquire (each standing for the 2^k), every request under AcquireAt.
+func (t Ticket) Timed() bool { return t.flags&ticketTimed != 0 }
 
 // ReleaseAt is Release at the time now. A success that ends before it
 // started (a clock stepped back) is ignored rather than sampled.
@@ -144,11 +162,10 @@ func (t Ticket) release(now int64, v Sample) {
 		l.recordProbe(rtt, v)
 	}
 	switch {
-	case v == SampleDrop:
-		l.drops.Add(1)
-	case v == SampleAbandoned && t.flags&ticketTimed != 0 && l.slow(rtt):
-		// Only the timed abandoned requests can be told slow: under
-		// Acquire's sampling, one stands for 2^shift.
+	case v == SampleDrop, v == SampleAbandoned && t.flags&ticketTimed != 0 && l.slow(rtt):
+		// Only the timed requests' outcomes are recorded (and only a
+		// timed abandoned request can be told slow): under Acquire's
+		// sampling, one stands for 2^shift.
 		w := int64(1)
 		if t.flags&ticketThinned != 0 {
 			w <<= t.shift

@@ -31,7 +31,7 @@ func TestStatusWriterRecordsTheStatusWritten(t *testing.T) {
 		if got := s.Status(); got != c.want {
 			t.Errorf("%s: Status() = %d, want %d", c.name, got, c.want)
 		}
-		s.Free()
+		s.Close()
 	}
 }
 
@@ -40,7 +40,7 @@ func TestStatusWriterRecordsTheStatusWritten(t *testing.T) {
 func TestStatusWriterPassesFlushAndHijackThrough(t *testing.T) {
 	rec := httptest.NewRecorder()
 	s := NewStatusWriter(rec)
-	defer s.Free()
+	defer s.Close()
 	if err := http.NewResponseController(s).Flush(); err != nil || !rec.Flushed {
 		t.Errorf("Flush: %v, flushed %v; want it to reach the recorder", err, rec.Flushed)
 	}
@@ -53,24 +53,52 @@ func TestStatusWriterPassesFlushAndHijackThrough(t *testing.T) {
 	}
 }
 
-// TestFreedStatusWriterStartsAfresh: a writer given back and taken again
-// records nothing of its previous request, and wraps the new writer.
-func TestFreedStatusWriterStartsAfresh(t *testing.T) {
-	first := httptest.NewRecorder()
-	s := NewStatusWriter(first)
-	s.WriteHeader(http.StatusServiceUnavailable)
-	s.Free()
-	if s.ResponseWriter != nil {
-		t.Fatal("a freed writer still holds its request's writer")
+// TestStatusWriterUsedAfterCloseWritesNothing: a handler that keeps its
+// writer past its return writes nothing through it, and Close returns the
+// status written before.
+func TestStatusWriterUsedAfterCloseWritesNothing(t *testing.T) {
+	rec := httptest.NewRecorder()
+	s := NewStatusWriter(rec)
+	s.WriteHeader(http.StatusAccepted)
+	if got := s.Close(); got != http.StatusAccepted {
+		t.Errorf("Close() = %d, want 202", got)
 	}
-	second := httptest.NewRecorder()
-	s = NewStatusWriter(second)
-	defer s.Free()
-	if s.Status() != 0 || s.Unwrap() != second {
-		t.Errorf("a writer taken again: status %d, wraps the new writer: %v", s.Status(), s.Unwrap() == second)
+	s.WriteHeader(http.StatusTeapot)
+	s.Header().Set("X-Late", "yes")
+	if rec.Header().Get("X-Late") != "" {
+		t.Error("a header field set after Close reached the response")
 	}
-	s.WriteHeader(http.StatusOK)
-	if first.Code != http.StatusServiceUnavailable || second.Code != http.StatusOK {
-		t.Errorf("statuses written %d and %d, want 503 to the first writer and 200 to the second", first.Code, second.Code)
+	if s.Unwrap() != nil {
+		t.Error("Unwrap after Close returns the response's writer")
+	}
+	if n, err := s.Write([]byte("late")); n != 0 || !errors.Is(err, ErrClosed) {
+		t.Errorf("Write after Close: %d, %v; want 0, ErrClosed", n, err)
+	}
+	if err := http.NewResponseController(s).Flush(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Flush after Close: %v, want ErrClosed", err)
+	}
+	if _, _, err := s.Hijack(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Hijack after Close: %v, want ErrClosed", err)
+	}
+	if rec.Code != http.StatusAccepted || rec.Body.Len() != 0 || rec.Flushed || s.Status() != http.StatusAccepted {
+		t.Errorf("after Close: status %d, body %q, flushed %v; want only the 202 written before", rec.Code, rec.Body, rec.Flushed)
+	}
+}
+
+// TestStatusWriterNeverReused: every StatusWriter taken serves one
+// response; a closed one is never handed out again, so that a writer kept
+// past its handler cannot reach another request's response.
+func TestStatusWriterNeverReused(t *testing.T) {
+	seen := map[*StatusWriter]bool{}
+	for range 3 * blockSize {
+		s := NewStatusWriter(httptest.NewRecorder())
+		if seen[s] {
+			t.Fatal("a StatusWriter was handed out twice")
+		}
+		seen[s] = true
+		if s.Status() != 0 || s.closed.Load() {
+			t.Fatal("a new StatusWriter is not fresh")
+		}
+		s.Close()
 	}
 }
