@@ -189,3 +189,29 @@ func TestPackageExampleSetupWhileRedisHangs(t *testing.T) {
 		t.Errorf("breaker %v after 20 failures, want open", st)
 	}
 }
+
+// TestBudgetWithReadDeadlinesDisabled: a client with ContextTimeoutEnabled
+// but ReadTimeout and WriteTimeout of -2 never sets a socket deadline (not
+// even from ctx), so it cannot bound a read by the budget: Take on a server
+// that never answers still returns at the Store's budget, as on a client
+// without ContextTimeoutEnabled.
+func TestBudgetWithReadDeadlinesDisabled(t *testing.T) {
+	addr := silentServer(t)
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, Protocol: 2, DisableIdentity: true,
+		ContextTimeoutEnabled: true, ReadTimeout: -2, WriteTimeout: -2})
+	t.Cleanup(func() { client.Close() })
+	s := newStore(client, WithTimeout(100*time.Millisecond), WithoutCoalescing())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Take(context.Background(), gcraReq("k", ratelimit.PerSecond(5), 1))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Take on a silent server: %v, want a deadline error", err)
+		}
+	case <-time.After(10 * time.Second): // the budget is 100ms; without it the read never ends
+		t.Fatal("Take on a silent server with socket deadlines disabled did not return")
+	}
+}
