@@ -97,7 +97,7 @@ func giveBack(s *Store, req stores.Request) error {
 }
 
 // TestBudgetWithoutContextTimeoutEnabled: with a client that does not bound
-// socket reads by ctx (go-redis's default, which waits its 3s ReadTimeout),
+// socket reads by ctx (go-redis's default, which waits its ReadTimeout, 5s by default in go-redis v9.22),
 // Take, TakeAll and Return on a server that never answers still return at
 // the Store's budget, with an error wrapping context.DeadlineExceeded.
 func TestBudgetWithoutContextTimeoutEnabled(t *testing.T) {
@@ -124,7 +124,7 @@ func TestBudgetWithoutContextTimeoutEnabled(t *testing.T) {
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("%s on a silent server: %v, want a deadline error", name, err)
 				}
-				// The budget is 100ms; the client alone would wait 3s.
+				// The budget is 100ms; the client alone would wait 5s.
 				d := time.Since(start)
 				t.Logf("%s on a silent server: %v", name, d)
 				if d > 2*time.Second {
