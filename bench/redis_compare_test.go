@@ -233,6 +233,24 @@ func TestRedisCost(t *testing.T) {
 		t.Cleanup(func() { rc.Close() })
 		return oursCheck(l, redisstore.New(rc, redisstore.WithTimeout(benchBudget))), nil
 	}})
+	// Each of the recommended client's two settings alone, which tell apart
+	// what each costs: ctx-bounded reads (no goroutine hand-off per call)
+	// and no resends (no call id in the state).
+	for _, v := range []struct {
+		name string
+		set  func(*redis.Options)
+	}{
+		{"sluicehq-ctx", func(o *redis.Options) { o.ContextTimeoutEnabled = true }},
+		{"sluicehq-noresend", func(o *redis.Options) { o.MaxRetries = -1 }},
+	} {
+		libs = append(libs, RedisLibrary{Name: v.name, New: func(c redis.UniversalClient, l Limit) (func(context.Context, string) (bool, error), error) {
+			o := *c.(*redis.Client).Options()
+			v.set(&o)
+			rc := redis.NewClient(&o)
+			t.Cleanup(func() { rc.Close() })
+			return oursCheck(l, redisstore.New(rc, redisstore.WithTimeout(benchBudget))), nil
+		}})
+	}
 	var only *regexp.Regexp // RATELIMIT_REDIS_COST_ROWS: the rows whose "case/in flight/library" it matches
 	if expr := os.Getenv("RATELIMIT_REDIS_COST_ROWS"); expr != "" {
 		if only, err = regexp.Compile(expr); err != nil {
