@@ -15,7 +15,9 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -202,6 +204,9 @@ func compareParallel(b *testing.B, srv *RedisServer, rt *RoundTrips, check func(
 // rounds of it are interleaved by -count:
 //
 //	RATELIMIT_REDIS_COST=2 go test -run TestRedisCost -cpu 2 -count 3 -v ./bench/
+//
+// RATELIMIT_REDIS_COST_ROWS, a regular expression, keeps only the rows
+// whose "case/in flight/library" it matches ("allow/keys=1/4/sluicehq$").
 func TestRedisCost(t *testing.T) {
 	secs := os.Getenv("RATELIMIT_REDIS_COST")
 	if secs == "" {
@@ -228,10 +233,37 @@ func TestRedisCost(t *testing.T) {
 		t.Cleanup(func() { rc.Close() })
 		return oursCheck(l, redisstore.New(rc, redisstore.WithTimeout(benchBudget))), nil
 	}})
+	// Each of the recommended client's two settings alone, which tell apart
+	// what each costs: ctx-bounded reads (no goroutine hand-off per call)
+	// and no resends (no call id in the state).
+	for _, v := range []struct {
+		name string
+		set  func(*redis.Options)
+	}{
+		{"sluicehq-ctx", func(o *redis.Options) { o.ContextTimeoutEnabled = true }},
+		{"sluicehq-noresend", func(o *redis.Options) { o.MaxRetries = -1 }},
+	} {
+		libs = append(libs, RedisLibrary{Name: v.name, New: func(c redis.UniversalClient, l Limit) (func(context.Context, string) (bool, error), error) {
+			o := *c.(*redis.Client).Options()
+			v.set(&o)
+			rc := redis.NewClient(&o)
+			t.Cleanup(func() { rc.Close() })
+			return oursCheck(l, redisstore.New(rc, redisstore.WithTimeout(benchBudget))), nil
+		}})
+	}
+	var only *regexp.Regexp // RATELIMIT_REDIS_COST_ROWS: the rows whose "case/in flight/library" it matches
+	if expr := os.Getenv("RATELIMIT_REDIS_COST_ROWS"); expr != "" {
+		if only, err = regexp.Compile(expr); err != nil {
+			t.Fatalf("RATELIMIT_REDIS_COST_ROWS=%q: %v", expr, err)
+		}
+	}
 	t.Logf("| case | in flight | library | µs/check | p50 | p99 | server CPU/check | commands/check | allocs/check |")
 	for _, c := range []Case{{false, 10_000}, {false, 1}, {true, 10_000}, {true, 1}} {
 		for _, workers := range []int{1, 4, 64} {
 			for _, lib := range libs {
+				if only != nil && !only.MatchString(fmt.Sprintf("%v/%d/%s", c, workers, lib.Name)) {
+					continue
+				}
 				r, err := RunRedis(srv, lib, c, workers, d)
 				if err != nil {
 					t.Fatal(err)

@@ -79,23 +79,31 @@ const maxBatchesInFlight = 2
 func (s *Store) batchCap() int { return min(maxBatchesInFlight, s.maxInFlight) }
 
 // clientTraits reports whether the client bounds socket reads by a ctx
-// deadline (go-redis does with ContextTimeoutEnabled) and whether it may
-// resend a command after a network error (go-redis does MaxRetries times,
-// 3 by default; a ClusterClient MaxRedirects times). Unknown clients are
-// assumed to do the worse of each.
+// deadline (go-redis does with ContextTimeoutEnabled, unless a negative
+// ReadTimeout or WriteTimeout turns its socket deadlines off altogether)
+// and whether it may resend a command after a network error (go-redis does
+// MaxRetries times, 3 by default; a ClusterClient MaxRedirects times).
+// Unknown clients are assumed to do the worse of each.
 func clientTraits(c redis.UniversalClient) (ctxReads, retries bool) {
 	switch c := c.(type) {
 	case *redis.Client:
 		o := c.Options()
-		return o.ContextTimeoutEnabled, o.MaxRetries > 0
+		return ctxDeadlines(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout), o.MaxRetries > 0
 	case *redis.ClusterClient:
 		o := c.Options()
-		return o.ContextTimeoutEnabled, o.MaxRetries > 0 || o.MaxRedirects > 0
+		return ctxDeadlines(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout), o.MaxRetries > 0 || o.MaxRedirects > 0
 	case *redis.Ring:
 		o := c.Options()
-		return o.ContextTimeoutEnabled, o.MaxRetries > 0
+		return ctxDeadlines(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout), o.MaxRetries > 0
 	}
 	return false, true
+}
+
+// ctxDeadlines reports whether go-redis sets a ctx's deadline on its
+// sockets: with ContextTimeoutEnabled, unless a timeout is negative (-2,
+// which go-redis keeps as -1, sets no socket deadline at all).
+func ctxDeadlines(enabled bool, read, write time.Duration) bool {
+	return enabled && read >= 0 && write >= 0
 }
 
 // newCallID returns a random prefix for the call keys of one Store.

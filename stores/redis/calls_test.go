@@ -97,7 +97,7 @@ func giveBack(s *Store, req stores.Request) error {
 }
 
 // TestBudgetWithoutContextTimeoutEnabled: with a client that does not bound
-// socket reads by ctx (go-redis's default, which waits its 3s ReadTimeout),
+// socket reads by ctx (go-redis's default, which waits its ReadTimeout, 5s by default in go-redis v9.22),
 // Take, TakeAll and Return on a server that never answers still return at
 // the Store's budget, with an error wrapping context.DeadlineExceeded.
 func TestBudgetWithoutContextTimeoutEnabled(t *testing.T) {
@@ -124,7 +124,7 @@ func TestBudgetWithoutContextTimeoutEnabled(t *testing.T) {
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("%s on a silent server: %v, want a deadline error", name, err)
 				}
-				// The budget is 100ms; the client alone would wait 3s.
+				// The budget is 100ms; the client alone would wait 5s.
 				d := time.Since(start)
 				t.Logf("%s on a silent server: %v", name, d)
 				if d > 2*time.Second {
@@ -187,5 +187,31 @@ func TestPackageExampleSetupWhileRedisHangs(t *testing.T) {
 	}
 	if st := store.State(); st != breaker.Open {
 		t.Errorf("breaker %v after 20 failures, want open", st)
+	}
+}
+
+// TestBudgetWithReadDeadlinesDisabled: a client with ContextTimeoutEnabled
+// but ReadTimeout and WriteTimeout of -2 never sets a socket deadline (not
+// even from ctx), so it cannot bound a read by the budget: Take on a server
+// that never answers still returns at the Store's budget, as on a client
+// without ContextTimeoutEnabled.
+func TestBudgetWithReadDeadlinesDisabled(t *testing.T) {
+	addr := silentServer(t)
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, Protocol: 2, DisableIdentity: true,
+		ContextTimeoutEnabled: true, ReadTimeout: -2, WriteTimeout: -2})
+	t.Cleanup(func() { client.Close() })
+	s := newStore(client, WithTimeout(100*time.Millisecond), WithoutCoalescing())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Take(context.Background(), gcraReq("k", ratelimit.PerSecond(5), 1))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Take on a silent server: %v, want a deadline error", err)
+		}
+	case <-time.After(10 * time.Second): // the budget is 100ms; without it the read never ends
+		t.Fatal("Take on a silent server with socket deadlines disabled did not return")
 	}
 }

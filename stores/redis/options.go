@@ -73,10 +73,13 @@ func defaultConfig() config {
 // goes to Redis (DefaultTimeout unless set): the call fails with an error
 // wrapping context.DeadlineExceeded once d has passed, or at the deadline
 // of its ctx if that comes first. The Store enforces it whatever the
-// client's options: with go-redis's ContextTimeoutEnabled the socket read
-// itself is bounded; without it the caller returns at the deadline while
-// the read finishes (or meets the client's ReadTimeout) on a goroutine of
-// its own. Answers from the denied cache and leases take no time from it.
+// client's options: with go-redis's ContextTimeoutEnabled (and no -2
+// ReadTimeout or WriteTimeout, which turn socket deadlines off) the socket
+// read itself is bounded; otherwise the caller returns at the deadline
+// while the read finishes (or meets the client's ReadTimeout) on a
+// goroutine of its own, a hand-off that costs every call some latency and
+// Redis some CPU (see docs/redis.md). Answers from the denied cache and
+// leases take no time from it.
 // It panics if d is not positive.
 func WithTimeout(d time.Duration) Option {
 	if d <= 0 {

@@ -226,7 +226,7 @@ func callError(ctx context.Context, err error) error {
 
 // eval runs the script. A caller never waits past ctx's deadline: when
 // the client may not bound its socket reads by ctx (go-redis without
-// ContextTimeoutEnabled waits for its ReadTimeout, 3s by default), the
+// ContextTimeoutEnabled waits for its ReadTimeout, 5s by default), the
 // call runs on its own goroutine, which ends when the client gives up.
 func (s *Store) eval(ctx context.Context, keys []string, args []any) *redis.Cmd {
 	if s.ctxReads || ctx.Done() == nil {
