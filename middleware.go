@@ -268,8 +268,13 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	w = l.recordStatus(w)
-	h, ok := l.admitHeld(w, r, routing{mux: mux})
+	var d directHeld
+	h, ok := l.admitHeld(w, r, routing{mux: mux}, &d)
 	if !ok {
+		return
+	}
+	if d.f != nil {
+		l.serveDirect(w, r, next, &d)
 		return
 	}
 	if h == nil {
@@ -298,7 +303,7 @@ func (l *Limiter) AdmitRoute(w http.ResponseWriter, r *http.Request, route strin
 }
 
 func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (done func(), ok bool) {
-	h, ok := l.admitHeld(w, r, rt)
+	h, ok := l.admitHeld(w, r, rt, nil)
 	if h == nil {
 		return noop, ok
 	}
@@ -306,8 +311,11 @@ func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (don
 }
 
 // admitHeld is admit returning what the request holds (nil when nothing is
-// to be released) rather than a function, which would allocate.
-func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing) (*held, bool) {
+// to be released) rather than a function, which would allocate. With d
+// not nil, a request admitted on the direct path of a rule that holds
+// something holds it in *d instead, for the caller to serve with
+// serveDirect.
+func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing, d *directHeld) (*held, bool) {
 	if l.skip(r, rt) {
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
 		return nil, true
@@ -315,6 +323,10 @@ func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing) 
 	if f := l.direct(); f != nil {
 		if !f.holds {
 			if ok, handled := f.admit(w, r, l.rules[0]); handled {
+				return nil, ok
+			}
+		} else if d != nil {
+			if ok, handled := f.takeHolding(w, r, l.rules[0], d, l.settled); handled {
 				return nil, ok
 			}
 		} else if hd, ok, handled := f.admitHolding(w, r, l); handled {
