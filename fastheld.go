@@ -25,6 +25,7 @@ type directHeld struct {
 	f    *fastRule
 	key  string
 	slot uint64          // the admission's Result.Slot
+	now  int64           // the admission's time
 	sr   *settledRequest // a settled rule's, for its handler; nil for a Concurrency rule
 }
 
@@ -61,12 +62,12 @@ func (f *fastRule) takeHolding(w http.ResponseWriter, r *http.Request, ru *rule,
 		w.Write(f.problem)
 		return false, true
 	}
-	d.f, d.key, d.slot = f, key, res.Slot
+	d.f, d.key, d.slot, d.now = f, key, res.Slot, now
 	switch {
 	case f.slots:
 		f.setFields(h, res.Remaining, noDelay, now)
 	case carry:
-		d.sr = new(settledRequest)
+		d.sr = newSettledRequest(r)
 		f.allowedIn(h, &res, &d.sr.vals, d.sr.buf[:0])
 	default:
 		f.allowed(h, &res, now)
@@ -105,7 +106,7 @@ func (d *directHeld) settlement(ru *rule) settlement {
 func (l *Limiter) serveDirect(w http.ResponseWriter, r *http.Request, next http.Handler, d *directHeld) {
 	defer d.done(l, r)
 	if d.sr != nil {
-		r = d.sr.request(r)
+		r = &d.sr.req
 	}
 	next.ServeHTTP(w, r)
 }
@@ -114,7 +115,7 @@ func (l *Limiter) serveDirect(w http.ResponseWriter, r *http.Request, next http.
 func (l *Limiter) serveDirectRoute(r *http.Request, next func(*http.Request) error, d *directHeld) error {
 	defer d.done(l, r)
 	if d.sr != nil {
-		r = d.sr.request(r)
+		r = &d.sr.req
 	}
 	return next(r)
 }
@@ -124,7 +125,11 @@ func (l *Limiter) serveDirectRoute(r *http.Request, next func(*http.Request) err
 // state is marked served first, so that a later Settle reports false.
 func (d *directHeld) done(l *Limiter, r *http.Request) {
 	if d.sr == nil {
-		d.f.release(d.key, d.slot)
+		// At the admission's time, which saves a clock read: the slot is
+		// found by its token, and entries that expired since the
+		// admission are dropped by the key's next take, as by this
+		// release at a later time.
+		d.f.check.Release(d.key, d.slot, d.now)
 		return
 	}
 	s := &d.sr.state

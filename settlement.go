@@ -104,14 +104,18 @@ type settledRequest struct {
 	buf  [48]byte  // the RateLimit value, when it fits
 }
 
-// request returns r with the context of sr, for the handler: r's own
-// context carrying sr's state to Settle.
-func (sr *settledRequest) request(r *http.Request) *http.Request {
-	ctx := sr.carry(r.Context())
-	// WithContext inlined: its copy stays on the stack, and the request
-	// lives in sr's allocation.
-	sr.req = *r.WithContext(ctx)
-	return &sr.req
+// newSettledRequest returns the settledRequest of r: r with a context of
+// its own, r's carrying the new state to Settle. The request is copied
+// into the allocation as soon as it is made, which a write barrier need
+// not watch.
+func newSettledRequest(r *http.Request) *settledRequest {
+	parent := r.Context()
+	outer, _ := parent.Value(settleKey{}).(*settleState)
+	sr := new(settledRequest)
+	sr.req = *r.WithContext(&sr.ctx) // WithContext inlined: its copy stays on the stack
+	sr.ctx = settleContext{Context: parent, s: &sr.state}
+	sr.state.outer = outer
+	return sr
 }
 
 // Context returns ctx carrying what Settle needs to reach the verdict's
@@ -221,10 +225,9 @@ func (l *Limiter) settleRequest(r *http.Request, h *held) *http.Request {
 	if !l.settled || h == nil {
 		return r
 	}
-	sr := new(settledRequest)
-	r = sr.request(r)
+	sr := newSettledRequest(r)
 	h.adopt(&sr.state)
-	return r
+	return &sr.req
 }
 
 // Settles reports whether a rule of the limiter settles costs
