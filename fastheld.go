@@ -132,11 +132,9 @@ func (d *directHeld) done(l *Limiter, r *http.Request) {
 		d.f.check.Release(d.key, d.slot, d.now)
 		return
 	}
-	s := &d.sr.state
-	s.served.Store(true)
-	if a := s.actual.Load(); a != 0 {
+	if a := d.sr.ctx.serve(); a != 0 {
 		st := d.settlement(l.rules[0])
-		l.settleOne(context.Background(), r, &st, int(a-1))
+		l.settleOne(context.Background(), r, &st, a-1)
 	}
 }
 

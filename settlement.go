@@ -43,8 +43,7 @@ func Settle(ctx context.Context, actual int) bool {
 	actual = min(max(actual, 1), stores.MaxCount)
 	ok := false
 	for ; s != nil; s = s.outer {
-		s.actual.Store(int64(actual) + 1) // 0 means not settled
-		ok = ok || !s.served.Load()
+		ok = s.report(actual) || ok
 	}
 	return ok
 }
@@ -52,44 +51,76 @@ func Settle(ctx context.Context, actual int) bool {
 type settleKey struct{}
 
 // settleState is what Settle reaches of an admitted request: the actual
-// cost it reported and whether the request has been served. Contexts keep
-// it for as long as anything refers to them, so it is never recycled and
-// never part of what is: the held that gives back what the request took
-// may serve another request as soon as this one has been served, while a
-// goroutine the handler left behind can still call Settle.
+// cost it reported and whether the request has been served, in one word,
+// so that the settlement takes the cost and closes the state at once.
+// Contexts keep it for as long as anything refers to them, so it is never
+// recycled and never part of what is: the held that gives back what the
+// request took may serve another request as soon as this one has been
+// served, while a goroutine the handler left behind can still call Settle.
 type settleState struct {
-	actual atomic.Int64 // the cost Settle reported, plus one; 0 until it does
-	served atomic.Bool  // set before the settlement reads actual
-	outer  *settleState // the state of a limiter around this one, which Settle reaches too
+	word  atomic.Int64 // the cost Settle reported, plus one (0 until it does), with servedBit once served
+	outer *settleState // the state of a limiter around this one, which Settle reaches too
+}
+
+// servedBit marks a state whose request has been served: above every cost
+// (stores.MaxCount), plus one.
+const servedBit = 1 << 62
+
+// report records actual as the request's cost, unless the request has been
+// served, and reports whether it did.
+func (s *settleState) report(actual int) bool {
+	for {
+		old := s.word.Load()
+		if old&servedBit != 0 {
+			return false
+		}
+		if s.word.CompareAndSwap(old, int64(actual)+1) {
+			return true
+		}
+	}
+}
+
+// serve marks the request served and returns the cost Settle reported, or
+// 0 if it did not: later reports change nothing.
+func (s *settleState) serve() int {
+	return int(s.word.Or(servedBit) &^ servedBit)
 }
 
 // settleContext is the context that carries a settling request's state to
-// Settle: its parent, with s as the value of settleKey{}.
+// Settle: its parent, with the state it holds as the value of settleKey{}.
 type settleContext struct {
 	context.Context
-	s *settleState
+	settleState
 }
 
 // Value returns the state for settleKey{}, and asks the parent otherwise.
 func (c *settleContext) Value(key any) any {
 	if _, ok := key.(settleKey); ok {
-		return c.s
+		return &c.settleState
 	}
 	return c.Context.Value(key)
 }
 
-// settleCarrier is a settleContext and its state, in one allocation.
-type settleCarrier struct {
-	ctx   settleContext
-	state settleState
+// carry makes c the context over parent that carries c's state, which
+// Settle reaches before the state that parent carries, if any.
+func (c *settleContext) carry(parent context.Context) {
+	c.outer, _ = parent.Value(settleKey{}).(*settleState)
+	c.Context = parent
 }
 
-// carry makes c the context over parent that carries c's state, which
-// Settle reaches after the state parent carries, if any.
-func (c *settleCarrier) carry(parent context.Context) *settleContext {
-	c.state.outer, _ = parent.Value(settleKey{}).(*settleState)
-	c.ctx = settleContext{Context: parent, s: &c.state}
-	return &c.ctx
+// settleAlias is a context over another parent that carries the state of
+// a settleContext: Verdict.Context called for a second parent.
+type settleAlias struct {
+	context.Context
+	s *settleState
+}
+
+// Value returns the state for settleKey{}, and asks the parent otherwise.
+func (c *settleAlias) Value(key any) any {
+	if _, ok := key.(settleKey); ok {
+		return c.s
+	}
+	return c.Context.Value(key)
 }
 
 // settledRequest is what a request admitted by a limiter that settles
@@ -98,23 +129,18 @@ func (c *settleCarrier) carry(parent context.Context) *settleContext {
 // direct path its response's field values. Nothing in it is recycled: the
 // handler may keep the request and its context.
 type settledRequest struct {
-	settleCarrier
+	ctx  settleContext
 	req  http.Request
 	vals [2]string // RateLimit-Policy, RateLimit
 	buf  [48]byte  // the RateLimit value, when it fits
 }
 
 // newSettledRequest returns the settledRequest of r: r with a context of
-// its own, r's carrying the new state to Settle. The request is copied
-// into the allocation as soon as it is made, which a write barrier need
-// not watch.
+// its own, r's carrying the new state to Settle.
 func newSettledRequest(r *http.Request) *settledRequest {
-	parent := r.Context()
-	outer, _ := parent.Value(settleKey{}).(*settleState)
 	sr := new(settledRequest)
+	sr.ctx.carry(r.Context())
 	sr.req = *r.WithContext(&sr.ctx) // WithContext inlined: its copy stays on the stack
-	sr.ctx = settleContext{Context: parent, s: &sr.state}
-	sr.state.outer = outer
 	return sr
 }
 
@@ -133,14 +159,14 @@ func (v Verdict) Context(ctx context.Context) context.Context {
 				return ctx
 			}
 		}
-		return &settleContext{Context: ctx, s: s} // a context of its own for another parent
+		return &settleAlias{Context: ctx, s: s} // a context of its own for another parent
 	}
-	c := new(settleCarrier)
-	carried := c.carry(ctx)
-	if !h.adopt(&c.state) { // carried meanwhile, by another call
-		return &settleContext{Context: ctx, s: h.settle.Load()}
+	c := new(settleContext)
+	c.carry(ctx)
+	if !h.adopt(&c.settleState) { // carried meanwhile, by another call
+		return &settleAlias{Context: ctx, s: h.settle.Load()}
 	}
-	return carried
+	return c
 }
 
 // adopt makes s the state that Settle reaches for h, unless h has one
@@ -152,7 +178,7 @@ func (h *held) adopt(s *settleState) bool {
 		return false
 	}
 	if h.once.Load() {
-		s.served.Store(true)
+		s.serve()
 	}
 	return true
 }
@@ -174,13 +200,12 @@ func (h *held) settleAll() {
 	if s == nil {
 		return // never carried: nothing was settled
 	}
-	s.served.Store(true)
-	a := s.actual.Load()
+	a := s.serve()
 	if a == 0 {
 		return
 	}
 	for i := range h.settlements {
-		h.l.settleOne(h.context(), h.r, &h.settlements[i], int(a-1))
+		h.l.settleOne(h.context(), h.r, &h.settlements[i], a-1)
 	}
 }
 
@@ -226,7 +251,7 @@ func (l *Limiter) settleRequest(r *http.Request, h *held) *http.Request {
 		return r
 	}
 	sr := newSettledRequest(r)
-	h.adopt(&sr.state)
+	h.adopt(&sr.ctx.settleState)
 	return &sr.req
 }
 
