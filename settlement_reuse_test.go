@@ -128,3 +128,39 @@ func TestSettleFromLeftoverGoroutines(t *testing.T) {
 		}
 	}
 }
+
+// TestSettledHandlerPanicSettlesOnce: a handler that settles and then
+// panics is charged what it settled, once, and a Settle with its context
+// afterwards reports false: on the direct path and the general one,
+// through Handler and ServeRoute.
+func TestSettledHandlerPanicSettlesOnce(t *testing.T) {
+	for _, path := range settledPaths {
+		for _, entry := range settledEntries {
+			t.Run(path.name+"/"+entry.name, func(t *testing.T) {
+				clock := ratelimittest.NewClock(ratelimittest.Epoch())
+				l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "tokens", Limit: ratelimit.PerHour(1000),
+					Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(clock), path.opt(clock))
+				var ctx context.Context
+				next := func(_ http.ResponseWriter, r *http.Request) {
+					ctx = r.Context()
+					ratelimit.Settle(ctx, 40)
+					panic("handler failed")
+				}
+				func() {
+					defer func() {
+						if p := recover(); p != "handler failed" {
+							t.Fatalf("recovered %v, want the handler's panic", p)
+						}
+					}()
+					entry.serve(l, next, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+				}()
+				if ratelimit.Settle(ctx, 7) {
+					t.Error("Settle after the panicked request reported a rule to settle")
+				}
+				if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != 1000-40 {
+					t.Fatalf("Remaining %d after a request that settled 40 and panicked; want %d", res.Remaining, 1000-40)
+				}
+			})
+		}
+	}
+}
