@@ -19,7 +19,7 @@ const noDelay = -1
 // holds something (a Concurrency rule's slot, a settled rule's admission)
 // holds until it has been served. On the middleware's own path (Handler,
 // ServeRoute) it lives on the stack of the call that runs the handler
-// (serveDirect): nothing of it is recycled, so nothing can be reused while
+// (serveHolding): nothing of it is recycled, so nothing can be reused while
 // the handler, a Settle call or a panic can still reach it.
 type directHeld struct {
 	f    *fastRule
@@ -101,9 +101,22 @@ func (d *directHeld) settlement(ru *rule) settlement {
 		req: stores.Request{Rule: ru.Name, Key: d.key, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}}
 }
 
-// serveDirect runs next for a request admitted on the direct path, which
-// holds d, and gives back what it holds when next returns or panics.
-func (l *Limiter) serveDirect(w http.ResponseWriter, r *http.Request, next http.Handler, d *directHeld) {
+// serveHolding is the middleware's request path (serve) for a limiter
+// whose direct rule holds something. A request admitted on the direct path
+// holds it on this call's stack while next runs, and gives it back when
+// next returns or panics; one skipped, or decided on the general path, is
+// served as serve serves it.
+func (l *Limiter) serveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, rt routing) {
+	var d directHeld
+	h, ok := l.admitHeld(w, r, rt, &d)
+	if !ok {
+		return
+	}
+	if d.f == nil {
+		// serveHeld calls the closure and keeps it nowhere: it stays on the stack.
+		_ = l.serveHeld(r, h, func(r *http.Request) error { next.ServeHTTP(w, r); return nil })
+		return
+	}
 	defer d.done(l, r)
 	if d.sr != nil {
 		r = &d.sr.req
@@ -111,13 +124,21 @@ func (l *Limiter) serveDirect(w http.ResponseWriter, r *http.Request, next http.
 	next.ServeHTTP(w, r)
 }
 
-// serveDirectRoute is serveDirect for ServeRoute's next.
-func (l *Limiter) serveDirectRoute(r *http.Request, next func(*http.Request) error, d *directHeld) error {
+// serveHoldingRoute is serveHolding for ServeRoute's middleware path.
+func (l *Limiter) serveHoldingRoute(w http.ResponseWriter, r *http.Request, rt routing, next func(*http.Request) error) (served bool, err error) {
+	var d directHeld
+	h, ok := l.admitHeld(w, r, rt, &d)
+	if !ok {
+		return false, nil
+	}
+	if d.f == nil {
+		return true, l.serveHeld(r, h, next)
+	}
 	defer d.done(l, r)
 	if d.sr != nil {
 		r = &d.sr.req
 	}
-	return next(r)
+	return true, next(r)
 }
 
 // done gives back what d holds, once its request r has been served: the

@@ -268,13 +268,12 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	w = l.recordStatus(w)
-	var d directHeld
-	h, ok := l.admitHeld(w, r, routing{mux: mux}, &d)
-	if !ok {
+	if f := l.direct(); f != nil && f.holds {
+		l.serveHolding(w, r, next, routing{mux: mux})
 		return
 	}
-	if d.f != nil {
-		l.serveDirect(w, r, next, &d)
+	h, ok := l.admitHeld(w, r, routing{mux: mux}, nil)
+	if !ok {
 		return
 	}
 	if h == nil {
@@ -314,7 +313,7 @@ func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (don
 // to be released) rather than a function, which would allocate. With d
 // not nil, a request admitted on the direct path of a rule that holds
 // something holds it in *d instead, for the caller to serve with
-// serveDirect.
+// serveHolding.
 func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing, d *directHeld) (*held, bool) {
 	if l.skip(r, rt) {
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})

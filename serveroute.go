@@ -48,13 +48,12 @@ func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route strin
 	if deny == nil && (onError == nil || l.direct() != nil) {
 		// The middleware's own path (a store of the direct path never
 		// fails, so onError would never be asked).
-		var d directHeld
-		h, ok := l.admitHeld(w, r, rt, &d)
+		if f := l.direct(); f != nil && f.holds {
+			return l.serveHoldingRoute(w, r, rt, next)
+		}
+		h, ok := l.admitHeld(w, r, rt, nil)
 		if !ok {
 			return false, nil
-		}
-		if d.f != nil {
-			return true, l.serveDirectRoute(r, next, &d)
 		}
 		return true, l.serveHeld(r, h, next)
 	}
