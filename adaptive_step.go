@@ -246,7 +246,7 @@ func (l *Limiter) admitAfterAdaptive(w http.ResponseWriter, r *http.Request, h a
 			d.release(false, 0)
 		}
 	}()
-	return l.admitRules(w, r)
+	return l.admitRules(w, r, nil)
 }
 
 // serveAdapting is the middleware's request path for a Limiter with
@@ -254,7 +254,7 @@ func (l *Limiter) admitAfterAdaptive(w http.ResponseWriter, r *http.Request, h a
 // then the slots given back with the status it wrote. Nothing is
 // allocated for the adaptive rules, whether the request is admitted or
 // rejected: their slots stay on the stack, and a writer that does not
-// report its status (net/http's) is recorded (see serveHolding).
+// report its status (net/http's) is recorded (see serveAdaptiveHolding).
 func (l *Limiter) serveAdapting(w http.ResponseWriter, r *http.Request, next http.Handler, rt routing) {
 	if l.skip(r, rt) {
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
@@ -277,7 +277,7 @@ func (l *Limiter) serveAdapting(w http.ResponseWriter, r *http.Request, next htt
 			return
 		}
 	}
-	l.serveHolding(w, r, next, h, nil, hd)
+	l.serveAdaptiveHolding(w, r, next, h, nil, hd)
 }
 
 // serveAdaptingRules is serveAdapting for several adaptive rules.
@@ -293,7 +293,7 @@ func (l *Limiter) serveAdaptingRules(w http.ResponseWriter, r *http.Request, nex
 			return
 		}
 	}
-	l.serveHolding(w, r, next, adaptiveHeld{}, &d, hd)
+	l.serveAdaptiveHolding(w, r, next, adaptiveHeld{}, &d, hd)
 }
 
 // admitAdapting is admitHeld for a Limiter with adaptive rules: the
@@ -340,14 +340,14 @@ func (l *Limiter) stopAdaptive(w http.ResponseWriter, r *http.Request, stop *ada
 	w.Write(s.problem)
 }
 
-// serveHolding runs next for a request that holds the adaptive slot h or
+// serveAdaptiveHolding runs next for a request that holds the adaptive slot h or
 // slots d and, from the other rules, hd (or nil), and gives them back with the
 // status it wrote (500 if it panicked, whatever it wrote before). The
 // status is wanted only when the request is timed (at high rates, one in
 // up to 64 is): a writer that does not report its status is then wrapped
 // in a recorder of its own, closed when next returns, so that a handler
 // that keeps it writes nothing more through it, to any response.
-func (l *Limiter) serveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, h adaptiveHeld, d *adaptiveDone, hd *held) {
+func (l *Limiter) serveAdaptiveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, h adaptiveHeld, d *adaptiveDone, hd *held) {
 	var rec interface{ Status() int }
 	var sw *request.StatusWriter
 	if h.ticket.Timed() || d.timed() {

@@ -167,8 +167,8 @@ func (l *Limiter) releaseShadow(d *decision, rvs []ruleVerdict) {
 }
 
 // held is what an admitted request holds until it has been served: the
-// Concurrency slots it took and its adaptive slots. It exists only when
-// there is something to give back.
+// Concurrency slots it took, its adaptive slots and its settled rules'
+// admissions. It exists only when there is something to give back.
 type held struct {
 	l        *Limiter
 	ctx      context.Context
@@ -177,33 +177,15 @@ type held struct {
 	adaptive adaptiveDone        // its held is empty without adaptive rules
 	w        http.ResponseWriter // given to Verdict.Write: asked for the status
 	once     atomic.Bool
-	// settlements are the settled rules' admissions; actual is the cost
-	// the handler reported with Settle, plus one (zero until it does); outer
-	// is the held of a limiter around this one, which Settle reaches too.
+	// settlements are the settled rules' admissions; settle is the state
+	// that Settle reaches once the request is carried (Verdict.Context),
+	// which outlives h: see settleState.
 	settlements []settlement
-	actual      atomic.Int64
-	outer       *held
+	settle      atomic.Pointer[settleState]
 	// slot1 and settle1 hold the first slot and settlement: with one rule
 	// holding something, as nearly always, no slice is allocated.
 	slot1   [1]heldSlot
 	settle1 [1]settlement
-	// carrier is the context that Verdict.Context gives the handler, once
-	// carried is set: see settleContext.
-	carrier settleContext
-	carried atomic.Bool
-	room    *heldRoom // the room h is part of, for a limiter that settles
-}
-
-// heldRoom is the held of a request admitted by a limiter that settles,
-// with room for the request its handler is given (whose context carries
-// the held to Settle) and, on the direct path, its response's field values:
-// all in one allocation. It is never recycled: the handler may keep the
-// request and its context.
-type heldRoom struct {
-	held
-	req  http.Request
-	vals [2]string // RateLimit-Policy, RateLimit
-	buf  [48]byte  // the RateLimit value, when it fits
 }
 
 // keepContext keeps, for the calls that give back what rv's store took
@@ -265,15 +247,8 @@ func (l *Limiter) hold(d *decision, rvs []ruleVerdict, ad *adaptiveDone) *held {
 	return h
 }
 
-// newHeld returns an empty held of r, recycled when one is free; for a
-// limiter that settles, never recycled, with room for what the handler is
-// given (heldRoom).
+// newHeld returns an empty held of r, recycled when one is free.
 func (l *Limiter) newHeld(r *http.Request) *held {
-	if l.settled {
-		room := new(heldRoom)
-		room.l, room.r, room.room = l, r, room
-		return &room.held
-	}
 	h, _ := l.helds.Get().(*held)
 	if h == nil {
 		h = new(held)
@@ -285,10 +260,12 @@ func (l *Limiter) newHeld(r *http.Request) *held {
 // recycle makes h, done with, free for another request. Only the
 // middleware's own path calls it (Handler, ServeRoute), which alone knows
 // that nothing else refers to h: a Verdict or a done function handed to
-// the caller (Check, Admit) may be called again, and a settling handler's
-// context keeps h, so those are never recycled, nor are adaptive slots.
+// the caller (Check, Admit) may be called again, so those are never
+// recycled, nor are adaptive slots. A settling handler's context refers to
+// h's settleState, never to h: Settle after the response reaches only the
+// state, which is not recycled.
 func (l *Limiter) recycle(h *held) {
-	if l.settled || l.adaptive != nil || h.adaptive.n > 0 {
+	if l.adaptive != nil || h.adaptive.n > 0 {
 		return
 	}
 	*h = held{}

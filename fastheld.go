@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,22 +15,35 @@ import (
 // no t: its slots come back when requests finish, not at a time.
 const noDelay = -1
 
-// admitHolding is the direct path of a request that holds something once
-// admitted, as admit is for a plain rate: a Concurrency rule's slot, or a
-// settled rule's admission. It takes the decision, writes the fields or
-// the 429, and returns what an admitted request holds, which the
-// middleware gives back when the handler returns or panics; handled false,
-// having taken and written nothing, when r needs the general path (see
-// admit).
-func (f *fastRule) admitHolding(w http.ResponseWriter, r *http.Request, l *Limiter) (_ *held, ok, handled bool) {
-	ru := l.rules[0]
+// directHeld is what a request admitted on the direct path of a rule that
+// holds something (a Concurrency rule's slot, a settled rule's admission)
+// holds until it has been served. On the middleware's own path (Handler,
+// ServeRoute) it lives on the stack of the call that runs the handler
+// (serveHolding): nothing of it is recycled, so nothing can be reused while
+// the handler, a Settle call or a panic can still reach it.
+type directHeld struct {
+	f    *fastRule
+	key  string
+	slot uint64          // the admission's Result.Slot
+	now  int64           // the admission's time
+	sr   *settledRequest // a settled rule's, for its handler; nil for a Concurrency rule
+}
+
+// takeHolding is the direct path of a request that holds something once
+// admitted, as admit is for a plain rate. It takes the decision, writes
+// the fields or the 429 and, when the request is admitted, fills d; a
+// settled rule's request, when carry is set, gets the settledRequest that
+// its handler's request and its field values live in. It reports handled
+// false, having taken and written nothing, when r needs the general path
+// (see admit).
+func (f *fastRule) takeHolding(w http.ResponseWriter, r *http.Request, ru *rule, d *directHeld, carry bool) (ok, handled bool) {
 	key, err := ru.Key(r)
 	if err != nil {
-		return nil, false, false
+		return false, false
 	}
 	h := w.Header()
 	if nested(h) {
-		return nil, false, false
+		return false, false
 	}
 	now := f.now()
 	key = compactKey(key)
@@ -46,36 +60,117 @@ func (f *fastRule) admitHolding(w http.ResponseWriter, r *http.Request, l *Limit
 		}
 		w.WriteHeader(http.StatusTooManyRequests)
 		w.Write(f.problem)
-		return nil, false, true
+		return false, true
+	}
+	d.f, d.key, d.slot, d.now = f, key, res.Slot, now
+	switch {
+	case f.slots:
+		f.setFields(h, res.Remaining, noDelay, now)
+	case carry:
+		d.sr = newSettledRequest(r)
+		f.allowedIn(h, &res, &d.sr.vals, d.sr.buf[:0])
+	default:
+		f.allowed(h, &res, now)
+	}
+	return true, true
+}
+
+// admitHolding is takeHolding for Admit, whose done function outlives the
+// call: what the request holds is returned as a held.
+func (f *fastRule) admitHolding(w http.ResponseWriter, r *http.Request, l *Limiter) (_ *held, ok, handled bool) {
+	var d directHeld
+	ru := l.rules[0]
+	if ok, handled := f.takeHolding(w, r, ru, &d, false); !ok {
+		return nil, false, handled
 	}
 	hd := l.newHeld(r)
 	if f.slots {
-		f.setFields(h, res.Remaining, noDelay, now)
 		hd.slots = hd.slot1[:1]
-		hd.slots[0] = heldSlot{ru: ru, direct: f, slot: res.Slot}
-		hd.slots[0].req.Key = key
+		hd.slots[0] = heldSlot{ru: ru, direct: f, slot: d.slot}
+		hd.slots[0].req.Key = d.key
 		return hd, true, true
 	}
-	f.allowedIn(h, &res, hd.room)
 	hd.settlements = hd.settle1[:1]
-	hd.settlements[0] = settlement{ru: ru, store: ru.Store, slot: res.Slot,
-		req: stores.Request{Rule: ru.Name, Key: key, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}}
+	hd.settlements[0] = d.settlement(ru)
 	return hd, true, true
 }
 
-// allowedIn is allowed with the response's field values kept in room, the
-// allocation of the held that the request has anyway.
-func (f *fastRule) allowedIn(h http.Header, res *memstore.Result, room *heldRoom) {
+// settlement is the settled rule ru's admission that d holds.
+func (d *directHeld) settlement(ru *rule) settlement {
+	return settlement{ru: ru, store: ru.Store, slot: d.slot,
+		req: stores.Request{Rule: ru.Name, Key: d.key, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}}
+}
+
+// serveHolding is the middleware's request path (serve) for a limiter
+// whose direct rule holds something. A request admitted on the direct path
+// holds it on this call's stack while next runs, and gives it back when
+// next returns or panics; one skipped, or decided on the general path, is
+// served as serve serves it.
+func (l *Limiter) serveHolding(w http.ResponseWriter, r *http.Request, next http.Handler, rt routing) {
+	var d directHeld
+	h, ok := l.admitHeld(w, r, rt, &d)
+	if !ok {
+		return
+	}
+	if d.f == nil {
+		// serveHeld calls the closure and keeps it nowhere: it stays on the stack.
+		_ = l.serveHeld(r, h, func(r *http.Request) error { next.ServeHTTP(w, r); return nil })
+		return
+	}
+	defer d.done(l, r)
+	if d.sr != nil {
+		r = &d.sr.req
+	}
+	next.ServeHTTP(w, r)
+}
+
+// serveHoldingRoute is serveHolding for ServeRoute's middleware path.
+func (l *Limiter) serveHoldingRoute(w http.ResponseWriter, r *http.Request, rt routing, next func(*http.Request) error) (served bool, err error) {
+	var d directHeld
+	h, ok := l.admitHeld(w, r, rt, &d)
+	if !ok {
+		return false, nil
+	}
+	if d.f == nil {
+		return true, l.serveHeld(r, h, next)
+	}
+	defer d.done(l, r)
+	if d.sr != nil {
+		r = &d.sr.req
+	}
+	return true, next(r)
+}
+
+// done gives back what d holds, once its request r has been served: the
+// slot, or the settlement of what the handler reported with Settle. Its
+// state is marked served first, so that a later Settle reports false.
+func (d *directHeld) done(l *Limiter, r *http.Request) {
+	if d.sr == nil {
+		// At the admission's time, which saves a clock read: the slot is
+		// found by its token, and entries that expired since the
+		// admission are dropped by the key's next take, as by this
+		// release at a later time.
+		d.f.check.Release(d.key, d.slot, d.now)
+		return
+	}
+	if a := d.sr.ctx.serve(); a != 0 {
+		st := d.settlement(l.rules[0])
+		l.settleOne(context.Background(), r, &st, a-1)
+	}
+}
+
+// allowedIn is allowed with the response's field values kept in vals and
+// buf, an empty slice of the allocation that the request has anyway.
+func (f *fastRule) allowedIn(h http.Header, res *memstore.Result, vals *[2]string, buf []byte) {
 	next := res.Next // a window's: see nextAfter
 	if f.gcra {
 		next = fieldval.GCRANext(res.ResetAfter, f.unit, f.units, res.Remaining)
 	}
 	remaining, t := max(0, res.Remaining), fieldval.Seconds(time.Duration(next))
-	vals := &room.vals
 	if v := f.values.get(remaining, t); v != nil {
 		vals[1] = v.s
 	} else {
-		vals[1] = f.format(room.buf[:0], remaining, t)
+		vals[1] = f.format(buf, remaining, t)
 	}
 	vals[0] = f.policy
 	h[hdrPolicy] = vals[0:1:1]

@@ -267,7 +267,11 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		l.serveAdapting(w, r, next, routing{mux: mux})
 		return
 	}
-	h, ok := l.admitHeld(w, r, routing{mux: mux})
+	if f := l.direct(); f != nil && f.holds {
+		l.serveHolding(w, r, next, routing{mux: mux})
+		return
+	}
+	h, ok := l.admitHeld(w, r, routing{mux: mux}, nil)
 	if !ok {
 		return
 	}
@@ -297,7 +301,7 @@ func (l *Limiter) AdmitRoute(w http.ResponseWriter, r *http.Request, route strin
 }
 
 func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (done func(), ok bool) {
-	h, ok := l.admitHeld(w, r, rt)
+	h, ok := l.admitHeld(w, r, rt, nil)
 	if h == nil {
 		return noop, ok
 	}
@@ -305,25 +309,32 @@ func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (don
 }
 
 // admitHeld is admit returning what the request holds (nil when nothing is
-// to be released) rather than a function, which would allocate.
-func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing) (*held, bool) {
+// to be released) rather than a function, which would allocate. With d
+// not nil, a request admitted on the direct path of a rule that holds
+// something holds it in *d instead, for the caller to serve with
+// serveHolding.
+func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing, d *directHeld) (*held, bool) {
 	if l.skip(r, rt) {
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
 		return nil, true
 	}
-	if l.adaptive != nil {
+	if l.adaptive != nil { // then l.direct() is nil, and so is d
 		return l.admitAdapting(w, r)
 	}
-	return l.admitRules(w, r)
+	return l.admitRules(w, r, d)
 }
 
 // admitRules is admitHeld's decision under the rules other than adaptive:
 // on their direct path when it was prepared (prepareFast, prepareStack),
-// else on the general one.
-func (l *Limiter) admitRules(w http.ResponseWriter, r *http.Request) (*held, bool) {
+// else on the general one. d is admitHeld's.
+func (l *Limiter) admitRules(w http.ResponseWriter, r *http.Request, d *directHeld) (*held, bool) {
 	if f := l.rulesDirect(); f != nil {
 		if !f.holds {
 			if ok, handled := f.admit(w, r, l.rules[0]); handled {
+				return nil, ok
+			}
+		} else if d != nil {
+			if ok, handled := f.takeHolding(w, r, l.rules[0], d, l.settled); handled {
 				return nil, ok
 			}
 		} else if hd, ok, handled := f.admitHolding(w, r, l); handled {

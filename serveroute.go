@@ -48,7 +48,10 @@ func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route strin
 	if deny == nil && (onError == nil || l.direct() != nil || l.stack != nil) {
 		// The middleware's own path (a store of the direct path never
 		// fails, so onError would never be asked).
-		h, ok := l.admitHeld(w, r, rt)
+		if f := l.direct(); f != nil && f.holds {
+			return l.serveHoldingRoute(w, r, rt, next)
+		}
+		h, ok := l.admitHeld(w, r, rt, nil)
 		if !ok {
 			return false, nil
 		}

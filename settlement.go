@@ -3,8 +3,10 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"github.com/sluicehq/ratelimit/stores"
 	"net/http"
+	"sync/atomic"
+
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // Settle reports the actual cost of the request whose context is ctx, for
@@ -37,17 +39,110 @@ import (
 // 0: the estimate is given back but for one unit, and a client whose calls
 // all fail at once is still held to the limit's number of calls.
 func Settle(ctx context.Context, actual int) bool {
-	h, _ := ctx.Value(settleKey{}).(*held)
+	s, _ := ctx.Value(settleKey{}).(*settleState)
 	actual = min(max(actual, 1), stores.MaxCount)
 	ok := false
-	for ; h != nil; h = h.outer {
-		h.actual.Store(int64(actual) + 1) // 0 means not settled
-		ok = ok || !h.once.Load()
+	for ; s != nil; s = s.outer {
+		ok = s.report(actual) || ok
 	}
 	return ok
 }
 
 type settleKey struct{}
+
+// settleState is what Settle reaches of an admitted request: the actual
+// cost it reported and whether the request has been served, in one word,
+// so that the settlement takes the cost and closes the state at once.
+// Contexts keep it for as long as anything refers to them, so it is never
+// recycled and never part of what is: the held that gives back what the
+// request took may serve another request as soon as this one has been
+// served, while a goroutine the handler left behind can still call Settle.
+type settleState struct {
+	word  atomic.Int64 // the cost Settle reported, plus one (0 until it does), with servedBit once served
+	outer *settleState // the state of a limiter around this one, which Settle reaches too
+}
+
+// servedBit marks a state whose request has been served: above every cost
+// (stores.MaxCount), plus one.
+const servedBit = 1 << 62
+
+// report records actual as the request's cost, unless the request has been
+// served, and reports whether it did.
+func (s *settleState) report(actual int) bool {
+	for {
+		old := s.word.Load()
+		if old&servedBit != 0 {
+			return false
+		}
+		if s.word.CompareAndSwap(old, int64(actual)+1) {
+			return true
+		}
+	}
+}
+
+// serve marks the request served and returns the cost Settle reported, or
+// 0 if it did not: later reports change nothing.
+func (s *settleState) serve() int {
+	return int(s.word.Or(servedBit) &^ servedBit)
+}
+
+// settleContext is the context that carries a settling request's state to
+// Settle: its parent, with the state it holds as the value of settleKey{}.
+type settleContext struct {
+	context.Context
+	settleState
+}
+
+// Value returns the state for settleKey{}, and asks the parent otherwise.
+func (c *settleContext) Value(key any) any {
+	if _, ok := key.(settleKey); ok {
+		return &c.settleState
+	}
+	return c.Context.Value(key)
+}
+
+// carry makes c the context over parent that carries c's state, which
+// Settle reaches before the state that parent carries, if any.
+func (c *settleContext) carry(parent context.Context) {
+	c.outer, _ = parent.Value(settleKey{}).(*settleState)
+	c.Context = parent
+}
+
+// settleAlias is a context over another parent that carries the state of
+// a settleContext: Verdict.Context called for a second parent.
+type settleAlias struct {
+	context.Context
+	s *settleState
+}
+
+// Value returns the state for settleKey{}, and asks the parent otherwise.
+func (c *settleAlias) Value(key any) any {
+	if _, ok := key.(settleKey); ok {
+		return c.s
+	}
+	return c.Context.Value(key)
+}
+
+// settledRequest is what a request admitted by a limiter that settles
+// costs is given beyond its admission, in one allocation: the request its
+// handler is given, whose context carries the state to Settle, and on the
+// direct path its response's field values. Nothing in it is recycled: the
+// handler may keep the request and its context.
+type settledRequest struct {
+	ctx  settleContext
+	req  http.Request
+	vals [2]string // RateLimit-Policy, RateLimit
+	buf  [48]byte  // the RateLimit value, when it fits
+}
+
+// newSettledRequest returns the settledRequest of r: r with a context of
+// its own, r's carrying the new state to Settle.
+func newSettledRequest(r *http.Request) *settledRequest {
+	sr := new(settledRequest)
+	sr.ctx.carry(r.Context())
+	sr.req = *r.WithContext(&sr.ctx) // WithContext inlined: its copy stays on the stack
+	return sr
+}
 
 // Context returns ctx carrying what Settle needs to reach the verdict's
 // settled rules: adapters built on Check pass it to the handler (as the
@@ -57,36 +152,35 @@ func (v Verdict) Context(ctx context.Context) context.Context {
 	if v.held == nil || !v.l.settled {
 		return ctx
 	}
-	outer, _ := ctx.Value(settleKey{}).(*held)
-	for h := outer; h != nil; h = h.outer {
-		if h == v.held { // already carried (Context called twice)
-			return ctx
+	h := v.held
+	if s := h.settle.Load(); s != nil {
+		for o, _ := ctx.Value(settleKey{}).(*settleState); o != nil; o = o.outer {
+			if o == s { // already carried (Context called twice)
+				return ctx
+			}
 		}
+		return &settleAlias{Context: ctx, s: s} // a context of its own for another parent
 	}
-	v.held.outer = outer
-	if !v.held.carried.CompareAndSwap(false, true) {
-		return context.WithValue(ctx, settleKey{}, v.held) // a context of its own for another parent
+	c := new(settleContext)
+	c.carry(ctx)
+	if !h.adopt(&c.settleState) { // carried meanwhile, by another call
+		return &settleAlias{Context: ctx, s: h.settle.Load()}
 	}
-	v.held.carrier = settleContext{Context: ctx, h: v.held}
-	return &v.held.carrier
+	return c
 }
 
-// settleContext is the context that carries a settling request's held to
-// Settle: ctx with h as the value of settleKey{}. It lives inside h, so
-// that carrying it costs no allocation of its own; a held that carries one
-// is never recycled (see recycle), so the context stays what it is for as
-// long as anything refers to it.
-type settleContext struct {
-	context.Context
-	h *held
-}
-
-// Value returns the held for settleKey{}, and asks the parent otherwise.
-func (c *settleContext) Value(key any) any {
-	if _, ok := key.(settleKey); ok {
-		return c.h
+// adopt makes s the state that Settle reaches for h, unless h has one
+// already. A request served before it is carried is marked served: done
+// reads the state after marking h done, adopt marks h's state after
+// storing it, so that one of the two sees the other.
+func (h *held) adopt(s *settleState) bool {
+	if !h.settle.CompareAndSwap(nil, s) {
+		return false
 	}
-	return c.Context.Value(key)
+	if h.once.Load() {
+		s.serve()
+	}
+	return true
 }
 
 // settlement is a settled rule's admission: what Done settles against.
@@ -99,58 +193,66 @@ type settlement struct {
 
 // settleAll charges or gives back, for every settled rule of h, the
 // difference between the actual cost Settle reported and the estimate.
+// h is done: its state, if it was carried, is marked served first, so
+// that a later Settle reports false.
 func (h *held) settleAll() {
-	a := h.actual.Load()
+	s := h.settle.Load()
+	if s == nil {
+		return // never carried: nothing was settled
+	}
+	a := s.serve()
 	if a == 0 {
 		return
 	}
-	actual := int(a - 1)
-	for _, s := range h.settlements {
-		delta := actual - s.req.Cost
-		if delta == 0 {
-			continue
-		}
-		req := s.req
-		req.Slot, req.MaxDelay = s.slot, 0
-		ctx, cancel := h.l.budget(h.context())
-		var err error
-		if delta > 0 {
-			req.Cost, req.Force = delta, true
-			_, err = s.store.Take(ctx, req)
-		} else {
-			req.Cost = -delta
-			if s.ru.pacer == nil && s.ru.Algorithm == GCRA {
-				// A rule that never reserves has no turns to keep: its
-				// refund comes off the key's time. With the token, a store
-				// would keep it as a hole whenever the key's time is past
-				// its burst, as a debt from another settlement puts it,
-				// and the refund would be lost.
-				req.Slot = 0
-			}
-			err = s.store.Return(ctx, req)
-		}
-		cancel()
-		if err != nil {
-			h.l.observers.observe(Event{Rule: s.ru.Name, KeyKind: s.ru.KeyKind, Outcome: OutcomeStoreError,
-				Err: fmt.Errorf("%w: rule %q: settling %d units: %w", ErrStoreUnavailable, s.ru.Name, delta, err), Request: h.r})
-		}
+	for i := range h.settlements {
+		h.l.settleOne(h.context(), h.r, &h.settlements[i], a-1)
 	}
 }
 
-// settleRequest returns r with its context carrying h, for the handler's
-// Settle, when the limiter settles costs.
+// settleOne charges or gives back the difference between actual and s's
+// estimate, against what s's admission consumed, within the limiter's
+// time budget from ctx; r is the request, for the event of a store error.
+func (l *Limiter) settleOne(ctx context.Context, r *http.Request, s *settlement, actual int) {
+	delta := actual - s.req.Cost
+	if delta == 0 {
+		return
+	}
+	req := s.req
+	req.Slot, req.MaxDelay = s.slot, 0
+	ctx, cancel := l.budget(ctx)
+	defer cancel()
+	var err error
+	if delta > 0 {
+		req.Cost, req.Force = delta, true
+		_, err = s.store.Take(ctx, req)
+	} else {
+		req.Cost = -delta
+		if s.ru.pacer == nil && s.ru.Algorithm == GCRA {
+			// A rule that never reserves has no turns to keep: its
+			// refund comes off the key's time. With the token, a store
+			// would keep it as a hole whenever the key's time is past
+			// its burst, as a debt from another settlement puts it,
+			// and the refund would be lost.
+			req.Slot = 0
+		}
+		err = s.store.Return(ctx, req)
+	}
+	if err != nil {
+		l.observers.observe(Event{Rule: s.ru.Name, KeyKind: s.ru.KeyKind, Outcome: OutcomeStoreError,
+			Err: fmt.Errorf("%w: rule %q: settling %d units: %w", ErrStoreUnavailable, s.ru.Name, delta, err), Request: r})
+	}
+}
+
+// settleRequest returns r with its context carrying h's state, for the
+// handler's Settle, when the limiter settles costs. h is the middleware's
+// own, fresh from its admission: never carried before.
 func (l *Limiter) settleRequest(r *http.Request, h *held) *http.Request {
 	if !l.settled || h == nil {
 		return r
 	}
-	ctx := Verdict{l: l, held: h}.Context(r.Context())
-	if h.room != nil && ctx == &h.carrier {
-		// WithContext inlined: its copy stays on the stack, and the
-		// request lives in the held's allocation.
-		h.room.req = *r.WithContext(ctx)
-		return &h.room.req
-	}
-	return r.WithContext(ctx)
+	sr := newSettledRequest(r)
+	h.adopt(&sr.ctx.settleState)
+	return &sr.req
 }
 
 // Settles reports whether a rule of the limiter settles costs

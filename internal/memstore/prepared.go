@@ -101,7 +101,6 @@ func (p *Prepared) Release(key string, slot uint64, now int64) {
 	sh.mu.Lock()
 	if q, ok := sh.t.get(h); ok {
 		q.release(now, slot, p.req.Cost)
-		set(sh, h, q)
 	}
 	sh.mu.Unlock()
 }

@@ -126,15 +126,20 @@ func (s *slots) retryAfter(now, need, rate int64) int64 {
 // release gives back the slots named by token, or with token zero the cost
 // slots that would expire soonest. A token of slots that have expired or
 // were released already releases nothing.
+//
+// The key's entry in its table needs no update afterwards: the queue is
+// changed in place, and its expiry (last) does not move.
 func (s *slots) release(now int64, token uint64, cost int64) {
-	s.expire(now)
 	if token != 0 {
+		// An entry found expired but not yet dropped is released as
+		// expire would drop it: its cost leaves inflight once either way.
 		if i := s.find(token); i >= 0 && s.q[i].cost != 0 {
 			s.inflight -= s.q[i].cost
 			s.q[i].cost = 0
 			s.dead++
 		}
 	} else {
+		s.expire(now) // the units to give back are live ones
 		for i := s.head; i < len(s.q) && cost > 0; i++ {
 			e := &s.q[i]
 			if e.cost == 0 {

@@ -236,8 +236,10 @@ func applySlots(sh *shard[*slots], capacity int, h uint64, r *Request, now int64
 		q = new(slots)
 	}
 	res := q.take(now, r.Limit, r.Cost, &sh.seq)
-	if res.Allowed && r.Cost > 0 {
-		put(sh, capacity, h, q, ok, now)
+	if res.Allowed && r.Cost > 0 && !ok {
+		// A key already held changed in place: its entry stays, and the
+		// shard's floor stays below its expiry, which only grows.
+		put(sh, capacity, h, q, false, now)
 	}
 	return res
 }
@@ -305,7 +307,6 @@ func (s *Store) Return(r *Request, now int64) {
 		sh.mu.Lock()
 		if q, ok := sh.t.get(h); ok {
 			q.release(now, r.Slot, r.Cost)
-			set(sh, h, q)
 		}
 		sh.mu.Unlock()
 		return
