@@ -38,13 +38,13 @@ import (
 // held bit of state sends lock-free checks to the lock, and releasing the
 // log bumps the version. A log taken out of its table stays held for good.
 type eventLog struct {
-	state   atomic.Uint64 // a logState
-	done    atomic.Uint64 // the version whose stamps are all written
-	expires atomic.Int64  // when the newest event leaves the window: the key is then empty
-	floor   atomic.Int64  // no request is decided before it; changed only while held
-	h       uint64        // the key's hash, for the shard's hot log
-	weight  int           // what the key counts for against the shard's bound; see logWeight
-	t       []atomic.Int64
+	state  atomic.Uint64 // a logState
+	done   atomic.Uint64 // the version whose stamps are all written
+	floor  atomic.Int64  // no request is decided before it; changed only while held
+	period atomic.Int64  // the Period of the last take; changed only while held
+	h      uint64        // the key's hash, for the shard's hot log
+	weight int           // what the key counts for against the shard's bound; see logWeight
+	t      []atomic.Int64
 }
 
 // logState packs a log's version, head (the index of its oldest event),
@@ -92,11 +92,20 @@ func (g *eventLog) remove(q *ring, at int64, k int) {
 	g.put(*q)
 }
 
-func (g *eventLog) expiry() int64 { return g.expires.Load() }
+// expiry is when the log's newest event (or its floor) leaves the window:
+// the key is then empty. Exact while g is held.
+func (g *eventLog) expiry() int64 {
+	e := g.floor.Load()
+	if q := logState(g.state.Load()).ring(g.t); q.n > 0 {
+		e = max(e, q.newest())
+	}
+	return e + g.period.Load()
+}
 
 // published waits until the stamps of state w are written, and reports
 // false if w is no longer the state. A taker writes its stamps right after
-// its swap; a check that finds them unwritten gives way to it.
+// its swap; a check that finds them unwritten gives way to it. A check
+// calls it when done is behind w.
 func (g *eventLog) published(w logState) bool {
 	for spins := 0; g.done.Load() != w.ver(); spins++ {
 		if logState(g.state.Load()) != w {
@@ -140,33 +149,41 @@ func (g *eventLog) release() {
 }
 
 // try decides r at now without the shard's lock. It reports false when
-// the request needs the lock: g is held (or gone from its table), the
-// take is forced, or its Rate is not g's capacity.
+// the request needs the lock: g is held (or gone from its table), or the
+// take is forced, or under another Rate or Period than g's.
 func (g *eventLog) try(r *Request, now int64) (Result, bool) {
-	p, rate := r.Limit.Period, r.Limit.Rate
+	p, rate, t0 := r.Limit.Period, r.Limit.Rate, now
 	for {
 		w := logState(g.state.Load())
 		if w.held() {
 			return Result{}, false
 		}
-		if !g.published(w) {
+		if g.done.Load() != w.ver() && !g.published(w) {
 			continue
 		}
 		q := w.ring(g.t)
-		if now = max(now, g.floor.Load()); q.n > 0 {
-			now = max(now, q.newest())
+		now = max(t0, g.floor.Load())
+		gone := q.n // how many of the oldest events have left the window
+		if gone > 0 {
+			newest := q.at(gone - 1)
+			if now = max(now, newest); newest > now-p { // not an idle key: walk
+				gone = 0
+				for j := q.head; g.t[j].Load() <= now-p; gone++ { // stops at the newest
+					if j++; j == len(g.t) {
+						j = 0
+					}
+				}
+			}
 		}
-		gone := q.gone(now - p)
 		count := int64(q.n - gone)
-		need := max(r.Cost, 1)
-		if count+need > rate || r.Cost == 0 {
-			res := q.deny(gone, count, need, now, p, rate)
+		if count+max(r.Cost, 1) > rate || r.Cost == 0 {
+			res := q.deny(gone, count, max(r.Cost, 1), now, p, rate)
 			if logState(g.state.Load()) == w {
 				return res, true
 			}
 			continue
 		}
-		if r.Force || int64(len(g.t)) != rate {
+		if r.Force || int64(len(g.t)) != rate || g.period.Load() != p {
 			return Result{}, false
 		}
 		oldest := now // the oldest event in the window after the take
@@ -185,7 +202,6 @@ func (g *eventLog) try(r *Request, now int64) (Result, bool) {
 			g.t[at].Store(now)
 			at++
 		}
-		g.expires.Store(now + p)
 		g.done.Store((w.ver() + 1) & logVerMask)
 		return Result{
 			Allowed: true, Remaining: rate - count - r.Cost, ResetAfter: p,

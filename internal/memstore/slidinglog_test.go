@@ -290,12 +290,13 @@ func TestSlidingLogHotKeyTakenConcurrentlyNeverExceedsRate(t *testing.T) {
 	const rate, period, workers, ops = 5, 1000, 8, 10_000
 	s := New(Config{})
 	r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}, Cost: 1}
-	s.Take(&r, 0)
+	var clock atomic.Int64
+	clock.Store(1e6) // no stamp is 0, which a Return reads as "the newest"
+	s.Take(&r, clock.Load())
 	h := s.hash(&r)
 	sh := &s.logs[s.index(h)]
 	g, _ := sh.t.get(h)
 	sh.hot.Store(g) // as if a check had found the lock taken
-	var clock atomic.Int64
 	admitted := make([][]int64, workers)
 	var wg sync.WaitGroup
 	start := make(chan struct{})

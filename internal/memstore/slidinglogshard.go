@@ -23,7 +23,9 @@ type logShard struct {
 	_     [24]byte
 }
 
-// takeLog decides r, a SlidingLog request, for the key of hash h.
+// takeLog decides r, a SlidingLog request, for the key of hash h: on the
+// shard's hot log without the lock when it is h's, otherwise under the
+// lock, lock-free still (see eventLog) unless the request needs more.
 func (s *Store) takeLog(h uint64, r *Request, now int64) Result {
 	sh := &s.logs[s.index(h)]
 	if g := sh.hot.Load(); g != nil && g.h == h {
@@ -35,23 +37,19 @@ func (s *Store) takeLog(h uint64, r *Request, now int64) Result {
 	if contended {
 		sh.mu.Lock()
 	}
-	res := sh.take(s.perCap, h, r, now, contended)
-	sh.mu.Unlock()
-	return res
-}
-
-// take decides r at now with the lock held, lock-free when the key has a
-// log that r fits, and remembers the log as the hot one if hot is set.
-func (sh *logShard) take(capacity int, h uint64, r *Request, now int64, hot bool) Result {
-	if g, ok := sh.t.get(h); ok {
-		if hot {
+	if i := sh.t.find(h); i >= 0 {
+		g := sh.t.vals[i]
+		if contended {
 			sh.hot.Store(g)
 		}
 		if res, ok := g.try(r, now); ok {
+			sh.mu.Unlock()
 			return res
 		}
 	}
-	return sh.apply(capacity, h, r, now, false)
+	res := sh.apply(s.perCap, h, r, now, false)
+	sh.mu.Unlock()
+	return res
 }
 
 // apply decides r at now under the lock, with the key's log held. A take
@@ -85,7 +83,7 @@ func (sh *logShard) apply(capacity int, h uint64, r *Request, now int64, keep bo
 		g, q = sh.rebuild(capacity, h, slot, g, q, rate, now)
 	}
 	q.push(now, int(r.Cost))
-	g.expires.Store(now + p)
+	g.period.Store(p)
 	g.put(q)
 	// q.result(0, now, p, rate), knowing that q holds an event and that
 	// the newest is stamped now.
