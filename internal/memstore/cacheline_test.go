@@ -21,6 +21,8 @@ func TestHotStateFillsWholeCacheLines(t *testing.T) {
 		{"Prepared", unsafe.Sizeof(Prepared{})},
 		{"slab", unsafe.Sizeof(slab{})},
 		{"gshard", unsafe.Sizeof(gshard{})},
+		{"logShard", unsafe.Sizeof(logShard{})},
+		{"eventLog", unsafe.Sizeof(eventLog{})},
 	} {
 		if c.size%64 != 0 {
 			t.Errorf("%s is %d bytes, not a multiple of 64", c.name, c.size)

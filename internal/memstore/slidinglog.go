@@ -42,10 +42,14 @@ type eventLog struct {
 	done   atomic.Uint64 // the version whose stamps are all written
 	floor  atomic.Int64  // no request is decided before it; changed only while held
 	period atomic.Int64  // the Period of the last take; changed only while held
-	h      uint64        // the key's hash, for the shard's hot log
-	weight int           // what the key counts for against the shard's bound; see logWeight
 	t      []atomic.Int64
+	h      uint64 // the key's hash, for the shard's hot log
+	// 64 bytes: one cache line, one allocator size class
 }
+
+// weight is what the key counts for against the shard's bound; see
+// logWeight.
+func (g *eventLog) weight() int { return logWeight(int64(len(g.t))) }
 
 // logState packs a log's version, head (the index of its oldest event),
 // length and held bit into one word. Rate is at most 10,000, so head and
@@ -75,7 +79,7 @@ func (w logState) ring(t []atomic.Int64) ring {
 // newLog returns an empty log of capacity rate for the key of hash h,
 // held by its caller.
 func newLog(h uint64, rate int64) *eventLog {
-	g := &eventLog{h: h, weight: logWeight(rate), t: make([]atomic.Int64, rate)}
+	g := &eventLog{h: h, t: make([]atomic.Int64, rate)}
 	g.state.Store(uint64(logHeld))
 	g.floor.Store(math.MinInt64)
 	return g
@@ -148,15 +152,15 @@ func (g *eventLog) release() {
 	g.state.Store(uint64(next))
 }
 
-// try decides r at now without the shard's lock. It reports false when
-// the request needs the lock: g is held (or gone from its table), or the
-// take is forced, or under another Rate or Period than g's.
-func (g *eventLog) try(r *Request, now int64) (Result, bool) {
+// try decides r at now without the shard's lock, into res. It reports
+// false when the request needs the lock: g is held (or gone from its
+// table), or the take is forced, or under another Rate or Period than g's.
+func (g *eventLog) try(r *Request, now int64, res *Result) bool {
 	p, rate, t0 := r.Limit.Period, r.Limit.Rate, now
 	for {
 		w := logState(g.state.Load())
 		if w.held() {
-			return Result{}, false
+			return false
 		}
 		if g.done.Load() != w.ver() && !g.published(w) {
 			continue
@@ -177,14 +181,14 @@ func (g *eventLog) try(r *Request, now int64) (Result, bool) {
 		}
 		count := int64(q.n - gone)
 		if count+max(r.Cost, 1) > rate || r.Cost == 0 {
-			res := q.deny(gone, count, max(r.Cost, 1), now, p, rate)
+			*res = q.deny(gone, count, max(r.Cost, 1), now, p, rate)
 			if logState(g.state.Load()) == w {
-				return res, true
+				return true
 			}
 			continue
 		}
 		if r.Force || int64(len(g.t)) != rate || g.period.Load() != p {
-			return Result{}, false
+			return false
 		}
 		oldest := now // the oldest event in the window after the take
 		if count > 0 {
@@ -203,10 +207,11 @@ func (g *eventLog) try(r *Request, now int64) (Result, bool) {
 			at++
 		}
 		g.done.Store((w.ver() + 1) & logVerMask)
-		return Result{
+		*res = Result{
 			Allowed: true, Remaining: rate - count - r.Cost, ResetAfter: p,
 			Next: oldest + p - now, Slot: uint64(now),
-		}, true
+		}
+		return true
 	}
 }
 

@@ -18,20 +18,18 @@ type logShard struct {
 	mu    sync.Mutex
 	hot   atomic.Pointer[eventLog] // the log of the key last found contended
 	t     table[*eventLog]
-	used  int   // the sum of the logs' weights
-	swept int64 // the latest expiry of a log dropped as expired; see shard.swept
-	_     [24]byte
+	used  int      // the sum of the logs' weights
+	swept int64    // the latest expiry of a log dropped as expired; see shard.swept
+	_     [32]byte // two whole cache lines
 }
 
 // takeLog decides r, a SlidingLog request, for the key of hash h: on the
 // shard's hot log without the lock when it is h's, otherwise under the
 // lock, lock-free still (see eventLog) unless the request needs more.
-func (s *Store) takeLog(h uint64, r *Request, now int64) Result {
+func (s *Store) takeLog(h uint64, r *Request, now int64) (res Result) {
 	sh := &s.logs[s.index(h)]
-	if g := sh.hot.Load(); g != nil && g.h == h {
-		if res, ok := g.try(r, now); ok {
-			return res
-		}
+	if g := sh.hot.Load(); g != nil && g.h == h && g.try(r, now, &res) {
+		return res
 	}
 	contended := !sh.mu.TryLock()
 	if contended {
@@ -42,12 +40,12 @@ func (s *Store) takeLog(h uint64, r *Request, now int64) Result {
 		if contended {
 			sh.hot.Store(g)
 		}
-		if res, ok := g.try(r, now); ok {
+		if g.try(r, now, &res) {
 			sh.mu.Unlock()
 			return res
 		}
 	}
-	res := sh.apply(s.perCap, h, r, now, false)
+	res = sh.apply(s.perCap, h, r, now, false)
 	sh.mu.Unlock()
 	return res
 }
@@ -114,12 +112,12 @@ func (sh *logShard) rebuild(capacity int, h uint64, slot int, old *eventLog, q r
 			next.n++
 		}
 		sh.t.removeAt(slot)
-		sh.used -= old.weight
+		sh.used -= old.weight()
 		sh.forgetHot(old)
 	}
-	sh.makeRoom(capacity, h, g.weight, now)
+	sh.makeRoom(capacity, h, g.weight(), now)
 	sh.t.set(h, g)
-	sh.used += g.weight
+	sh.used += g.weight()
 	return g, next
 }
 
@@ -167,7 +165,7 @@ func (sh *logShard) dropExpired(h uint64, now int64) {
 		return
 	}
 	sh.swept = max(sh.swept, g.expiry())
-	sh.used -= g.weight
+	sh.used -= g.weight()
 	sh.t.removeAt(i)
 	sh.forgetHot(g)
 }
@@ -177,7 +175,7 @@ func (sh *logShard) drop(h uint64) {
 	if i := sh.t.find(h); i >= 0 {
 		g := sh.t.vals[i]
 		g.hold()
-		sh.used -= g.weight
+		sh.used -= g.weight()
 		sh.t.removeAt(i)
 		sh.forgetHot(g)
 	}
