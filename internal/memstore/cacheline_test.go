@@ -23,6 +23,8 @@ func TestHotStateFillsWholeCacheLines(t *testing.T) {
 		{"gshard", unsafe.Sizeof(gshard{})},
 		{"wshard", unsafe.Sizeof(wshard{})},
 		{"hotWindow", unsafe.Sizeof(hotWindow{})},
+		{"logShard", unsafe.Sizeof(logShard{})},
+		{"eventLog", unsafe.Sizeof(eventLog{})},
 	} {
 		if c.size%64 != 0 {
 			t.Errorf("%s is %d bytes, not a multiple of 64", c.name, c.size)

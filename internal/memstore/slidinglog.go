@@ -2,120 +2,331 @@ package memstore
 
 import (
 	"math"
-	"sync"
+	"runtime"
+	"sync/atomic"
 )
 
 // eventLog is the state of a SlidingLog key: the times of the events that
 // may still count, oldest first, in a ring whose capacity is the limit's
 // Rate. An event stamped t counts while now < t + Period.
 //
-// Time never goes back for a key: a request is decided at the later of now
-// and the newest stamp, and its events are stamped then, so the ring stays
-// sorted. Only an allowed take drops the events that have left the window
-// (as of its own stamp, which every later decision is at or after), so a
-// request that read the clock before another that was served first (or
-// under a clock stepped back) never finds an event gone that was still in
-// the window at the time it is decided at.
+// Time never goes back for a key: a request is decided at the later of now,
+// the newest stamp and the floor, and its events are stamped then, so the
+// ring stays sorted. Only an allowed take drops the events that have left
+// the window (as of its own stamp, which every later decision is at or
+// after), so a request that read the clock before another that was served
+// first (or under a clock stepped back) never finds an event gone that was
+// still in the window at the time it is decided at. The floor keeps that
+// so when a Return (or a TakeAll rolled back) takes out the newest events:
+// it is the newest stamp before the last removal.
+//
+// A take that fits the ring is decided without the shard's lock, so that
+// the checks of one hot key on several cores do not queue on it: the ring's
+// head and length are one word, state, with a version, and a take claims
+// its events by swapping in the next state (compare-and-swap), then writes
+// their stamps and publishes the new version in done. A check reads state,
+// waits until done has caught up with it (the previous taker's stamps are
+// written), reads the ring and decides; a take then swaps, a denial or a
+// read confirms that state has not changed. Either way the decision was
+// made on the ring as it stood at one instant. A claimed slot held an
+// event that had left the window at the claim's time, which a check that
+// read the ring before cannot see through: its swap or its confirmation
+// fails, and it decides again.
+//
+// Whatever else changes a log (a forced take, a Return, TakeAll, a new
+// Rate, dropping it) does so under the shard's lock with the log held: the
+// held bit of state sends lock-free checks to the lock, and releasing the
+// log bumps the version. A log taken out of its table stays held for good.
 type eventLog struct {
-	t       []int64 // the ring; len(t) is the capacity
-	head    int     // index of the oldest event
-	n       int     // events held
-	expires int64   // when the newest event leaves the window: the key is then empty
-	weight  int     // what the key counts for against the shard's bound; see logWeight
+	state  atomic.Uint64 // a logState
+	done   atomic.Uint64 // the version whose stamps are all written
+	floor  atomic.Int64  // no request is decided before it; changed only while held
+	period atomic.Int64  // the Period of the last take; changed only while held
+	t      []atomic.Int64
+	h      uint64 // the key's hash, for the shard's hot log
+	// 64 bytes: one cache line, one allocator size class
 }
 
-func (g *eventLog) expiry() int64 { return g.expires }
+// weight is what the key counts for against the shard's bound; see
+// logWeight.
+func (g *eventLog) weight() int { return logWeight(int64(len(g.t))) }
+
+// logState packs a log's version, head (the index of its oldest event),
+// length and held bit into one word. Rate is at most 10,000, so head and
+// length fit in 14 bits each; the version's 35 bits wrap only after 3*10^10
+// changes, far more than a check can be delayed by.
+type logState uint64
+
+const (
+	logHeld     logState = 1
+	logNShift            = 1
+	logHeadBits          = 14
+	logHeadMask          = 1<<logHeadBits - 1
+	logVerShift          = logNShift + 2*logHeadBits
+	logVerMask           = 1<<(64-logVerShift) - 1
+)
+
+func packLog(ver uint64, head, n int) logState {
+	return logState((ver&logVerMask)<<logVerShift | uint64(head)<<(logNShift+logHeadBits) | uint64(n)<<logNShift)
+}
+
+func (w logState) ver() uint64 { return uint64(w>>logVerShift) & logVerMask }
+func (w logState) held() bool  { return w&logHeld != 0 }
+func (w logState) ring(t []atomic.Int64) ring {
+	return ring{t: t, head: int(w>>(logNShift+logHeadBits)) & logHeadMask, n: int(w>>logNShift) & logHeadMask}
+}
+
+// newLog returns an empty log of capacity rate for the key of hash h,
+// held by its caller.
+func newLog(h uint64, rate int64) *eventLog {
+	g := &eventLog{h: h, t: make([]atomic.Int64, rate)}
+	g.state.Store(uint64(logHeld))
+	g.floor.Store(math.MinInt64)
+	return g
+}
+
+// remove drops up to k of the held log's newest events stamped at (every
+// stamp when at is math.MinInt64), raising the floor to the newest stamp
+// first: the events that the takes up to it forgot stay forgotten.
+func (g *eventLog) remove(q *ring, at int64, k int) {
+	if q.n > 0 {
+		g.floor.Store(max(g.floor.Load(), q.newest()))
+	}
+	q.remove(at, k)
+	g.put(*q)
+}
+
+// expiry is when the log's newest event (or its floor) leaves the window:
+// the key is then empty. Exact while g is held.
+func (g *eventLog) expiry() int64 {
+	e := g.floor.Load()
+	if q := logState(g.state.Load()).ring(g.t); q.n > 0 {
+		e = max(e, q.newest())
+	}
+	return e + g.period.Load()
+}
+
+// published waits until the stamps of state w are written, and reports
+// false if w is no longer the state. A taker writes its stamps right after
+// its swap; a check that finds them unwritten gives way to it. A check
+// calls it when done is behind w.
+func (g *eventLog) published(w logState) bool {
+	for spins := 0; g.done.Load() != w.ver(); spins++ {
+		if logState(g.state.Load()) != w {
+			return false
+		}
+		if spins&15 == 15 {
+			runtime.Gosched()
+		}
+	}
+	return true
+}
+
+// hold holds g for its caller, who holds the shard's lock, and returns its
+// ring. mine is false when the caller held it already (TakeAll holds a
+// log across several requests).
+func (g *eventLog) hold() (q ring, mine bool) {
+	for {
+		w := logState(g.state.Load())
+		if w.held() {
+			return w.ring(g.t), false
+		}
+		if g.published(w) && g.state.CompareAndSwap(uint64(w), uint64(w|logHeld)) {
+			return w.ring(g.t), true
+		}
+	}
+}
+
+// put records q as the held log's ring.
+func (g *eventLog) put(q ring) {
+	w := logState(g.state.Load())
+	g.state.Store(uint64(packLog(w.ver(), q.head, q.n) | logHeld))
+}
+
+// release ends the hold, under a new version.
+func (g *eventLog) release() {
+	w := logState(g.state.Load())
+	q := w.ring(g.t)
+	next := packLog(w.ver()+1, q.head, q.n)
+	g.done.Store(next.ver())
+	g.state.Store(uint64(next))
+}
+
+// try decides r at now without the shard's lock, into res. It reports
+// false when the request needs the lock: g is held (or gone from its
+// table), or the take is forced, or under another Rate or Period than g's.
+func (g *eventLog) try(r *Request, now int64, res *Result) bool {
+	p, rate, t0 := r.Limit.Period, r.Limit.Rate, now
+	for {
+		w := logState(g.state.Load())
+		if w.held() {
+			return false
+		}
+		if g.done.Load() != w.ver() && !g.published(w) {
+			continue
+		}
+		q := w.ring(g.t)
+		now = max(t0, g.floor.Load())
+		gone := q.n // how many of the oldest events have left the window
+		if gone > 0 {
+			newest := q.at(gone - 1)
+			if now = max(now, newest); newest > now-p { // not an idle key: walk
+				gone = 0
+				for j := q.head; g.t[j].Load() <= now-p; gone++ { // stops at the newest
+					if j++; j == len(g.t) {
+						j = 0
+					}
+				}
+			}
+		}
+		count := int64(q.n - gone)
+		if count+max(r.Cost, 1) > rate || r.Cost == 0 {
+			*res = q.deny(gone, count, max(r.Cost, 1), now, p, rate)
+			if logState(g.state.Load()) == w {
+				return true
+			}
+			continue
+		}
+		if r.Force || int64(len(g.t)) != rate || g.period.Load() != p {
+			return false
+		}
+		oldest := now // the oldest event in the window after the take
+		if count > 0 {
+			oldest = q.at(gone)
+		}
+		q.forget(gone)
+		at := q.head + q.n // the first slot claimed
+		if !g.state.CompareAndSwap(uint64(w), uint64(packLog(w.ver()+1, q.head, q.n+int(r.Cost)))) {
+			continue
+		}
+		for range r.Cost {
+			if at >= len(g.t) {
+				at -= len(g.t)
+			}
+			g.t[at].Store(now)
+			at++
+		}
+		g.done.Store((w.ver() + 1) & logVerMask)
+		*res = Result{
+			Allowed: true, Remaining: rate - count - r.Cost, ResetAfter: p,
+			Next: oldest + p - now, Slot: uint64(now),
+		}
+		return true
+	}
+}
+
+// ring is a view of a log's events: n of them from index head of t.
+type ring struct {
+	t       []atomic.Int64
+	head, n int
+}
 
 // at is the i-th oldest event held, 0 <= i < n.
-func (g *eventLog) at(i int) int64 {
-	j := g.head + i
-	if j >= len(g.t) {
-		j -= len(g.t)
+func (q *ring) at(i int) int64 {
+	j := q.head + i
+	if j >= len(q.t) {
+		j -= len(q.t)
 	}
-	return g.t[j]
+	return q.t[j].Load()
 }
 
-func (g *eventLog) newest() int64 { return g.at(g.n - 1) }
+func (q *ring) newest() int64 { return q.at(q.n - 1) }
 
 // gone is how many of the oldest events are stamped at or before cutoff:
 // those no longer in the window. It walks the ring once, from the head.
-func (g *eventLog) gone(cutoff int64) int {
-	if g.n == 0 || g.newest() <= cutoff { // the usual case of an idle key
-		return g.n
+func (q *ring) gone(cutoff int64) int {
+	if q.n == 0 || q.newest() <= cutoff { // the usual case of an idle key
+		return q.n
 	}
-	k, j := 0, g.head
-	for g.t[j] <= cutoff { // stops at the newest event, which is not gone
+	k, j := 0, q.head
+	for q.t[j].Load() <= cutoff { // stops at the newest event, which is not gone
 		k++
-		if j++; j == len(g.t) {
+		if j++; j == len(q.t) {
 			j = 0
 		}
 	}
 	return k
 }
 
+// deny is the Result at now of a request of cost need that takes nothing:
+// a denial, or a read (cost 0) when it fits. The gone oldest events have
+// left the window and count remain.
+func (q *ring) deny(gone int, count, need, now, p, rate int64) Result {
+	res := q.result(gone, now, p, rate)
+	if res.Allowed = count+need <= rate; !res.Allowed {
+		res.RetryAfter = q.at(gone+int(count+need-rate-1)) + p - now
+	}
+	return res
+}
+
+// result is the state at now of q, whose gone oldest events have left the
+// window: Remaining, ResetAfter (when the newest event leaves) and Next
+// (when the oldest in the window does, freeing one more unit).
+func (q *ring) result(gone int, now, p, rate int64) Result {
+	if q.n == gone {
+		return Result{Remaining: rate}
+	}
+	return Result{
+		Remaining:  max(0, rate-int64(q.n-gone)),
+		ResetAfter: q.newest() + p - now,
+		Next:       q.at(gone) + p - now,
+	}
+}
+
 // forget forgets the k oldest events, k <= n.
-func (g *eventLog) forget(k int) {
-	if g.n -= k; g.n == 0 {
-		g.head = 0
+func (q *ring) forget(k int) {
+	if q.n -= k; q.n == 0 {
+		q.head = 0
 		return
 	}
-	if g.head += k; g.head >= len(g.t) {
-		g.head -= len(g.t)
+	if q.head += k; q.head >= len(q.t) {
+		q.head -= len(q.t)
 	}
 }
 
 // push appends k events stamped at, dropping the oldest if the ring is full
 // (only a forced take overfills it).
-func (g *eventLog) push(at int64, k int) {
-	if k >= len(g.t) {
-		for i := range g.t {
-			g.t[i] = at
+func (q *ring) push(at int64, k int) {
+	if k >= len(q.t) {
+		for i := range q.t {
+			q.t[i].Store(at)
 		}
-		g.head, g.n = 0, len(g.t)
-		return
-	}
-	if k == 1 && g.n < len(g.t) { // the usual take, written out
-		j := g.head + g.n
-		if j >= len(g.t) {
-			j -= len(g.t)
-		}
-		g.t[j] = at
-		g.n++
+		q.head, q.n = 0, len(q.t)
 		return
 	}
 	for range k {
-		j := g.head + g.n
-		if j >= len(g.t) {
-			j -= len(g.t)
+		j := q.head + q.n
+		if j >= len(q.t) {
+			j -= len(q.t)
 		}
-		g.t[j] = at
-		if g.n < len(g.t) {
-			g.n++
-		} else if g.head++; g.head == len(g.t) {
-			g.head = 0
+		q.t[j].Store(at)
+		if q.n < len(q.t) {
+			q.n++
+		} else if q.head++; q.head == len(q.t) {
+			q.head = 0
 		}
 	}
 }
 
 // remove drops up to k of the newest events stamped at (every stamp when
 // at is math.MinInt64), shifting the newer ones down.
-func (g *eventLog) remove(at int64, k int) {
-	hi := g.n // events [lo, hi) are the ones removed
-	for hi > 0 && at != math.MinInt64 && g.at(hi-1) > at {
+func (q *ring) remove(at int64, k int) {
+	hi := q.n // events [lo, hi) are the ones removed
+	for hi > 0 && at != math.MinInt64 && q.at(hi-1) > at {
 		hi--
 	}
 	lo := hi
-	for lo > 0 && hi-lo < k && (at == math.MinInt64 || g.at(lo-1) == at) {
+	for lo > 0 && hi-lo < k && (at == math.MinInt64 || q.at(lo-1) == at) {
 		lo--
 	}
-	for i := hi; i < g.n; i++ {
-		j := g.head + lo + i - hi
-		if j >= len(g.t) {
-			j -= len(g.t)
+	for i := hi; i < q.n; i++ {
+		j := q.head + lo + i - hi
+		if j >= len(q.t) {
+			j -= len(q.t)
 		}
-		g.t[j] = g.at(i)
+		q.t[j].Store(q.at(i))
 	}
-	g.n -= hi - lo
+	q.n -= hi - lo
 }
 
 // logWeight is how many keys a log of capacity rate counts for against the
@@ -124,173 +335,3 @@ func (g *eventLog) remove(at int64, k int) {
 // eighth (so 9 are counted), and the header and table slot under 128.
 // TestSlidingLogKeyCostsNoMoreThanItIsCountedFor measures it.
 func logWeight(rate int64) int { return int((9*rate + 128 + 31) / 32) }
-
-// logShard is one lock and table of logs, bounded by the weight of the logs
-// it holds rather than by their number.
-type logShard struct {
-	mu    sync.Mutex
-	t     table[*eventLog]
-	used  int   // the sum of the logs' weights
-	swept int64 // the latest expiry of a log dropped as expired; see shard.swept
-	_     [16]byte
-}
-
-// takeLog decides r, a SlidingLog request, for the key of hash h.
-func (s *Store) takeLog(h uint64, r *Request, now int64) Result {
-	sh := &s.logs[s.index(h)]
-	sh.mu.Lock()
-	res := sh.apply(s.perCap, h, r, now)
-	sh.mu.Unlock()
-	return res
-}
-
-// apply decides r at now; the caller holds the lock. A take of cost n fits
-// when the events in the window plus n are at most Rate. A denial consumes
-// nothing; its RetryAfter is when enough of the oldest events have left.
-func (sh *logShard) apply(capacity int, h uint64, r *Request, now int64) Result {
-	slot, g := sh.t.lookup(h)
-	if slot < 0 {
-		now = max(now, sh.swept)
-	} else if g.n > 0 {
-		now = max(now, g.newest())
-	}
-	p, rate := r.Limit.Period, r.Limit.Rate
-	gone, count := 0, int64(0)
-	if g != nil {
-		gone = g.gone(now - p)
-		count = int64(g.n - gone)
-	}
-	need := max(r.Cost, 1)
-	if !r.Force && count+need > rate || r.Cost == 0 {
-		res := logResult(g, gone, now, p, rate)
-		if res.Allowed = count+need <= rate; !res.Allowed {
-			res.RetryAfter = g.at(gone+int(count+need-rate-1)) + p - now
-		}
-		return res
-	}
-	if g != nil {
-		g.forget(gone)
-	}
-	if g == nil || int64(len(g.t)) != rate {
-		g = sh.rebuild(capacity, h, slot, g, rate, now)
-	}
-	g.push(now, int(r.Cost))
-	g.expires = now + p
-	// logResult(g, 0, now, p, rate), knowing that g holds an event and
-	// that the newest is stamped now.
-	res := Result{Remaining: max(0, rate-int64(g.n)), ResetAfter: p, Next: g.t[g.head] + p - now}
-	res.Allowed = count+r.Cost <= rate
-	if !res.Allowed { // a forced take past the limit: when one unit fits again
-		res.RetryAfter = g.at(g.n-int(rate)) + p - now
-	}
-	res.Slot = uint64(now)
-	return res
-}
-
-// logResult is the state at now of g (nil for none), whose gone oldest
-// events have left the window: Remaining, ResetAfter (when the newest
-// event leaves) and Next (when the oldest in the window does, freeing one
-// more unit).
-func logResult(g *eventLog, gone int, now, p, rate int64) Result {
-	if g == nil || g.n == gone {
-		return Result{Remaining: rate}
-	}
-	return Result{
-		Remaining:  max(0, rate-int64(g.n-gone)),
-		ResetAfter: g.newest() + p - now,
-		Next:       g.at(gone) + p - now,
-	}
-}
-
-// rebuild replaces g (nil for a new key, at slot, -1 if absent) with a log
-// of capacity rate holding g's events, and stores it: the key is taken out,
-// room is made for its new weight, and it goes back in. This is the only
-// allocation, when a key first consumes or its limit's Rate changes.
-func (sh *logShard) rebuild(capacity int, h uint64, slot int, g *eventLog, rate, now int64) *eventLog {
-	next := &eventLog{t: make([]int64, rate), weight: logWeight(rate)}
-	if g != nil {
-		for i := max(0, g.n-int(rate)); i < g.n; i++ {
-			next.t[next.n] = g.at(i)
-			next.n++
-		}
-		sh.t.removeAt(slot)
-		sh.used -= g.weight
-	}
-	sh.makeRoom(capacity, h, next.weight, now)
-	sh.t.set(h, next)
-	sh.used += next.weight
-	return next
-}
-
-// makeRoom drops logs until one of weight w fits the shard's bound: the
-// expired logs of a sample first, and when it holds none the one that
-// would be empty soonest. A log heavier than the whole bound ends up alone
-// in its shard.
-func (sh *logShard) makeRoom(capacity int, h uint64, w int, now int64) {
-	for seed := h; sh.used+w > capacity && sh.t.len() > 0; seed++ {
-		var victims [2 * sweepSample]uint64
-		n, victim, soonest := 0, uint64(0), int64(math.MaxInt64)
-		sh.t.sample(seed, 2*sweepSample, func(k uint64, g *eventLog) bool {
-			if e := g.expires; e <= now {
-				victims[n] = k
-				n++
-				sh.swept = max(sh.swept, e)
-			} else if e <= soonest {
-				victim, soonest = k, e
-			}
-			return true
-		})
-		if n == 0 {
-			victims[0], n = victim, 1
-		}
-		for _, k := range victims[:n] {
-			sh.drop(k)
-		}
-	}
-}
-
-// drop removes the log of hash h, if any.
-func (sh *logShard) drop(h uint64) {
-	if i := sh.t.find(h); i >= 0 {
-		sh.used -= sh.t.vals[i].weight
-		sh.t.removeAt(i)
-	}
-}
-
-// returnLog gives back r.Cost events of r's key: those its take stamped,
-// when r.Slot names one, or else the newest. A refund undoes a take
-// whenever it comes; it drops no other event.
-func (s *Store) returnLog(h uint64, r *Request) {
-	sh := &s.logs[s.index(h)]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	g, ok := sh.t.get(h)
-	if !ok {
-		return
-	}
-	at := int64(math.MinInt64)
-	if r.Slot != 0 {
-		at = int64(r.Slot)
-	}
-	g.remove(at, int(r.Cost))
-}
-
-// undoLog takes back the cost events an allowed TakeAll request appended
-// (the newest), and the key when the request created it; the caller holds
-// the lock.
-func (sh *logShard) undo(h uint64, cost int64, existed bool) {
-	g, ok := sh.t.get(h)
-	if !ok {
-		return
-	}
-	g.remove(math.MinInt64, int(cost))
-	if !existed {
-		sh.drop(h)
-	}
-}
-
-func (sh *logShard) len() int {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return sh.t.len()
-}

@@ -3,16 +3,30 @@ package memstore
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
 // logModel is the sliding log written the obvious way: a slice of every
 // admitted event's time, for TestSlidingLogMatchesModel to check the ring
-// against.
-type logModel struct{ stamps []int64 }
+// against. floor is the newest stamp when events were last given back: no
+// request is decided before it, since the takes up to it dropped the
+// events that had left their window.
+type logModel struct {
+	stamps []int64
+	floor  int64
+}
+
+// giveBack gives back the newest event.
+func (m *logModel) giveBack() {
+	m.floor = max(m.floor, m.stamps[len(m.stamps)-1])
+	m.stamps = m.stamps[:len(m.stamps)-1]
+}
 
 func (m *logModel) decide(now int64, r *Request) Result {
-	if len(m.stamps) > 0 {
+	if now = max(now, m.floor); len(m.stamps) > 0 {
 		now = max(now, m.stamps[len(m.stamps)-1])
 	}
 	var live []int64
@@ -67,7 +81,7 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 				ret.Cost = 1
 				ret.Slot = uint64(m.stamps[len(m.stamps)-1])
 				s.Return(&ret, now)
-				m.stamps = m.stamps[:len(m.stamps)-1]
+				m.giveBack()
 				continue
 			}
 			got, want := s.Take(&r, now), m.decide(now, &r)
@@ -226,5 +240,114 @@ func TestSlidingLogRateChangeCountsOnlyTheNewWeight(t *testing.T) {
 	}
 	if used := s.logs[0].used; used != want(41, 20) {
 		t.Fatalf("41 keys at rate 20 weigh %d, want %d", used, want(41, 20))
+	}
+}
+
+// TestSlidingLogGivenBackNeverBringsBackWhatItsTakeDropped: a take drops
+// the events that left its window; when it is given back (a Return, or a
+// TakeAll rolled back), a request whose clock is behind is still decided
+// no earlier than that take, so the dropped events are never counted out
+// while they were in the window.
+func TestSlidingLogGivenBackNeverBringsBackWhatItsTakeDropped(t *testing.T) {
+	r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: 1, Period: 1000, Capacity: 1}, Cost: 1}
+	full := Request{Key: "f", Alg: FixedWindow, Limit: Limit{Rate: 1, Period: 10_000, Capacity: 1}, Cost: 1}
+	giveBack := map[string]func(s *Store){
+		"Return": func(s *Store) {
+			if res := s.Take(&r, 1000); !res.Allowed {
+				t.Fatalf("take at 1000: %+v", res)
+			}
+			ret := r
+			ret.Slot = 1000
+			s.Return(&ret, 1000)
+		},
+		"TakeAll": func(s *Store) {
+			s.Take(&full, 0)
+			res := make([]Result, 2)
+			if s.TakeAll([]Request{r, full}, res, 1000); !res[0].Allowed || res[1].Allowed {
+				t.Fatalf("TakeAll at 1000: %+v, want the log allowed and the full window denied", res)
+			}
+		},
+	}
+	for name, back := range giveBack {
+		t.Run(name, func(t *testing.T) {
+			s := New(Config{})
+			s.Take(&r, 0)
+			back(s) // a take at 1000, which dropped the event at 0, given back
+			if res := s.Take(&r, 500); res.Allowed && int64(res.Slot) < 1000 {
+				t.Fatalf("a take with its clock at 500: %+v; its event and the one at 0 would be 2 in [0, 1000)", res)
+			}
+		})
+	}
+}
+
+// TestSlidingLogHotKeyTakenConcurrentlyNeverExceedsRate: many goroutines
+// take one key at once, lock-free (its log is the shard's hot one), with
+// clocks that lag by up to a period, costs of 1 and 2, Returns of their own
+// takes and TakeAll calls beside, and every trailing window of the times
+// the store decided at holds at most Rate events: no take is lost to
+// another taking at the same moment.
+func TestSlidingLogHotKeyTakenConcurrentlyNeverExceedsRate(t *testing.T) {
+	const rate, period, workers, ops = 5, 1000, 8, 10_000
+	s := New(Config{})
+	r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}, Cost: 1}
+	var clock atomic.Int64
+	clock.Store(1e6) // no stamp is 0, which a Return reads as "the newest"
+	s.Take(&r, clock.Load())
+	h := s.hash(&r)
+	sh := &s.logs[s.index(h)]
+	g, _ := sh.t.get(h)
+	sh.hot.Store(g) // as if a check had found the lock taken
+	admitted := make([][]int64, workers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for w := range workers {
+		wg.Go(func() {
+			<-start // all at once
+			rng := rand.New(rand.NewPCG(uint64(w), 3))
+			own := []int64{0}[:0]
+			big := Request{Key: "w", Alg: FixedWindow, Limit: Limit{Rate: 1 << 40, Period: period, Capacity: 1 << 40}, Cost: 1}
+			for range ops {
+				now := clock.Add(rng.Int64N(period/rate/2)) - rng.Int64N(period)
+				req := r
+				req.Cost = 1 + rng.Int64N(2)
+				switch k := rng.IntN(20); {
+				case k == 0 && len(own) > 0: // give back the newest of its own events
+					ret := r
+					ret.Slot = uint64(own[len(own)-1])
+					s.Return(&ret, now)
+					own = own[:len(own)-1]
+				case k == 1: // two takes of the key, all or nothing
+					var res [3]Result
+					s.TakeAll([]Request{req, r, big}, res[:], now)
+					if res[0].Allowed && res[1].Allowed && res[2].Allowed {
+						for range req.Cost + 1 {
+							own = append(own, int64(res[1].Slot))
+						}
+					}
+				default:
+					if res := s.Take(&req, now); res.Allowed {
+						for range req.Cost {
+							own = append(own, int64(res.Slot))
+						}
+					}
+				}
+			}
+			admitted[w] = own
+		})
+	}
+	close(start)
+	wg.Wait()
+	all := slices.Sorted(slices.Values(slices.Concat(admitted...)))
+	for i := range all {
+		j := i
+		for j < len(all) && all[j] < all[i]+period {
+			j++
+		}
+		if j-i > rate {
+			t.Fatalf("%d events in [%d, %d), limit %d", j-i, all[i], all[i]+period, rate)
+		}
+	}
+	if len(all) < 500 {
+		t.Fatalf("only %d admitted: the run tests nothing", len(all))
 	}
 }

@@ -58,7 +58,7 @@ func (s *Store) apply(h uint64, r *Request, now int64) Result {
 		return applySlots(&s.conc[i], s.perCap, h, r, now)
 	}
 	if r.Alg == SlidingLog {
-		return s.logs[i].apply(s.perCap, h, r, now)
+		return s.logs[i].apply(s.perCap, h, r, now, true) // released by releaseLogs
 	}
 	return applyWindow(&s.windows[i].shard, s.perCap, h, r, now)
 }
@@ -136,9 +136,19 @@ func (s *Store) takeAll(reqs []Request, hashes []uint64, results []Result, now i
 	}
 	if !denied {
 		s.commit(g, now)
-		return
+	} else {
+		s.rollback(reqs, g, sc.which[:len(reqs)], sc.log[:len(reqs)], results, now)
 	}
-	s.rollback(reqs, g, sc.which[:len(reqs)], sc.log[:len(reqs)], results, now)
+	s.releaseLogs(reqs, hashes)
+}
+
+// releaseLogs ends the holds that apply kept on the sliding logs of reqs.
+func (s *Store) releaseLogs(reqs []Request, hashes []uint64) {
+	for i := range reqs {
+		if reqs[i].Alg == SlidingLog {
+			s.logs[s.index(hashes[i])].releaseLog(hashes[i])
+		}
+	}
 }
 
 // hold holds the GCRA keys of reqs, appending them to hs, and sets
