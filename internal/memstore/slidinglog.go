@@ -156,6 +156,9 @@ func (g *eventLog) release() {
 // false when the request needs the lock: g is held (or gone from its
 // table), or the take is forced, or under another Rate or Period than g's.
 func (g *eventLog) try(r *Request, now int64, res *Result) bool {
+	if r.Force { // applied whether or not it fits: apply's work
+		return false
+	}
 	p, rate, t0 := r.Limit.Period, r.Limit.Rate, now
 	for {
 		w := logState(g.state.Load())
@@ -187,7 +190,7 @@ func (g *eventLog) try(r *Request, now int64, res *Result) bool {
 			}
 			continue
 		}
-		if r.Force || int64(len(g.t)) != rate || g.period.Load() != p {
+		if int64(len(g.t)) != rate || g.period.Load() != p {
 			return false
 		}
 		oldest := now // the oldest event in the window after the take

@@ -143,6 +143,29 @@ func TestSlidingLogCostThatDoesNotFitConsumesNothing(t *testing.T) {
 	}
 }
 
+// TestSlidingLogForcedTakeOfAKnownKeyIsApplied: a forced take is charged
+// whether or not it fits, also on a key whose log exists (whose checks try
+// the lock-free take first): past the limit it is reported denied, its
+// events fill the log, and the key is denied until they leave.
+func TestSlidingLogForcedTakeOfAKnownKeyIsApplied(t *testing.T) {
+	s := New(Config{})
+	r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: 5, Period: 100, Capacity: 5}, Cost: 1}
+	if res := s.Take(&r, 0); !res.Allowed {
+		t.Fatalf("first take: %+v", res)
+	}
+	forced := r
+	forced.Cost, forced.Force = 6, true
+	if res := s.Take(&forced, 10); res.Allowed || res.Remaining != 0 || res.RetryAfter != 100 || res.Slot != 10 {
+		t.Fatalf("forced take of 6 past the limit of 5: %+v; want denied, charged (slot 10), 0 left, retry after 100", res)
+	}
+	if res := s.Take(&r, 50); res.Allowed {
+		t.Fatalf("take at 50 after the forced take: %+v; want denied, the log full", res)
+	}
+	if res := s.Take(&r, 110); !res.Allowed || res.Remaining != 4 {
+		t.Fatalf("take at 110, when the forced events have left: %+v", res)
+	}
+}
+
 // TestSlidingLogWeighsItsEventsAgainstTheBound: a store bounded to B keys
 // holds sliding logs whose weights (see logWeight) add up to at most B, and
 // a new key evicts to stay within it.
