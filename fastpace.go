@@ -51,7 +51,7 @@ func (f *fastRule) admitPaced(w http.ResponseWriter, r *http.Request, ru *rule) 
 	if delay := min(time.Duration(res.Delay), horizon); res.Allowed && delay > 0 {
 		if !p.wait(r.Context(), delay) {
 			p.giveBack(r, ru, key, horizon, res.Slot)
-			v := Verdict{l: p.l, r: r, kind: verdictCanceled, top: ru, res: directResult(&res, ru.Limit), limit: ru.Limit,
+			v := Verdict{l: p.l, r: r, kind: verdictCanceled, top: ru, res: res.Under(ru.Limit), limit: ru.Limit,
 				err: fmt.Errorf("ratelimit: the request ended while waiting for its turn: %w", context.Cause(r.Context()))}
 			v.write(w)
 			return false, true

@@ -20,7 +20,7 @@ func (s *fastStack) check(r *http.Request, v *Verdict) bool {
 	}
 	top, denied := p.top(&res)
 	ru := s.rules[top]
-	*v = Verdict{l: s.l, r: r, kind: verdictAllowed, top: ru, res: directResult(&res[top], p.limits[top]), limit: p.limits[top]}
+	*v = Verdict{l: s.l, r: r, kind: verdictAllowed, top: ru, res: res[top].Under(p.limits[top]), limit: p.limits[top]}
 	if s.quotas { // a static limiter's policy is its precomputed one
 		v.policy = p.report[top].policy
 	}
@@ -55,7 +55,7 @@ func (s *fastStack) allow(key string) Result {
 	}
 	if s.event != nil {
 		res := s.event.Take(key, now)
-		return directResult(&res, p.limits[0])
+		return res.Under(p.limits[0])
 	}
 	var keys [memstore.MaxPrepared]string
 	for i := range p.check.Len() {
@@ -64,7 +64,7 @@ func (s *fastStack) allow(key string) Result {
 	var res [memstore.MaxPrepared]memstore.Result
 	p.check.Take(keys[:], res[:], now)
 	top, _ := p.top(&res)
-	return directResult(&res[top], p.limits[top])
+	return res[top].Under(p.limits[top])
 }
 
 // checkHolding is Check's decision on the direct path of a rule that holds
@@ -80,7 +80,7 @@ func (l *Limiter) checkHolding(f *fastRule, r *http.Request, v *Verdict) bool {
 	}
 	key = compactKey(key)
 	res := f.check.Take(key, f.now())
-	*v = Verdict{l: l, r: r, kind: verdictDenied, top: ru, res: directResult(&res, ru.Limit), limit: ru.Limit}
+	*v = Verdict{l: l, r: r, kind: verdictDenied, top: ru, res: res.Under(ru.Limit), limit: ru.Limit}
 	if !res.Allowed {
 		return true
 	}

@@ -41,5 +41,5 @@ func (f *fastRule) observe(r *http.Request, ru *rule, res *memstore.Result, star
 	if f.shadow {
 		deniedAs = OutcomeShadowDenied
 	}
-	f.obs.result(r, ru, directResult(res, ru.Limit), deniedAs, since(start))
+	f.obs.result(r, ru, res.Under(ru.Limit), deniedAs, since(start))
 }

@@ -1,11 +1,6 @@
 package ratelimit
 
-import (
-	"net/http"
-	"time"
-
-	"github.com/sluicehq/ratelimit/internal/memstore"
-)
+import "net/http"
 
 // direct returns the limiter's direct path, or nil when its requests take
 // the general one: it has a single rule whose check was prepared when the
@@ -49,25 +44,11 @@ func (l *Limiter) checkDirect(f *fastRule, r *http.Request, v *Verdict) bool {
 		*v = Verdict{l: l, r: r} // counted, never enforced nor reported
 		return true
 	}
-	*v = Verdict{l: l, r: r, kind: verdictAllowed, top: ru, limit: ru.Limit, res: directResult(&res, ru.Limit)}
+	*v = Verdict{l: l, r: r, kind: verdictAllowed, top: ru, limit: ru.Limit, res: res.Under(ru.Limit)}
 	if !res.Allowed {
 		v.kind = verdictDenied
 	}
 	return true
-}
-
-// directResult is the engine's decision res under limit as a Result.
-func directResult(res *memstore.Result, limit Limit) Result {
-	return Result{
-		Allowed:    res.Allowed,
-		Limit:      limit,
-		Remaining:  int(res.Remaining),
-		RetryAfter: time.Duration(res.RetryAfter),
-		ResetAfter: time.Duration(res.ResetAfter),
-		Slot:       res.Slot,
-		Delay:      time.Duration(res.Delay),
-		NextAfter:  time.Duration(res.Next),
-	}
 }
 
 // allowDirect is Allow on the direct path: one event for key under the
@@ -78,5 +59,5 @@ func (l *Limiter) allowDirect(f *fastRule, key string) Result {
 	start := f.obs.start()
 	res := f.check.Take(compactKey(key), f.now())
 	f.observe(nil, ru, &res, start)
-	return directResult(&res, ru.Limit)
+	return res.Under(ru.Limit)
 }

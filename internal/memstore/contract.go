@@ -48,10 +48,14 @@ func Valid(r *stores.Request) Request {
 }
 
 // Back converts the engine's decision on r into the contract's Result.
-func Back(r *stores.Request, res Result) stores.Result {
+func Back(r *stores.Request, res Result) stores.Result { return res.Under(r.Limit) }
+
+// Under is the engine's decision res, made under limit, as the contract's
+// Result.
+func (res *Result) Under(limit stores.Limit) stores.Result {
 	return stores.Result{
 		Allowed:    res.Allowed,
-		Limit:      r.Limit,
+		Limit:      limit,
 		Remaining:  int(res.Remaining),
 		RetryAfter: time.Duration(res.RetryAfter),
 		ResetAfter: time.Duration(res.ResetAfter),
