@@ -29,6 +29,19 @@ func allocsPerRequest(h http.Handler) (float64, int) {
 	return got, w.Status()
 }
 
+// allocCases are the two paths of the allocation tests: a limit that
+// never denies, whose requests may allocate once (their fields), and a
+// spent one, whose requests allocate nothing.
+var allocCases = []struct {
+	name  string
+	limit ratelimit.Limit
+	want  int
+	max   float64
+}{
+	{"allow", ratelimit.Limit{Rate: 1e9, Period: time.Second}, http.StatusOK, 1},
+	{"deny", ratelimit.PerHour(1), http.StatusTooManyRequests, 0},
+}
+
 // TestStackedRulesAllocations: a rate stacked on a daily quota, the
 // configuration users write most after a single rule, costs an allowed
 // request at most one allocation (its fields) and a denied one none: the
@@ -38,15 +51,7 @@ func TestStackedRulesAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own: allocation counts say nothing")
 	}
-	for _, c := range []struct {
-		name  string
-		limit ratelimit.Limit
-		want  int
-		max   float64
-	}{
-		{"allow", ratelimit.Limit{Rate: 1e9, Period: time.Second}, http.StatusOK, 1},
-		{"deny", ratelimit.PerHour(1), http.StatusTooManyRequests, 0},
-	} {
+	for _, c := range allocCases {
 		got, status := allocsPerRequest(ratelimit.NewRules([]ratelimit.Rule{
 			{Name: "rate", Limit: c.limit, Key: ratelimit.ByIP()},
 			{Name: "daily", Quota: ratelimit.Daily(1_000_000_000, time.UTC), Key: ratelimit.ByIP()},
@@ -68,15 +73,7 @@ func TestSettledRuleAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own: allocation counts say nothing")
 	}
-	for _, c := range []struct {
-		name  string
-		limit ratelimit.Limit
-		want  int
-		max   float64
-	}{
-		{"allow", ratelimit.Limit{Rate: 1e9, Period: time.Second}, http.StatusOK, 1},
-		{"deny", ratelimit.PerHour(1), http.StatusTooManyRequests, 0},
-	} {
+	for _, c := range allocCases {
 		settled := 0
 		h := ratelimit.NewRules([]ratelimit.Rule{{Name: "settled", Limit: c.limit, Key: ratelimit.ByIP(), Settled: true}})(
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

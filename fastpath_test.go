@@ -152,15 +152,7 @@ func TestHotPathAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own: allocation counts say nothing")
 	}
-	for _, c := range []struct {
-		name  string
-		limit ratelimit.Limit
-		want  int
-		max   float64
-	}{
-		{"deny", ratelimit.PerHour(1), 429, 0},
-		{"allow", ratelimit.Limit{Rate: 1e9, Period: time.Second}, 200, 1},
-	} {
+	for _, c := range allocCases {
 		for _, keys := range []int{1, 1000} {
 			h := ratelimit.New(c.limit, ratelimit.ByIP())(okHandler)
 			reqs := make([]*http.Request, keys)

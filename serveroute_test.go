@@ -542,15 +542,7 @@ func TestServeRouteAllocatesAsHandler(t *testing.T) {
 		t.Skip("the race detector allocates on its own: allocation counts say nothing")
 	}
 	next := func(*http.Request) error { return nil }
-	for _, c := range []struct {
-		name  string
-		limit ratelimit.Limit
-		want  int
-		max   float64
-	}{
-		{"deny", ratelimit.PerHour(1), 429, 0},
-		{"allow", ratelimit.Limit{Rate: 1e9, Period: time.Second}, 200, 1},
-	} {
+	for _, c := range allocCases {
 		l := ratelimit.NewLimiter(c.limit, ratelimit.ByIP())
 		reqs := make([]*http.Request, 100)
 		for i := range reqs {
