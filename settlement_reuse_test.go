@@ -36,6 +36,25 @@ var settledPaths = []struct {
 	{"general", generalPath},
 }
 
+// settledServe serves a request through one entry point of a limiter.
+type settledServe func(next http.HandlerFunc, w http.ResponseWriter, r *http.Request)
+
+// eachSettledPath runs test, as a subtest, on each path and entry point
+// with a limiter of one settled rule ("tokens", perHour an hour, one
+// global key).
+func eachSettledPath(t *testing.T, perHour int, test func(t *testing.T, l *ratelimit.Limiter, serve settledServe)) {
+	for _, path := range settledPaths {
+		for _, entry := range settledEntries {
+			t.Run(path.name+"/"+entry.name, func(t *testing.T) {
+				clock := ratelimittest.NewClock(ratelimittest.Epoch())
+				l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "tokens", Limit: ratelimit.PerHour(perHour),
+					Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(clock), path.opt(clock))
+				test(t, l, func(next http.HandlerFunc, w http.ResponseWriter, r *http.Request) { entry.serve(l, next, w, r) })
+			})
+		}
+	}
+}
+
 // TestLateSettleReachesNoOtherRequest: Settle with the context of a
 // request already served (a goroutine its handler left behind) reports
 // false and changes nothing, while each later request, which may be
@@ -43,38 +62,31 @@ var settledPaths = []struct {
 // settled itself: on the direct path and the general one, through Handler
 // and ServeRoute.
 func TestLateSettleReachesNoOtherRequest(t *testing.T) {
-	for _, path := range settledPaths {
-		for _, entry := range settledEntries {
-			t.Run(path.name+"/"+entry.name, func(t *testing.T) {
-				clock := ratelimittest.NewClock(ratelimittest.Epoch())
-				l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "tokens", Limit: ratelimit.PerHour(1000),
-					Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(clock), path.opt(clock))
-				var served []context.Context // the contexts of the requests served so far
-				next := func(_ http.ResponseWriter, r *http.Request) {
-					if !ratelimit.Settle(r.Context(), 3) {
-						t.Error("Settle in the handler found no rule to settle")
-					}
-					for i, ctx := range served {
-						if ratelimit.Settle(ctx, 100) {
-							t.Errorf("Settle with served request %d's context reported a rule to settle", i)
-						}
-					}
-					served = append(served, r.Context())
+	eachSettledPath(t, 1000, func(t *testing.T, l *ratelimit.Limiter, serve settledServe) {
+		var served []context.Context // the contexts of the requests served so far
+		next := func(_ http.ResponseWriter, r *http.Request) {
+			if !ratelimit.Settle(r.Context(), 3) {
+				t.Error("Settle in the handler found no rule to settle")
+			}
+			for i, ctx := range served {
+				if ratelimit.Settle(ctx, 100) {
+					t.Errorf("Settle with served request %d's context reported a rule to settle", i)
 				}
-				const n = 8
-				for range n {
-					w := httptest.NewRecorder()
-					entry.serve(l, next, w, httptest.NewRequest("GET", "/", nil))
-					if w.Code != http.StatusOK {
-						t.Fatalf("status %d, want 200", w.Code)
-					}
-				}
-				if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != 1000-3*n {
-					t.Fatalf("Remaining %d after %d requests that settled 3 each; want %d", res.Remaining, n, 1000-3*n)
-				}
-			})
+			}
+			served = append(served, r.Context())
 		}
-	}
+		const n = 8
+		for range n {
+			w := httptest.NewRecorder()
+			serve(next, w, httptest.NewRequest("GET", "/", nil))
+			if w.Code != http.StatusOK {
+				t.Fatalf("status %d, want 200", w.Code)
+			}
+		}
+		if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != 1000-3*n {
+			t.Fatalf("Remaining %d after %d requests that settled 3 each; want %d", res.Remaining, n, 1000-3*n)
+		}
+	})
 }
 
 // TestSettleFromLeftoverGoroutines: handlers leave goroutines behind that
@@ -84,49 +96,42 @@ func TestLateSettleReachesNoOtherRequest(t *testing.T) {
 // charged what its own handler settled.
 func TestSettleFromLeftoverGoroutines(t *testing.T) {
 	type key struct{}
-	for _, path := range settledPaths {
-		for _, entry := range settledEntries {
-			t.Run(path.name+"/"+entry.name, func(t *testing.T) {
-				clock := ratelimittest.NewClock(ratelimittest.Epoch())
-				l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "tokens", Limit: ratelimit.PerHour(10_000),
-					Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(clock), path.opt(clock))
-				var late sync.WaitGroup
-				var lateSettled, lostValue sync.Once
-				release := make(chan struct{})
-				var served chan struct{} // closed once the request being served has been
-				next := func(_ http.ResponseWriter, r *http.Request) {
-					ctx, served := r.Context(), served
-					ratelimit.Settle(ctx, 2)
-					late.Go(func() {
-						<-served
-						<-release
-						if ratelimit.Settle(ctx, 500) {
-							lateSettled.Do(func() { t.Error("a late Settle reported a rule to settle") })
-						}
-						if ctx.Value(key{}) != "mine" {
-							lostValue.Do(func() { t.Error("a served request's context lost its parent's value") })
-						}
-					})
+	eachSettledPath(t, 10_000, func(t *testing.T, l *ratelimit.Limiter, serve settledServe) {
+		var late sync.WaitGroup
+		var lateSettled, lostValue sync.Once
+		release := make(chan struct{})
+		var served chan struct{} // closed once the request being served has been
+		next := func(_ http.ResponseWriter, r *http.Request) {
+			ctx, served := r.Context(), served
+			ratelimit.Settle(ctx, 2)
+			late.Go(func() {
+				<-served
+				<-release
+				if ratelimit.Settle(ctx, 500) {
+					lateSettled.Do(func() { t.Error("a late Settle reported a rule to settle") })
 				}
-				serveAll := func(n int) {
-					for range n {
-						r := httptest.NewRequest("GET", "/", nil)
-						r = r.WithContext(context.WithValue(r.Context(), key{}, "mine"))
-						served = make(chan struct{})
-						entry.serve(l, next, httptest.NewRecorder(), r)
-						close(served)
-					}
-				}
-				serveAll(50)
-				close(release) // the leftover goroutines run while more requests are served
-				serveAll(50)
-				late.Wait()
-				if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != 10_000-2*100 {
-					t.Fatalf("Remaining %d after 100 requests that settled 2 each; want %d", res.Remaining, 10_000-2*100)
+				if ctx.Value(key{}) != "mine" {
+					lostValue.Do(func() { t.Error("a served request's context lost its parent's value") })
 				}
 			})
 		}
-	}
+		serveAll := func(n int) {
+			for range n {
+				r := httptest.NewRequest("GET", "/", nil)
+				r = r.WithContext(context.WithValue(r.Context(), key{}, "mine"))
+				served = make(chan struct{})
+				serve(next, httptest.NewRecorder(), r)
+				close(served)
+			}
+		}
+		serveAll(50)
+		close(release) // the leftover goroutines run while more requests are served
+		serveAll(50)
+		late.Wait()
+		if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != 10_000-2*100 {
+			t.Fatalf("Remaining %d after 100 requests that settled 2 each; want %d", res.Remaining, 10_000-2*100)
+		}
+	})
 }
 
 // TestSettledHandlerPanicSettlesOnce: a handler that settles and then
@@ -134,33 +139,26 @@ func TestSettleFromLeftoverGoroutines(t *testing.T) {
 // afterwards reports false: on the direct path and the general one,
 // through Handler and ServeRoute.
 func TestSettledHandlerPanicSettlesOnce(t *testing.T) {
-	for _, path := range settledPaths {
-		for _, entry := range settledEntries {
-			t.Run(path.name+"/"+entry.name, func(t *testing.T) {
-				clock := ratelimittest.NewClock(ratelimittest.Epoch())
-				l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "tokens", Limit: ratelimit.PerHour(1000),
-					Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(clock), path.opt(clock))
-				var ctx context.Context
-				next := func(_ http.ResponseWriter, r *http.Request) {
-					ctx = r.Context()
-					ratelimit.Settle(ctx, 40)
-					panic("handler failed")
-				}
-				func() {
-					defer func() {
-						if p := recover(); p != "handler failed" {
-							t.Fatalf("recovered %v, want the handler's panic", p)
-						}
-					}()
-					entry.serve(l, next, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
-				}()
-				if ratelimit.Settle(ctx, 7) {
-					t.Error("Settle after the panicked request reported a rule to settle")
-				}
-				if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != 1000-40 {
-					t.Fatalf("Remaining %d after a request that settled 40 and panicked; want %d", res.Remaining, 1000-40)
-				}
-			})
+	eachSettledPath(t, 1000, func(t *testing.T, l *ratelimit.Limiter, serve settledServe) {
+		var ctx context.Context
+		next := func(_ http.ResponseWriter, r *http.Request) {
+			ctx = r.Context()
+			ratelimit.Settle(ctx, 40)
+			panic("handler failed")
 		}
-	}
+		func() {
+			defer func() {
+				if p := recover(); p != "handler failed" {
+					t.Fatalf("recovered %v, want the handler's panic", p)
+				}
+			}()
+			serve(next, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		}()
+		if ratelimit.Settle(ctx, 7) {
+			t.Error("Settle after the panicked request reported a rule to settle")
+		}
+		if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != 1000-40 {
+			t.Fatalf("Remaining %d after a request that settled 40 and panicked; want %d", res.Remaining, 1000-40)
+		}
+	})
 }
