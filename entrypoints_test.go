@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -96,12 +97,12 @@ func TestEveryEntryPointDecidesOnce(t *testing.T) {
 	} {
 		for entry := range entryPoints {
 			clock := newClock()
-			healthy := &storeCalls{Store: memory.New(memory.WithClock(clock))}
+			healthy := &ratelimittest.CountingStore{Store: memory.New(memory.WithClock(clock))}
 			var other ratelimit.Store = memory.New(memory.WithClock(clock))
 			if tc.fail {
 				other = failingStore
 			}
-			second := &storeCalls{Store: other}
+			second := &ratelimittest.CountingStore{Store: other}
 			l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 				{Name: "healthy", Limit: ratelimit.PerMinute(2), Key: clientKey, Store: healthy},
 				{Name: "second", Limit: ratelimit.PerMinute(10), Key: clientKey, Store: second},
@@ -117,8 +118,10 @@ func TestEveryEntryPointDecidesOnce(t *testing.T) {
 				for range 2 {
 					serve()
 				}
-				healthy.takes.Store(0)
-				second.takes.Store(0)
+				for _, s := range []*ratelimittest.CountingStore{healthy, second} {
+					s.Takes.Store(0)
+					s.TakeAlls.Store(0)
+				}
 			}
 			e.seen = nil
 			code := serve()
@@ -129,13 +132,13 @@ func TestEveryEntryPointDecidesOnce(t *testing.T) {
 			if admitted != tc.admitted {
 				t.Errorf("%s through entry point %d: admitted %v (%d %q), want %v", tc.name, entry, admitted, code, e.seen, tc.admitted)
 			}
-			if got := healthy.takes.Load(); got != 1 {
+			if got := healthy.Decisions(); got != 1 {
 				t.Errorf("%s through entry point %d: the healthy store was asked %d times, want 1", tc.name, entry, got)
 			}
-			if got, want := second.takes.Load(), map[bool]int64{false: 1, true: 0}[tc.spent]; got != want {
+			if got, want := second.Decisions(), map[bool]int64{false: 1, true: 0}[tc.spent]; got != want {
 				t.Errorf("%s through entry point %d: the second store was asked %d times, want %d", tc.name, entry, got, want)
 			}
-			if got := healthy.returns.Load() + second.returns.Load(); got != 0 {
+			if got := healthy.Returns.Load() + second.Returns.Load(); got != 0 {
 				t.Errorf("%s through entry point %d: %d units given back, want none", tc.name, entry, got)
 			}
 		}

@@ -99,28 +99,10 @@ func TestRulesAllOrNothingUnderLoad(t *testing.T) {
 	}
 }
 
-// remoteStore hides the memory store's LocalStore method and counts calls.
-type remoteStore struct {
-	s     ratelimit.Store
-	calls atomic.Int64
-}
-
-func (r *remoteStore) Take(ctx context.Context, q stores.Request) (ratelimit.Result, error) {
-	r.calls.Add(1)
-	return r.s.Take(ctx, q)
-}
-func (r *remoteStore) TakeAll(ctx context.Context, q []stores.Request, res []ratelimit.Result) error {
-	r.calls.Add(1)
-	return r.s.TakeAll(ctx, q, res)
-}
-func (r *remoteStore) Return(ctx context.Context, q stores.Request) error {
-	return r.s.Return(ctx, q)
-}
-
 func TestRulesCheapFirstAndCompensation(t *testing.T) {
 	clock := newClock()
 	local := memory.New(memory.WithClock(clock))
-	remote := &remoteStore{s: memory.New(memory.WithClock(clock))}
+	remote := &ratelimittest.CountingStore{Store: memory.New(memory.WithClock(clock))} // hides LocalStore
 	h := ratelimit.NewRules([]ratelimit.Rule{
 		{Name: "fleet", Limit: ratelimit.PerMinute(3), Key: byPath, Store: remote}, // listed first, checked second
 		{Name: "local", Limit: ratelimit.PerMinute(5), Key: byPeer, Store: local},
@@ -138,11 +120,11 @@ func TestRulesCheapFirstAndCompensation(t *testing.T) {
 	// Exhaust the local rule: once it denies, the remote store is not asked.
 	ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/b", ""))
 	ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/c", ""))
-	before := remote.calls.Load()
+	before := remote.Decisions()
 	if resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/d", "")); resp.Code != 429 {
 		t.Fatalf("local limit: %d", resp.Code)
 	}
-	if remote.calls.Load() != before {
+	if remote.Decisions() != before {
 		t.Fatal("a request the local rule denied still cost a remote call")
 	}
 }

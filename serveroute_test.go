@@ -1,19 +1,16 @@
 package ratelimit_test
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"reflect"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
-	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
@@ -444,27 +441,6 @@ func TestServeRouteLetThroughDeniedByAHealthyRuleGoesToDeny(t *testing.T) {
 	}
 }
 
-// storeCalls counts every call its store gets, failed ones included.
-type storeCalls struct {
-	ratelimit.Store
-	takes, returns atomic.Int64
-}
-
-func (s *storeCalls) Take(ctx context.Context, req stores.Request) (ratelimit.Result, error) {
-	s.takes.Add(1)
-	return s.Store.Take(ctx, req)
-}
-
-func (s *storeCalls) TakeAll(ctx context.Context, reqs []stores.Request, res []ratelimit.Result) error {
-	s.takes.Add(1)
-	return s.Store.TakeAll(ctx, reqs, res)
-}
-
-func (s *storeCalls) Return(ctx context.Context, req stores.Request) error {
-	s.returns.Add(1)
-	return s.Store.Return(ctx, req)
-}
-
 // TestServeRouteDecidesEachRequestOnce: every store is asked once per
 // request, whether the request is admitted, denied, let through by onError
 // after a fail closed store failure, or stopped by it. A let-through request
@@ -488,12 +464,12 @@ func TestServeRouteDecidesEachRequestOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newClock()
-			healthy := &storeCalls{Store: memory.New(memory.WithClock(clock))}
+			healthy := &ratelimittest.CountingStore{Store: memory.New(memory.WithClock(clock))}
 			var other ratelimit.Store = memory.New(memory.WithClock(clock))
 			if tc.fail {
 				other = failingStore
 			}
-			second := &storeCalls{Store: other}
+			second := &ratelimittest.CountingStore{Store: other}
 			l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 				{Name: "healthy", Limit: ratelimit.PerMinute(2), Key: ratelimit.Global(), Store: healthy},
 				{Name: "second", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: second,
@@ -510,8 +486,10 @@ func TestServeRouteDecidesEachRequestOnce(t *testing.T) {
 						t.Fatalf("spending the healthy rule: served %v, %v", ok, err)
 					}
 				}
-				healthy.takes.Store(0)
-				second.takes.Store(0)
+				for _, s := range []*ratelimittest.CountingStore{healthy, second} {
+					s.Takes.Store(0)
+					s.TakeAlls.Store(0)
+				}
 			}
 			served, err := serve()
 			if served != tc.served || err != tc.onError {
@@ -520,13 +498,13 @@ func TestServeRouteDecidesEachRequestOnce(t *testing.T) {
 			if want := map[bool]int{false: 0, true: 1}[tc.fail]; asked != want {
 				t.Errorf("onError asked %d times, want %d", asked, want)
 			}
-			if got := healthy.takes.Load(); got != tc.healthyTakes {
+			if got := healthy.Decisions(); got != tc.healthyTakes {
 				t.Errorf("the healthy store was asked %d times, want %d", got, tc.healthyTakes)
 			}
-			if got := second.takes.Load(); got > 1 {
+			if got := second.Decisions(); got > 1 {
 				t.Errorf("the second store was asked %d times, want at most 1", got)
 			}
-			if got := healthy.returns.Load() + second.returns.Load(); got != tc.returns {
+			if got := healthy.Returns.Load() + second.Returns.Load(); got != tc.returns {
 				t.Errorf("%d units given back, want %d", got, tc.returns)
 			}
 		})

@@ -1,44 +1,20 @@
 package ratelimittest
 
 import (
-	"context"
 	"net/http"
-	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/ratelimit"
-	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
-// countingStore counts the calls its Store gets.
-type countingStore struct {
-	ratelimit.Store
-	takes, takeAlls, returns atomic.Int64
-}
-
-func (s *countingStore) Take(ctx context.Context, req stores.Request) (ratelimit.Result, error) {
-	s.takes.Add(1)
-	return s.Store.Take(ctx, req)
-}
-
-func (s *countingStore) TakeAll(ctx context.Context, reqs []stores.Request, res []ratelimit.Result) error {
-	s.takeAlls.Add(1)
-	return s.Store.TakeAll(ctx, reqs, res)
-}
-
-func (s *countingStore) Return(ctx context.Context, req stores.Request) error {
-	s.returns.Add(1)
-	return s.Store.Return(ctx, req)
-}
-
-// expect checks that the store was asked takes times in all, with Take
+// expectTakes checks that s was asked takes times in all, with Take
 // alone, and never given anything back.
-func (s *countingStore) expect(t *testing.T, takes int64, what string) {
+func expectTakes(t *testing.T, s *CountingStore, takes int64, what string) {
 	t.Helper()
-	if s.takes.Load() != takes || s.takeAlls.Load() != 0 || s.returns.Load() != 0 {
+	if s.Takes.Load() != takes || s.TakeAlls.Load() != 0 || s.Returns.Load() != 0 {
 		t.Errorf("%s: the store got %d Take, %d TakeAll and %d Return calls; want %d Take alone",
-			what, s.takes.Load(), s.takeAlls.Load(), s.returns.Load(), takes)
+			what, s.Takes.Load(), s.TakeAlls.Load(), s.Returns.Load(), takes)
 	}
 }
 
@@ -61,7 +37,7 @@ func (a Adapter) testDecidesOnce(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var hs handlers
-			cs := &countingStore{Store: tc.store}
+			cs := &CountingStore{Store: tc.store}
 			l := ratelimit.NewLimiter(ratelimit.PerMinute(2), ratelimit.ByIP(), ratelimit.WithStore(cs), ratelimit.WithClock(clock))
 			h := a.Router(l, Route{"GET", "/x", hs.named("/x")})
 			for i, want := range tc.codes {
@@ -69,7 +45,7 @@ func (a Adapter) testDecidesOnce(t *testing.T) {
 					t.Fatalf("request %d: %d, want %d", i+1, resp.Code, want)
 				}
 			}
-			cs.expect(t, int64(len(tc.codes)), tc.name)
+			expectTakes(t, cs, int64(len(tc.codes)), tc.name)
 			hs.expectCalls(t, tc.handled, tc.name)
 		})
 	}

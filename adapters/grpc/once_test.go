@@ -3,40 +3,17 @@ package ratelimitgrpc_test
 import (
 	"context"
 	"net"
-	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/ratelimit"
 	ratelimitgrpc "github.com/sluicehq/ratelimit/adapters/grpc"
 	"github.com/sluicehq/ratelimit/ratelimittest"
-	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
-
-// callCounter counts the calls its Store gets.
-type callCounter struct {
-	ratelimit.Store
-	calls atomic.Int64
-}
-
-func (s *callCounter) Take(ctx context.Context, req stores.Request) (ratelimit.Result, error) {
-	s.calls.Add(1)
-	return s.Store.Take(ctx, req)
-}
-
-func (s *callCounter) TakeAll(ctx context.Context, reqs []stores.Request, res []ratelimit.Result) error {
-	s.calls.Add(1)
-	return s.Store.TakeAll(ctx, reqs, res)
-}
-
-func (s *callCounter) Return(ctx context.Context, req stores.Request) error {
-	s.calls.Add(1)
-	return s.Store.Return(ctx, req)
-}
 
 // TestInterceptorDecidesEachCallOnce: a call is decided by one store call
 // when it is admitted, when it is denied and when its store fails and it
@@ -53,7 +30,7 @@ func TestInterceptorDecidesEachCallOnce(t *testing.T) {
 		{"failed open", ratelimittest.FailingStore{}, []codes.Code{codes.OK, codes.OK}},
 	} {
 		for _, settled := range []bool{false, true} {
-			cs := &callCounter{Store: tc.store}
+			cs := &ratelimittest.CountingStore{Store: tc.store}
 			rule := ratelimit.Rule{Name: "once", Limit: ratelimit.PerMinute(2), Key: ratelimit.ByIP(), Settled: settled}
 			ic := ratelimitgrpc.UnaryServerInterceptor(ratelimit.NewRulesLimiter([]ratelimit.Rule{rule}, ratelimit.WithStore(cs), ratelimit.WithClock(clock)))
 			ip := net.IPv4(192, 0, 2, 7)
@@ -70,7 +47,7 @@ func TestInterceptorDecidesEachCallOnce(t *testing.T) {
 					t.Fatalf("%s, settled %v: call %d: %v, want %v", tc.name, settled, i+1, err, want)
 				}
 			}
-			if got := cs.calls.Load(); got != int64(len(tc.codes)) {
+			if got := cs.Calls(); got != int64(len(tc.codes)) {
 				t.Errorf("%s, settled %v: %d store calls for %d RPCs, want one each", tc.name, settled, got, len(tc.codes))
 			}
 			if handled != 2 {
