@@ -171,25 +171,20 @@ func startOurs(b *testing.B) *stack {
 	return &stack{name: "this", svcPID: cmd.Process.Pid, redisPID: redisPID(b, srv), client: pb.NewRateLimitServiceClient(conn)}
 }
 
-// waitServing waits until the gRPC health check of conn answers SERVING.
+// waitServing waits until the gRPC health check of conn answers SERVING,
+// failing tb if the service exits first or does not serve within 30 s.
 func waitServing(tb testing.TB, conn *grpc.ClientConn, exited <-chan struct{}) {
 	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		h, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
-		if err == nil && h.Status == healthpb.HealthCheckResponse_SERVING {
-			return
-		}
+	health := healthpb.NewHealthClient(conn)
+	redistest.WaitFor(tb, 30*time.Second, "the service answers its gRPC health check with SERVING", func() bool {
 		select {
 		case <-exited:
 			tb.Fatalf("the service exited before serving")
 		default:
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("the service did not serve within 30s: %v %v", h, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		h, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		return err == nil && h.Status == healthpb.HealthCheckResponse_SERVING
+	})
 }
 
 // redisPID is the process id of srv, as the server reports it.
