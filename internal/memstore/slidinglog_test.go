@@ -92,6 +92,22 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 	}
 }
 
+// requireRateInEveryWindow fails t if the sorted event times hold more
+// than rate events in a window [e, e+period) that starts at an event e:
+// the windows that hold the most events start at one.
+func requireRateInEveryWindow(t *testing.T, times []int64, period int64, rate int) {
+	t.Helper()
+	for i := range times {
+		j := i
+		for j < len(times) && times[j] < times[i]+period {
+			j++
+		}
+		if j-i > rate {
+			t.Fatalf("%d events in [%d, %d), limit %d", j-i, times[i], times[i]+period, rate)
+		}
+	}
+}
+
 // TestSlidingLogNeverExceedsRateInAnyTrailingWindow sends bursts from many
 // callers whose clocks disagree and jump back, and checks every trailing
 // window of the times the store decided at: never more than Rate events.
@@ -112,15 +128,7 @@ func TestSlidingLogNeverExceedsRateInAnyTrailingWindow(t *testing.T) {
 			}
 		}
 	}
-	for i := range admitted {
-		j := i
-		for j < len(admitted) && admitted[j] < admitted[i]+period {
-			j++
-		}
-		if j-i > rate {
-			t.Fatalf("%d events in [%d, %d), limit %d", j-i, admitted[i], admitted[i]+period, rate)
-		}
-	}
+	requireRateInEveryWindow(t, admitted, period, rate)
 	if len(admitted) < 1000 {
 		t.Fatalf("only %d admitted: the run tests nothing", len(admitted))
 	}
@@ -361,15 +369,7 @@ func TestSlidingLogHotKeyTakenConcurrentlyNeverExceedsRate(t *testing.T) {
 	close(start)
 	wg.Wait()
 	all := slices.Sorted(slices.Values(slices.Concat(admitted...)))
-	for i := range all {
-		j := i
-		for j < len(all) && all[j] < all[i]+period {
-			j++
-		}
-		if j-i > rate {
-			t.Fatalf("%d events in [%d, %d), limit %d", j-i, all[i], all[i]+period, rate)
-		}
-	}
+	requireRateInEveryWindow(t, all, period, rate)
 	if len(all) < 500 {
 		t.Fatalf("only %d admitted: the run tests nothing", len(all))
 	}
