@@ -83,16 +83,23 @@ func (f *fastRule) admitHolding(w http.ResponseWriter, r *http.Request, l *Limit
 	if ok, handled := f.takeHolding(w, r, ru, &d, false); !ok {
 		return nil, false, handled
 	}
+	return l.heldOf(r, f, ru, &d), true, true
+}
+
+// heldOf is a held record of what d holds under ru, f's rule, for a request
+// whose holding outlives the call that admitted it (Admit, Check): its
+// Concurrency slot, or its settled admission.
+func (l *Limiter) heldOf(r *http.Request, f *fastRule, ru *rule, d *directHeld) *held {
 	hd := l.newHeld(r)
 	if f.slots {
 		hd.slots = hd.slot1[:1]
 		hd.slots[0] = heldSlot{ru: ru, direct: f, slot: d.slot}
 		hd.slots[0].req.Key = d.key
-		return hd, true, true
+		return hd
 	}
 	hd.settlements = hd.settle1[:1]
 	hd.settlements[0] = d.settlement(ru)
-	return hd, true, true
+	return hd
 }
 
 // settlement is the settled rule ru's admission that d holds.

@@ -85,16 +85,6 @@ func (l *Limiter) checkHolding(f *fastRule, r *http.Request, v *Verdict) bool {
 		return true
 	}
 	v.kind = verdictAllowed
-	hd := l.newHeld(r)
-	if f.slots {
-		hd.slots = hd.slot1[:1]
-		hd.slots[0] = heldSlot{ru: ru, direct: f, slot: res.Slot}
-		hd.slots[0].req.Key = key
-	} else {
-		hd.settlements = hd.settle1[:1]
-		hd.settlements[0] = settlement{ru: ru, store: ru.Store, slot: res.Slot,
-			req: stores.Request{Rule: ru.Name, Key: key, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}}
-	}
-	v.held = hd
+	v.held = l.heldOf(r, f, ru, &directHeld{key: key, slot: res.Slot})
 	return true
 }
