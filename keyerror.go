@@ -41,10 +41,10 @@ func writeKeyProblem(w http.ResponseWriter, status int, body []byte, err error) 
 }
 
 // keyProblemDetail returns the problem body for a key error that carries a
-// detail of its own, or nil.
+// detail of its own (a ProblemDetail method: see KeyFunc), or nil.
 func keyProblemDetail(status int, err error) []byte {
-	var ke *keyError
-	if !errors.As(err, &ke) {
+	var d interface{ ProblemDetail() string }
+	if !errors.As(err, &d) {
 		return nil
 	}
 	b, _ := json.Marshal(struct {
@@ -52,6 +52,6 @@ func keyProblemDetail(status int, err error) []byte {
 		Title  string `json:"title"`
 		Status int    `json:"status"`
 		Detail string `json:"detail"`
-	}{"about:blank", http.StatusText(status), status, ke.detail})
+	}{"about:blank", http.StatusText(status), status, d.ProblemDetail()})
 	return append(b, '\n')
 }

@@ -13,6 +13,9 @@ import (
 //
 // It returns an error wrapping ErrNoKey when the request carries no usable
 // key; the rule's key-error policy then decides the outcome (see OnKeyError).
+// When that rejects the request, the problem body's detail says the request
+// carries no usable key, unless the error (or one it wraps) has a method
+// ProblemDetail() string: that text, for the client, is the detail instead.
 // A KeyFunc must be safe for concurrent use.
 //
 // # Choosing a key
@@ -171,8 +174,9 @@ type keyError struct {
 	detail string
 }
 
-func (e *keyError) Error() string { return e.err.Error() + ": " + e.detail }
-func (e *keyError) Unwrap() error { return e.err }
+func (e *keyError) Error() string         { return e.err.Error() + ": " + e.detail }
+func (e *keyError) Unwrap() error         { return e.err }
+func (e *keyError) ProblemDetail() string { return e.detail }
 
 // ByRouteFunc keys requests by the route pattern returned by pattern, for
 // routers other than http.ServeMux: chi's RouteContext(ctx).RoutePattern(),

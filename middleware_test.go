@@ -139,6 +139,59 @@ func TestKeyErrorPolicies(t *testing.T) {
 	}
 }
 
+// TestKeyErrorProblemDetail: a key function's error that has a
+// ProblemDetail method, however deeply wrapped, gives the detail of the
+// problem body on every entry point's key-error response; any other error
+// gives the generic one, and the detail is never taken from Error (which
+// may hold what the client must not see).
+func TestKeyErrorProblemDetail(t *testing.T) {
+	const detail = "Send the tenant header."
+	withDetail := func(*http.Request) (string, error) {
+		return "", fmt.Errorf("outer: %w", detailedKeyError{detail})
+	}
+	plain := func(*http.Request) (string, error) {
+		return "", fmt.Errorf("%w: secret internal reason", ratelimit.ErrNoKey)
+	}
+	for _, tc := range []struct {
+		name string
+		key  ratelimit.KeyFunc
+		want string
+	}{
+		{"a detail", withDetail, detail},
+		{"no detail", plain, "The request carries no usable rate-limit key."},
+	} {
+		for _, status := range []int{0, 401} {
+			lim := ratelimit.NewLimiter(ratelimit.PerHour(2), tc.key, ratelimit.OnKeyError(ratelimit.KeyErrorPolicy{Status: status}))
+			for name, h := range map[string]http.Handler{
+				"Handler": lim.Handler(ok),
+				"ServeRoute": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					lim.ServeRoute(w, r, "/", nil, nil, func(r *http.Request) error { ok.ServeHTTP(w, r); return nil })
+				}),
+			} {
+				resp := ratelimittest.Do(h, ratelimittest.NewRequest("GET", "/", ""))
+				var problem struct {
+					Status int
+					Detail string
+				}
+				if err := json.Unmarshal([]byte(resp.Body), &problem); err != nil {
+					t.Fatalf("%s, %s, status %d: body %q: %v", tc.name, name, status, resp.Body, err)
+				}
+				want := max(status, 400)
+				if resp.Code != want || problem.Status != want || problem.Detail != tc.want {
+					t.Fatalf("%s, %s: %d %+v; want %d with detail %q", tc.name, name, resp.Code, problem, want, tc.want)
+				}
+			}
+		}
+	}
+}
+
+// detailedKeyError is a key error with a detail for the client.
+type detailedKeyError struct{ detail string }
+
+func (e detailedKeyError) Error() string         { return "no tenant: " + e.detail }
+func (e detailedKeyError) Unwrap() error         { return ratelimit.ErrNoKey }
+func (e detailedKeyError) ProblemDetail() string { return e.detail }
+
 func TestDeniedHandler(t *testing.T) {
 	var got *ratelimit.Verdict
 	denied := func(w http.ResponseWriter, r *http.Request, v *ratelimit.Verdict) {

@@ -1,10 +1,12 @@
 package config_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/ratelimit/config"
@@ -114,5 +116,10 @@ func TestPathSpellingsNeverWalkAroundARule(t *testing.T) {
 	if rec.Code != 400 || rec.Header().Get("Content-Type") != "application/problem+json" || len(served) > 0 {
 		t.Fatalf("GET //api/login from a fresh client: %d %q, served %v; want a 400 problem response, nothing served",
 			rec.Code, rec.Header().Get("Content-Type"), served)
+	}
+	// The detail says what is wrong with the request, not that it has no key.
+	var problem struct{ Detail string }
+	if err := json.Unmarshal(rec.Body.Bytes(), &problem); err != nil || !strings.Contains(problem.Detail, "path is not clean") {
+		t.Fatalf("GET //api/login: problem body %q (%v); want a detail about the path", rec.Body, err)
 	}
 }

@@ -67,8 +67,20 @@ func (c *Config) Build(opts ...ratelimit.Option) *Set {
 }
 
 // errSplitPath is the key error of a request whose path reads as two paths
-// that match different rules (see paths.go).
-var errSplitPath = fmt.Errorf("%w: config: the path is not clean, and its clean form matches other rules", ratelimit.ErrNoKey)
+// that match different rules (see paths.go). Its ProblemDetail is the
+// 400's detail, so the client is told what to change.
+var errSplitPath = splitPathError{}
+
+type splitPathError struct{}
+
+func (splitPathError) Error() string {
+	return "ratelimit: config: the path is not clean, and its clean form matches other rules"
+}
+func (splitPathError) Unwrap() error { return ratelimit.ErrNoKey }
+func (splitPathError) ProblemDetail() string {
+	return "The request path is not clean (a doubled slash, a dot segment or an encoded slash), " +
+		"and read as written or cleaned it falls under different rate limits. Send the clean path."
+}
 
 // refusing returns the Limiter that answers every request it sees with a
 // 400 problem response: its one rule's key never exists. opts are the
