@@ -15,6 +15,7 @@ import (
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/ratelimit/stores/redis/redistest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -33,30 +34,39 @@ const (
 
 // stack is one service process on its own redis-server.
 type stack struct {
-	name     string
-	svcPID   int
-	redisPID int
-	client   pb.RateLimitServiceClient
+	name      string
+	svcPID    int
+	redisPID  int
+	redisAddr string
+	client    pb.RateLimitServiceClient
 }
 
 // BenchmarkSideBySide runs this module's command and, with
 // ENVOY_REFERENCE_BIN, envoyproxy/ratelimit, each as a process on its own
 // private redis-server, over gRPC on loopback: allow and deny paths, 1, 16
 // and 64 concurrent callers, the two services interleaved at each step. It
-// reports p99 latency and the CPU each service process and its Redis
-// spent per call. It runs only with ENVOY_BENCH=1 (it builds the command):
+// reports p99 latency, the CPU each service process and its Redis spent
+// per call, and the Redis commands per call. It runs only with
+// ENVOY_BENCH=1 (it builds the command); ENVOY_BASELINE_BIN adds a build
+// of the command from another tree (say, main), as "before", interleaved
+// with this one:
 //
 //	ENVOY_BENCH=1 ENVOY_REFERENCE_BIN=/path/to/service_cmd \
+//	  ENVOY_BASELINE_BIN=/path/to/old/envoy-ratelimit \
 //	  go test -run '^$' -bench SideBySide -benchtime 20000x ./envoy
 func BenchmarkSideBySide(b *testing.B) {
 	if os.Getenv("ENVOY_BENCH") == "" {
 		b.Skip("ENVOY_BENCH is not set: the side-by-side benchmark builds and starts processes")
 	}
-	stacks := []*stack{startOurs(b)}
+	var stacks []*stack
+	if bin := os.Getenv("ENVOY_BASELINE_BIN"); bin != "" {
+		stacks = append(stacks, startOurs(b, "before", bin))
+	}
+	stacks = append(stacks, startOurs(b, "this", ""))
 	if bin := os.Getenv("ENVOY_REFERENCE_BIN"); bin != "" {
 		srv, _ := startRedisServer(b)
 		conn, pid := startReference(b, bin, srv.Addr, benchAllowYAML, benchDenyYAML)
-		stacks = append(stacks, &stack{name: "reference", svcPID: pid, redisPID: redisPID(b, srv), client: pb.NewRateLimitServiceClient(conn)})
+		stacks = append(stacks, &stack{name: "reference", svcPID: pid, redisPID: redisPID(b, srv), redisAddr: srv.Addr, client: pb.NewRateLimitServiceClient(conn)})
 	}
 	for _, s := range stacks { // charge every deny value once
 		for v := range benchValues {
@@ -84,6 +94,7 @@ func runCallers(b *testing.B, s *stack, domain string, callers int) {
 		want = pb.RateLimitResponse_OVER_LIMIT
 	}
 	lat := make([][]time.Duration, callers)
+	cmds0 := commandStats(b, s.redisAddr)
 	svc0, redis0 := cpuTicks(b, s.svcPID), cpuTicks(b, s.redisPID)
 	b.ResetTimer()
 	var wg sync.WaitGroup
@@ -110,6 +121,7 @@ func runCallers(b *testing.B, s *stack, domain string, callers int) {
 	wg.Wait()
 	b.StopTimer()
 	svc1, redis1 := cpuTicks(b, s.svcPID), cpuTicks(b, s.redisPID)
+	cmds := commandStats(b, s.redisAddr)
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	if len(all) > 0 {
@@ -118,6 +130,44 @@ func runCallers(b *testing.B, s *stack, domain string, callers int) {
 	tick := float64(time.Second/time.Microsecond) / 100 // USER_HZ is 100 on Linux
 	b.ReportMetric(float64(svc1-svc0)*tick/float64(b.N), "svc-cpu-µs/op")
 	b.ReportMetric(float64(redis1-redis0)*tick/float64(b.N), "redis-cpu-µs/op")
+	reportCommands(b, cmds0, cmds)
+}
+
+// reportCommands reports the Redis commands the calls cost (clients' and
+// scripts' alike), in all and by name, from two INFO commandstats.
+func reportCommands(b *testing.B, before, after map[string]int64) {
+	total, names := 0.0, make([]string, 0, len(after))
+	for name, n := range after {
+		if d := n - before[name]; d > 0 && name != "info" && name != "hello" { // the counting client's
+			total += float64(d)
+			names = append(names, fmt.Sprintf("%s=%.2f", name, float64(d)/float64(b.N)))
+		}
+	}
+	slices.Sort(names)
+	b.ReportMetric(total/float64(b.N), "redis-cmds/op")
+	b.Logf("Redis commands per call: %s", strings.Join(names, " "))
+}
+
+// commandStats is the number of calls of each command INFO commandstats
+// reports on addr.
+func commandStats(tb testing.TB, addr string) map[string]int64 {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatalf("INFO commandstats: %v", err)
+	}
+	out := make(map[string]int64)
+	for _, l := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(l, "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		out[name], _ = strconv.ParseInt(calls, 10, 64)
+	}
+	return out
 }
 
 // cpuTicks is the user and system time of process pid, in clock ticks.
@@ -133,12 +183,15 @@ func cpuTicks(tb testing.TB, pid int) int64 {
 	return utime + stime
 }
 
-// startOurs builds the command and runs it on its own redis-server.
-func startOurs(b *testing.B) *stack {
+// startOurs runs the command bin on its own redis-server as the stack
+// name; an empty bin builds the command from this tree.
+func startOurs(b *testing.B, name, bin string) *stack {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "envoy-ratelimit")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/envoy-ratelimit").CombinedOutput(); err != nil {
-		b.Fatalf("build the command: %v\n%s", err, out)
+	if bin == "" {
+		bin = filepath.Join(dir, "envoy-ratelimit")
+		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/envoy-ratelimit").CombinedOutput(); err != nil {
+			b.Fatalf("build the command: %v\n%s", err, out)
+		}
 	}
 	cfg := filepath.Join(dir, "config")
 	if err := os.Mkdir(cfg, 0o700); err != nil {
@@ -168,7 +221,7 @@ func startOurs(b *testing.B) *stack {
 	}
 	b.Cleanup(func() { _ = conn.Close() })
 	waitServing(b, conn, exited)
-	return &stack{name: "this", svcPID: cmd.Process.Pid, redisPID: redisPID(b, srv), client: pb.NewRateLimitServiceClient(conn)}
+	return &stack{name: name, svcPID: cmd.Process.Pid, redisPID: redisPID(b, srv), redisAddr: srv.Addr, client: pb.NewRateLimitServiceClient(conn)}
 }
 
 // waitServing waits until the gRPC health check of conn answers SERVING,
