@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -190,21 +189,30 @@ func run(ctx context.Context, args []string, logOut io.Writer, ready func(grpcAd
 
 // serverOptions tune the gRPC server for many small calls:
 //
-//   - a fixed pool of goroutines serves the calls, so that a call runs on a
-//     goroutine whose stack has already grown to what a call needs, rather
-//     than on a new one that grows (and copies) its stack every time;
+//   - a pool of streamWorkers goroutines serves the calls, so that a call
+//     runs on a goroutine whose stack has already grown to what a call
+//     needs, rather than on a new one that grows (and copies) its stack
+//     every time; a call that finds every worker busy gets a goroutine of
+//     its own, as without a pool;
 //   - the flow-control windows are HTTP/2's default 64 KiB, fixed: a
 //     dynamic window makes the server send a PING (and read its ack) for
 //     nearly every call to estimate a bandwidth that messages of a few
 //     hundred bytes never need.
+//
+// A worker waits on Redis for most of a call, so the pool is sized for the
+// calls in flight, not for the CPUs; an idle worker costs its stack.
 func serverOptions() []grpc.ServerOption {
 	const window = 1 << 16
 	return []grpc.ServerOption{
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		grpc.NumStreamWorkers(streamWorkers),
 		grpc.InitialWindowSize(window),
 		grpc.InitialConnWindowSize(window),
 	}
 }
+
+// streamWorkers is the number of goroutines that serve calls: more than
+// the calls in flight from the gateways of most fleets.
+const streamWorkers = 128
 
 // store is the memory store without -redis, else the Redis store (behind
 // a circuit breaker unless -no-breaker, its state on obs), with coalescing
