@@ -15,6 +15,10 @@ import (
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/stores"
+	redisstore "github.com/sluicehq/ratelimit/stores/redis"
 	"github.com/sluicehq/ratelimit/stores/redis/redistest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -31,33 +35,52 @@ const (
 	benchDenyYAML  = "domain: deny\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: day\n      requests_per_unit: 1\n"
 )
 
-// stack is one service process on its own redis-server.
+// stack is one service process on its own redis-server, or (with ping)
+// the benchmark's own Redis client sending a PING per call: the Redis CPU
+// of one round trip per call at the same concurrency.
 type stack struct {
-	name     string
-	svcPID   int
-	redisPID int
-	client   pb.RateLimitServiceClient
+	ping      *redis.Client
+	name      string
+	svcPID    int
+	redisPID  int
+	redisAddr string
+	client    pb.RateLimitServiceClient
 }
 
 // BenchmarkSideBySide runs this module's command and, with
 // ENVOY_REFERENCE_BIN, envoyproxy/ratelimit, each as a process on its own
 // private redis-server, over gRPC on loopback: allow and deny paths, 1, 16
 // and 64 concurrent callers, the two services interleaved at each step. It
-// reports p99 latency and the CPU each service process and its Redis
-// spent per call. It runs only with ENVOY_BENCH=1 (it builds the command):
+// reports p99 latency, the CPU each service process and its Redis spent
+// per call, and the Redis commands per call; after the services at each
+// step, "redis-ping" sends a bare PING per call from as many callers to a
+// redis-server of its own: the Redis CPU of one round trip per call, the
+// floor of any service that asks Redis on every call. It runs only with
+// ENVOY_BENCH=1 (it builds the command); ENVOY_BASELINE_BIN adds a build
+// of the command from another tree (say, main), as "before", interleaved
+// with this one:
 //
 //	ENVOY_BENCH=1 ENVOY_REFERENCE_BIN=/path/to/service_cmd \
+//	  ENVOY_BASELINE_BIN=/path/to/old/envoy-ratelimit \
 //	  go test -run '^$' -bench SideBySide -benchtime 20000x ./envoy
 func BenchmarkSideBySide(b *testing.B) {
 	if os.Getenv("ENVOY_BENCH") == "" {
 		b.Skip("ENVOY_BENCH is not set: the side-by-side benchmark builds and starts processes")
 	}
-	stacks := []*stack{startOurs(b)}
+	var stacks []*stack
+	if bin := os.Getenv("ENVOY_BASELINE_BIN"); bin != "" {
+		stacks = append(stacks, startOurs(b, "before", bin))
+	}
+	stacks = append(stacks, startOurs(b, "this", ""))
 	if bin := os.Getenv("ENVOY_REFERENCE_BIN"); bin != "" {
 		srv, _ := startRedisServer(b)
 		conn, pid := startReference(b, bin, srv.Addr, benchAllowYAML, benchDenyYAML)
-		stacks = append(stacks, &stack{name: "reference", svcPID: pid, redisPID: redisPID(b, srv), client: pb.NewRateLimitServiceClient(conn)})
+		stacks = append(stacks, &stack{name: "reference", svcPID: pid, redisPID: redisPID(b, srv), redisAddr: srv.Addr, client: pb.NewRateLimitServiceClient(conn)})
 	}
+	srv, _ := startRedisServer(b)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true}) // as the command's
+	b.Cleanup(func() { _ = rc.Close() })
+	ping := &stack{name: "redis-ping", ping: rc, redisPID: redisPID(b, srv), redisAddr: srv.Addr}
 	for _, s := range stacks { // charge every deny value once
 		for v := range benchValues {
 			if _, err := s.client.ShouldRateLimit(context.Background(), request("deny", [][]string{{"user", strconv.Itoa(v)}}, 1)); err != nil {
@@ -67,7 +90,7 @@ func BenchmarkSideBySide(b *testing.B) {
 	}
 	for _, domain := range []string{"allow", "deny"} {
 		for _, callers := range []int{1, 16, 64} {
-			for _, s := range stacks {
+			for _, s := range append(stacks, ping) {
 				b.Run(fmt.Sprintf("%s/callers=%d/%s", domain, callers, s.name), func(b *testing.B) {
 					runCallers(b, s, domain, callers)
 				})
@@ -84,7 +107,8 @@ func runCallers(b *testing.B, s *stack, domain string, callers int) {
 		want = pb.RateLimitResponse_OVER_LIMIT
 	}
 	lat := make([][]time.Duration, callers)
-	svc0, redis0 := cpuTicks(b, s.svcPID), cpuTicks(b, s.redisPID)
+	cmds0 := commandStats(b, s.redisAddr)
+	svc0, redis0 := s.svcTicks(b), cpuTicks(b, s.redisPID)
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for c := range callers {
@@ -97,9 +121,9 @@ func runCallers(b *testing.B, s *stack, domain string, callers int) {
 			for i := range n {
 				req := request(domain, [][]string{{"user", strconv.Itoa((c*7919 + i) % benchValues)}}, 1)
 				start := time.Now()
-				resp, err := s.client.ShouldRateLimit(context.Background(), req)
+				resp, err := s.call(req)
 				ls = append(ls, time.Since(start))
-				if err != nil || resp.OverallCode != want {
+				if err != nil || s.ping == nil && resp.OverallCode != want {
 					b.Errorf("%s %s: %v %v", s.name, domain, resp.GetOverallCode(), err)
 					return
 				}
@@ -109,15 +133,72 @@ func runCallers(b *testing.B, s *stack, domain string, callers int) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	svc1, redis1 := cpuTicks(b, s.svcPID), cpuTicks(b, s.redisPID)
+	svc1, redis1 := s.svcTicks(b), cpuTicks(b, s.redisPID)
+	cmds := commandStats(b, s.redisAddr)
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	if len(all) > 0 {
 		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 	}
 	tick := float64(time.Second/time.Microsecond) / 100 // USER_HZ is 100 on Linux
-	b.ReportMetric(float64(svc1-svc0)*tick/float64(b.N), "svc-cpu-µs/op")
+	if s.ping == nil {
+		b.ReportMetric(float64(svc1-svc0)*tick/float64(b.N), "svc-cpu-µs/op")
+	}
 	b.ReportMetric(float64(redis1-redis0)*tick/float64(b.N), "redis-cpu-µs/op")
+	reportCommands(b, cmds0, cmds)
+}
+
+// call makes one call of the stack: req, or a PING.
+func (s *stack) call(req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	if s.ping != nil {
+		return nil, s.ping.Ping(context.Background()).Err()
+	}
+	return s.client.ShouldRateLimit(context.Background(), req)
+}
+
+// svcTicks is the CPU time of the stack's service process, 0 for PING.
+func (s *stack) svcTicks(tb testing.TB) int64 {
+	if s.ping != nil {
+		return 0
+	}
+	return cpuTicks(tb, s.svcPID)
+}
+
+// reportCommands reports the Redis commands the calls cost (clients' and
+// scripts' alike), in all and by name, from two INFO commandstats.
+func reportCommands(b *testing.B, before, after map[string]int64) {
+	total, names := 0.0, make([]string, 0, len(after))
+	for name, n := range after {
+		if d := n - before[name]; d > 0 && name != "info" && name != "hello" { // the counting client's
+			total += float64(d)
+			names = append(names, fmt.Sprintf("%s=%.2f", name, float64(d)/float64(b.N)))
+		}
+	}
+	slices.Sort(names)
+	b.ReportMetric(total/float64(b.N), "redis-cmds/op")
+	b.Logf("Redis commands per call: %s", strings.Join(names, " "))
+}
+
+// commandStats is the number of calls of each command INFO commandstats
+// reports on addr.
+func commandStats(tb testing.TB, addr string) map[string]int64 {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatalf("INFO commandstats: %v", err)
+	}
+	out := make(map[string]int64)
+	for _, l := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(l, "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		out[name], _ = strconv.ParseInt(calls, 10, 64)
+	}
+	return out
 }
 
 // cpuTicks is the user and system time of process pid, in clock ticks.
@@ -133,12 +214,15 @@ func cpuTicks(tb testing.TB, pid int) int64 {
 	return utime + stime
 }
 
-// startOurs builds the command and runs it on its own redis-server.
-func startOurs(b *testing.B) *stack {
+// startOurs runs the command bin on its own redis-server as the stack
+// name; an empty bin builds the command from this tree.
+func startOurs(b *testing.B, name, bin string) *stack {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "envoy-ratelimit")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/envoy-ratelimit").CombinedOutput(); err != nil {
-		b.Fatalf("build the command: %v\n%s", err, out)
+	if bin == "" {
+		bin = filepath.Join(dir, "envoy-ratelimit")
+		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/envoy-ratelimit").CombinedOutput(); err != nil {
+			b.Fatalf("build the command: %v\n%s", err, out)
+		}
 	}
 	cfg := filepath.Join(dir, "config")
 	if err := os.Mkdir(cfg, 0o700); err != nil {
@@ -168,7 +252,7 @@ func startOurs(b *testing.B) *stack {
 	}
 	b.Cleanup(func() { _ = conn.Close() })
 	waitServing(b, conn, exited)
-	return &stack{name: "this", svcPID: cmd.Process.Pid, redisPID: redisPID(b, srv), client: pb.NewRateLimitServiceClient(conn)}
+	return &stack{name: name, svcPID: cmd.Process.Pid, redisPID: redisPID(b, srv), redisAddr: srv.Addr, client: pb.NewRateLimitServiceClient(conn)}
 }
 
 // waitServing waits until the gRPC health check of conn answers SERVING,
@@ -195,4 +279,64 @@ func redisPID(tb testing.TB, srv *redistest.Server) int {
 		tb.Fatalf("redis-server process_id: %v", err)
 	}
 	return pid
+}
+
+// BenchmarkRedisFloor measures what Redis spends per call below any
+// service, through go-redis as the command configures it, from 1, 16 and
+// 64 callers on a private redis-server: a bare PING (the cost of one round
+// trip, the floor of any service that asks Redis once per call), the
+// reference's pipelined INCRBY and EXPIRE, and the Redis store's Take of
+// one GCRA descriptor as the service makes it. It runs with ENVOY_BENCH=1:
+//
+//	ENVOY_BENCH=1 go test -run '^$' -bench RedisFloor -benchtime 20000x ./envoy
+func BenchmarkRedisFloor(b *testing.B) {
+	if os.Getenv("ENVOY_BENCH") == "" {
+		b.Skip("ENVOY_BENCH is not set: the floor is measured with the side-by-side benchmark")
+	}
+	srv, _ := startRedisServer(b)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { _ = rc.Close() })
+	store := redisstore.New(rc, redisstore.WithTimeout(2*time.Second))
+	limit := ratelimit.Limit{Rate: 1_000_000_000, Period: time.Hour}
+	calls := map[string]func(ctx context.Context, v int) error{
+		"ping": func(ctx context.Context, _ int) error { return rc.Ping(ctx).Err() },
+		"incrby+expire": func(ctx context.Context, v int) error {
+			key := "allow_user_" + strconv.Itoa(v) + "_0"
+			p := rc.Pipeline()
+			p.IncrBy(ctx, key, 1)
+			p.Expire(ctx, key, time.Hour)
+			_, err := p.Exec(ctx)
+			return err
+		},
+		"store-take": func(ctx context.Context, v int) error {
+			_, err := store.Take(ctx, stores.Request{Rule: "allow", Key: "user_" + strconv.Itoa(v) + "_", Limit: limit, Cost: 1})
+			return err
+		},
+	}
+	pid := redisPID(b, srv)
+	for _, callers := range []int{1, 16, 64} {
+		for _, name := range []string{"ping", "incrby+expire", "store-take"} {
+			b.Run(fmt.Sprintf("callers=%d/%s", callers, name), func(b *testing.B) {
+				call := calls[name]
+				cmds0, redis0 := commandStats(b, srv.Addr), cpuTicks(b, pid)
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				for c := range callers {
+					wg.Go(func() {
+						for i := c; i < b.N; i += callers {
+							if err := call(context.Background(), (c*7919+i)%benchValues); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				b.StopTimer()
+				redis1 := cpuTicks(b, pid)
+				reportCommands(b, cmds0, commandStats(b, srv.Addr))
+				b.ReportMetric(float64(redis1-redis0)*float64(time.Second/time.Microsecond)/100/float64(b.N), "redis-cpu-µs/op")
+			})
+		}
+	}
 }

@@ -91,8 +91,8 @@ func nextAfter(res *ratelimit.Result, alg ratelimit.Algorithm, l ratelimit.Limit
 // left, t the seconds until more is available (allowed) or until the
 // request would fit (denied, the Retry-After value).
 func rateLimitMember(quotedName string, res *ratelimit.Result, alg ratelimit.Algorithm, l ratelimit.Limit) string {
-	b := make([]byte, 0, len(quotedName)+24)
-	b = append(b, quotedName...)
+	var buf [96]byte // a name of up to 64 characters, quoted, and two numbers: on the stack
+	b := append(buf[:0], quotedName...)
 	b = append(b, ";r="...)
 	b = strconv.AppendInt(b, int64(max(0, res.Remaining)), 10)
 	b = append(b, ";t="...)
@@ -127,17 +127,23 @@ func reportedBefore(a, b *outcome, alg ratelimit.Algorithm) bool {
 // headers returns the fields for the outcomes of one request's enforced
 // limits, or nil when none was decided by a store.
 func headers(outs []outcome, alg ratelimit.Algorithm) []*core.HeaderValue {
-	top := -1
-	var policy strings.Builder
+	top, first, n := -1, -1, 0
+	var policy strings.Builder // built only for two limits or more
 	for i := range outs {
 		o := &outs[i]
 		if !o.decided || o.shadow {
 			continue
 		}
-		if policy.Len() > 0 {
+		switch n++; n {
+		case 1:
+			first = i
+		case 2:
+			policy.WriteString(outs[first].limit.policy)
+			fallthrough
+		default:
 			policy.WriteString(", ")
+			policy.WriteString(o.limit.policy)
 		}
-		policy.WriteString(o.limit.policy)
 		if top < 0 || reportedBefore(o, &outs[top], alg) {
 			top = i
 		}
@@ -146,12 +152,22 @@ func headers(outs []outcome, alg ratelimit.Algorithm) []*core.HeaderValue {
 		return nil
 	}
 	t := &outs[top]
-	hs := []*core.HeaderValue{
-		{Key: hdrPolicy, Value: policy.String()},
-		{Key: hdrRateLimit, Value: rateLimitMember(t.limit.policyName, &t.res, alg, t.rate)},
+	p := t.limit.policy // one limit: its precomputed member
+	if n > 1 {
+		p = policy.String()
 	}
+	count := 2
 	if !t.res.Allowed {
-		hs = append(hs, &core.HeaderValue{Key: hdrRetryAfter, Value: strconv.FormatInt(retryAfter(&t.res), 10)})
+		count = 3
+	}
+	fields, hs := make([]core.HeaderValue, count), make([]*core.HeaderValue, count) // an allocation each
+	fields[0].Key, fields[0].Value = hdrPolicy, p
+	fields[1].Key, fields[1].Value = hdrRateLimit, rateLimitMember(t.limit.policyName, &t.res, alg, t.rate)
+	if !t.res.Allowed {
+		fields[2].Key, fields[2].Value = hdrRetryAfter, strconv.FormatInt(retryAfter(&t.res), 10)
+	}
+	for i := range fields {
+		hs[i] = &fields[i]
 	}
 	return hs
 }

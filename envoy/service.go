@@ -83,7 +83,7 @@ func (s *Service) Rules() *Rules { return s.rules.Load() }
 
 // outcome is the decision on one descriptor of a request.
 type outcome struct {
-	limit   *limit          // nil: no limit applies
+	limit   *limit          // nil: no limit applies (or an unlimited one)
 	rate    ratelimit.Limit // the limit as counted (a fallback's share)
 	key     string
 	hits    uint64
@@ -91,6 +91,8 @@ type outcome struct {
 	decided bool  // res holds a decision
 	shadow  bool  // shadow or quota mode: reported OK whatever the result
 	err     error // the store's, when it could not decide
+	// unlimited: an unlimited limit applies (limit is then nil).
+	unlimited bool
 }
 
 // ShouldRateLimit decides a request's descriptors.
@@ -107,7 +109,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		return nil, status.Error(codes.Unavailable, "ratelimit: no rate limit configuration loaded")
 	}
 	outs := make([]outcome, len(req.Descriptors))
-	unlimited := s.limitsToCheck(rules, req, outs)
+	s.limitsToCheck(rules, req, outs)
 	if err := s.countableOverrides(outs); err != nil {
 		return nil, err
 	}
@@ -123,7 +125,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		if o.err != nil && s.opts.failure.mode == failError && !o.shadow && !s.opts.shadow {
 			return nil, status.Errorf(codes.Unavailable, "ratelimit: store failed: %v", o.err)
 		}
-		st := s.descriptorStatus(o, unlimited[i])
+		st := s.descriptorStatus(o)
 		if st.Code == pb.RateLimitResponse_OVER_LIMIT {
 			resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 		}
@@ -142,10 +144,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 }
 
 // limitsToCheck fills outs with the limit and hits of each descriptor and
-// drops the limits another one replaces, as the reference does. It returns
-// which descriptors are unlimited.
-func (s *Service) limitsToCheck(rules *Rules, req *pb.RateLimitRequest, outs []outcome) []bool {
-	unlimited := make([]bool, len(outs))
+// drops the limits another one replaces, as the reference does, and marks
+// the unlimited descriptors.
+func (s *Service) limitsToCheck(rules *Rules, req *pb.RateLimitRequest, outs []outcome) {
 	var replacing map[string]bool
 	for i, d := range req.Descriptors {
 		m := rules.lookup(req.Domain, d)
@@ -159,7 +160,7 @@ func (s *Service) limitsToCheck(rules *Rules, req *pb.RateLimitRequest, outs []o
 			replacing[r] = true
 		}
 		if m.limit.unlimited {
-			unlimited[i] = true
+			outs[i].unlimited = true
 			continue
 		}
 		outs[i] = outcome{limit: m.limit, rate: m.limit.rate(), key: storeKey(bucketKey(d, m.shared)),
@@ -170,7 +171,6 @@ func (s *Service) limitsToCheck(rules *Rules, req *pb.RateLimitRequest, outs []o
 			outs[i] = outcome{}
 		}
 	}
-	return unlimited
 }
 
 // countableOverrides refuses, as the gateway's misconfiguration, a limit
@@ -208,11 +208,17 @@ const maxParallelDescriptors = 16
 // whatever the others' decisions, and a store that coalesces (Redis) sends
 // them in one round trip. At most maxParallelDescriptors are in flight.
 func (s *Service) decideAll(ctx context.Context, domain string, outs []outcome) {
-	limited := 0
+	limited, last := 0, 0
 	for i := range outs {
 		if outs[i].limit != nil {
-			limited++
+			limited, last = limited+1, i
 		}
+	}
+	if limited <= 1 { // nothing to do at once: no closure, no counter
+		if limited == 1 {
+			s.decide(ctx, domain, &outs[last])
+		}
+		return
 	}
 	var next atomic.Int64
 	work := func() {
@@ -298,9 +304,9 @@ func (s *Service) neverFits(o *outcome) ratelimit.Result {
 }
 
 // descriptorStatus is the status of one descriptor in the response.
-func (s *Service) descriptorStatus(o *outcome, unlimited bool) *pb.RateLimitResponse_DescriptorStatus {
+func (s *Service) descriptorStatus(o *outcome) *pb.RateLimitResponse_DescriptorStatus {
 	switch {
-	case unlimited:
+	case o.unlimited:
 		return &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
 	case o.limit == nil:
 		return &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}

@@ -35,6 +35,7 @@ import (
 )
 
 func main() {
+	tuneGC(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
@@ -156,7 +157,7 @@ func run(ctx context.Context, args []string, logOut io.Writer, ready func(grpcAd
 	if err != nil {
 		return fmt.Errorf("ratelimit: -grpc-addr: %w", err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(serverOptions()...)
 	svc.Register(srv)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
@@ -185,6 +186,33 @@ func run(ctx context.Context, args []string, logOut io.Writer, ready func(grpcAd
 		return err
 	}
 }
+
+// serverOptions tune the gRPC server for many small calls:
+//
+//   - a pool of streamWorkers goroutines serves the calls, so that a call
+//     runs on a goroutine whose stack has already grown to what a call
+//     needs, rather than on a new one that grows (and copies) its stack
+//     every time; a call that finds every worker busy gets a goroutine of
+//     its own, as without a pool;
+//   - the flow-control windows are HTTP/2's default 64 KiB, fixed: a
+//     dynamic window makes the server send a PING (and read its ack) for
+//     nearly every call to estimate a bandwidth that messages of a few
+//     hundred bytes never need.
+//
+// A worker waits on Redis for most of a call, so the pool is sized for the
+// calls in flight, not for the CPUs; an idle worker costs its stack.
+func serverOptions() []grpc.ServerOption {
+	const window = 1 << 16
+	return []grpc.ServerOption{
+		grpc.NumStreamWorkers(streamWorkers),
+		grpc.InitialWindowSize(window),
+		grpc.InitialConnWindowSize(window),
+	}
+}
+
+// streamWorkers is the number of goroutines that serve calls: more than
+// the calls in flight from the gateways of most fleets.
+const streamWorkers = 128
 
 // store is the memory store without -redis, else the Redis store (behind
 // a circuit breaker unless -no-breaker, its state on obs), with coalescing
