@@ -107,20 +107,36 @@ func (g *eventLog) expiry() int64 {
 }
 
 // published waits until the stamps of state w are written, and reports
-// false if w is no longer the state. A taker writes its stamps right after
-// its swap; a check that finds them unwritten gives way to it. A check
-// calls it when done is behind w.
+// false if w is no longer the state. A check calls it when done is behind
+// w.
+//
+// While w's stamps are unwritten, w stays the state (every change waits
+// for them), and done is one version behind it: the taker that made w
+// writes its stamps right after its swap, then done, a store that reaches
+// this core in well under a microsecond. So the wait spins on done alone
+// (a read of a line this core holds until the taker's store takes it
+// away), and gives way to the scheduler only after publishSpins reads, when
+// the taker has been stopped (preempted, or its thread descheduled). Any
+// other value of done means w has been published and since replaced.
 func (g *eventLog) published(w logState) bool {
-	for spins := 0; g.done.Load() != w.ver(); spins++ {
-		if logState(g.state.Load()) != w {
-			return false
+	behind := (w.ver() - 1) & logVerMask
+	for spins := 1; ; spins++ {
+		switch d := g.done.Load(); {
+		case d == w.ver():
+			return true
+		case d != behind:
+			return logState(g.state.Load()) == w
 		}
-		if spins&15 == 15 {
+		if spins%publishSpins == 0 {
 			runtime.Gosched()
 		}
 	}
-	return true
 }
+
+// publishSpins is how many reads of done published makes before it yields:
+// a read of a line held in the core's cache takes about a nanosecond, and a
+// running taker's store reaches it within a few hundred.
+const publishSpins = 1024
 
 // hold holds g for its caller, who holds the shard's lock, and returns its
 // ring. mine is false when the caller held it already (TakeAll holds a
