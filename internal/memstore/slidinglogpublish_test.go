@@ -22,15 +22,19 @@ func unfinishedTake(t *testing.T, s *Store, r *Request) (*eventLog, logState, in
 		t.Fatalf("the log is not at rest: %x", w)
 	}
 	q := w.ring(g.t)
-	next := packLog(w.ver()+1, q.head, q.n+1)
+	next := packLog(w.ver()+1, q.head, q.n+1) | w&logHot
 	g.state.Store(uint64(next))
 	return g, next, (q.head + q.n) % len(g.t)
 }
 
-// finish writes the stamp of the unfinished take of state w at slot and
-// publishes it, as the take's goroutine does when it runs again.
+// finish writes the stamp of the unfinished take of state w at slot (and
+// on a hot log raises the floor to it) and publishes it, as the take's
+// goroutine does when it runs again.
 func finish(g *eventLog, w logState, slot int, stamp int64) {
 	g.t[slot].Store(stamp)
+	if w.hot() {
+		g.floor.Store(stamp)
+	}
 	g.done.Store(w.ver())
 }
 
@@ -41,13 +45,23 @@ func finish(g *eventLog, w logState, slot int, stamp int64) {
 //
 // On one P the order is fixed: the goroutine that finishes the take runs
 // only once the check gives way to the scheduler, so the check has read
-// the unfinished state first.
+// the unfinished state first. A hot log's check reads the floor, which the
+// take raises with its stamp, and is run too.
 func TestSlidingLogCheckDecidesOnTheStampOfAnUnfinishedTake(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, hot := range []bool{false, true} {
+		t.Run(map[bool]string{false: "locked", true: "hot"}[hot], func(t *testing.T) { checkUnfinishedTake(t, hot) })
+	}
+}
+
+func checkUnfinishedTake(t *testing.T, hot bool) {
 	const rate, period = 2, 1000
 	s := New(Config{})
 	r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}, Cost: 1}
 	s.Take(&r, 10_000)
+	if hot {
+		promoteKey(s, &r)
+	}
 	g, w, slot := unfinishedTake(t, s, &r)
 	finished := make(chan struct{})
 	go func() {
@@ -95,5 +109,17 @@ func TestSlidingLogPublishedTellsAReplacedStateFromAnUnfinishedOne(t *testing.T)
 	}
 	if !g.published(w2) {
 		t.Fatal("w2 is published and current")
+	}
+}
+
+// promoteKey makes the log of r's key, if there is one, its shard's hot
+// log, as a check that finds the shard's lock taken does.
+func promoteKey(s *Store, r *Request) {
+	h := s.hash(r)
+	sh := &s.logs[s.index(h)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if g, ok := sh.t.get(h); ok {
+		sh.promote(g)
 	}
 }
