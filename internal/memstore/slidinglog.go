@@ -18,7 +18,7 @@ import (
 // first (or under a clock stepped back) never finds an event gone that was
 // still in the window at the time it is decided at. The floor keeps that
 // so when a Return (or a TakeAll rolled back) takes out the newest events:
-// it is the newest stamp before the last removal.
+// it is at or after the newest stamp before the last removal.
 //
 // A take that fits the ring is decided without the shard's lock, so that
 // the checks of one hot key on several cores do not queue on it: the ring's
@@ -37,10 +37,19 @@ import (
 // Rate, dropping it) does so under the shard's lock with the log held: the
 // held bit of state sends lock-free checks to the lock, and releasing the
 // log bumps the version. A log taken out of its table stays held for good.
+//
+// A log that has been its shard's hot log (the hot bit of state, set once,
+// under the lock, before the log is published as hot) also keeps its floor
+// at or after its newest stamp: every take raises the floor to its own
+// stamp, before it publishes. A check of a hot log then reads the time it
+// is decided at, and whether the key is idle, from the header alone, and
+// reads the ring only from its oldest event: it does not fetch the line
+// that the other core's take has just written only to write it itself.
+// Other logs, which only checks under the lock reach, skip that store.
 type eventLog struct {
 	state  atomic.Uint64 // a logState
 	done   atomic.Uint64 // the version whose stamps are all written
-	floor  atomic.Int64  // no request is decided before it; changed only while held
+	floor  atomic.Int64  // no request is decided before it; see above
 	period atomic.Int64  // the Period of the last take; changed only while held
 	t      []atomic.Int64
 	h      uint64 // the key's hash, for the shard's hot log
@@ -52,14 +61,15 @@ type eventLog struct {
 func (g *eventLog) weight() int { return logWeight(int64(len(g.t))) }
 
 // logState packs a log's version, head (the index of its oldest event),
-// length and held bit into one word. Rate is at most 10,000, so head and
-// length fit in 14 bits each; the version's 35 bits wrap only after 3*10^10
-// changes, far more than a check can be delayed by.
+// length, held bit and hot bit into one word. Rate is at most 10,000, so
+// head and length fit in 14 bits each; the version's 34 bits wrap only
+// after 1.7*10^10 changes, far more than a check can be delayed by.
 type logState uint64
 
 const (
 	logHeld     logState = 1
-	logNShift            = 1
+	logHot      logState = 2 // the log has been its shard's hot log
+	logNShift            = 2
 	logHeadBits          = 14
 	logHeadMask          = 1<<logHeadBits - 1
 	logVerShift          = logNShift + 2*logHeadBits
@@ -72,6 +82,7 @@ func packLog(ver uint64, head, n int) logState {
 
 func (w logState) ver() uint64 { return uint64(w>>logVerShift) & logVerMask }
 func (w logState) held() bool  { return w&logHeld != 0 }
+func (w logState) hot() bool   { return w&logHot != 0 }
 func (w logState) ring(t []atomic.Int64) ring {
 	return ring{t: t, head: int(w>>(logNShift+logHeadBits)) & logHeadMask, n: int(w>>logNShift) & logHeadMask}
 }
@@ -107,20 +118,36 @@ func (g *eventLog) expiry() int64 {
 }
 
 // published waits until the stamps of state w are written, and reports
-// false if w is no longer the state. A taker writes its stamps right after
-// its swap; a check that finds them unwritten gives way to it. A check
-// calls it when done is behind w.
+// false if w is no longer the state. A check calls it when done is behind
+// w.
+//
+// While w's stamps are unwritten, w stays the state (every change waits
+// for them), and done is one version behind it: the taker that made w
+// writes its stamps right after its swap, then done, a store that reaches
+// this core in well under a microsecond. So the wait spins on done alone
+// (a read of a line this core holds until the taker's store takes it
+// away), and gives way to the scheduler only after publishSpins reads, when
+// the taker has been stopped (preempted, or its thread descheduled). Any
+// other value of done means w has been published and since replaced.
 func (g *eventLog) published(w logState) bool {
-	for spins := 0; g.done.Load() != w.ver(); spins++ {
-		if logState(g.state.Load()) != w {
-			return false
+	behind := (w.ver() - 1) & logVerMask
+	for spins := 1; ; spins++ {
+		switch d := g.done.Load(); {
+		case d == w.ver():
+			return true
+		case d != behind:
+			return logState(g.state.Load()) == w
 		}
-		if spins&15 == 15 {
+		if spins%publishSpins == 0 {
 			runtime.Gosched()
 		}
 	}
-	return true
 }
+
+// publishSpins is how many reads of done published makes before it yields:
+// a read of a line held in the core's cache takes about a nanosecond, and a
+// running taker's store reaches it within a few hundred.
+const publishSpins = 1024
 
 // hold holds g for its caller, who holds the shard's lock, and returns its
 // ring. mine is false when the caller held it already (TakeAll holds a
@@ -140,16 +167,31 @@ func (g *eventLog) hold() (q ring, mine bool) {
 // put records q as the held log's ring.
 func (g *eventLog) put(q ring) {
 	w := logState(g.state.Load())
-	g.state.Store(uint64(packLog(w.ver(), q.head, q.n) | logHeld))
+	g.state.Store(uint64(packLog(w.ver(), q.head, q.n) | w&logHot | logHeld))
 }
 
 // release ends the hold, under a new version.
 func (g *eventLog) release() {
 	w := logState(g.state.Load())
 	q := w.ring(g.t)
-	next := packLog(w.ver()+1, q.head, q.n)
+	next := packLog(w.ver()+1, q.head, q.n) | w&logHot
 	g.done.Store(next.ver())
 	g.state.Store(uint64(next))
+}
+
+// makeHot sets g's hot bit, raising its floor to its newest stamp, before
+// g is published as its shard's hot log. The caller holds the shard's lock
+// and g is not held; until it is published as hot, no lock-free check can
+// reach g, so neither change needs a new version.
+func (g *eventLog) makeHot() {
+	w := logState(g.state.Load())
+	if w.hot() {
+		return
+	}
+	if q := w.ring(g.t); q.n > 0 {
+		g.floor.Store(max(g.floor.Load(), q.newest()))
+	}
+	g.state.Store(uint64(w | logHot))
 }
 
 // try decides r at now without the shard's lock, into res. It reports
@@ -169,13 +211,27 @@ func (g *eventLog) try(r *Request, now int64, res *Result) bool {
 			continue
 		}
 		q := w.ring(g.t)
-		now = max(t0, g.floor.Load())
-		gone := q.n // how many of the oldest events have left the window
-		if gone > 0 {
-			newest := q.at(gone - 1)
-			if now = max(now, newest); newest > now-p { // not an idle key: walk
-				gone = 0
-				for j := q.head; g.t[j].Load() <= now-p; gone++ { // stops at the newest
+		floor := g.floor.Load()
+		newest := floor // a hot log's floor is at or after its newest stamp
+		if !w.hot() && q.n > 0 {
+			newest = q.at(q.n - 1)
+		}
+		now = max(t0, floor, newest)
+		// gone is how many of the oldest events have left the window: all
+		// of them on an idle key, else found by a walk from the oldest,
+		// which stops at the newest event. On a hot log newest is the
+		// floor, which may be past every event: the walk counts to n.
+		gone := q.n
+		if gone > 0 && newest > now-p {
+			gone = 0
+			if w.hot() {
+				for j := q.head; gone < q.n && g.t[j].Load() <= now-p; gone++ {
+					if j++; j == len(g.t) {
+						j = 0
+					}
+				}
+			} else {
+				for j := q.head; g.t[j].Load() <= now-p; gone++ {
 					if j++; j == len(g.t) {
 						j = 0
 					}
@@ -199,7 +255,7 @@ func (g *eventLog) try(r *Request, now int64, res *Result) bool {
 		}
 		q.forget(gone)
 		at := q.head + q.n // the first slot claimed
-		if !g.state.CompareAndSwap(uint64(w), uint64(packLog(w.ver()+1, q.head, q.n+int(r.Cost)))) {
+		if !g.state.CompareAndSwap(uint64(w), uint64(packLog(w.ver()+1, q.head, q.n+int(r.Cost))|w&logHot)) {
 			continue
 		}
 		for range r.Cost {
@@ -208,6 +264,9 @@ func (g *eventLog) try(r *Request, now int64, res *Result) bool {
 			}
 			g.t[at].Store(now)
 			at++
+		}
+		if w.hot() {
+			g.floor.Store(now)
 		}
 		g.done.Store((w.ver() + 1) & logVerMask)
 		*res = Result{

@@ -62,8 +62,15 @@ func (m *logModel) decide(now int64, r *Request) Result {
 // rate, stamps that jump back as well as forward, now and then a Return of
 // a take's events) through the engine and the model, and requires the same
 // Result every time: Remaining, RetryAfter, ResetAfter and Next exact to
-// the nanosecond.
+// the nanosecond; on a log checked under the lock, and on one made its
+// shard's hot log, whose checks read the floor in place of the newest stamp.
 func TestSlidingLogMatchesModel(t *testing.T) {
+	for _, hot := range []bool{false, true} {
+		t.Run(map[bool]string{false: "locked", true: "hot"}[hot], func(t *testing.T) { matchModel(t, hot) })
+	}
+}
+
+func matchModel(t *testing.T, hot bool) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	for run := range 200 {
 		s := New(Config{MaxKeys: 1 << 12})
@@ -83,6 +90,9 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 				s.Return(&ret, now)
 				m.giveBack()
 				continue
+			}
+			if hot {
+				promoteKey(s, &r)
 			}
 			got, want := s.Take(&r, now), m.decide(now, &r)
 			if got != want {
@@ -324,10 +334,7 @@ func TestSlidingLogHotKeyTakenConcurrentlyNeverExceedsRate(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(1e6) // no stamp is 0, which a Return reads as "the newest"
 	s.Take(&r, clock.Load())
-	h := s.hash(&r)
-	sh := &s.logs[s.index(h)]
-	g, _ := sh.t.get(h)
-	sh.hot.Store(g) // as if a check had found the lock taken
+	promoteKey(s, &r) // as if a check had found the lock taken
 	admitted := make([][]int64, workers)
 	var wg sync.WaitGroup
 	start := make(chan struct{})

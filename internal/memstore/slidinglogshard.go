@@ -38,7 +38,7 @@ func (s *Store) takeLog(h uint64, r *Request, now int64) (res Result) {
 	if i := sh.t.find(h); i >= 0 {
 		g := sh.t.vals[i]
 		if contended {
-			sh.hot.Store(g)
+			sh.promote(g)
 		}
 		if g.try(r, now, &res) {
 			sh.mu.Unlock()
@@ -81,6 +81,9 @@ func (sh *logShard) apply(capacity int, h uint64, r *Request, now int64, keep bo
 		g, q = sh.rebuild(capacity, h, slot, g, q, rate, now)
 	}
 	q.push(now, int(r.Cost))
+	if logState(g.state.Load()).hot() {
+		g.floor.Store(now) // at or after the newest stamp: see eventLog
+	}
 	g.period.Store(p)
 	g.put(q)
 	// q.result(0, now, p, rate), knowing that q holds an event and that
@@ -179,6 +182,13 @@ func (sh *logShard) drop(h uint64) {
 		sh.t.removeAt(i)
 		sh.forgetHot(g)
 	}
+}
+
+// promote remembers g, a log in the table, as the shard's hot log; the
+// caller holds the lock.
+func (sh *logShard) promote(g *eventLog) {
+	g.makeHot()
+	sh.hot.Store(g)
 }
 
 // forgetHot stops remembering g, taken out of the table, as the hot log.
