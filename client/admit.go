@@ -36,6 +36,9 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 		p.ad.sched = p.ad.schedNew
 	}
 	seq := p.count.Add(1)
+	if p.log != nil {
+		p.log.add(seq, maxTime(slot, now))
+	}
 	p.mu.Unlock()
 	if !slot.After(now) {
 		slot = time.Time{} // nothing to wait for
@@ -61,7 +64,14 @@ func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, o
 	slot, ok = at, true
 	p.scratch = append(p.scratch[:0], p.policies...)
 	for i := range p.scratch {
-		s, b, fits := p.scratch[i].take(at)
+		var logNext time.Time
+		if p.log != nil && p.scratch[i].logged() {
+			logNext = p.log.next(p.scratch[i].limit, p.scratch[i].window)
+			if logNext.IsZero() {
+				logNext = at // fewer sends than the quota in the log
+			}
+		}
+		s, b, fits := p.scratch[i].take(at, logNext)
 		ok = ok && fits
 		if s.After(slot) {
 			slot = s

@@ -38,9 +38,15 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent t
 	count := p.count.Load()
 	applied := obs.n > 0
 	for _, q := range obs.quotas[:obs.n] {
-		if pol := find(&p.policies, q.name); pol == nil || !pol.apply(q, seq, count, now, t.maxDelay) {
+		pol := find(&p.policies, q.name)
+		if pol == nil || !pol.apply(q, seq, count, now, t.maxDelay) {
 			applied = false
+			continue
 		}
+		if p.log == nil && pol.known() && pol.limit <= maxLogged {
+			p.log = newSendLog(now)
+		}
+		pol.checkLog(p.log, seq, q.remaining)
 	}
 	p.note(rl, pol, &obs, applied, mayThrottle)
 	if throttled {

@@ -1,0 +1,124 @@
+package ratelimitclient
+
+import "time"
+
+// A server that counts in a sliding log gives its quota back one send at a
+// time, a window after each was made: its reset is when the oldest send
+// leaves the window, not when the whole quota comes back. Taking such a
+// reset as the quota restored makes the client wait a window for every
+// response that finds the log full (at 100 a second, nearly every one),
+// though a unit comes back every hundredth of a second; and a send delayed
+// by its jitter leaves the log a little later than the pace assumed, so
+// that the send a window later finds the log full.
+//
+// The client cannot tell a sliding log from a window that resets, but it
+// can keep its own: a send is within any server's limit of q per window w
+// (fixed windows, windows that start at the first request, sliding logs and
+// token buckets of burst q alike) when no window of length w holds more
+// than q of the sends counted against it. The partition keeps the times of
+// its latest sends, and a policy whose quota is small enough to be kept
+// spaces each send at least w after the q-th latest, instead of waiting for
+// its reset once its quota is spent.
+//
+// That holds only while the server counts no sends but the client's: each
+// response to a send is checked against the log (the server's count, the
+// quota less what is left, must not exceed the sends the log holds in the
+// window before that send), and a policy whose server counts more (other
+// clients share the quota, or its window is longer than the one guessed) is
+// never paced by the log again.
+
+// maxLogged is the largest quota a policy may have for the log to pace it,
+// and the number of sends the log keeps.
+const maxLogged = 256
+
+// sendLog holds the times of a partition's latest sends (the slots they
+// were given, with their jitter), sorted by time: a ring of the maxLogged
+// latest, oldest first from head.
+type sendLog struct {
+	at   [maxLogged]int64 // slot times, Unix nanoseconds
+	seq  [maxLogged]uint64
+	head int
+	n    int
+	from int64 // the log holds every send made after this time
+}
+
+// newSendLog returns a log that holds every send made after now.
+func newSendLog(now time.Time) *sendLog { return &sendLog{from: now.UnixNano()} }
+
+// i is the ring position of the k-th entry, oldest first.
+func (l *sendLog) i(k int) int { return (l.head + k) % maxLogged }
+
+// add records that the send numbered seq was given the slot at.
+func (l *sendLog) add(seq uint64, at time.Time) {
+	t := at.UnixNano()
+	if l.n == maxLogged {
+		if t < l.at[l.head] {
+			return // earlier than every send kept
+		}
+		l.from = max(l.from, l.at[l.head])
+		l.head, l.n = l.i(1), l.n-1
+	}
+	// Slots mostly come in order: insert from the end.
+	k := l.n
+	for ; k > 0 && l.at[l.i(k-1)] > t; k-- {
+		l.at[l.i(k)], l.seq[l.i(k)] = l.at[l.i(k-1)], l.seq[l.i(k-1)]
+	}
+	l.at[l.i(k)], l.seq[l.i(k)] = t, seq
+	l.n++
+}
+
+// sentAt returns the slot of the send numbered seq, when the log holds it.
+func (l *sendLog) sentAt(seq uint64) (int64, bool) {
+	for k := l.n - 1; k >= 0; k-- { // responses mostly follow recent sends
+		if l.seq[l.i(k)] == seq {
+			return l.at[l.i(k)], true
+		}
+	}
+	return 0, false
+}
+
+// count returns how many sends the log holds in (from, to].
+func (l *sendLog) count(from, to int64) int64 {
+	var n int64
+	for k := l.n - 1; k >= 0 && l.at[l.i(k)] > from; k-- {
+		if l.at[l.i(k)] <= to {
+			n++
+		}
+	}
+	return n
+}
+
+// next returns the earliest time a further send leaves at most q sends in
+// any window of length w: w after the q-th latest (the zero time when the
+// log holds fewer than q).
+func (l *sendLog) next(q int64, w time.Duration) time.Time {
+	if q > int64(l.n) || q <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, l.at[l.i(l.n-int(q))]).Add(w)
+}
+
+// logged reports whether p's sends may be paced by the log: its quota and
+// window are known, the log can hold its quota, and no response showed its
+// server counting more sends than the log holds.
+func (p *policy) logged() bool {
+	return p.logFit && !p.logOff && p.known() && p.limit <= maxLogged
+}
+
+// checkLog checks the response to the send numbered seq, which left
+// remaining of p's quota, against the log l: the server may have counted
+// at most the sends the log holds in the window before that send.
+func (p *policy) checkLog(l *sendLog, seq uint64, remaining int64) {
+	if l == nil || p.logOff || !p.known() || p.limit > maxLogged {
+		return
+	}
+	at, ok := l.sentAt(seq)
+	if !ok || at-int64(p.window) < l.from {
+		return // the log does not hold every send of the window before it
+	}
+	if p.limit-remaining > l.count(at-int64(p.window), at) {
+		p.logOff, p.logFit = true, false
+		return
+	}
+	p.logFit = true
+}
