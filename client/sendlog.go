@@ -107,7 +107,11 @@ func (p *policy) logged() bool {
 
 // checkLog checks the response to the send numbered seq, which left
 // remaining of p's quota, against the log l: the server may have counted
-// at most the sends the log holds in the window before that send.
+// at most the sends the log holds in the window before that send. When it
+// counted more and p's window is a guess, the window is longer than the
+// guess, by as much as the log shows if the server counts only the
+// client's sends: the guess is raised, to be checked again. When the
+// server gave the window, it counts sends other than the client's.
 func (p *policy) checkLog(l *sendLog, seq uint64, remaining int64) {
 	if l == nil || p.logOff || !p.known() || p.limit > maxLogged {
 		return
@@ -116,9 +120,31 @@ func (p *policy) checkLog(l *sendLog, seq uint64, remaining int64) {
 	if !ok || at-int64(p.window) < l.from {
 		return // the log does not hold every send of the window before it
 	}
-	if p.limit-remaining > l.count(at-int64(p.window), at) {
-		p.logOff, p.logFit = true, false
+	counted := p.limit - remaining
+	if counted <= l.count(at-int64(p.window), at) {
+		p.logFit = true
 		return
 	}
-	p.logFit = true
+	p.logFit = false
+	oldest, ok := l.latest(counted, at)
+	if !p.guessed || !ok {
+		p.logOff = true
+		return
+	}
+	// The window holds the counted-th latest send at or before this one:
+	// it is longer than the time since, in whole seconds.
+	w := time.Duration(at-oldest).Truncate(time.Second) + time.Second
+	p.least, p.exact, p.window = max(p.least, w), max(p.exact, w), max(p.window, w)
+}
+
+// latest returns the time of the n-th latest send at or before at.
+func (l *sendLog) latest(n, at int64) (int64, bool) {
+	for k := l.n - 1; k >= 0; k-- {
+		if t := l.at[l.i(k)]; t <= at {
+			if n--; n == 0 {
+				return t, true
+			}
+		}
+	}
+	return 0, false
 }
