@@ -151,7 +151,8 @@ func (p *policy) learnWindow(q quota) {
 // is more than a window past the reset: sends are not queued that far ahead
 // on a picture that will be stale by then. logNext, when not zero, is the
 // earliest time the partition's send log allows (see sendlog.go): a send
-// then waits for it, not for the reset, once the quota is spent. The caller
+// waits for it, and once the log is known to fit the server, for it instead
+// of the reset when the quota is spent. The caller
 // takes from a copy of the policy and keeps it only if the send goes ahead.
 func (p *policy) take(at, logNext time.Time) (slot, base time.Time, ok bool) {
 	if !p.active {
@@ -173,7 +174,7 @@ func (p *policy) take(at, logNext time.Time) (slot, base time.Time, ok bool) {
 		// Quota spent but its rate known: from the reset, go on at the
 		// policy's average rate.
 		p.interval = p.avg()
-		if at.Before(p.resetAt) && logNext.IsZero() {
+		if at.Before(p.resetAt) && !(p.logFit && !logNext.IsZero()) {
 			at, base = p.resetAt, p.resetAt
 		}
 	}

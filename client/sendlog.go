@@ -98,11 +98,14 @@ func (l *sendLog) next(q int64, w time.Duration) time.Time {
 	return time.Unix(0, l.at[l.i(l.n-int(q))]).Add(w)
 }
 
-// logged reports whether p's sends may be paced by the log: its quota and
+// logged reports whether p's sends are kept within the log: its quota and
 // window are known, the log can hold its quota, and no response showed its
-// server counting more sends than the log holds.
+// server counting sends the log does not hold. Sends are kept within it
+// from the start (it only delays them), but they wait for the log instead
+// of the reset only once a response showed the server counting no more
+// than the log holds (logFit).
 func (p *policy) logged() bool {
-	return p.logFit && !p.logOff && p.known() && p.limit <= maxLogged
+	return !p.logOff && p.known() && p.limit <= maxLogged
 }
 
 // checkLog checks the response to the send numbered seq, which left
