@@ -66,7 +66,7 @@ func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, o
 	for i := range p.scratch {
 		var logNext time.Time
 		if p.log != nil && p.scratch[i].logged() {
-			logNext = p.log.next(p.scratch[i].limit, p.scratch[i].window)
+			logNext = p.log.next(p.scratch[i].limit, p.scratch[i].logWindow())
 			if logNext.IsZero() {
 				logNext = at // fewer sends than the quota in the log
 			}

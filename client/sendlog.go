@@ -119,12 +119,13 @@ func (p *policy) checkLog(l *sendLog, seq uint64, remaining int64) {
 	if l == nil || p.logOff || !p.known() || p.limit > maxLogged {
 		return
 	}
+	w := int64(p.logWindow())
 	at, ok := l.sentAt(seq)
-	if !ok || at-int64(p.window) < l.from {
+	if !ok || at-w < l.from {
 		return // the log does not hold every send of the window before it
 	}
 	counted := p.limit - remaining
-	if counted <= l.count(at-int64(p.window), at) {
+	if counted <= l.count(at-w, at) {
 		p.logFit = true
 		return
 	}
@@ -136,8 +137,19 @@ func (p *policy) checkLog(l *sendLog, seq uint64, remaining int64) {
 	}
 	// The window holds the counted-th latest send at or before this one:
 	// it is longer than the time since, in whole seconds.
-	w := time.Duration(at-oldest).Truncate(time.Second) + time.Second
-	p.least, p.exact, p.window = max(p.least, w), max(p.exact, w), max(p.window, w)
+	longer := time.Duration(at-oldest).Truncate(time.Second) + time.Second
+	p.least, p.exact, p.window = max(p.least, longer), max(p.exact, longer), max(p.window, longer)
+}
+
+// logWindow is the window p's sends are kept within in the log: the one the
+// server gave, or, when the window is a guess, the shortest it can be (the
+// whole seconds before a reset); a server counting more sends than the log
+// holds in it lengthens it (see checkLog).
+func (p *policy) logWindow() time.Duration {
+	if p.guessed && p.least > 0 {
+		return p.least
+	}
+	return p.window
 }
 
 // latest returns the time of the n-th latest send at or before at.
