@@ -185,12 +185,24 @@ func (p *policy) take(at, logNext time.Time) (slot, base time.Time, ok bool) {
 	if logNext.After(slot) {
 		slot = logNext
 	}
-	if p.known() && slot.After(p.resetAt.Add(p.window)) {
+	if p.known() && slot.After(p.resetAt.Add(p.horizon())) {
 		return slot, base, false
 	}
 	p.rem--
 	p.last = slot
 	return slot, base, true
+}
+
+// horizon is how far past the reset sends are queued: a window, or, while
+// the window is a guess that may be twice too long (a Unix-time reset read
+// from one Date), the shortest it can be: sends queued at the pace of a
+// window read too long keep their slots when the responses show it
+// shorter.
+func (p *policy) horizon() time.Duration {
+	if p.guessed && !p.rounded && !p.offClock && p.least > 0 {
+		return p.least
+	}
+	return p.window
 }
 
 // maxSlack is how uncertain the server's clock may be for a guessed window
