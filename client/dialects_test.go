@@ -216,47 +216,48 @@ func TestGoodputEveryDialectAndWindow(t *testing.T) {
 // TestGoodputExpiringWindows: against servers whose window starts at the
 // first request after the last one expired, in every dialect with fields
 // and every server clock, the client gets at least 95% of the limit
-// through with at most 1% of its sends throttled at windows of 10 s and
-// 60 s. A Unix-time reset is rounded up to a whole second that the window
-// does not end on: a request that found the quota full began a window,
-// which ends a window later, however late the reset reads. At 1 s the
-// bounds are not met (docs/client.md gives the figures and the causes); the
-// lower bars hold what is reached.
+// through with at most 1% of its sends throttled. A Unix-time reset is
+// rounded up to a whole second that the window does not end on: a request
+// that found the quota full began a window, which ends a window later,
+// however late the reset reads. At 1 s the Unix-time dialects are held to
+// 90% (docs/client.md gives the figures and the cause).
 func TestGoodputExpiringWindows(t *testing.T) {
-	testGoodputWithFields(t, expiringKey, func(w time.Duration) (float64, float64) {
-		if w == time.Second {
-			return 0.85, 0.02
-		}
-		return 0.95, 0.01
-	})
+	testGoodputWithFields(t, expiringKey, unixTimeAtOneSecond)
 }
 
 // TestGoodputSlidingLogs: against servers that count in a sliding log (at
 // most q requests in any window) and announce as the reset the time until
 // their oldest request leaves it, in every dialect with fields and every
-// server clock. The client takes a reset as the whole quota restored, and
-// the bounds are not met (docs/client.md gives the figures and the causes):
-// these bars hold what is reached.
+// server clock, the same bounds. The client keeps its sends within a log of
+// its own (see client/sendlog.go); taking each reset as the whole quota
+// restored, it got 52-79% through at 1 s, and up to 1.85% of its sends
+// were throttled at 10 s.
 func TestGoodputSlidingLogs(t *testing.T) {
-	testGoodputWithFields(t, slidingLog, func(w time.Duration) (float64, float64) {
-		if w == time.Second {
-			return 0.45, 0.10
-		}
-		return 0.95, 0.03
-	})
+	testGoodputWithFields(t, slidingLog, unixTimeAtOneSecond)
+}
+
+// unixTimeAtOneSecond is the bounds, but for the dialects whose
+// reset is a Unix time at windows of a second: the first responses read
+// the window up to twice too long, and the requests queued at that pace
+// keep their slots (docs/client.md, "Not met yet").
+func unixTimeAtOneSecond(w time.Duration, d dialect) (minGoodput, max429 float64) {
+	if w == time.Second && (d == dialectLegacyEpoch || d == dialectGitHub) {
+		return 0.90, 0.01
+	}
+	return 0.95, 0.01
 }
 
 // testGoodputWithFields runs a closed loop of 16 against servers counting
 // with alg, at every window, in every dialect with fields and against every
-// server clock, and checks the bars bars gives for the window.
-func testGoodputWithFields(t *testing.T, alg algorithm, bars func(time.Duration) (minGoodput, max429 float64)) {
+// server clock, and checks the bars bars gives for the window and dialect.
+func testGoodputWithFields(t *testing.T, alg algorithm, bars func(time.Duration, dialect) (minGoodput, max429 float64)) {
 	for _, win := range goodputWindows {
 		for d := dialectIETF; d < dialectNone; d++ {
 			for _, skew := range serverSkews {
 				t.Run(fmt.Sprintf("%v/q=%d/%v/skew=%v", win.w, win.q, d, skew), func(t *testing.T) {
 					s := &simServer{dialect: d, alg: alg, q: win.q, w: win.w, skew: skew}
 					res := runClosedLoad(t, s.middleware, win.q, win.w, win.runs, 16, &ratelimitclient.Transport{})
-					minGoodput, max429 := bars(win.w)
+					minGoodput, max429 := bars(win.w, d)
 					res.check(t, win.q, win.runs, minGoodput, max429)
 				})
 			}
