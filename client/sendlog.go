@@ -130,13 +130,17 @@ func (p *policy) checkLog(l *sendLog, seq uint64, remaining int64) {
 		return
 	}
 	p.logFit = false
-	oldest, ok := l.latest(counted, at)
-	if !p.guessed || !ok {
+	if !p.guessed {
 		p.logOff = true
 		return
 	}
-	// The window holds the counted-th latest send at or before this one:
-	// it is longer than the time since, in whole seconds.
+	// The window holds the counted-th latest send at or before this one
+	// (or, when the log holds fewer, sends made before it was kept): it is
+	// longer than the time since, in whole seconds.
+	oldest, ok := l.latest(counted, at)
+	if !ok {
+		oldest = l.from
+	}
 	longer := time.Duration(at-oldest).Truncate(time.Second) + time.Second
 	p.least, p.exact, p.window = max(p.least, longer), max(p.exact, longer), max(p.window, longer)
 }

@@ -51,8 +51,9 @@ func TestSendLogKeepsAnyWindowWithinTheQuota(t *testing.T) {
 // the window before a send, no more sends than the log holds is paced by
 // the log; one whose server counts more (other clients share its quota)
 // never is again, even after responses that fit; a guessed window that
-// the server shows too short is lengthened to hold the sends it counted,
-// and the log still paces it.
+// the server shows too short is lengthened to hold the sends it counted
+// (back to when the log was started, when it holds fewer), and the log
+// still paces it.
 func TestSendLogCheckedAgainstEachResponse(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	l := newSendLog(t0)
@@ -87,5 +88,13 @@ func TestSendLogCheckedAgainstEachResponse(t *testing.T) {
 	guessed.checkLog(l, 20, 0)
 	if !guessed.logFit {
 		t.Errorf("the lengthened window does not fit the same response")
+	}
+
+	// 30 counted where the log, kept from t0, holds 20: the server counts
+	// sends made before the log was kept, and its window reaches past t0.
+	before := policy{active: true, limit: 30, window: time.Second, guessed: true, least: time.Second, exact: time.Second}
+	before.checkLog(l, 20, 0)
+	if before.logOff || before.logWindow() != 3*time.Second {
+		t.Errorf("a server counting sends from before the log: logOff %v, window %v; want the window lengthened to 3s", before.logOff, before.logWindow())
 	}
 }
