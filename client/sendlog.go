@@ -20,12 +20,13 @@ import "time"
 // spaces each send at least w after the q-th latest, instead of waiting for
 // its reset once its quota is spent.
 //
-// That holds only while the server counts no sends but the client's: each
-// response to a send is checked against the log (the server's count, the
-// quota less what is left, must not exceed the sends the log holds in the
-// window before that send), and a policy whose server counts more (other
-// clients share the quota, or its window is longer than the one guessed) is
-// never paced by the log again.
+// Waiting for the log instead of the reset holds only while the server
+// counts no sends but the client's: each response to a send is checked
+// against the log (the server's count, the quota less what is left, must
+// not exceed the sends the log holds in the window before that send). A
+// policy whose server gave its window and counts more (other clients share
+// the quota) is never paced by the log again; a window guessed from resets
+// is lengthened to what the server shows it counting.
 
 // maxLogged is the largest quota a policy may have for the log to pace it,
 // and the number of sends the log keeps.
@@ -33,24 +34,26 @@ const maxLogged = 256
 
 // sendLog holds the times of a partition's latest sends (the slots they
 // were given, with their jitter), sorted by time: a ring of the maxLogged
-// latest, oldest first from head.
+// latest, oldest first from head. Times are kept as nanoseconds since base,
+// on the clock the Transport reads (its monotonic one).
 type sendLog struct {
-	at   [maxLogged]int64 // slot times, Unix nanoseconds
+	at   [maxLogged]int64 // slot times
 	seq  [maxLogged]uint64
 	head int
 	n    int
+	base time.Time
 	from int64 // the log holds every send made after this time
 }
 
 // newSendLog returns a log that holds every send made after now.
-func newSendLog(now time.Time) *sendLog { return &sendLog{from: now.UnixNano()} }
+func newSendLog(now time.Time) *sendLog { return &sendLog{base: now} }
 
 // i is the ring position of the k-th entry, oldest first.
 func (l *sendLog) i(k int) int { return (l.head + k) % maxLogged }
 
 // add records that the send numbered seq was given the slot at.
 func (l *sendLog) add(seq uint64, at time.Time) {
-	t := at.UnixNano()
+	t := int64(at.Sub(l.base))
 	if l.n == maxLogged {
 		if t < l.at[l.head] {
 			return // earlier than every send kept
@@ -95,7 +98,7 @@ func (l *sendLog) next(q int64, w time.Duration) time.Time {
 	if q > int64(l.n) || q <= 0 {
 		return time.Time{}
 	}
-	return time.Unix(0, l.at[l.i(l.n-int(q))]).Add(w)
+	return l.base.Add(time.Duration(l.at[l.i(l.n-int(q))]) + w)
 }
 
 // logged reports whether p's sends are kept within the log: its quota and
