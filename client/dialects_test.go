@@ -1,11 +1,16 @@
 package ratelimitclient_test
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/ratelimit"
@@ -263,4 +268,65 @@ func testGoodputWithFields(t *testing.T, alg algorithm, bars func(time.Duration,
 			}
 		}
 	}
+}
+
+// TestSendsWithinAnnouncedLimitUnderContention: 200 goroutines send 1000
+// requests (coming back when they would be queued too far ahead) in one
+// partition to a server that announces 20 a second in
+// IETF fields and counts in a sliding log. After the first response, no
+// span of a second holds more than the 20 sends the client learned it may
+// make, none is refused, and none is made inside a Retry-After. The
+// requests resume together after each throttle and reset, jittered
+// (x/time/rate admits far past its limit when reserved out of order under
+// contention, golang/go#71360; the Transport keeps the spacing itself).
+func TestSendsWithinAnnouncedLimitUnderContention(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const q, w, workers, each = 20, time.Second, 200, 5
+		s := &simServer{dialect: dialectIETF, alg: slidingLog, q: q, w: w}
+		url, rec, client := loadClient(t, s.middleware, &ratelimitclient.Transport{MaxWait: time.Hour})
+		var mu sync.Mutex
+		var sent []time.Time
+		rec.onSend = func(at time.Time) {
+			mu.Lock()
+			sent = append(sent, at)
+			mu.Unlock()
+		}
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for n := 0; n < each; {
+					resp, err := client.Get(url)
+					var we *ratelimitclient.WaitError
+					switch {
+					case errors.As(err, &we): // queued too far ahead: come back then
+						time.Sleep(max(we.Wait, w/100))
+						continue
+					case err != nil:
+						t.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					n++
+				}
+			})
+		}
+		wg.Wait()
+		rec.mu.Lock()
+		first, throttled, early := rec.first, rec.throttled, rec.early
+		rec.mu.Unlock()
+		slices.SortFunc(sent, func(a, b time.Time) int { return a.Compare(b) })
+		i := sort.Search(len(sent), func(i int) bool { return sent[i].After(first) })
+		after := sent[i:]
+		for k := q; k < len(after); k++ {
+			if gap := after[k].Sub(after[k-q]); gap < w {
+				t.Fatalf("%d sends within %v from %v after the first response, want at most %d a second",
+					q+1, gap, after[k-q].Sub(first), q)
+			}
+		}
+		if throttled != 0 || early != 0 {
+			t.Errorf("%d of %d sends after the first response refused, %d inside a Retry-After; want none", throttled, len(after), early)
+		}
+		t.Logf("%d sends after the first response, over %v", len(after), after[len(after)-1].Sub(first))
+	})
 }
