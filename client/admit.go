@@ -39,6 +39,9 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 	if p.log != nil {
 		p.log.add(seq, maxTime(slot, now))
 	}
+	if slot.After(now) && len(p.policies) > 0 {
+		p.addWaiter(seq, slot)
+	}
 	p.mu.Unlock()
 	if !slot.After(now) {
 		slot = time.Time{} // nothing to wait for
@@ -133,24 +136,41 @@ func (t *Transport) bound(req *http.Request, now time.Time, waited time.Duration
 	return b, false
 }
 
-// wait blocks until slot, returning early with the context's error. If a
-// throttle blocked the partition in the meantime, it admits the send again
-// and waits for the new slot. It returns the send's sequence number.
+// wait blocks until slot, or the slot replan gives the send instead (see
+// replan.go), returning early with the context's error. If a throttle
+// blocked the partition in the meantime, it admits the send again and waits
+// for the new slot. It returns the send's sequence number.
 func (t *Transport) wait(req *http.Request, p *partition, attempt int, seq uint64, slot time.Time) (uint64, error) {
 	var waited time.Duration
+	observed := false
 	for !slot.IsZero() {
+		s, moved := p.waiting(seq)
+		if moved != nil {
+			slot = s // the slot replan gave it (see replan.go)
+		}
 		d := time.Until(slot)
 		if d <= 0 {
+			p.leave(seq)
 			return seq, nil
 		}
-		t.observe(Event{Kind: Waited, Partition: p.name, Wait: d, Attempt: attempt})
+		if !observed {
+			t.observe(Event{Kind: Waited, Partition: p.name, Wait: d, Attempt: attempt})
+			observed = true
+		}
+		start := time.Now()
 		timer := time.NewTimer(d)
 		select {
 		case <-timer.C:
+		case <-moved:
+			timer.Stop()
+			waited += time.Since(start)
+			continue
 		case <-req.Context().Done():
 			timer.Stop()
+			p.leave(seq)
 			return 0, fmt.Errorf("ratelimit: %s: waiting for the rate limit: %w", p.name, req.Context().Err())
 		}
+		p.leave(seq)
 		waited += d
 		p.mu.Lock()
 		blocked := p.blocked.After(t.now())
@@ -162,6 +182,7 @@ func (t *Transport) wait(req *http.Request, p *partition, attempt int, seq uint6
 		if seq, slot, err = t.reserve(req, p, attempt, waited); err != nil {
 			return 0, err
 		}
+		observed = false
 	}
 	return seq, nil
 }

@@ -225,7 +225,7 @@ func TestGoodputEveryDialectAndWindow(t *testing.T) {
 // rounded up to a whole second that the window does not end on: a request
 // that found the quota full began a window, which ends a window later,
 // however late the reset reads. At 1 s the Unix-time dialects are held to
-// 90% (docs/client.md gives the figures and the cause).
+// 93% (docs/client.md gives the figures and the cause).
 func TestGoodputExpiringWindows(t *testing.T) {
 	testGoodputWithFields(t, expiringKey, unixTimeAtOneSecond)
 }
@@ -243,11 +243,11 @@ func TestGoodputSlidingLogs(t *testing.T) {
 
 // unixTimeAtOneSecond is the bounds, but for the dialects whose
 // reset is a Unix time at windows of a second: the first responses read
-// the window up to twice too long, and the requests queued at that pace
-// keep their slots (docs/client.md, "Not met yet").
+// the reset up to a second late and the window up to twice too long, which
+// costs a few windows at the start (docs/client.md, "Not met yet").
 func unixTimeAtOneSecond(w time.Duration, d dialect) (minGoodput, max429 float64) {
 	if w == time.Second && (d == dialectLegacyEpoch || d == dialectGitHub) {
-		return 0.90, 0.01
+		return 0.93, 0.01
 	}
 	return 0.95, 0.01
 }

@@ -70,6 +70,20 @@ func (l *sendLog) add(seq uint64, at time.Time) {
 	l.n++
 }
 
+// remove forgets the send numbered seq, when the log holds it.
+func (l *sendLog) remove(seq uint64) {
+	for k := l.n - 1; k >= 0; k-- {
+		if l.seq[l.i(k)] != seq {
+			continue
+		}
+		for ; k+1 < l.n; k++ {
+			l.at[l.i(k)], l.seq[l.i(k)] = l.at[l.i(k+1)], l.seq[l.i(k+1)]
+		}
+		l.n--
+		return
+	}
+}
+
 // sentAt returns the slot of the send numbered seq, when the log holds it.
 func (l *sendLog) sentAt(seq uint64) (int64, bool) {
 	for k := l.n - 1; k >= 0; k-- { // responses mostly follow recent sends
