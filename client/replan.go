@@ -51,11 +51,19 @@ func (p *partition) leave(seq uint64) {
 // replan gives every send still waiting at now its slot again, on the
 // policies as they are now. Each policy gets back the sends it counted for
 // them (those after the response it was last read from), and paces the
-// first from now rather than from the last of them. The caller holds p.mu.
+// first from now rather than from the last of them. A policy whose quota or
+// window is not known does not count a send that waits for its reset, so
+// that with one, the sends keep their slots. The caller holds p.mu.
 func (p *partition) replan(now time.Time) {
 	ws := slices.DeleteFunc(p.waiters, func(w *waiter) bool { return !w.slot.After(now) })
+	p.waiters = ws
 	if len(ws) == 0 || p.usesLocal() {
 		return
+	}
+	for i := range p.policies {
+		if p.policies[i].active && !p.policies[i].known() {
+			return // its waiting sends were not all counted: nothing to give back
+		}
 	}
 	slices.SortFunc(ws, func(a, b *waiter) int { return a.slot.Compare(b.slot) })
 	for i := range p.policies {
@@ -84,5 +92,4 @@ func (p *partition) replan(now time.Time) {
 		close(w.moved)
 		w.moved = make(chan struct{})
 	}
-	p.waiters = ws
 }
