@@ -37,7 +37,7 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 	}
 	seq := p.count.Add(1)
 	if p.log != nil {
-		p.log.add(seq, maxTime(slot, now))
+		p.log.admit(seq, now, maxTime(slot, now))
 	}
 	if slot.After(now) && len(p.policies) > 0 {
 		p.addWaiter(seq, slot)

@@ -54,7 +54,7 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent t
 			pol.resetAt, shorter = until, true
 		}
 		if p.log == nil && pol.known() && pol.limit <= maxLogged {
-			p.log = newSendLog(now)
+			p.log = newSendLog(now, count)
 		}
 		pol.checkLog(p.log, seq, q.remaining)
 	}

@@ -1,6 +1,9 @@
 package ratelimitclient
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // A server that counts in a sliding log gives its quota back one send at a
 // time, a window after each was made: its reset is when the oldest send
@@ -42,17 +45,43 @@ type sendLog struct {
 	head int
 	n    int
 	base time.Time
-	from int64 // the log holds every send made after this time
+	from int64  // the log holds every send made after this time
+	last uint64 // the highest send number it was given
 }
 
-// newSendLog returns a log that holds every send made after now.
-func newSendLog(now time.Time) *sendLog { return &sendLog{base: now} }
+// newSendLog returns a log that holds every send made after now and, when
+// there were at most maxLogged, the sent sends made before it, numbered 1 to
+// sent, each at now: sends that went before the first response told of a
+// policy (no later than now, so that the log errs late).
+func newSendLog(now time.Time, sent uint64) *sendLog {
+	l := &sendLog{base: now, last: sent}
+	if sent > maxLogged {
+		return l
+	}
+	for seq := range sent {
+		l.add(seq+1, now)
+	}
+	l.from = math.MinInt64
+	return l
+}
 
 // i is the ring position of the k-th entry, oldest first.
 func (l *sendLog) i(k int) int { return (l.head + k) % maxLogged }
 
+// admit records that the send numbered seq, admitted at now, was given
+// the slot at; and the sends numbered between the last it was given and
+// seq, at now: they went without waiting, before the partition's fields
+// were read (see Transport.reserve), and no later than now.
+func (l *sendLog) admit(seq uint64, now, at time.Time) {
+	for s := max(l.last+1, seq-min(seq, maxLogged)); s < seq; s++ {
+		l.add(s, now)
+	}
+	l.add(seq, at)
+}
+
 // add records that the send numbered seq was given the slot at.
 func (l *sendLog) add(seq uint64, at time.Time) {
+	l.last = max(l.last, seq)
 	t := int64(at.Sub(l.base))
 	if l.n == maxLogged {
 		if t < l.at[l.head] {
@@ -155,6 +184,10 @@ func (p *policy) checkLog(l *sendLog, seq uint64, remaining int64) {
 	// (or, when the log holds fewer, sends made before it was kept): it is
 	// longer than the time since, in whole seconds.
 	oldest, ok := l.latest(counted, at)
+	if !ok && l.from == math.MinInt64 {
+		p.logOff = true // more than the client ever sent: other clients count too
+		return
+	}
 	if !ok {
 		oldest = l.from
 	}

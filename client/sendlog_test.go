@@ -16,7 +16,7 @@ import (
 func TestSendLogKeepsAnyWindowWithinTheQuota(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
-	l := newSendLog(t0)
+	l := newSendLog(t0, 0)
 	for i, at := range []int{0, 200, 300, 141, 400, 500, 600, 700, 800, 900, 1000} {
 		l.add(uint64(i+1), ms(at))
 	}
@@ -26,7 +26,7 @@ func TestSendLogKeepsAnyWindowWithinTheQuota(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	const q, w = 7, time.Second
-	l = newSendLog(t0)
+	l = newSendLog(t0, 0)
 	var sent []time.Time
 	at := t0
 	for i := range 500 {
@@ -53,11 +53,11 @@ func TestSendLogKeepsAnyWindowWithinTheQuota(t *testing.T) {
 // never is again, even after responses that fit; a guessed window that
 // the server shows too short is lengthened to hold the sends it counted
 // (back to when the log was started, when it holds fewer), and the log
-// still paces it.
+// still paces it; but not past every send the client ever made.
 func TestSendLogCheckedAgainstEachResponse(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
-	l := newSendLog(t0)
-	for i := range 20 { // 10 a second from 0.1 s to 2 s
+	l := newSendLog(t0, maxLogged+1) // more sent before t0 than it holds: it holds those after
+	for i := range 20 {              // 10 a second from 0.1 s to 2 s
 		l.add(uint64(i+1), t0.Add(time.Duration(i+1)*100*time.Millisecond))
 	}
 
@@ -96,5 +96,35 @@ func TestSendLogCheckedAgainstEachResponse(t *testing.T) {
 	before.checkLog(l, 20, 0)
 	if before.logOff || before.logWindow() != 3*time.Second {
 		t.Errorf("a server counting sends from before the log: logOff %v, window %v; want the window lengthened to 3s", before.logOff, before.logWindow())
+	}
+
+	// A log started with the 3 sends made before it holds every send: 30
+	// counted where the client made 23 is other clients' sends.
+	all := newSendLog(t0, 3)
+	for i := range 20 {
+		all.add(uint64(i+4), t0.Add(time.Duration(i+1)*100*time.Millisecond))
+	}
+	everything := policy{active: true, limit: 30, window: time.Second, guessed: true, least: time.Second, exact: time.Second}
+	everything.checkLog(all, 23, 0)
+	if !everything.logOff {
+		t.Errorf("a server counting more sends than the client ever made: log still used; want it off")
+	}
+}
+
+// TestSendLogHoldsSendsMadeBeforeItWasKept: the requests that go before
+// the first response (and those that race it) are admitted without the
+// log; the log holds them all the same, at the time it learns of them (no
+// earlier than they went), so that the sends after them keep the window:
+// a server of 4 a second that saw 3 sends at 0 s refuses a fifth before
+// 1 s, and a log without them let it go at once.
+func TestSendLogHoldsSendsMadeBeforeItWasKept(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	l := newSendLog(t0, 2) // sends 1 and 2 went before the first response
+	l.admit(4, t0, t0)     // send 3 went without waiting, racing it
+	if got, want := l.next(4, time.Second), t0.Add(time.Second); !got.Equal(want) {
+		t.Errorf("after 4 sends at 0 s, a fifth of 4 a second at %v, want %v", got.Sub(t0), want.Sub(t0))
+	}
+	if n := l.count(l.from, t0.UnixNano()-l.base.UnixNano()); n != 4 {
+		t.Errorf("the log holds %d sends, want 4", n)
 	}
 }
