@@ -36,6 +36,12 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 		p.ad.sched = p.ad.schedNew
 	}
 	seq := p.count.Add(1)
+	if p.log != nil {
+		p.log.admit(seq, now, maxTime(slot, now))
+	}
+	if slot.After(now) && len(p.policies) > 0 {
+		p.addWaiter(seq, slot)
+	}
 	p.mu.Unlock()
 	if !slot.After(now) {
 		slot = time.Time{} // nothing to wait for
@@ -61,7 +67,14 @@ func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, o
 	slot, ok = at, true
 	p.scratch = append(p.scratch[:0], p.policies...)
 	for i := range p.scratch {
-		s, b, fits := p.scratch[i].take(at)
+		var logNext time.Time
+		if p.log != nil && p.scratch[i].logged() {
+			logNext = p.log.next(p.scratch[i].limit, p.scratch[i].logWindow())
+			if logNext.IsZero() {
+				logNext = at // fewer sends than the quota in the log
+			}
+		}
+		s, b, fits := p.scratch[i].take(at, logNext)
 		ok = ok && fits
 		if s.After(slot) {
 			slot = s
@@ -123,24 +136,41 @@ func (t *Transport) bound(req *http.Request, now time.Time, waited time.Duration
 	return b, false
 }
 
-// wait blocks until slot, returning early with the context's error. If a
-// throttle blocked the partition in the meantime, it admits the send again
-// and waits for the new slot. It returns the send's sequence number.
+// wait blocks until slot, or the slot replan gives the send instead (see
+// replan.go), returning early with the context's error. If a throttle
+// blocked the partition in the meantime, it admits the send again and waits
+// for the new slot. It returns the send's sequence number.
 func (t *Transport) wait(req *http.Request, p *partition, attempt int, seq uint64, slot time.Time) (uint64, error) {
 	var waited time.Duration
+	observed := false
 	for !slot.IsZero() {
+		s, moved := p.waiting(seq)
+		if moved != nil {
+			slot = s // the slot replan gave it (see replan.go)
+		}
 		d := time.Until(slot)
 		if d <= 0 {
+			p.leave(seq)
 			return seq, nil
 		}
-		t.observe(Event{Kind: Waited, Partition: p.name, Wait: d, Attempt: attempt})
+		if !observed {
+			t.observe(Event{Kind: Waited, Partition: p.name, Wait: d, Attempt: attempt})
+			observed = true
+		}
+		start := time.Now()
 		timer := time.NewTimer(d)
 		select {
 		case <-timer.C:
+		case <-moved:
+			timer.Stop()
+			waited += time.Since(start)
+			continue
 		case <-req.Context().Done():
 			timer.Stop()
+			p.leave(seq)
 			return 0, fmt.Errorf("ratelimit: %s: waiting for the rate limit: %w", p.name, req.Context().Err())
 		}
+		p.leave(seq)
 		waited += d
 		p.mu.Lock()
 		blocked := p.blocked.After(t.now())
@@ -152,6 +182,7 @@ func (t *Transport) wait(req *http.Request, p *partition, attempt int, seq uint6
 		if seq, slot, err = t.reserve(req, p, attempt, waited); err != nil {
 			return 0, err
 		}
+		observed = false
 	}
 	return seq, nil
 }

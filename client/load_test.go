@@ -30,11 +30,15 @@ type recorder struct {
 	blockUntil time.Time // and its Retry-After's expiry
 	early      int       // sends strictly inside a Retry-After
 	allSent    int
+	onSend     func(time.Time) // when set, called with the time of each send
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	now := time.Now()
 	r.mu.Lock()
+	if r.onSend != nil {
+		r.onSend(now)
+	}
 	r.allSent++
 	// Sends at the instant of the first response raced it: the client could
 	// not know what it said.

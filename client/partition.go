@@ -48,6 +48,8 @@ type partition struct {
 	rate     float64       // adaptive mode: the current local rate, per second
 	ad       *adaptState   // adaptive mode: what it read from the server, nil outside it
 	seen     seenFields    // the fields of the response applied last (see repeated.go)
+	log      *sendLog      // the latest sends, once a policy's quota fits it (see sendlog.go)
+	waiters  []*waiter     // sends waiting for their slot (see replan.go)
 }
 
 // adaptState is what the adaptive mode reads from a server without fields.

@@ -32,6 +32,8 @@ type policy struct {
 	bounded  bool          // resetAt is a response's bound, not extrapolated
 	seq      uint64        // sequence number of the response last applied
 	maxGap   time.Duration // cap on the spacing: the Transport's MaxDelay
+	logFit   bool          // a response showed the server counting no more sends than the log holds
+	logOff   bool          // one showed it counting more: the log never paces p (see sendlog.go)
 }
 
 // known reports whether the policy's quota and window are known, which lets
@@ -147,9 +149,12 @@ func (p *policy) learnWindow(q quota) {
 // send in p; base is the reset the send waits for, zero when it does not
 // wait for one, so that the caller can add jitter. ok is false when the slot
 // is more than a window past the reset: sends are not queued that far ahead
-// on a picture that will be stale by then. The caller takes from a copy of
-// the policy and keeps it only if the send goes ahead.
-func (p *policy) take(at time.Time) (slot, base time.Time, ok bool) {
+// on a picture that will be stale by then. logNext, when not zero, is the
+// earliest time the partition's send log allows (see sendlog.go): a send
+// waits for it, and once the log is known to fit the server, for it instead
+// of the reset when the quota is spent. The caller
+// takes from a copy of the policy and keeps it only if the send goes ahead.
+func (p *policy) take(at, logNext time.Time) (slot, base time.Time, ok bool) {
 	if !p.active {
 		return at, base, true
 	}
@@ -169,7 +174,7 @@ func (p *policy) take(at time.Time) (slot, base time.Time, ok bool) {
 		// Quota spent but its rate known: from the reset, go on at the
 		// policy's average rate.
 		p.interval = p.avg()
-		if at.Before(p.resetAt) {
+		if at.Before(p.resetAt) && !(p.logFit && !logNext.IsZero()) {
 			at, base = p.resetAt, p.resetAt
 		}
 	}
@@ -177,12 +182,27 @@ func (p *policy) take(at time.Time) (slot, base time.Time, ok bool) {
 	if next := p.last.Add(p.interval); !p.last.IsZero() && next.After(slot) {
 		slot = next
 	}
-	if p.known() && slot.After(p.resetAt.Add(p.window)) {
+	if logNext.After(slot) {
+		slot = logNext
+	}
+	if p.known() && slot.After(p.resetAt.Add(p.horizon())) {
 		return slot, base, false
 	}
 	p.rem--
 	p.last = slot
 	return slot, base, true
+}
+
+// horizon is how far past the reset sends are queued: a window, or, while
+// the window is a guess that may be twice too long (a Unix-time reset read
+// from one Date), the shortest it can be: sends queued at the pace of a
+// window read too long keep their slots when the responses show it
+// shorter.
+func (p *policy) horizon() time.Duration {
+	if p.guessed && !p.rounded && !p.offClock && p.least > 0 {
+		return p.least
+	}
+	return p.window
 }
 
 // maxSlack is how uncertain the server's clock may be for a guessed window
@@ -215,4 +235,11 @@ func find(ps *[]policy, name string) *policy {
 	}
 	*ps = append(*ps, policy{name: strings.Clone(name)})
 	return &(*ps)[len(*ps)-1]
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

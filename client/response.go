@@ -36,11 +36,27 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent t
 	var block time.Duration
 	p.mu.Lock()
 	count := p.count.Load()
-	applied := obs.n > 0
+	applied, shorter := obs.n > 0, false // shorter: a policy's window or reset is sooner
 	for _, q := range obs.quotas[:obs.n] {
-		if pol := find(&p.policies, q.name); pol == nil || !pol.apply(q, seq, count, now, t.maxDelay) {
-			applied = false
+		pol := find(&p.policies, q.name)
+		var window time.Duration
+		if pol != nil {
+			window = pol.window
 		}
+		if pol == nil || !pol.apply(q, seq, count, now, t.maxDelay) {
+			applied = false
+			continue
+		}
+		shorter = shorter || pol.window < window
+		if until := now.Add(obs.retryAfter); throttled && obs.hasRetry && q.remaining == 0 && until.Before(pol.resetAt) {
+			// The throttle's Retry-After is when the quota it reports spent
+			// is back: a reset read from whole seconds can be a second later.
+			pol.resetAt, shorter = until, true
+		}
+		if p.log == nil && pol.known() && pol.limit <= maxLogged {
+			p.log = newSendLog(now, count)
+		}
+		pol.checkLog(p.log, seq, q.remaining)
 	}
 	p.note(rl, pol, &obs, applied, mayThrottle)
 	if throttled {
@@ -52,6 +68,9 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent t
 		if until := now.Add(block); until.After(p.blocked) {
 			p.blocked = until
 		}
+	}
+	if shorter && len(p.waiters) > 0 {
+		p.replan(now) // sends waiting on a slower picture: see replan.go
 	}
 	t.adapt(p, resp.Header, throttled, block, sent, now)
 	p.gated.Store(true)

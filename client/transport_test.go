@@ -356,3 +356,83 @@ func TestHerdResumesSpreadWhenFieldsPace(t *testing.T) {
 		})
 	}
 }
+
+// TestThrottleBringsQueuedSendsForward: a request queued for a reset five
+// seconds away is sent once a throttle's Retry-After of a second has
+// passed, not at that reset. Retry-After takes precedence over the reset
+// the other fields give for a quota it finds spent, and the sends already
+// waiting are given their slots again (a reset read from whole seconds can
+// be a second later than the quota is back: at windows of a second, a
+// window of sends).
+func TestThrottleBringsQueuedSendsForward(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fields := []string{"RateLimit", `"default";r=0;t=5`, "RateLimit-Policy", `"default";q=10;w=5`}
+		base := &fakeBase{respond: func(n int, _ *http.Request) *http.Response {
+			switch n {
+			case 0:
+				time.Sleep(10 * time.Millisecond)
+				return response(http.StatusOK, fields...)
+			case 1:
+				time.Sleep(20 * time.Millisecond)
+				return response(http.StatusTooManyRequests, append(fields, "Retry-After", "1")...)
+			}
+			return response(http.StatusOK)
+		}}
+		tr := &ratelimitclient.Transport{Base: base, MaxRetries: -1}
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 2 { // both sent before either answer arrives
+			wg.Go(func() { send(tr, get("http://api.test/")) })
+			synctest.Wait()
+		}
+		time.Sleep(15 * time.Millisecond) // the first answer is in: the quota is spent for 5 s
+		wg.Go(func() { send(tr, get("http://api.test/")) })
+		wg.Wait()
+		calls := base.callTimes()
+		if len(calls) != 3 {
+			t.Fatalf("%d sends, want 3", len(calls))
+		}
+		if at := calls[2].Sub(start); at < 1020*time.Millisecond || at >= 2*time.Second {
+			t.Errorf("the queued request sent at %v, want after the throttle's Retry-After ends (1.02 s) and well before the reset (5.01 s)", at)
+		}
+	})
+}
+
+// TestQueuedSendsMoveUpWhenTheWindowReadsShorter: a server of 10 a second
+// sends X-RateLimit-Reset as a Unix time; the first response, whose Date
+// is 0 s and reset 2 s, reads as a window of 2 s (10 per 2 s, a send each
+// 200 ms), and requests are queued at that pace. The response at 1 s,
+// reset 3 s, shows the resets off the ends of windows of 2 s aligned on the
+// clock: the window is 1 s. The requests still waiting are given their
+// slots again, at 10 a second, instead of keeping the 200 ms ones (the
+// last of ten at 2 s).
+func TestQueuedSendsMoveUpWhenTheWindowReadsShorter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		base := &fakeBase{respond: func(n int, _ *http.Request) *http.Response {
+			now := time.Since(start)
+			reset, remaining := 2, 9-n
+			if now >= time.Second {
+				reset, remaining = 3, 9
+			}
+			return response(http.StatusOK, "X-RateLimit-Limit", "10", "X-RateLimit-Remaining", fmt.Sprint(remaining),
+				"X-RateLimit-Reset", fmt.Sprint(start.Unix()+int64(reset)), "Date", start.Add(now.Truncate(time.Second)).UTC().Format(http.TimeFormat))
+		}}
+		tr := &ratelimitclient.Transport{Base: base}
+		send(tr, get("http://api.test/"))
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() { send(tr, get("http://api.test/")) })
+		}
+		wg.Wait()
+		calls := base.callTimes()
+		if last := calls[len(calls)-1].Sub(start); last >= 1600*time.Millisecond {
+			t.Errorf("the last of ten queued requests sent at %v, want before 1.6 s (the ones waiting at 1 s at 10 a second)", last)
+		}
+		for i := 10; i < len(calls); i++ {
+			if gap := calls[i].Sub(calls[i-10]); gap < time.Second {
+				t.Errorf("sends %d to %d within %v, want at most 10 a second", i-10, i, gap)
+			}
+		}
+	})
+}
