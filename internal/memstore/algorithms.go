@@ -191,21 +191,32 @@ func slidingWindowAt(w window, now, start int64, l Limit, cost int64) (window, R
 	case start - p:
 		prev = int64(w.A)
 	}
-	e := now - start
-	weighted := mulDivCeil(prev, p-e, p) // ceil(prev*(p-e)/p)
+	res := slidingDecide(cur, prev, start, now, l, cost)
+	if !res.Allowed {
+		return w, res
+	}
+	return window{Expires: start + 2*p, A: uint32(cur + cost), B: uint32(prev)}, res
+}
+
+// slidingDecide is the decision on a request of cost at now, which falls
+// in the window that starts at start, for a key that counts cur in that
+// window and prev in the one before.
+func slidingDecide(cur, prev, start, now int64, l Limit, cost int64) Result {
+	p := l.Period
+	weighted := mulDivCeil(prev, p-(now-start), p) // ceil(prev*(p-e)/p)
 	need := max(cost, 1)
 	if cur+need+weighted > l.Rate {
 		left := max(0, l.Rate-cur-weighted)
-		res := Result{Remaining: left}
-		res.RetryAfter = slidingRetryAfter(cur, prev, need, start, now, l)
-		res.ResetAfter = slidingResetAfter(cur, prev, start, now, p)
-		res.Next = slidingRetryAfter(cur, prev, left+1, start, now, l)
-		return w, res
+		return Result{
+			Remaining:  left,
+			RetryAfter: slidingRetryAfter(cur, prev, need, start, now, l),
+			ResetAfter: slidingResetAfter(cur, prev, start, now, p),
+			Next:       slidingRetryAfter(cur, prev, left+1, start, now, l),
+		}
 	}
 	cur += cost
-	out := window{Expires: start + 2*p, A: uint32(cur), B: uint32(prev)}
 	left := l.Rate - cur - weighted
-	return out, Result{
+	return Result{
 		Allowed:    true,
 		Remaining:  left,
 		ResetAfter: slidingResetAfter(cur, prev, start, now, p),
@@ -268,17 +279,25 @@ func fixedWindow(w window, now int64, l Limit, cost int64, end int64) (window, R
 	if w.Expires == end || w.A > 0 && w.Expires > end {
 		end, count = w.Expires, int64(w.A)
 	}
-	need := max(cost, 1)
-	left := max(0, end-now)
-	if count+need > l.Rate {
-		return w, Result{Remaining: max(0, l.Rate-count), RetryAfter: left, ResetAfter: left, Next: left}
+	res := fixedDecide(count, max(0, end-now), l, cost)
+	if !res.Allowed {
+		return w, res
+	}
+	return window{Expires: end, A: uint32(count + cost)}, res
+}
+
+// fixedDecide is the decision on a request of cost for a key that counts
+// count in a window that ends in left nanoseconds.
+func fixedDecide(count, left int64, l Limit, cost int64) Result {
+	if count+max(cost, 1) > l.Rate {
+		return Result{Remaining: max(0, l.Rate-count), RetryAfter: left, ResetAfter: left, Next: left}
 	}
 	count += cost
 	res := Result{Allowed: true, Remaining: l.Rate - count, Next: left}
 	if count > 0 {
 		res.ResetAfter = left
 	}
-	return window{Expires: end, A: uint32(count)}, res
+	return res
 }
 
 // mod is the non-negative remainder of a/b (b > 0), so that windows align

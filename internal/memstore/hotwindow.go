@@ -39,7 +39,7 @@ type hotWindow struct {
 	h     uint64        // the key
 	end   int64         // window.Expires
 	// period is a period that end is a multiple of, or 0: for a check of
-	// that period, the window is known without a division (see decide).
+	// that period, the window is known without a division (see take).
 	period int64
 	prev   uint32   // window.B
 	_      [28]byte // a whole cache line: its own, the key's alone
@@ -121,7 +121,7 @@ func (sh *wshard) tryTake(h uint64, r *Request, now int64) (Result, bool) {
 			return Result{}, false
 		}
 		w := window{Expires: c.end, A: uint32(n), B: c.prev}
-		next, res := c.decide(w, r, now)
+		next, res := decideWindow(w, r, now)
 		if !res.Allowed || r.Cost == 0 {
 			res.Slot = 0
 			return res, true
@@ -135,27 +135,15 @@ func (sh *wshard) tryTake(h uint64, r *Request, now int64) (Result, bool) {
 	}
 }
 
-// decide is applyWindow's decision on r for a key at w, with the slot of
-// an allowed take. When now falls in w's window of r's period, which c
-// knows without a division, the window's start is not computed again.
-func (c *hotWindow) decide(w window, r *Request, now int64) (window, Result) {
-	p := r.Limit.Period
+// decideWindow is applyWindow's decision on r, epoch-aligned, for a key at
+// w, with the slot of an allowed take.
+func decideWindow(w window, r *Request, now int64) (window, Result) {
 	if r.Alg == SlidingWindow {
-		var next window
-		var res Result
-		if now = slidingNow(w, now, p); p == c.period && c.end-2*p <= now && now < c.end-p {
-			next, res = slidingWindowAt(w, now, c.end-2*p, r.Limit, r.Cost)
-		} else {
-			next, res = slidingWindow(w, now, r.Limit, r.Cost)
-		}
-		res.Slot = uint64(next.Expires - p)
+		next, res := slidingWindow(w, now, r.Limit, r.Cost)
+		res.Slot = uint64(next.Expires - r.Limit.Period)
 		return next, res
 	}
-	end := int64(0) // epoch-aligned: found by fixedWindow
-	if p == c.period && c.end-p <= now && now < c.end {
-		end = c.end // the aligned window's end, known
-	}
-	next, res := fixedWindow(w, now, r.Limit, r.Cost, end)
+	next, res := fixedWindow(w, now, r.Limit, r.Cost, 0)
 	res.Slot = uint64(next.Expires)
 	return next, res
 }

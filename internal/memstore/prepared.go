@@ -54,6 +54,16 @@ func (p *Prepared) Take(key string, now int64) Result {
 	if h == 0 {
 		h = 1
 	}
+	if a := p.req.Alg; a == FixedWindow || a == SlidingWindow {
+		// wshard.take, written out for the same reason as GCRA's below
+		sh := &s.windows[s.index(h)]
+		if c := sh.hot.Load(); c != nil && c.h == h {
+			if res, ok := c.take(&p.req, now); ok {
+				return res
+			}
+		}
+		return sh.takeLocked(s.perCap, h, &p.req, now)
+	}
 	if p.req.Alg != GCRA {
 		return s.takeHashed(&p.req, h, now)
 	}

@@ -213,15 +213,7 @@ func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 	if r.Alg == SlidingLog {
 		return s.takeLog(h, r, now)
 	}
-	sh := &s.windows[i]
-	if res, ok := sh.tryTake(h, r, now); ok {
-		return res
-	}
-	sh.lockFor(h)
-	res := applyWindow(&sh.shard, s.perCap, h, r, now)
-	sh.promote(h, r)
-	sh.mu.Unlock()
-	return res
+	return s.windows[i].take(s.perCap, h, r, now)
 }
 
 // applySlots acquires Concurrency slots. The key's queue is created only
