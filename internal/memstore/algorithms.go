@@ -191,25 +191,30 @@ func slidingWindowAt(w window, now, start int64, l Limit, cost int64) (window, R
 	case start - p:
 		prev = int64(w.A)
 	}
-	res := slidingDecide(cur, prev, start, now, l, cost)
+	weighted := slidingWeighted(prev, now-start, p)
+	res := slidingDecide(cur, prev, weighted, start, now, l, cost, uint64(start+p))
 	if !res.Allowed {
 		return w, res
 	}
 	return window{Expires: start + 2*p, A: uint32(cur + cost), B: uint32(prev)}, res
 }
 
+// slidingWeighted is the estimate of the previous window's count prev
+// still within a period p that reaches e into the current window:
+// ceil(prev*(p-e)/p).
+func slidingWeighted(prev, e, p int64) int64 { return mulDivCeil(prev, p-e, p) }
+
 // slidingDecide is the decision on a request of cost at now, which falls
 // in the window that starts at start, for a key that counts cur in that
-// window and prev in the one before.
-func slidingDecide(cur, prev, start, now int64, l Limit, cost int64) Result {
+// window and prev in the one before, weighted now (slidingWeighted); slot
+// is the Slot of an allowed take (see takenSlot).
+func slidingDecide(cur, prev, weighted, start, now int64, l Limit, cost int64, slot uint64) Result {
 	p := l.Period
-	weighted := mulDivCeil(prev, p-(now-start), p) // ceil(prev*(p-e)/p)
-	need := max(cost, 1)
-	if cur+need+weighted > l.Rate {
+	if !fits(cur+weighted, cost, l) {
 		left := max(0, l.Rate-cur-weighted)
 		return Result{
 			Remaining:  left,
-			RetryAfter: slidingRetryAfter(cur, prev, need, start, now, l),
+			RetryAfter: slidingRetryAfter(cur, prev, max(cost, 1), start, now, l),
 			ResetAfter: slidingResetAfter(cur, prev, start, now, p),
 			Next:       slidingRetryAfter(cur, prev, left+1, start, now, l),
 		}
@@ -222,6 +227,7 @@ func slidingDecide(cur, prev, start, now int64, l Limit, cost int64) Result {
 		ResetAfter: slidingResetAfter(cur, prev, start, now, p),
 		// more than left units fit once left+1 do
 		Next: slidingRetryAfter(cur, prev, left+1, start, now, l),
+		Slot: takenSlot(cost, slot),
 	}
 }
 
@@ -279,7 +285,7 @@ func fixedWindow(w window, now int64, l Limit, cost int64, end int64) (window, R
 	if w.Expires == end || w.A > 0 && w.Expires > end {
 		end, count = w.Expires, int64(w.A)
 	}
-	res := fixedDecide(count, max(0, end-now), l, cost)
+	res := fixedDecide(count, max(0, end-now), l, cost, uint64(end))
 	if !res.Allowed {
 		return w, res
 	}
@@ -287,18 +293,35 @@ func fixedWindow(w window, now int64, l Limit, cost int64, end int64) (window, R
 }
 
 // fixedDecide is the decision on a request of cost for a key that counts
-// count in a window that ends in left nanoseconds.
-func fixedDecide(count, left int64, l Limit, cost int64) Result {
-	if count+max(cost, 1) > l.Rate {
+// count in a window that ends in left nanoseconds; slot is the Slot of an
+// allowed take (see takenSlot).
+func fixedDecide(count, left int64, l Limit, cost int64, slot uint64) Result {
+	if !fits(count, cost, l) {
 		return Result{Remaining: max(0, l.Rate-count), RetryAfter: left, ResetAfter: left, Next: left}
 	}
 	count += cost
-	res := Result{Allowed: true, Remaining: l.Rate - count, Next: left}
+	reset := int64(0)
 	if count > 0 {
-		res.ResetAfter = left
+		reset = left
 	}
-	return res
+	return Result{Allowed: true, Remaining: l.Rate - count, ResetAfter: reset, Next: left, Slot: takenSlot(cost, slot)}
 }
+
+// takenSlot is the Slot of an allowed take of cost in the window named
+// slot: the slot, or none for a take of cost zero, which consumed nothing.
+// (Each decision builds its Result in one literal: a Result is too large
+// to stay in registers, and one changed after it is built is copied.)
+func takenSlot(cost int64, slot uint64) uint64 {
+	if cost == 0 {
+		return 0
+	}
+	return slot
+}
+
+// fits reports whether a request of cost fits under l a key that counts
+// count (for a sliding window, with the previous window's weighted): a
+// request of cost zero asks whether one unit would.
+func fits(count, cost int64, l Limit) bool { return count+max(cost, 1) <= l.Rate }
 
 // mod is the non-negative remainder of a/b (b > 0), so that windows align
 // correctly for times before 1970 too.

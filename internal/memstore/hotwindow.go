@@ -20,10 +20,16 @@ import (
 // before. A busy key becomes hot again by its next two locked checks; a
 // shard whose checks go to many keys in turn keeps none hot and allocates
 // nothing.
+//
+// What a locked check of a key that is not hot writes (the lock, last, the
+// key's entry) is on the shard's first cache line and in the table's
+// arrays; the rest of the shard is only read then (see store), so that
+// checks of many keys on several cores move as few lines between them as
+// they can.
 type wshard struct {
-	hot atomic.Pointer[hotWindow] // nil, or the hot key's state
+	hot  atomic.Pointer[hotWindow] // nil, or the hot key's state
+	last uint64                    // the key of the last aligned check under the lock, or 0
 	shard[window]
-	last uint64 // the key of the last aligned check under the lock, or 0
 }
 
 // hotWindow is the state of a hot window key: the window and, for a sliding

@@ -25,12 +25,13 @@ func (sh *wshard) takeLocked(capacity int, h uint64, r *Request, now int64) Resu
 }
 
 // take is tryTake's usual case: a check of the hot key whose time falls in
-// the window the state holds, for the period that window is aligned to
-// (c.period). The window and, for a sliding window, the previous count are
-// then known, so the decision is applyWindow's on them (fixedDecide,
-// slidingDecide) without finding the window again or building the state to
-// store: only the count changes. It reports false otherwise, or when the
-// state was retired, for tryTake to decide.
+// the window the state counts in, for the period that window is aligned to
+// (c.period). The window is then known, and for a sliding window so is the
+// previous count's weight, so the decision is applyWindow's without
+// finding the window again or building the state to store: whether the
+// request fits, the swap of the count, then the result (see decided). It
+// reports false otherwise, or when the state was retired, for tryTake to
+// decide.
 func (c *hotWindow) take(r *Request, now int64) (Result, bool) {
 	p := r.Limit.Period
 	start := c.end - p // of the window the count is in
@@ -40,23 +41,29 @@ func (c *hotWindow) take(r *Request, now int64) (Result, bool) {
 	if p != c.period || now < start || now >= start+p || !hotEligible(r) {
 		return Result{}, false
 	}
+	weighted := int64(0)
+	if r.Alg == SlidingWindow {
+		weighted = slidingWeighted(int64(c.prev), now-start, p)
+	}
 	for {
 		n := c.count.Load()
 		if n == retired {
 			return Result{}, false
 		}
-		var res Result
-		if r.Alg == SlidingWindow {
-			res = slidingDecide(int64(n), int64(c.prev), start, now, r.Limit, r.Cost)
-		} else {
-			res = fixedDecide(int64(n), c.end-now, r.Limit, r.Cost)
-		}
-		if !res.Allowed || r.Cost == 0 {
-			return res, true
-		}
-		res.Slot = uint64(start + p) // the window's end
-		if c.count.CompareAndSwap(n, uint64(uint32(int64(n)+r.Cost))) {
-			return res, true
+		ok := fits(int64(n)+weighted, r.Cost, r.Limit)
+		if !ok || r.Cost == 0 || c.count.CompareAndSwap(n, uint64(uint32(int64(n)+r.Cost))) {
+			return c.decided(int64(n), weighted, start, r, now), true
 		}
 	}
+}
+
+// decided is the Result of take's decision on r at now, the count having
+// been n before it: built once, at the end, rather than carried through
+// take's loop (see takenSlot).
+func (c *hotWindow) decided(n, weighted, start int64, r *Request, now int64) Result {
+	end := start + r.Limit.Period // of the window
+	if r.Alg == SlidingWindow {
+		return slidingDecide(n, int64(c.prev), weighted, start, now, r.Limit, r.Cost, uint64(end))
+	}
+	return fixedDecide(n, end-now, r.Limit, r.Cost, uint64(end))
 }
