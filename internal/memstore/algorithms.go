@@ -192,7 +192,7 @@ func slidingWindowAt(w window, now, start int64, l Limit, cost int64) (window, R
 		prev = int64(w.A)
 	}
 	weighted := slidingWeighted(prev, now-start, p)
-	res := slidingDecide(cur, prev, weighted, start, now, l, cost, uint64(start+p))
+	res := windowResult(slidingDecide(cur, prev, weighted, start, now, l, cost, uint64(start+p)))
 	if !res.Allowed {
 		return w, res
 	}
@@ -206,29 +206,26 @@ func slidingWeighted(prev, e, p int64) int64 { return mulDivCeil(prev, p-e, p) }
 
 // slidingDecide is the decision on a request of cost at now, which falls
 // in the window that starts at start, for a key that counts cur in that
-// window and prev in the one before, weighted now (slidingWeighted); slot
-// is the Slot of an allowed take (see takenSlot).
-func slidingDecide(cur, prev, weighted, start, now int64, l Limit, cost int64, slot uint64) Result {
+// window and prev in the one before, weighted now (slidingWeighted), as
+// the fields of its Result (see windowResult); slot is the Slot of an
+// allowed take (see takenSlot).
+func slidingDecide(cur, prev, weighted, start, now int64, l Limit, cost int64, slot uint64) (allowed bool, remaining, retryAfter, resetAfter, next int64, taken uint64) {
 	p := l.Period
 	if !fits(cur+weighted, cost, l) {
 		left := max(0, l.Rate-cur-weighted)
-		return Result{
-			Remaining:  left,
-			RetryAfter: slidingRetryAfter(cur, prev, max(cost, 1), start, now, l),
-			ResetAfter: slidingResetAfter(cur, prev, start, now, p),
-			Next:       slidingRetryAfter(cur, prev, left+1, start, now, l),
-		}
+		return false, left,
+			slidingRetryAfter(cur, prev, max(cost, 1), start, now, l),
+			slidingResetAfter(cur, prev, start, now, p),
+			slidingRetryAfter(cur, prev, left+1, start, now, l),
+			0
 	}
 	cur += cost
 	left := l.Rate - cur - weighted
-	return Result{
-		Allowed:    true,
-		Remaining:  left,
-		ResetAfter: slidingResetAfter(cur, prev, start, now, p),
-		// more than left units fit once left+1 do
-		Next: slidingRetryAfter(cur, prev, left+1, start, now, l),
-		Slot: takenSlot(cost, slot),
-	}
+	return true, left,
+		0,
+		slidingResetAfter(cur, prev, start, now, p),
+		slidingRetryAfter(cur, prev, left+1, start, now, l), // more than left units fit once left+1 do
+		takenSlot(cost, slot)
 }
 
 // slidingRetryAfter is how long until need units fit, with no other traffic.
@@ -285,7 +282,7 @@ func fixedWindow(w window, now int64, l Limit, cost int64, end int64) (window, R
 	if w.Expires == end || w.A > 0 && w.Expires > end {
 		end, count = w.Expires, int64(w.A)
 	}
-	res := fixedDecide(count, max(0, end-now), l, cost, uint64(end))
+	res := windowResult(fixedDecide(count, max(0, end-now), l, cost, uint64(end)))
 	if !res.Allowed {
 		return w, res
 	}
@@ -293,24 +290,31 @@ func fixedWindow(w window, now int64, l Limit, cost int64, end int64) (window, R
 }
 
 // fixedDecide is the decision on a request of cost for a key that counts
-// count in a window that ends in left nanoseconds; slot is the Slot of an
-// allowed take (see takenSlot).
-func fixedDecide(count, left int64, l Limit, cost int64, slot uint64) Result {
+// count in a window that ends in left nanoseconds, as the fields of its
+// Result (see windowResult); slot is the Slot of an allowed take (see
+// takenSlot).
+func fixedDecide(count, left int64, l Limit, cost int64, slot uint64) (allowed bool, remaining, retryAfter, resetAfter, next int64, taken uint64) {
 	if !fits(count, cost, l) {
-		return Result{Remaining: max(0, l.Rate-count), RetryAfter: left, ResetAfter: left, Next: left}
+		return false, max(0, l.Rate-count), left, left, left, 0
 	}
 	count += cost
-	reset := int64(0)
-	if count > 0 {
-		reset = left
+	if count == 0 { // nothing counted: nothing to reset
+		return true, l.Rate, 0, 0, left, 0
 	}
-	return Result{Allowed: true, Remaining: l.Rate - count, ResetAfter: reset, Next: left, Slot: takenSlot(cost, slot)}
+	return true, l.Rate - count, 0, left, left, takenSlot(cost, slot)
+}
+
+// windowResult assembles the fields of a window's decision into its
+// Result. The decisions return fields, not a Result, so that a check
+// builds its Result once, where it returns it: the Go compiler keeps a
+// Result (seven words) in memory, and copies it, with moves that stall
+// on the stores that built it, at each call that passes one on.
+func windowResult(allowed bool, remaining, retryAfter, resetAfter, next int64, slot uint64) Result {
+	return Result{Allowed: allowed, Remaining: remaining, RetryAfter: retryAfter, ResetAfter: resetAfter, Next: next, Slot: slot}
 }
 
 // takenSlot is the Slot of an allowed take of cost in the window named
 // slot: the slot, or none for a take of cost zero, which consumed nothing.
-// (Each decision builds its Result in one literal: a Result is too large
-// to stay in registers, and one changed after it is built is copied.)
 func takenSlot(cost int64, slot uint64) uint64 {
 	if cost == 0 {
 		return 0

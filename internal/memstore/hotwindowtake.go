@@ -4,8 +4,8 @@ package memstore
 // hotWindow.take and tryTake).
 func (sh *wshard) take(capacity int, h uint64, r *Request, now int64) Result {
 	if c := sh.hot.Load(); c != nil && c.h == h {
-		if res, ok := c.take(r, now); ok {
-			return res
+		if n, weighted, ok := c.take(r, now); ok {
+			return windowResult(c.decided(n, weighted, r, now))
 		}
 	}
 	return sh.takeLocked(capacity, h, r, now)
@@ -29,41 +29,40 @@ func (sh *wshard) takeLocked(capacity int, h uint64, r *Request, now int64) Resu
 // (c.period). The window is then known, and for a sliding window so is the
 // previous count's weight, so the decision is applyWindow's without
 // finding the window again or building the state to store: whether the
-// request fits, the swap of the count, then the result (see decided). It
-// reports false otherwise, or when the state was retired, for tryTake to
-// decide.
-func (c *hotWindow) take(r *Request, now int64) (Result, bool) {
+// request fits, then the swap of the count. It returns the count n before
+// the decision and the previous window's weight, which decided turns into
+// the decision's fields; or reports false when r's time is not in the
+// window, or the state was retired, for tryTake to decide.
+func (c *hotWindow) take(r *Request, now int64) (n, weighted int64, ok bool) {
 	p := r.Limit.Period
 	start := c.end - p // of the window the count is in
 	if r.Alg == SlidingWindow {
 		start -= p // the state expires a period after its window ends
 	}
 	if p != c.period || now < start || now >= start+p || !hotEligible(r) {
-		return Result{}, false
+		return 0, 0, false
 	}
-	weighted := int64(0)
 	if r.Alg == SlidingWindow {
 		weighted = slidingWeighted(int64(c.prev), now-start, p)
 	}
 	for {
-		n := c.count.Load()
-		if n == retired {
-			return Result{}, false
+		v := c.count.Load()
+		if v == retired {
+			return 0, 0, false
 		}
-		ok := fits(int64(n)+weighted, r.Cost, r.Limit)
-		if !ok || r.Cost == 0 || c.count.CompareAndSwap(n, uint64(uint32(int64(n)+r.Cost))) {
-			return c.decided(int64(n), weighted, start, r, now), true
+		n = int64(v)
+		if !fits(n+weighted, r.Cost, r.Limit) || r.Cost == 0 || c.count.CompareAndSwap(v, uint64(uint32(n+r.Cost))) {
+			return n, weighted, true
 		}
 	}
 }
 
-// decided is the Result of take's decision on r at now, the count having
-// been n before it: built once, at the end, rather than carried through
-// take's loop (see takenSlot).
-func (c *hotWindow) decided(n, weighted, start int64, r *Request, now int64) Result {
-	end := start + r.Limit.Period // of the window
-	if r.Alg == SlidingWindow {
-		return slidingDecide(n, int64(c.prev), weighted, start, now, r.Limit, r.Cost, uint64(end))
+// decided is the decision that take made on r at now, the count having
+// been n before it, as its fields (see windowResult).
+func (c *hotWindow) decided(n, weighted int64, r *Request, now int64) (bool, int64, int64, int64, int64, uint64) {
+	if p := r.Limit.Period; r.Alg == SlidingWindow {
+		start := c.end - 2*p
+		return slidingDecide(n, int64(c.prev), weighted, start, now, r.Limit, r.Cost, uint64(start+p))
 	}
-	return fixedDecide(n, end-now, r.Limit, r.Cost, uint64(end))
+	return fixedDecide(n, c.end-now, r.Limit, r.Cost, uint64(c.end))
 }

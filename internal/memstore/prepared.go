@@ -58,8 +58,8 @@ func (p *Prepared) Take(key string, now int64) Result {
 		// wshard.take, written out for the same reason as GCRA's below
 		sh := &s.windows[s.index(h)]
 		if c := sh.hot.Load(); c != nil && c.h == h {
-			if res, ok := c.take(&p.req, now); ok {
-				return res
+			if n, weighted, ok := c.take(&p.req, now); ok {
+				return windowResult(c.decided(n, weighted, &p.req, now))
 			}
 		}
 		return sh.takeLocked(s.perCap, h, &p.req, now)
