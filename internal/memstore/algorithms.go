@@ -184,19 +184,25 @@ func slidingWindow(w window, now int64, l Limit, cost int64) (window, Result) {
 // window (slidingNow) and the start of the window now falls in.
 func slidingWindowAt(w window, now, start int64, l Limit, cost int64) (window, Result) {
 	p := l.Period
-	cur, prev := int64(0), int64(0)
-	switch w.Expires - 2*p {
-	case start:
-		cur, prev = int64(w.A), int64(w.B)
-	case start - p:
-		prev = int64(w.A)
-	}
+	cur, prev := slidingCounts(w, start, p)
 	weighted := slidingWeighted(prev, now-start, p)
 	res := windowResult(slidingDecide(cur, prev, weighted, start, now, l, cost, uint64(start+p)))
 	if !res.Allowed {
 		return w, res
 	}
 	return window{Expires: start + 2*p, A: uint32(cur + cost), B: uint32(prev)}, res
+}
+
+// slidingCounts is what a key at w counts in the window of period p that
+// starts at start and in the one before it.
+func slidingCounts(w window, start, p int64) (cur, prev int64) {
+	switch w.Expires - 2*p {
+	case start:
+		return int64(w.A), int64(w.B)
+	case start - p:
+		return 0, int64(w.A)
+	}
+	return 0, 0
 }
 
 // slidingWeighted is the estimate of the previous window's count prev
@@ -275,18 +281,24 @@ func slidingNow(w window, now, p int64) int64 {
 // served first, or the clock was stepped back), the request counts against
 // that later window. Only a later window starts a new count.
 func fixedWindow(w window, now int64, l Limit, cost int64, end int64) (window, Result) {
-	if end == 0 {
-		end = now - mod(now, l.Period) + l.Period
-	}
-	count := int64(0)
-	if w.Expires == end || w.A > 0 && w.Expires > end {
-		end, count = w.Expires, int64(w.A)
-	}
+	end, count := fixedCount(w, now, l.Period, end)
 	res := windowResult(fixedDecide(count, max(0, end-now), l, cost, uint64(end)))
 	if !res.Allowed {
 		return w, res
 	}
 	return window{Expires: end, A: uint32(count + cost)}, res
+}
+
+// fixedCount is the end of the window a request at now counts in, for a
+// key at w, and the key's count in it: see fixedWindow.
+func fixedCount(w window, now, p, end int64) (int64, int64) {
+	if end == 0 {
+		end = now - mod(now, p) + p
+	}
+	if w.Expires == end || w.A > 0 && w.Expires > end {
+		return w.Expires, int64(w.A)
+	}
+	return end, 0
 }
 
 // fixedDecide is the decision on a request of cost for a key that counts
