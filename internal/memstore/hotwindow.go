@@ -129,7 +129,6 @@ func (sh *wshard) tryTake(h uint64, r *Request, now int64) (Result, bool) {
 		w := window{Expires: c.end, A: uint32(n), B: c.prev}
 		next, res := decideWindow(w, r, now)
 		if !res.Allowed || r.Cost == 0 {
-			res.Slot = 0
 			return res, true
 		}
 		if next.Expires != w.Expires || next.B != w.B {
@@ -142,14 +141,10 @@ func (sh *wshard) tryTake(h uint64, r *Request, now int64) (Result, bool) {
 }
 
 // decideWindow is applyWindow's decision on r, epoch-aligned, for a key at
-// w, with the slot of an allowed take.
+// w.
 func decideWindow(w window, r *Request, now int64) (window, Result) {
 	if r.Alg == SlidingWindow {
-		next, res := slidingWindow(w, now, r.Limit, r.Cost)
-		res.Slot = uint64(next.Expires - r.Limit.Period)
-		return next, res
+		return slidingWindow(w, now, r.Limit, r.Cost)
 	}
-	next, res := fixedWindow(w, now, r.Limit, r.Cost, 0)
-	res.Slot = uint64(next.Expires)
-	return next, res
+	return fixedWindow(w, now, r.Limit, r.Cost, 0)
 }

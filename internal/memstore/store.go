@@ -262,12 +262,15 @@ func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int6
 		now := slidingNow(old, now, p)
 		start := now - mod(now, p)
 		cur, prev := slidingCounts(old, start, p)
-		ok, remaining, retryAfter, resetAfter, nextAfter, taken = slidingDecide(cur, prev, slidingWeighted(prev, now-start, p), start, now, r.Limit, cost, uint64(start+p))
+		weighted := slidingWeighted(prev, now-start, p)
+		ok, remaining, retryAfter, resetAfter, nextAfter, taken =
+			slidingDecide(cur, prev, weighted, start, now, r.Limit, cost, uint64(start+p))
 		next = window{Expires: start + 2*p, A: uint32(cur + cost), B: uint32(prev)}
 	} else {
 		var count int64
 		end, count = fixedCount(old, now, p, end)
-		ok, remaining, retryAfter, resetAfter, nextAfter, taken = fixedDecide(count, max(0, end-now), r.Limit, cost, uint64(end))
+		ok, remaining, retryAfter, resetAfter, nextAfter, taken =
+			fixedDecide(count, max(0, end-now), r.Limit, cost, uint64(end))
 		next = window{Expires: end, A: uint32(count + cost)}
 	}
 	if ok && cost > 0 {
