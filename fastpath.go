@@ -233,6 +233,8 @@ func (f *fastRule) format(buf []byte, remaining, t int64) string {
 	b = strconv.AppendInt(b, remaining, 10)
 	if 0 <= t && t < 10 { // the usual delay, without strconv's copy
 		b = append(b, ';', 't', '=', byte('0'+t))
+	} else if 0 <= t && t < 10_000 { // a window's end, hours away at most
+		b = appendDelay(append(b, ";t="...), t)
 	} else if t != noDelay {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, t, 10)
@@ -241,6 +243,18 @@ func (f *fastRule) format(buf []byte, remaining, t int64) string {
 		return unsafe.String(&b[0], len(b))
 	}
 	return string(b) // a long name spilled out of buf
+}
+
+// appendDelay appends 10 <= t < 10,000 in decimal, as strconv would
+// without its copy through a buffer of its own.
+func appendDelay(b []byte, t int64) []byte {
+	if t >= 1000 {
+		b = append(b, byte('0'+t/1000))
+	}
+	if t >= 100 {
+		b = append(b, byte('0'+t/100%10))
+	}
+	return append(b, byte('0'+t/10%10), byte('0'+t%10))
 }
 
 // digits is at least the number of decimal digits of n >= 0, and at most

@@ -204,6 +204,33 @@ func TestRateLimitValueOfAnyLength(t *testing.T) {
 	}
 }
 
+// TestWindowDelayOfAnyLength: the direct path states a window's delay, of
+// one digit to many (a window ends in seconds or in years), as the general
+// path does.
+func TestWindowDelayOfAnyLength(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow} {
+		for _, period := range []time.Duration{10 * time.Second, 5 * time.Minute, time.Hour, 3 * time.Hour, 400_000 * time.Hour} {
+			limit := ratelimit.Limit{Rate: 1e6, Period: period}
+			start := time.Unix(1_700_000_000, 0)
+			fastClock, slowClock := ratelimittest.NewClock(start), ratelimittest.NewClock(start)
+			rule := []ratelimit.Rule{{Limit: limit, Key: ratelimit.ByIP(), Algorithm: alg}}
+			fast := ratelimit.NewRules(rule, ratelimit.WithClock(fastClock))(okHandler)
+			slow := ratelimit.NewRules(rule, ratelimit.WithClock(slowClock), generalPath(slowClock))(okHandler)
+			for i := range 200 {
+				step := time.Duration(i) * period / 199 // across a window, to its end
+				fastClock.Advance(step / 50)
+				slowClock.Advance(step / 50)
+				a, b := httptest.NewRecorder(), httptest.NewRecorder()
+				fast.ServeHTTP(a, clientReq(i%3))
+				slow.ServeHTTP(b, clientReq(i%3))
+				if got, want := a.Header().Get("RateLimit"), b.Header().Get("RateLimit"); got != want {
+					t.Fatalf("%v %v, check %d: RateLimit %q, want %q", alg, period, i, got, want)
+				}
+			}
+		}
+	}
+}
+
 // generalPath keeps a limiter off the direct path, for comparisons: its
 // store is the in-process one, reading clock, behind a wrapper the direct
 // path does not recognise.

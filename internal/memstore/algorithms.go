@@ -184,34 +184,54 @@ func slidingWindow(w window, now int64, l Limit, cost int64) (window, Result) {
 // window (slidingNow) and the start of the window now falls in.
 func slidingWindowAt(w window, now, start int64, l Limit, cost int64) (window, Result) {
 	p := l.Period
-	cur, prev := int64(0), int64(0)
-	switch w.Expires - 2*p {
-	case start:
-		cur, prev = int64(w.A), int64(w.B)
-	case start - p:
-		prev = int64(w.A)
-	}
-	e := now - start
-	weighted := mulDivCeil(prev, p-e, p) // ceil(prev*(p-e)/p)
-	need := max(cost, 1)
-	if cur+need+weighted > l.Rate {
-		left := max(0, l.Rate-cur-weighted)
-		res := Result{Remaining: left}
-		res.RetryAfter = slidingRetryAfter(cur, prev, need, start, now, l)
-		res.ResetAfter = slidingResetAfter(cur, prev, start, now, p)
-		res.Next = slidingRetryAfter(cur, prev, left+1, start, now, l)
+	cur, prev := slidingCounts(w, start, p)
+	weighted := slidingWeighted(prev, now-start, p)
+	res := windowResult(slidingDecide(cur, prev, weighted, start, now, l, cost, uint64(start+p)))
+	if !res.Allowed {
 		return w, res
 	}
-	cur += cost
-	out := window{Expires: start + 2*p, A: uint32(cur), B: uint32(prev)}
-	left := l.Rate - cur - weighted
-	return out, Result{
-		Allowed:    true,
-		Remaining:  left,
-		ResetAfter: slidingResetAfter(cur, prev, start, now, p),
-		// more than left units fit once left+1 do
-		Next: slidingRetryAfter(cur, prev, left+1, start, now, l),
+	return window{Expires: start + 2*p, A: uint32(cur + cost), B: uint32(prev)}, res
+}
+
+// slidingCounts is what a key at w counts in the window of period p that
+// starts at start and in the one before it.
+func slidingCounts(w window, start, p int64) (cur, prev int64) {
+	switch w.Expires - 2*p {
+	case start:
+		return int64(w.A), int64(w.B)
+	case start - p:
+		return 0, int64(w.A)
 	}
+	return 0, 0
+}
+
+// slidingWeighted is the estimate of the previous window's count prev
+// still within a period p that reaches e into the current window:
+// ceil(prev*(p-e)/p).
+func slidingWeighted(prev, e, p int64) int64 { return mulDivCeil(prev, p-e, p) }
+
+// slidingDecide is the decision on a request of cost at now, which falls
+// in the window that starts at start, for a key that counts cur in that
+// window and prev in the one before, weighted now (slidingWeighted), as
+// the fields of its Result (see windowResult); slot is the Slot of an
+// allowed take (see takenSlot).
+func slidingDecide(cur, prev, weighted, start, now int64, l Limit, cost int64, slot uint64) (allowed bool, remaining, retryAfter, resetAfter, next int64, taken uint64) {
+	p := l.Period
+	if !fits(cur+weighted, cost, l) {
+		left := max(0, l.Rate-cur-weighted)
+		return false, left,
+			slidingRetryAfter(cur, prev, max(cost, 1), start, now, l),
+			slidingResetAfter(cur, prev, start, now, p),
+			slidingRetryAfter(cur, prev, left+1, start, now, l),
+			0
+	}
+	cur += cost
+	left := l.Rate - cur - weighted
+	return true, left,
+		0,
+		slidingResetAfter(cur, prev, start, now, p),
+		slidingRetryAfter(cur, prev, left+1, start, now, l), // more than left units fit once left+1 do
+		takenSlot(cost, slot)
 }
 
 // slidingRetryAfter is how long until need units fit, with no other traffic.
@@ -261,25 +281,63 @@ func slidingNow(w window, now, p int64) int64 {
 // served first, or the clock was stepped back), the request counts against
 // that later window. Only a later window starts a new count.
 func fixedWindow(w window, now int64, l Limit, cost int64, end int64) (window, Result) {
+	end, count := fixedCount(w, now, l.Period, end)
+	res := windowResult(fixedDecide(count, max(0, end-now), l, cost, uint64(end)))
+	if !res.Allowed {
+		return w, res
+	}
+	return window{Expires: end, A: uint32(count + cost)}, res
+}
+
+// fixedCount is the end of the window a request at now counts in, for a
+// key at w, and the key's count in it: see fixedWindow.
+func fixedCount(w window, now, p, end int64) (int64, int64) {
 	if end == 0 {
-		end = now - mod(now, l.Period) + l.Period
+		end = now - mod(now, p) + p
 	}
-	count := int64(0)
 	if w.Expires == end || w.A > 0 && w.Expires > end {
-		end, count = w.Expires, int64(w.A)
+		return w.Expires, int64(w.A)
 	}
-	need := max(cost, 1)
-	left := max(0, end-now)
-	if count+need > l.Rate {
-		return w, Result{Remaining: max(0, l.Rate-count), RetryAfter: left, ResetAfter: left, Next: left}
+	return end, 0
+}
+
+// fixedDecide is the decision on a request of cost for a key that counts
+// count in a window that ends in left nanoseconds, as the fields of its
+// Result (see windowResult); slot is the Slot of an allowed take (see
+// takenSlot).
+func fixedDecide(count, left int64, l Limit, cost int64, slot uint64) (allowed bool, remaining, retryAfter, resetAfter, next int64, taken uint64) {
+	if !fits(count, cost, l) {
+		return false, max(0, l.Rate-count), left, left, left, 0
 	}
 	count += cost
-	res := Result{Allowed: true, Remaining: l.Rate - count, Next: left}
-	if count > 0 {
-		res.ResetAfter = left
+	if count == 0 { // nothing counted: nothing to reset
+		return true, l.Rate, 0, 0, left, 0
 	}
-	return window{Expires: end, A: uint32(count)}, res
+	return true, l.Rate - count, 0, left, left, takenSlot(cost, slot)
 }
+
+// windowResult assembles the fields of a window's decision into its
+// Result. The decisions return fields, not a Result, so that a check
+// builds its Result once, where it returns it: the Go compiler keeps a
+// Result (seven words) in memory, and copies it, with moves that stall
+// on the stores that built it, at each call that passes one on.
+func windowResult(allowed bool, remaining, retryAfter, resetAfter, next int64, slot uint64) Result {
+	return Result{Allowed: allowed, Remaining: remaining, RetryAfter: retryAfter, ResetAfter: resetAfter, Next: next, Slot: slot}
+}
+
+// takenSlot is the Slot of an allowed take of cost in the window named
+// slot: the slot, or none for a take of cost zero, which consumed nothing.
+func takenSlot(cost int64, slot uint64) uint64 {
+	if cost == 0 {
+		return 0
+	}
+	return slot
+}
+
+// fits reports whether a request of cost fits under l a key that counts
+// count (for a sliding window, with the previous window's weighted): a
+// request of cost zero asks whether one unit would.
+func fits(count, cost int64, l Limit) bool { return count+max(cost, 1) <= l.Rate }
 
 // mod is the non-negative remainder of a/b (b > 0), so that windows align
 // correctly for times before 1970 too.

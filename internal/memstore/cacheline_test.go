@@ -31,3 +31,22 @@ func TestHotStateFillsWholeCacheLines(t *testing.T) {
 		}
 	}
 }
+
+// TestLockedWindowCheckWritesOneShardLine: a locked check of a window key
+// that is not hot writes the shard's lock and last on its first cache line
+// and, of the rest of the shard, nothing but a lowered floor (see store),
+// so that checks of many keys on several cores move one line of the shard
+// between them, not two.
+func TestLockedWindowCheckWritesOneShardLine(t *testing.T) {
+	var sh wshard
+	line := func(off uintptr) uintptr { return off / 64 }
+	if l := line(unsafe.Offsetof(sh.last)); l != 0 {
+		t.Errorf("last is on line %d", l)
+	}
+	if l := line(unsafe.Offsetof(sh.shard) + unsafe.Offsetof(sh.mu)); l != 0 {
+		t.Errorf("the lock is on line %d", l)
+	}
+	if unsafe.Sizeof(sh)%64 != 0 {
+		t.Errorf("wshard is %d bytes, not a multiple of 64", unsafe.Sizeof(sh))
+	}
+}

@@ -20,10 +20,16 @@ import (
 // before. A busy key becomes hot again by its next two locked checks; a
 // shard whose checks go to many keys in turn keeps none hot and allocates
 // nothing.
+//
+// What a locked check of a key that is not hot writes (the lock, last, the
+// key's entry) is on the shard's first cache line and in the table's
+// arrays; the rest of the shard is only read then (see store), so that
+// checks of many keys on several cores move as few lines between them as
+// they can.
 type wshard struct {
-	hot atomic.Pointer[hotWindow] // nil, or the hot key's state
+	hot  atomic.Pointer[hotWindow] // nil, or the hot key's state
+	last uint64                    // the key of the last aligned check under the lock, or 0
 	shard[window]
-	last uint64 // the key of the last aligned check under the lock, or 0
 }
 
 // hotWindow is the state of a hot window key: the window and, for a sliding
@@ -39,7 +45,7 @@ type hotWindow struct {
 	h     uint64        // the key
 	end   int64         // window.Expires
 	// period is a period that end is a multiple of, or 0: for a check of
-	// that period, the window is known without a division (see decide).
+	// that period, the window is known without a division (see take).
 	period int64
 	prev   uint32   // window.B
 	_      [28]byte // a whole cache line: its own, the key's alone
@@ -121,9 +127,8 @@ func (sh *wshard) tryTake(h uint64, r *Request, now int64) (Result, bool) {
 			return Result{}, false
 		}
 		w := window{Expires: c.end, A: uint32(n), B: c.prev}
-		next, res := c.decide(w, r, now)
+		next, res := decideWindow(w, r, now)
 		if !res.Allowed || r.Cost == 0 {
-			res.Slot = 0
 			return res, true
 		}
 		if next.Expires != w.Expires || next.B != w.B {
@@ -135,27 +140,11 @@ func (sh *wshard) tryTake(h uint64, r *Request, now int64) (Result, bool) {
 	}
 }
 
-// decide is applyWindow's decision on r for a key at w, with the slot of
-// an allowed take. When now falls in w's window of r's period, which c
-// knows without a division, the window's start is not computed again.
-func (c *hotWindow) decide(w window, r *Request, now int64) (window, Result) {
-	p := r.Limit.Period
+// decideWindow is applyWindow's decision on r, epoch-aligned, for a key at
+// w.
+func decideWindow(w window, r *Request, now int64) (window, Result) {
 	if r.Alg == SlidingWindow {
-		var next window
-		var res Result
-		if now = slidingNow(w, now, p); p == c.period && c.end-2*p <= now && now < c.end-p {
-			next, res = slidingWindowAt(w, now, c.end-2*p, r.Limit, r.Cost)
-		} else {
-			next, res = slidingWindow(w, now, r.Limit, r.Cost)
-		}
-		res.Slot = uint64(next.Expires - p)
-		return next, res
+		return slidingWindow(w, now, r.Limit, r.Cost)
 	}
-	end := int64(0) // epoch-aligned: found by fixedWindow
-	if p == c.period && c.end-p <= now && now < c.end {
-		end = c.end // the aligned window's end, known
-	}
-	next, res := fixedWindow(w, now, r.Limit, r.Cost, end)
-	res.Slot = uint64(next.Expires)
-	return next, res
+	return fixedWindow(w, now, r.Limit, r.Cost, 0)
 }

@@ -61,10 +61,12 @@ func TestHotWindowKeyLosesNoUpdate(t *testing.T) {
 // decides every check as applyWindow alone does on a plain table: keys
 // checked again and again, clocks stepping back, costs above one and zero,
 // limits of another period,
-// windows' edges, returns and settlements among them.
+// windows' edges, returns and settlements among them, and checks prepared
+// (Prepared.Take) as well as not.
 func TestHotWindowDecidesAsTheLockedPath(t *testing.T) {
 	for _, alg := range []Alg{FixedWindow, SlidingWindow} {
 		s := New(Config{MaxKeys: 1024})
+		prepared := map[Request]*Prepared{} // by the request without its key
 		ref := &shard[window]{t: newTable[window](s.perCap), floor: math.MaxInt64}
 		rng := rand.New(rand.NewPCG(3, uint64(alg)))
 		l := Limit{Rate: 40, Period: int64(time.Second), Capacity: 40}
@@ -90,7 +92,15 @@ func TestHotWindowDecidesAsTheLockedPath(t *testing.T) {
 			case op == 1:
 				r.Force = true
 			}
-			got := s.Take(&r, now)
+			var got Result
+			if rule := (Request{Rule: r.Rule, Alg: r.Alg, Limit: r.Limit, Cost: r.Cost}); !r.Force && rng.IntN(2) == 0 {
+				if prepared[rule] == nil {
+					prepared[rule] = s.Prepare(rule)
+				}
+				got = prepared[rule].Take(r.Key, now)
+			} else {
+				got = s.Take(&r, now)
+			}
 			want := applyWindow(ref, s.perCap, h, &r, now)
 			if got != want {
 				t.Fatalf("%v check %d (%+v at %d): got %+v, want %+v", alg, i, r, now, got, want)

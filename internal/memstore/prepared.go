@@ -54,6 +54,25 @@ func (p *Prepared) Take(key string, now int64) Result {
 	if h == 0 {
 		h = 1
 	}
+	if a := p.req.Alg; a == FixedWindow || a == SlidingWindow {
+		// wshard.take, written out for the same reason as GCRA's below,
+		// and so that the Result is built where it is returned (see
+		// windowResult)
+		sh := &s.windows[s.index(h)]
+		if c := sh.hot.Load(); c != nil && c.h == h {
+			if n, weighted, ok := c.take(&p.req, now); ok {
+				return windowResult(c.decided(n, weighted, &p.req, now))
+			}
+		}
+		if res, ok := sh.tryTake(h, &p.req, now); ok {
+			return res
+		}
+		sh.lockFor(h)
+		res := applyWindow(&sh.shard, s.perCap, h, &p.req, now)
+		sh.promote(h, &p.req)
+		sh.mu.Unlock()
+		return res
+	}
 	if p.req.Alg != GCRA {
 		return s.takeHashed(&p.req, h, now)
 	}

@@ -213,15 +213,7 @@ func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 	if r.Alg == SlidingLog {
 		return s.takeLog(h, r, now)
 	}
-	sh := &s.windows[i]
-	if res, ok := sh.tryTake(h, r, now); ok {
-		return res
-	}
-	sh.lockFor(h)
-	res := applyWindow(&sh.shard, s.perCap, h, r, now)
-	sh.promote(h, r)
-	sh.mu.Unlock()
-	return res
+	return s.windows[i].take(s.perCap, h, r, now)
 }
 
 // applySlots acquires Concurrency slots. The key's queue is created only
@@ -250,30 +242,41 @@ func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int6
 	if slot < 0 {
 		now, start, end = afterSwept(sh.swept, now, r)
 	}
-	var next window
-	var res Result
-	switch {
-	case r.Force:
+	if r.Force {
 		rs := *r
 		rs.WinStart, rs.WinEnd = start, end
-		next, res = settleWindow(old, now, &rs, r.Cost)
+		next, res := settleWindow(old, now, &rs, r.Cost)
 		if next != old {
 			store(sh, capacity, h, slot, next, now)
 		}
 		return res
-	case r.Alg == SlidingWindow:
-		next, res = slidingWindow(old, now, r.Limit, r.Cost)
-		res.Slot = uint64(next.Expires - r.Limit.Period)
-	default:
-		next, res = fixedWindow(old, now, r.Limit, r.Cost, end)
-		res.Slot = uint64(next.Expires)
 	}
-	if res.Allowed && r.Cost > 0 {
-		store(sh, capacity, h, slot, next, now)
+	// slidingWindow and fixedWindow, written out to build the Result once
+	// (see windowResult)
+	p, cost := r.Limit.Period, r.Cost
+	var next window
+	var ok bool
+	var remaining, retryAfter, resetAfter, nextAfter int64
+	var taken uint64
+	if r.Alg == SlidingWindow {
+		now := slidingNow(old, now, p)
+		start := now - mod(now, p)
+		cur, prev := slidingCounts(old, start, p)
+		weighted := slidingWeighted(prev, now-start, p)
+		ok, remaining, retryAfter, resetAfter, nextAfter, taken =
+			slidingDecide(cur, prev, weighted, start, now, r.Limit, cost, uint64(start+p))
+		next = window{Expires: start + 2*p, A: uint32(cur + cost), B: uint32(prev)}
 	} else {
-		res.Slot = 0
+		var count int64
+		end, count = fixedCount(old, now, p, end)
+		ok, remaining, retryAfter, resetAfter, nextAfter, taken =
+			fixedDecide(count, max(0, end-now), r.Limit, cost, uint64(end))
+		next = window{Expires: end, A: uint32(count + cost)}
 	}
-	return res
+	if ok && cost > 0 {
+		store(sh, capacity, h, slot, next, now)
+	}
+	return windowResult(ok, remaining, retryAfter, resetAfter, nextAfter, taken)
 }
 
 // afterSwept moves a request for an absent key to the shard's swept time

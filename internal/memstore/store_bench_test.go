@@ -52,6 +52,42 @@ func BenchmarkTake(b *testing.B) {
 	}
 }
 
+// BenchmarkPreparedTake is BenchmarkTake through a Prepared check, as the
+// middleware's direct path takes it, for the algorithms whose hot key is
+// decided without the lock.
+func BenchmarkPreparedTake(b *testing.B) {
+	algs := []struct {
+		name string
+		alg  Alg
+	}{{"gcra", GCRA}, {"sliding", SlidingWindow}, {"fixed", FixedWindow}}
+	for _, a := range algs {
+		for _, keys := range []int{1, 10_000} {
+			b.Run(a.name+"/keys="+strconv.Itoa(keys), func(b *testing.B) {
+				s := New(Config{})
+				names := make([]string, keys)
+				for i := range names {
+					names[i] = "10.0." + strconv.Itoa(i)
+				}
+				l := Limit{Rate: 1 << 30, Period: int64(time.Hour), Capacity: 1 << 30}
+				p := s.Prepare(Request{Rule: "r", Alg: a.alg, Limit: l, Cost: 1})
+				start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+				var seq atomic.Int64
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(seq.Add(7919))
+					now := start
+					for pb.Next() {
+						i++
+						now += 1000
+						p.Take(names[i%keys], now)
+					}
+				})
+			})
+		}
+	}
+}
+
 // BenchmarkTakeFreshKeys measures a flood of new keys into a full store
 // (MaxKeys 65,536, every key limited for an hour): each check inserts a key
 // and evicts one, the path that keeps a table within its bound.

@@ -19,7 +19,9 @@ func store[V state](sh *shard[V], capacity int, h uint64, slot int, v V, now int
 		return
 	}
 	sh.t.vals[slot] = v
-	sh.floor = min(sh.floor, v.expiry())
+	if e := v.expiry(); e < sh.floor { // written only when lowered: see wshard
+		sh.floor = e
+	}
 }
 
 // set stores v and keeps the shard's expiry floor a lower bound.
