@@ -79,9 +79,7 @@ func (p *Prepared) Take(key string, now int64) Result {
 	// takeHashed's GCRA case, written out: a shared helper is too large to
 	// inline, and calling it costs the direct path about 7% (measured).
 	d := s.gcra[s.index(h)].take(s.perCap, tagged(h, uint64(p.req.tag)), &p.req, s.tags, now)
-	res := d.result(now, &p.req)
-	res.Slot = d.slot(&p.req)
-	return res
+	return d.result(now, &p.req)
 }
 
 // TakeDelayed is Take with a reservation horizon of maxDelay nanoseconds
@@ -99,9 +97,7 @@ func (p *Prepared) TakeDelayed(key string, now, maxDelay int64) Result {
 		return s.takeHashed(&req, h, now)
 	}
 	d := s.gcra[s.index(h)].take(s.perCap, tagged(h, uint64(req.tag)), &req, s.tags, now)
-	res := d.result(now, &req)
-	res.Slot = d.slot(&req)
-	return res
+	return d.result(now, &req)
 }
 
 // Release gives back the Concurrency slot that Take's result named slot

@@ -136,7 +136,6 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 	for {
 		next, d := gcraDecide(old, now, r)
 		results[g] = d.result(now, r)
-		results[g].Slot = d.slot(r)
 		if denied || !d.allowed {
 			b.rollback(hashes, &log, results, old, now) // the key's state unchanged
 			unlockAll(s, order)

@@ -200,7 +200,6 @@ func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 		}
 		d := s.gcra[i].take(s.perCap, k, r, s.tags, now)
 		res := d.result(now, r)
-		res.Slot = d.slot(r)
 		return res
 	}
 	if r.Alg == Concurrency {

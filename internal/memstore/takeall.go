@@ -127,7 +127,6 @@ func (s *Store) takeAll(reqs []Request, hashes []uint64, results []Result, now i
 				k.cur, k.stored = next, true
 			}
 			results[i] = d.result(now, r)
-			results[i].Slot = d.slot(r)
 		} else {
 			sc.log[i] = s.remember(r, hashes[i])
 			results[i] = s.apply(hashes[i], r, now)
