@@ -19,9 +19,11 @@ import (
 var plainSource string
 
 // plainScript is the small script behind the most common check: one GCRA
-// take that reads its key once and writes it at most once (with the
-// server's TIME, three commands in all besides EVALSHA). Everything else,
-// and the rare state it leaves to exact arithmetic, goes to script.
+// take that reads its key once and writes it at most once. With the
+// server's TIME that is three commands besides EVALSHA (TIME, GET, SET),
+// and two for a key that holds no state on Redis 7 or later (TIME, and
+// one SET NX GET that writes it only if it is still absent). Everything
+// else, and the rare state it leaves to exact arithmetic, goes to script.
 var plainScript = redis.NewScript(clockSource + plainSource)
 
 // Replies of plainScript in place of allowed that are no decision.

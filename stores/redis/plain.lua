@@ -3,7 +3,10 @@
 -- goes to script.lua. One call carries one take, or a coalesced batch of
 -- them decided independently (as script.lua's mode "i"). Each take reads
 -- its key once and writes it at most once, and computes exactly as
--- script.lua's take_gcra does, in integer microseconds below 2^53.
+-- script.lua's take_gcra does, in integer microseconds below 2^53. On
+-- Redis 7 a lone take that would be allowed on an absent key reads and
+-- writes in one command (SET NX GET): most keys of an allowed check hold
+-- no state by then, as a state expires once it owes nothing.
 --
 -- KEYS[i] the state key of take i, "<tat>:<t>[:<call>]": the theoretical
 --         arrival time, the interval it counts in, and the call that wrote
@@ -31,6 +34,15 @@ local call0 = ARGV[1]
 local resent = string.byte(call0, 1) == 33 -- "!"
 if resent then call0 = string.sub(call0, 2) end
 
+-- State values are integers below 2^53: "%d" writes them exactly where
+-- Lua's C long has 64 bits (every platform Redis builds for but LLP64
+-- Windows ports), at half the cost of "%.0f", which the others keep.
+local FMT = "%.0f:%.0f"
+if string.format("%d", TAT_CEIL) == "4503599627370496" then FMT = "%d:%d" end
+-- Redis 7 (which added REDIS_VERSION_NUM) sets a key only if absent and
+-- replies what it held in one command (SET NX GET): a take of a key that
+-- holds no state reads and writes it at once.
+local nxget = redis.REDIS_VERSION_NUM ~= nil
 -- In a batch, a key named again reads what the take before wrote, and is
 -- written once, at the end, with its last state; a lone take writes at once.
 local batch = #KEYS > 1
@@ -44,6 +56,22 @@ local function take(key, call, t, cap, cost)
   local v
   if w then
     v = w[1]
+  elseif nxget and not batch and not resent and cost <= cap then
+    -- What a take of an absent key writes, written only if the key is
+    -- absent; otherwise v is what it holds, and the take goes on as usual.
+    local nt = math.min(now + cost * t, TAT_CEIL)
+    local ms = floor((nt - now + 999) / 1000)
+    if ms < 1 then ms = 1 end
+    local s = string.format(FMT, nt, t)
+    if call ~= "" then s = s .. ":" .. call end
+    v = redis.pcall("SET", key, s, "PX", ms + extra, "NX", "GET")
+    if type(v) == "table" then
+      -- Another type of value is -1, as for GET; any other error (OOM at
+      -- maxmemory) is the script's.
+      if string.sub(v.err or "", 1, 9) ~= "WRONGTYPE" then error(v) end
+      return -1, 0, 0, 0, 0
+    end
+    if not v then return 1, floor((tau - (nt - now)) / t), 0, nt - now, nt end
   else
     v = redis.pcall("GET", key)
     if type(v) == "table" then return -1, 0, 0, 0, 0 end
@@ -90,10 +118,10 @@ local function take(key, call, t, cap, cost)
   local nt = math.min(tat + cost * t, TAT_CEIL)
   local ms = floor((nt - now + 999) / 1000)
   if ms < 1 then ms = 1 end
-  local s = string.format("%.0f:%.0f", nt, within)
+  local s = string.format(FMT, nt, within)
   if call ~= "" then s = s .. ":" .. call end
   if not batch then
-    redis.call("SET", key, s, "PX", string.format("%.0f", ms + extra))
+    redis.call("SET", key, s, "PX", ms + extra)
   elseif w then
     w[1], w[2] = s, ms
   else
@@ -115,6 +143,6 @@ for i = 1, #KEYS do
 end
 for _, key in ipairs(order) do
   local w = written[key]
-  redis.call("SET", key, w[1], "PX", string.format("%.0f", w[2] + extra))
+  redis.call("SET", key, w[1], "PX", w[2] + extra)
 end
 return out

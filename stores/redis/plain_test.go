@@ -85,6 +85,45 @@ func TestPlainTakeCostsThreeCommands(t *testing.T) {
 	}
 }
 
+// TestPlainTakeOfAbsentKeyCostsThreeCommandsInAll: on Redis 7 or later,
+// a plain take of a key that holds no state (the first check of a key, or
+// one whose state expired) runs three commands in all: EVALSHA, and inside
+// it TIME and one SET that writes the key only if it is absent and replies
+// what it held (SET NX GET), no separate GET. Counted by INFO commandstats
+// on a private server, with the server's time and a client that resends.
+func TestPlainTakeOfAbsentKeyCostsThreeCommandsInAll(t *testing.T) {
+	requireRedis(t)
+	srv := startTestRedis(t)
+	if major, _, _ := strings.Cut(srv.Version, "."); atoi(major) < 7 {
+		t.Skipf("redis %s: SET NX GET needs Redis 7", srv.Version)
+	}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { client.Close() })
+	s := New(client, WithPrefix(uniquePrefix(t)), WithoutDeniedCache(), WithoutCoalescing())
+	mustTake(t, s, gcraReq("warm", ratelimit.PerHour(10), 1)) // loads the script
+	before := commandCalls(t, client)
+	const n = 50
+	for i := range n {
+		if res := mustTake(t, s, gcraReq("k"+strconv.Itoa(i), ratelimit.PerHour(10), 1)); !res.Allowed || res.Remaining != 9 {
+			t.Fatalf("take %d of a new key: %+v, want allowed with 9 remaining", i, res)
+		}
+	}
+	after := commandCalls(t, client)
+	var all int64
+	for cmd, v := range after {
+		if d := v - before[cmd]; cmd != "info" && d != 0 {
+			all += d
+			t.Logf("%s: %d", cmd, d)
+		}
+	}
+	if all != 3*n {
+		t.Errorf("%d commands for %d plain takes of absent keys, want %d (EVALSHA, TIME, SET NX GET each)", all, n, 3*n)
+	}
+}
+
+// atoi is strconv.Atoi's value, 0 when s is no number.
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
 // plainRun calls plainScript by hand as a client would send it, with the
 // call token tok, and returns its reply.
 func plainRun(t *testing.T, c redis.UniversalClient, key, tok string, req stores.Request) []int64 {
