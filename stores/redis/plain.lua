@@ -4,9 +4,10 @@
 -- them decided independently (as script.lua's mode "i"). Each take reads
 -- its key once and writes it at most once, and computes exactly as
 -- script.lua's take_gcra does, in integer microseconds below 2^53. On
--- Redis 7 a lone take that would be allowed on an absent key reads and
--- writes in one command (SET NX GET): most keys of an allowed check hold
--- no state by then, as a state expires once it owes nothing.
+-- Redis 7 a take that would be allowed on an absent key (alone, or on a key
+-- no other take of its batch names) reads and writes it in one command
+-- (SET NX GET): a state expires within a millisecond of owing nothing, so
+-- most keys of an allowed check hold none.
 --
 -- KEYS[i] the state key of take i, "<tat>:<t>[:<call>]": the theoretical
 --         arrival time, the interval it counts in, and the call that wrote
@@ -44,10 +45,14 @@ if string.format("%d", TAT_CEIL) == "4503599627370496" then FMT = "%d:%d" end
 -- holds no state reads and writes it at once.
 local nxget = redis.REDIS_VERSION_NUM ~= nil
 -- In a batch, a key named again reads what the take before wrote, and is
--- written once, at the end, with its last state; a lone take writes at once.
+-- written once, at the end, with its last state; a lone take, or the take
+-- of a key no other take of the batch names, writes at once.
 local batch = #KEYS > 1
-local written, order = nil, nil
-if batch then written, order = {}, {} end
+local written, order, named = nil, nil, nil
+if batch then
+  written, order, named = {}, {}, {}
+  for i = 1, #KEYS do named[KEYS[i]] = (named[KEYS[i]] or 0) + 1 end
+end
 local extra = tonumber(ARGV[3])
 
 local function take(key, call, t, cap, cost)
@@ -56,7 +61,7 @@ local function take(key, call, t, cap, cost)
   local v
   if w then
     v = w[1]
-  elseif nxget and not batch and not resent and cost <= cap then
+  elseif nxget and not resent and cost <= cap and (not batch or named[key] == 1) then
     -- What a take of an absent key writes, written only if the key is
     -- absent; otherwise v is what it holds, and the take goes on as usual.
     local nt = math.min(now + cost * t, TAT_CEIL)

@@ -165,3 +165,46 @@ func TestPlainBatchReadsAndWritesARepeatedKeyOnce(t *testing.T) {
 		t.Errorf("state %q, want the id of take 3, the last applied", state)
 	}
 }
+
+// TestPlainBatchOfAbsentKeysSetsEachWithoutGet: on Redis 7 or later, a
+// batch of takes of distinct keys that hold no state costs one SET (NX GET)
+// per key and no GET, each take allowed with its state and TTL written
+// (INFO commandstats on a private server).
+func TestPlainBatchOfAbsentKeysSetsEachWithoutGet(t *testing.T) {
+	requireRedis(t)
+	srv := startTestRedis(t)
+	if major, _, _ := strings.Cut(srv.Version, "."); atoi(major) < 7 {
+		t.Skipf("redis %s: SET NX GET needs Redis 7", srv.Version)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	prefix := uniquePrefix(t)
+	const n = 5
+	keys, args := make([]string, n), []any{"x.1", "", 0}
+	for i := range keys {
+		req := gcraReq(fmt.Sprint("k", i), ratelimit.PerHour(3), 1)
+		keys[i] = stateKey(prefix, &req)
+		args = append(args, gcraInterval(req.Limit), req.Limit.Capacity(), 1)
+	}
+	if err := plainScript.Load(ctx, c).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := commandCalls(t, c)
+	v, err := plainScript.EvalSha(ctx, c, keys, args...).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := commandCalls(t, c)
+	for i := range n {
+		if v[takeWidth*i] != 1 || v[takeWidth*i+1] != 2 {
+			t.Errorf("take %d of a new key under 3/hour: %v, want allowed with 2 remaining", i+1, v[takeWidth*i:takeWidth*(i+1)])
+		}
+		if ttl := c.PTTL(ctx, keys[i]).Val(); ttl <= 0 || ttl > 20*time.Minute {
+			t.Errorf("key %d: TTL %v, want the 20 minutes one unit takes to refill", i+1, ttl)
+		}
+	}
+	if g, s := after["get"]-before["get"], after["set"]-before["set"]; g != 0 || s != n {
+		t.Errorf("%d takes of new keys: %d GET and %d SET, want 0 and %d", n, g, s, n)
+	}
+}
