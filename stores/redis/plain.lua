@@ -4,10 +4,10 @@
 -- them decided independently (as script.lua's mode "i"). Each take reads
 -- its key once and writes it at most once, and computes exactly as
 -- script.lua's take_gcra does, in integer microseconds below 2^53. On
--- Redis 7 a take that would be allowed on an absent key (alone, or on a key
--- no other take of its batch names) reads and writes it in one command
--- (SET NX GET): a state expires within a millisecond of owing nothing, so
--- most keys of an allowed check hold none.
+-- Redis 7, when the caller expects keys that hold no state (ARGV[4]), a
+-- take that would be allowed on an absent key (alone, or on a key no other
+-- take of its batch names) reads and writes it in one command, SET NX GET,
+-- which writes nothing when the key holds a value and replies it.
 --
 -- KEYS[i] the state key of take i, "<tat>:<t>[:<call>]": the theoretical
 --         arrival time, the interval it counts in, and the call that wrote
@@ -18,12 +18,15 @@
 -- ARGV[2] now in Unix µs, or "" for the server's TIME (clock.lua).
 -- ARGV[3] extra TTL in ms added to each write (0 with server time).
 --         A key named by several takes is read once and written once.
--- ARGV[3i+1], ARGV[3i+2], ARGV[3i+3]: take i's interval t in µs, capacity
+-- ARGV[4] "1" to try SET NX GET first (the caller's last takes found their
+--         keys without state), "" to GET first.
+-- ARGV[3i+2], ARGV[3i+3], ARGV[3i+4]: take i's interval t in µs, capacity
 --         and cost.
 --
--- Reply: five values per take: allowed (1 or 0), remaining, retry-after
--- µs, reset-after µs and the token (the key's time after the take), as
--- script.lua's; or {-1, 0, 0, 0, 0} when the key holds another type of
+-- Reply: five values per take: allowed (1 or 0; 2 when allowed on a key
+-- that held no state), remaining, retry-after µs, reset-after µs and the
+-- token (the key's time after the take), as script.lua's (which has no
+-- 2); or {-1, 0, 0, 0, 0} when the key holds another type of
 -- value; -2 when a resent take would be allowed but its key was written by
 -- another call since (whether the first send applied is unknown: the
 -- caller fails rather than risk applying it twice); -3 when the state
@@ -43,7 +46,7 @@ if string.format("%d", TAT_CEIL) == "4503599627370496" then FMT = "%d:%d" end
 -- Redis 7 (which added REDIS_VERSION_NUM) sets a key only if absent and
 -- replies what it held in one command (SET NX GET): a take of a key that
 -- holds no state reads and writes it at once.
-local nxget = redis.REDIS_VERSION_NUM ~= nil
+local nxget = redis.REDIS_VERSION_NUM ~= nil and ARGV[4] == "1"
 -- In a batch, a key named again reads what the take before wrote, and is
 -- written once, at the end, with its last state; a lone take, or the take
 -- of a key no other take of the batch names, writes at once.
@@ -76,7 +79,7 @@ local function take(key, call, t, cap, cost)
       if string.sub(v.err or "", 1, 9) ~= "WRONGTYPE" then error(v) end
       return -1, 0, 0, 0, 0
     end
-    if not v then return 1, floor((tau - (nt - now)) / t), 0, nt - now, nt end
+    if not v then return 2, floor((tau - (nt - now)) / t), 0, nt - now, nt end
   else
     v = redis.pcall("GET", key)
     if type(v) == "table" then return -1, 0, 0, 0, 0 end
@@ -133,15 +136,17 @@ local function take(key, call, t, cap, cost)
     written[key] = {s, ms}
     order[#order + 1] = key
   end
-  return 1, floor((tau - (nt - now)) / t), 0, nt - now, nt
+  local allowed = 1
+  if not v then allowed = 2 end
+  return allowed, floor((tau - (nt - now)) / t), 0, nt - now, nt
 end
 
-if not batch then return {take(KEYS[1], call0, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))} end
+if not batch then return {take(KEYS[1], call0, tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]))} end
 local out = {}
 for i = 1, #KEYS do
   local call = call0
   if i > 1 and call ~= "" then call = call .. "/" .. i end
-  local a = 3 * i
+  local a = 3 * i + 1
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] =
     take(KEYS[i], call, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))

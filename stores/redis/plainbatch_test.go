@@ -96,7 +96,7 @@ func TestResentPlainBatchNeverAppliesTwice(t *testing.T) {
 	ka, kb := stateKey(prefix, &a), stateKey(prefix, &b)
 	run := func(tok string, keys ...string) []int64 {
 		t.Helper()
-		args := []any{tok, "", 0}
+		args := []any{tok, "", 0, "1"}
 		for range keys {
 			args = append(args, gcraInterval(a.Limit), a.Limit.Capacity(), 1)
 		}
@@ -108,7 +108,7 @@ func TestResentPlainBatchNeverAppliesTwice(t *testing.T) {
 	}
 	// Takes 1 and 2 on a, take 3 on b.
 	first := run("x.1", ka, ka, kb)
-	if first[0] != 1 || first[1] != 2 || first[5] != 1 || first[6] != 1 || first[10] != 1 || first[11] != 2 {
+	if first[0] != plainAllowedAbsent || first[1] != 2 || first[5] != 1 || first[6] != 1 || first[10] != plainAllowedAbsent || first[11] != 2 {
 		t.Fatalf("first send: %v", first)
 	}
 	sa, sb := c.Get(ctx, ka).Val(), c.Get(ctx, kb).Val()
@@ -139,7 +139,7 @@ func TestPlainBatchReadsAndWritesARepeatedKeyOnce(t *testing.T) {
 	req := gcraReq("hot", ratelimit.PerHour(3), 1)
 	key := stateKey(uniquePrefix(t), &req)
 	const n = 5
-	keys, args := make([]string, n), []any{"x.1", "", 0}
+	keys, args := make([]string, n), []any{"x.1", "", 0, "1"}
 	for i := range keys {
 		keys[i] = key
 		args = append(args, gcraInterval(req.Limit), req.Limit.Capacity(), 1)
@@ -153,7 +153,7 @@ func TestPlainBatchReadsAndWritesARepeatedKeyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := commandCalls(t, c)
-	for i, want := range []int64{1, 1, 1, 0, 0} {
+	for i, want := range []int64{plainAllowedAbsent, 1, 1, 0, 0} {
 		if v[takeWidth*i] != want {
 			t.Errorf("take %d of %d on one key under 3/hour: allowed=%d, want %d (%v)", i+1, n, v[takeWidth*i], want, v)
 		}
@@ -181,7 +181,7 @@ func TestPlainBatchOfAbsentKeysSetsEachWithoutGet(t *testing.T) {
 	ctx := context.Background()
 	prefix := uniquePrefix(t)
 	const n = 5
-	keys, args := make([]string, n), []any{"x.1", "", 0}
+	keys, args := make([]string, n), []any{"x.1", "", 0, "1"}
 	for i := range keys {
 		req := gcraReq(fmt.Sprint("k", i), ratelimit.PerHour(3), 1)
 		keys[i] = stateKey(prefix, &req)
@@ -197,8 +197,8 @@ func TestPlainBatchOfAbsentKeysSetsEachWithoutGet(t *testing.T) {
 	}
 	after := commandCalls(t, c)
 	for i := range n {
-		if v[takeWidth*i] != 1 || v[takeWidth*i+1] != 2 {
-			t.Errorf("take %d of a new key under 3/hour: %v, want allowed with 2 remaining", i+1, v[takeWidth*i:takeWidth*(i+1)])
+		if v[takeWidth*i] != plainAllowedAbsent || v[takeWidth*i+1] != 2 {
+			t.Errorf("take %d of a new key under 3/hour: %v, want allowed on a key without state (%d) with 2 remaining", i+1, v[takeWidth*i:takeWidth*(i+1)], plainAllowedAbsent)
 		}
 		if ttl := c.PTTL(ctx, keys[i]).Val(); ttl <= 0 || ttl > 20*time.Minute {
 			t.Errorf("key %d: TTL %v, want the 20 minutes one unit takes to refill", i+1, ttl)
