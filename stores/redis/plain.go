@@ -39,12 +39,16 @@ const (
 // Store's last plain take found its key holding state, "" (GET first: on a
 // key that holds state the SET NX GET writes nothing and costs the server
 // more than a GET). See noteAbsent.
-func (s *Store) absentHint() string {
+func (s *Store) absentHint() any {
 	if s.keysHeld.Load() {
-		return ""
+		return hintGet
 	}
-	return "1"
+	return hintTry
 }
+
+// The values of absentHint, boxed once: converting a string to an
+// interface on every call would allocate.
+var hintTry, hintGet any = "1", ""
 
 // noteAbsent records whether a plain take, by its reply code, found its
 // key without state: allowed on an absent key, or any other decision. The

@@ -258,3 +258,35 @@ func TestPlainTakeBudgetAllocatesNoContext(t *testing.T) {
 		t.Errorf("a plain Take allocates %.1f times, its EVALSHA alone %.1f: the Store adds %.1f, want at most 2 (the key and the limit's result)", take, raw, take-raw)
 	}
 }
+
+// TestPlainTakeOfNewKeysAllocatesAsOfAHeldKey: a plain take of keys that
+// hold no state (sent with the SET NX GET hint) allocates no more than one
+// of a key that holds state: the hint's argument is boxed once, not on
+// every call.
+func TestPlainTakeOfNewKeysAllocatesAsOfAHeldKey(t *testing.T) {
+	requireShared(t)
+	client := redis.NewClient(&redis.Options{Addr: sharedServer.Addr, ContextTimeoutEnabled: true, PoolSize: 1})
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	take := func(s *Store, req stores.Request) {
+		if _, err := s.Take(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := New(client, WithPrefix(uniquePrefix(t)), WithoutCoalescing(), WithoutDeniedCache())
+	hot := gcraReq("hot", ratelimit.PerHour(1_000_000), 1) // holds state for an hour
+	take(held, hot)
+	onHeld := testing.AllocsPerRun(200, func() { take(held, hot) })
+
+	fresh := New(client, WithPrefix(uniquePrefix(t)), WithoutCoalescing(), WithoutDeniedCache())
+	reqs := make([]stores.Request, 202)
+	for i := range reqs {
+		reqs[i] = gcraReq("k"+strconv.Itoa(i), ratelimit.PerHour(1_000_000), 1)
+	}
+	next := 0
+	onNew := testing.AllocsPerRun(200, func() { take(fresh, reqs[next]); next++ })
+	t.Logf("Take of a held key: %.1f allocations; of new keys: %.1f", onHeld, onNew)
+	if onNew > onHeld {
+		t.Errorf("a plain Take of new keys allocates %.1f times, of a held key %.1f: want no more", onNew, onHeld)
+	}
+}
