@@ -207,6 +207,8 @@ func compareParallel(b *testing.B, srv *RedisServer, rt *RoundTrips, check func(
 //
 // RATELIMIT_REDIS_COST_ROWS, a regular expression, keeps only the rows
 // whose "case/in flight/library" it matches ("allow/keys=1/4/sluicehq$").
+// The first rows, "floor/<in flight>/PING", are one PING per check through
+// the same client: what a round trip costs the server by itself.
 func TestRedisCost(t *testing.T) {
 	secs := os.Getenv("RATELIMIT_REDIS_COST")
 	if secs == "" {
@@ -258,6 +260,26 @@ func TestRedisCost(t *testing.T) {
 		}
 	}
 	t.Logf("| case | in flight | library | µs/check | p50 | p99 | server CPU/check | commands/check | allocs/check |")
+	logRow := func(c string, workers int, r RedisResult) {
+		perCheck := float64(r.Elapsed.Microseconds()) / float64(max(r.Checks, 1))
+		t.Logf("| %s | %d | %s | %.1f | %v | %v | %.1f µs | %.2f | %.1f |", c, workers, r.Library, perCheck,
+			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond),
+			float64(r.ServerCPUPerCheck().Nanoseconds())/1000, r.CommandsPerCheck(), r.AllocsPerCheck())
+	}
+	// The floor: one PING per check, what a round trip costs by itself.
+	for _, workers := range []int{1, 4, 64} {
+		if only != nil && !only.MatchString(fmt.Sprintf("floor/%d/PING", workers)) {
+			continue
+		}
+		r, err := RunRedisFloor(srv, workers, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Errors != 0 {
+			t.Errorf("PING: %d errors", r.Errors)
+		}
+		logRow("floor", workers, r)
+	}
 	for _, c := range []Case{{false, 10_000}, {false, 1}, {true, 10_000}, {true, 1}} {
 		for _, workers := range []int{1, 4, 64} {
 			for _, lib := range libs {
@@ -271,10 +293,7 @@ func TestRedisCost(t *testing.T) {
 				if r.Wrong != 0 || r.Errors != 0 {
 					t.Errorf("%s %v: %d wrong, %d errors", lib.Name, c, r.Wrong, r.Errors)
 				}
-				perCheck := float64(r.Elapsed.Microseconds()) / float64(max(r.Checks, 1))
-				t.Logf("| %v | %d | %s | %.1f | %v | %v | %.1f µs | %.2f | %.1f |", c, workers, lib.Name, perCheck,
-					r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond),
-					float64(r.ServerCPUPerCheck().Nanoseconds())/1000, r.CommandsPerCheck(), r.AllocsPerCheck())
+				logRow(c.String(), workers, r)
 			}
 		}
 	}

@@ -188,12 +188,56 @@ func RunRedis(srv *RedisServer, lib RedisLibrary, c Case, workers int, d time.Du
 		return RedisResult{}, err
 	}
 	res.ServerCPU = after.cpu - before.cpu
-	for k, v := range after.calls {
-		if k != "info" { // the measurement's own
-			res.Commands += v - before.calls[k]
+	res.Commands = after.commands(before)
+	return res, nil
+}
+
+// RunRedisFloor measures what one round trip costs by itself: a PING per
+// check through a fresh go-redis client (pool of workers connections),
+// workers in flight for d. Its server CPU and commands per request are the
+// floor under every library's check, which sends at least one command.
+func RunRedisFloor(srv *RedisServer, workers int, d time.Duration) (RedisResult, error) {
+	ctx := context.Background()
+	client, rt := srv.Client(workers)
+	defer client.Close()
+	if err := forEach(make([]string, workers), workers, func(string) error {
+		return client.Ping(ctx).Err() // opens the whole pool
+	}); err != nil {
+		return RedisResult{}, err
+	}
+	before, err := takeServerCounters(ctx, client)
+	if err != nil {
+		return RedisResult{}, err
+	}
+	rt0 := rt.Load()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	res := timeChecks(ctx, func(ctx context.Context, _ string) (bool, error) {
+		return true, client.Ping(ctx).Err()
+	}, []string{""}, Case{Keys: 1}, workers, d)
+	runtime.ReadMemStats(&m1)
+	res.Mallocs = m1.Mallocs - m0.Mallocs
+	res.Library, res.Workers = "PING", workers
+	res.RTrips = rt.Load() - rt0
+	after, err := takeServerCounters(ctx, client)
+	if err != nil {
+		return RedisResult{}, err
+	}
+	res.ServerCPU = after.cpu - before.cpu
+	res.Commands = after.commands(before)
+	return res, nil
+}
+
+// commands is the number of commands the server ran between before and c,
+// the measurement's own INFO excluded.
+func (c serverCounters) commands(before serverCounters) int64 {
+	var n int64
+	for k, v := range c.calls {
+		if k != "info" {
+			n += v - before.calls[k]
 		}
 	}
-	return res, nil
+	return n
 }
 
 // prepareRedis flushes the database, builds lib's check for c, checks every

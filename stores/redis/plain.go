@@ -19,16 +19,49 @@ import (
 var plainSource string
 
 // plainScript is the small script behind the most common check: one GCRA
-// take that reads its key once and writes it at most once (with the
-// server's TIME, three commands in all besides EVALSHA). Everything else,
-// and the rare state it leaves to exact arithmetic, goes to script.
+// take that reads its key once and writes it at most once. With the
+// server's TIME that is three commands besides EVALSHA (TIME, GET, SET),
+// and two for a key that holds no state on Redis 7 or later (TIME, and
+// one SET NX GET that writes it only if it is still absent). Everything
+// else, and the rare state it leaves to exact arithmetic, goes to script.
 var plainScript = redis.NewScript(clockSource + plainSource)
 
-// Replies of plainScript in place of allowed that are no decision.
+// Replies of plainScript in place of allowed that are no decision, and
+// the one that is allowed, on a key that held no state.
 const (
 	plainResentUnknown = -2 // a resent call found its key written by another since
 	plainNeedsScript   = -3 // the state needs script.lua's exact arithmetic
+	plainAllowedAbsent = 2  // allowed; the key held no state
 )
+
+// absentHint is plainScript's fourth argument: "1" (try SET NX GET, which
+// reads and writes a key that holds no state in one command) unless the
+// Store's last plain take found its key holding state, "" (GET first: on a
+// key that holds state the SET NX GET writes nothing and costs the server
+// more than a GET). See noteAbsent.
+func (s *Store) absentHint() any {
+	if s.keysHeld.Load() {
+		return hintGet
+	}
+	return hintTry
+}
+
+// The values of absentHint, boxed once: converting a string to an
+// interface on every call would allocate.
+var hintTry, hintGet any = "1", ""
+
+// noteAbsent records whether a plain take, by its reply code, found its
+// key without state: allowed on an absent key, or any other decision. The
+// flag is written only when it changes, so that concurrent takes on one
+// kind of key share its cache line without writing it.
+func (s *Store) noteAbsent(code int64) {
+	if code < 0 {
+		return // no decision
+	}
+	if held := code != plainAllowedAbsent; s.keysHeld.Load() != held {
+		s.keysHeld.Store(held)
+	}
+}
 
 // errResentUnknown is the error of a take whose reply was lost and whose
 // resend found its key written by another call since: whether the first
@@ -71,7 +104,7 @@ type plainCall struct {
 	t     int64
 	cap   int64
 	cost  int64
-	args  [6]any    // a solo take's arguments, argv's array
+	args  [7]any    // a solo take's arguments, argv's array
 	keys  [1]string // a solo take's key, keyv's array
 	argv  []any
 	keyv  []string
@@ -84,7 +117,7 @@ type plainCall struct {
 var plainPool = sync.Pool{New: func() any {
 	c := &plainCall{done: make(chan struct{}, 1)}
 	c.runFn = c.run
-	c.args = [6]any{&c.tok, "", &c.slack, &c.t, &c.cap, &c.cost}
+	c.args = [7]any{&c.tok, "", &c.slack, "", &c.t, &c.cap, &c.cost}
 	c.argv, c.keyv = c.args[:], c.keys[:]
 	return c
 }}
@@ -175,6 +208,7 @@ func (s *Store) takePlain(ctx context.Context, deadline time.Time, now instant, 
 	c.s, c.t, c.cap, c.cost = s, gcraInterval(req.Limit), int64(req.Limit.Capacity()), int64(req.Cost)
 	c.keys[0] = key
 	c.args[1], c.now, c.slack = "", 0, 0
+	c.args[3] = s.absentHint()
 	if now.set {
 		c.now, c.slack = now.us, ClockTTLSlack.Milliseconds()
 		c.args[1] = &c.now
@@ -187,7 +221,7 @@ func (s *Store) takePlain(ctx context.Context, deadline time.Time, now instant, 
 	if err != nil {
 		return vals, true, err // c may still be in use
 	}
-	vals, ok, err = plainReply(c.ctx, c.cmd, req)
+	vals, ok, err = s.plainReply(c.ctx, c.cmd, req)
 	if reuse {
 		*c = plainCall{done: c.done, timer: c.timer, runFn: c.runFn, args: c.args, argv: c.argv, keyv: c.keyv, cctx: callContext{done: c.cctx.done, timer: c.cctx.timer}}
 		plainPool.Put(c)
@@ -249,12 +283,12 @@ func (s *Store) sendPlain(ctx context.Context, deadline time.Time, c *plainCall)
 }
 
 // plainReply converts plainScript's reply to a solo take.
-func plainReply(ctx context.Context, cmd *redis.Cmd, req *stores.Request) (vals [takeWidth]int64, ok bool, err error) {
+func (s *Store) plainReply(ctx context.Context, cmd *redis.Cmd, req *stores.Request) (vals [takeWidth]int64, ok bool, err error) {
 	got, err := plainValues(ctx, cmd, 1)
 	if err != nil {
 		return vals, true, err
 	}
-	return plainTake(got, req)
+	return s.plainTake(got, req)
 }
 
 // plainValues returns the reply of a plainScript call of n takes.
@@ -270,8 +304,9 @@ func plainValues(ctx context.Context, cmd *redis.Cmd, n int) ([]any, error) {
 	return got, nil
 }
 
-// plainTake converts the takeWidth values of one take's reply.
-func plainTake(got []any, req *stores.Request) (vals [takeWidth]int64, ok bool, err error) {
+// plainTake converts the takeWidth values of one take's reply, and notes
+// whether its key held state (noteAbsent).
+func (s *Store) plainTake(got []any, req *stores.Request) (vals [takeWidth]int64, ok bool, err error) {
 	for i, x := range got[:takeWidth] {
 		n, isInt := x.(int64)
 		if !isInt {
@@ -279,7 +314,10 @@ func plainTake(got []any, req *stores.Request) (vals [takeWidth]int64, ok bool, 
 		}
 		vals[i] = n
 	}
+	s.noteAbsent(vals[0])
 	switch vals[0] {
+	case plainAllowedAbsent:
+		vals[0] = 1
 	case -1:
 		return vals, true, wrongType(req)
 	case plainResentUnknown:

@@ -85,11 +85,98 @@ func TestPlainTakeCostsThreeCommands(t *testing.T) {
 	}
 }
 
+// TestPlainTakeOfAbsentKeyCostsThreeCommandsInAll: on Redis 7 or later,
+// a plain take of a key that holds no state (the first check of a key, or
+// one whose state expired) runs three commands in all: EVALSHA, and inside
+// it TIME and one SET that writes the key only if it is absent and replies
+// what it held (SET NX GET), no separate GET. Counted by INFO commandstats
+// on a private server, with the server's time and a client that resends.
+func TestPlainTakeOfAbsentKeyCostsThreeCommandsInAll(t *testing.T) {
+	requireRedis(t)
+	srv := startTestRedis(t)
+	if major, _, _ := strings.Cut(srv.Version, "."); atoi(major) < 7 {
+		t.Skipf("redis %s: SET NX GET needs Redis 7", srv.Version)
+	}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { client.Close() })
+	s := New(client, WithPrefix(uniquePrefix(t)), WithoutDeniedCache(), WithoutCoalescing())
+	mustTake(t, s, gcraReq("warm", ratelimit.PerHour(10), 1)) // loads the script
+	before := commandCalls(t, client)
+	const n = 50
+	for i := range n {
+		if res := mustTake(t, s, gcraReq("k"+strconv.Itoa(i), ratelimit.PerHour(10), 1)); !res.Allowed || res.Remaining != 9 {
+			t.Fatalf("take %d of a new key: %+v, want allowed with 9 remaining", i, res)
+		}
+	}
+	after := commandCalls(t, client)
+	var all int64
+	for cmd, v := range after {
+		if d := v - before[cmd]; cmd != "info" && d != 0 {
+			all += d
+			t.Logf("%s: %d", cmd, d)
+		}
+	}
+	if all != 3*n {
+		t.Errorf("%d commands for %d plain takes of absent keys, want %d (EVALSHA, TIME, SET NX GET each)", all, n, 3*n)
+	}
+}
+
+// TestPlainTakesOfHeldKeysReadBeforeWriting: on Redis 7 or later, once a
+// plain take found its key holding state, the Store's next takes read with
+// GET rather than trying SET NX GET (which writes nothing on such a key
+// and costs the server more): a denied key's checks cost EVALSHA, TIME and
+// one GET, no SET. Once a take finds its key without state again, the
+// next ones try SET NX GET again: new keys cost one SET each, no GET, but
+// the first. Counted by INFO commandstats on a private server.
+func TestPlainTakesOfHeldKeysReadBeforeWriting(t *testing.T) {
+	requireRedis(t)
+	srv := startTestRedis(t)
+	if major, _, _ := strings.Cut(srv.Version, "."); atoi(major) < 7 {
+		t.Skipf("redis %s: SET NX GET needs Redis 7", srv.Version)
+	}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { client.Close() })
+	s := New(client, WithPrefix(uniquePrefix(t)), WithoutDeniedCache(), WithoutCoalescing())
+	denied := gcraReq("denied", ratelimit.PerHour(1), 1)
+	mustTake(t, s, denied) // loads the script, and uses the key's one unit
+	mustTake(t, s, denied) // denied: the Store learns that keys hold state
+	count := func(f func()) (gets, sets int64) {
+		before := commandCalls(t, client)
+		f()
+		after := commandCalls(t, client)
+		return after["get"] - before["get"], after["set"] - before["set"]
+	}
+	const n = 20
+	gets, sets := count(func() {
+		for i := range n {
+			if res := mustTake(t, s, denied); res.Allowed {
+				t.Fatalf("check %d of an exhausted key allowed: %+v", i, res)
+			}
+		}
+	})
+	if gets != n || sets != 0 {
+		t.Errorf("%d checks of a denied key: %d GET and %d SET, want %d and 0", n, gets, sets, n)
+	}
+	gets, sets = count(func() {
+		for i := range n {
+			if res := mustTake(t, s, gcraReq("new"+strconv.Itoa(i), ratelimit.PerHour(1), 1)); !res.Allowed {
+				t.Fatalf("take of new key %d denied: %+v", i, res)
+			}
+		}
+	})
+	if gets != 1 || sets != n {
+		t.Errorf("%d takes of new keys after denials: %d GET and %d SET, want 1 (the first take's) and %d", n, gets, sets, n)
+	}
+}
+
+// atoi is strconv.Atoi's value, 0 when s is no number.
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
 // plainRun calls plainScript by hand as a client would send it, with the
 // call token tok, and returns its reply.
 func plainRun(t *testing.T, c redis.UniversalClient, key, tok string, req stores.Request) []int64 {
 	t.Helper()
-	v, err := plainScript.Run(context.Background(), c, []string{key}, tok, "", 0,
+	v, err := plainScript.Run(context.Background(), c, []string{key}, tok, "", 0, "1",
 		gcraInterval(req.Limit), req.Limit.Capacity(), req.Cost).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +196,8 @@ func TestResentPlainTakeNeverAppliesTwice(t *testing.T) {
 	key := stateKey(uniquePrefix(t), &req)
 	get := func() string { return c.Get(ctx, key).Val() }
 
-	if v := plainRun(t, c, key, "a.1", req); v[0] != 1 || v[1] != 2 {
-		t.Fatalf("first take: %v, want allowed with 2 remaining", v)
+	if v := plainRun(t, c, key, "a.1", req); v[0] != plainAllowedAbsent || v[1] != 2 {
+		t.Fatalf("first take: %v, want allowed on a key without state (%d) with 2 remaining", v, plainAllowedAbsent)
 	}
 	state := get()
 	if !strings.HasSuffix(state, ":a.1") {
@@ -162,12 +249,44 @@ func TestPlainTakeBudgetAllocatesNoContext(t *testing.T) {
 	tok := &callToken{}
 	slack, tt, capacity, cost := int64(0), gcraInterval(req.Limit), int64(req.Limit.Capacity()), int64(1)
 	raw := testing.AllocsPerRun(200, func() {
-		if err := plainScript.EvalSha(ctx, client, []string{key}, tok, "", &slack, &tt, &capacity, &cost).Err(); err != nil {
+		if err := plainScript.EvalSha(ctx, client, []string{key}, tok, "", &slack, "1", &tt, &capacity, &cost).Err(); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Logf("Take: %.1f allocations; its EVALSHA alone: %.1f", take, raw)
 	if take > raw+2 {
 		t.Errorf("a plain Take allocates %.1f times, its EVALSHA alone %.1f: the Store adds %.1f, want at most 2 (the key and the limit's result)", take, raw, take-raw)
+	}
+}
+
+// TestPlainTakeOfNewKeysAllocatesAsOfAHeldKey: a plain take of keys that
+// hold no state (sent with the SET NX GET hint) allocates no more than one
+// of a key that holds state: the hint's argument is boxed once, not on
+// every call.
+func TestPlainTakeOfNewKeysAllocatesAsOfAHeldKey(t *testing.T) {
+	requireShared(t)
+	client := redis.NewClient(&redis.Options{Addr: sharedServer.Addr, ContextTimeoutEnabled: true, PoolSize: 1})
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	take := func(s *Store, req stores.Request) {
+		if _, err := s.Take(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := New(client, WithPrefix(uniquePrefix(t)), WithoutCoalescing(), WithoutDeniedCache())
+	hot := gcraReq("hot", ratelimit.PerHour(1_000_000), 1) // holds state for an hour
+	take(held, hot)
+	onHeld := testing.AllocsPerRun(200, func() { take(held, hot) })
+
+	fresh := New(client, WithPrefix(uniquePrefix(t)), WithoutCoalescing(), WithoutDeniedCache())
+	reqs := make([]stores.Request, 202)
+	for i := range reqs {
+		reqs[i] = gcraReq("k"+strconv.Itoa(i), ratelimit.PerHour(1_000_000), 1)
+	}
+	next := 0
+	onNew := testing.AllocsPerRun(200, func() { take(fresh, reqs[next]); next++ })
+	t.Logf("Take of a held key: %.1f allocations; of new keys: %.1f", onHeld, onNew)
+	if onNew > onHeld {
+		t.Errorf("a plain Take of new keys allocates %.1f times, of a held key %.1f: want no more", onNew, onHeld)
 	}
 }

@@ -24,8 +24,8 @@ func (s *Store) sendPlainBatch(ctx context.Context, ops []*op) {
 	c := &plainCall{s: s, done: make(chan struct{}, 1)}
 	c.runFn = c.run
 	c.keyv = make([]string, len(ops))
-	c.argv = make([]any, 3, 3+3*len(ops))
-	c.argv[0], c.argv[1], c.argv[2] = &c.tok, "", 0
+	c.argv = make([]any, 4, 4+3*len(ops))
+	c.argv[0], c.argv[1], c.argv[2], c.argv[3] = &c.tok, "", 0, s.absentHint()
 	if now := ops[0].now; now.set {
 		c.argv[1], c.argv[2] = now.us, ClockTTLSlack.Milliseconds()
 	}
@@ -49,7 +49,7 @@ func (s *Store) sendPlainBatch(ctx context.Context, ops []*op) {
 			o.err = err
 			continue
 		}
-		vals, ok, err := plainTake(got[takeWidth*i:], &o.req)
+		vals, ok, err := s.plainTake(got[takeWidth*i:], &o.req)
 		if !ok {
 			rest = append(rest, o)
 			continue

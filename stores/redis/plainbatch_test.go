@@ -96,7 +96,7 @@ func TestResentPlainBatchNeverAppliesTwice(t *testing.T) {
 	ka, kb := stateKey(prefix, &a), stateKey(prefix, &b)
 	run := func(tok string, keys ...string) []int64 {
 		t.Helper()
-		args := []any{tok, "", 0}
+		args := []any{tok, "", 0, "1"}
 		for range keys {
 			args = append(args, gcraInterval(a.Limit), a.Limit.Capacity(), 1)
 		}
@@ -108,7 +108,7 @@ func TestResentPlainBatchNeverAppliesTwice(t *testing.T) {
 	}
 	// Takes 1 and 2 on a, take 3 on b.
 	first := run("x.1", ka, ka, kb)
-	if first[0] != 1 || first[1] != 2 || first[5] != 1 || first[6] != 1 || first[10] != 1 || first[11] != 2 {
+	if first[0] != plainAllowedAbsent || first[1] != 2 || first[5] != 1 || first[6] != 1 || first[10] != plainAllowedAbsent || first[11] != 2 {
 		t.Fatalf("first send: %v", first)
 	}
 	sa, sb := c.Get(ctx, ka).Val(), c.Get(ctx, kb).Val()
@@ -139,7 +139,7 @@ func TestPlainBatchReadsAndWritesARepeatedKeyOnce(t *testing.T) {
 	req := gcraReq("hot", ratelimit.PerHour(3), 1)
 	key := stateKey(uniquePrefix(t), &req)
 	const n = 5
-	keys, args := make([]string, n), []any{"x.1", "", 0}
+	keys, args := make([]string, n), []any{"x.1", "", 0, "1"}
 	for i := range keys {
 		keys[i] = key
 		args = append(args, gcraInterval(req.Limit), req.Limit.Capacity(), 1)
@@ -153,7 +153,7 @@ func TestPlainBatchReadsAndWritesARepeatedKeyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := commandCalls(t, c)
-	for i, want := range []int64{1, 1, 1, 0, 0} {
+	for i, want := range []int64{plainAllowedAbsent, 1, 1, 0, 0} {
 		if v[takeWidth*i] != want {
 			t.Errorf("take %d of %d on one key under 3/hour: allowed=%d, want %d (%v)", i+1, n, v[takeWidth*i], want, v)
 		}
@@ -163,5 +163,48 @@ func TestPlainBatchReadsAndWritesARepeatedKeyOnce(t *testing.T) {
 	}
 	if state := c.Get(ctx, key).Val(); !strings.HasSuffix(state, ":x.1/3") {
 		t.Errorf("state %q, want the id of take 3, the last applied", state)
+	}
+}
+
+// TestPlainBatchOfAbsentKeysSetsEachWithoutGet: on Redis 7 or later, a
+// batch of takes of distinct keys that hold no state costs one SET (NX GET)
+// per key and no GET, each take allowed with its state and TTL written
+// (INFO commandstats on a private server).
+func TestPlainBatchOfAbsentKeysSetsEachWithoutGet(t *testing.T) {
+	requireRedis(t)
+	srv := startTestRedis(t)
+	if major, _, _ := strings.Cut(srv.Version, "."); atoi(major) < 7 {
+		t.Skipf("redis %s: SET NX GET needs Redis 7", srv.Version)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	prefix := uniquePrefix(t)
+	const n = 5
+	keys, args := make([]string, n), []any{"x.1", "", 0, "1"}
+	for i := range keys {
+		req := gcraReq(fmt.Sprint("k", i), ratelimit.PerHour(3), 1)
+		keys[i] = stateKey(prefix, &req)
+		args = append(args, gcraInterval(req.Limit), req.Limit.Capacity(), 1)
+	}
+	if err := plainScript.Load(ctx, c).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := commandCalls(t, c)
+	v, err := plainScript.EvalSha(ctx, c, keys, args...).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := commandCalls(t, c)
+	for i := range n {
+		if v[takeWidth*i] != plainAllowedAbsent || v[takeWidth*i+1] != 2 {
+			t.Errorf("take %d of a new key under 3/hour: %v, want allowed on a key without state (%d) with 2 remaining", i+1, v[takeWidth*i:takeWidth*(i+1)], plainAllowedAbsent)
+		}
+		if ttl := c.PTTL(ctx, keys[i]).Val(); ttl <= 0 || ttl > 20*time.Minute {
+			t.Errorf("key %d: TTL %v, want the 20 minutes one unit takes to refill", i+1, ttl)
+		}
+	}
+	if g, s := after["get"]-before["get"], after["set"]-before["set"]; g != 0 || s != n {
+		t.Errorf("%d takes of new keys: %d GET and %d SET, want 0 and %d", n, g, s, n)
 	}
 }

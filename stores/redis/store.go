@@ -47,6 +47,7 @@ type Store struct {
 	timeout  time.Duration  // each call's budget
 	ctxReads bool           // the client bounds socket reads by ctx
 	plainOK  bool           // plain takes may run plainScript (plain.go)
+	keysHeld atomic.Bool    // the last plain take found its key holding state (absentHint)
 	direct   redis.Scripter // plain takes' client on the caller's goroutine, or nil (callctx.go)
 	retries  bool           // the client may resend a command: use call keys
 	callID   string         // this Store's prefix of call key names
