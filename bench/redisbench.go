@@ -171,6 +171,15 @@ func RunRedis(srv *RedisServer, lib RedisLibrary, c Case, workers int, d time.Du
 	if err != nil {
 		return RedisResult{}, err
 	}
+	res, err := measureChecks(ctx, client, rt, check, keys, c, workers, d)
+	res.Library = lib.Name
+	return res, err
+}
+
+// measureChecks times check on keys as timeChecks does, with the client's
+// allocations, its round trips (counted by rt) and the server's CPU and
+// commands over the run.
+func measureChecks(ctx context.Context, client *redis.Client, rt *RoundTrips, check func(context.Context, string) (bool, error), keys []string, c Case, workers int, d time.Duration) (RedisResult, error) {
 	before, err := takeServerCounters(ctx, client)
 	if err != nil {
 		return RedisResult{}, err
@@ -181,7 +190,7 @@ func RunRedis(srv *RedisServer, lib RedisLibrary, c Case, workers int, d time.Du
 	res := timeChecks(ctx, check, keys, c, workers, d)
 	runtime.ReadMemStats(&m1)
 	res.Mallocs = m1.Mallocs - m0.Mallocs
-	res.Library, res.Case, res.Workers = lib.Name, c, workers
+	res.Case, res.Workers = c, workers
 	res.RTrips = rt.Load() - rt0
 	after, err := takeServerCounters(ctx, client)
 	if err != nil {
@@ -205,27 +214,11 @@ func RunRedisFloor(srv *RedisServer, workers int, d time.Duration) (RedisResult,
 	}); err != nil {
 		return RedisResult{}, err
 	}
-	before, err := takeServerCounters(ctx, client)
-	if err != nil {
-		return RedisResult{}, err
-	}
-	rt0 := rt.Load()
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	res := timeChecks(ctx, func(ctx context.Context, _ string) (bool, error) {
+	res, err := measureChecks(ctx, client, rt, func(ctx context.Context, _ string) (bool, error) {
 		return true, client.Ping(ctx).Err()
 	}, []string{""}, Case{Keys: 1}, workers, d)
-	runtime.ReadMemStats(&m1)
-	res.Mallocs = m1.Mallocs - m0.Mallocs
-	res.Library, res.Workers = "PING", workers
-	res.RTrips = rt.Load() - rt0
-	after, err := takeServerCounters(ctx, client)
-	if err != nil {
-		return RedisResult{}, err
-	}
-	res.ServerCPU = after.cpu - before.cpu
-	res.Commands = after.commands(before)
-	return res, nil
+	res.Library = "PING"
+	return res, err
 }
 
 // commands is the number of commands the server ran between before and c,
