@@ -85,13 +85,11 @@ func TestPlainTakeCostsThreeCommands(t *testing.T) {
 	}
 }
 
-// TestPlainTakeOfAbsentKeyCostsThreeCommandsInAll: on Redis 7 or later,
-// a plain take of a key that holds no state (the first check of a key, or
-// one whose state expired) runs three commands in all: EVALSHA, and inside
-// it TIME and one SET that writes the key only if it is absent and replies
-// what it held (SET NX GET), no separate GET. Counted by INFO commandstats
-// on a private server, with the server's time and a client that resends.
-func TestPlainTakeOfAbsentKeyCostsThreeCommandsInAll(t *testing.T) {
+// redis7Client is a client of a private redis-server of version 7 or
+// later (where SET takes NX and GET together); the test is skipped on an
+// older one.
+func redis7Client(t *testing.T) *redis.Client {
+	t.Helper()
 	requireRedis(t)
 	srv := startTestRedis(t)
 	if major, _, _ := strings.Cut(srv.Version, "."); atoi(major) < 7 {
@@ -99,6 +97,17 @@ func TestPlainTakeOfAbsentKeyCostsThreeCommandsInAll(t *testing.T) {
 	}
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { client.Close() })
+	return client
+}
+
+// TestPlainTakeOfAbsentKeyCostsThreeCommandsInAll: on Redis 7 or later,
+// a plain take of a key that holds no state (the first check of a key, or
+// one whose state expired) runs three commands in all: EVALSHA, and inside
+// it TIME and one SET that writes the key only if it is absent and replies
+// what it held (SET NX GET), no separate GET. Counted by INFO commandstats
+// on a private server, with the server's time and a client that resends.
+func TestPlainTakeOfAbsentKeyCostsThreeCommandsInAll(t *testing.T) {
+	client := redis7Client(t)
 	s := New(client, WithPrefix(uniquePrefix(t)), WithoutDeniedCache(), WithoutCoalescing())
 	mustTake(t, s, gcraReq("warm", ratelimit.PerHour(10), 1)) // loads the script
 	before := commandCalls(t, client)
@@ -129,13 +138,7 @@ func TestPlainTakeOfAbsentKeyCostsThreeCommandsInAll(t *testing.T) {
 // next ones try SET NX GET again: new keys cost one SET each, no GET, but
 // the first. Counted by INFO commandstats on a private server.
 func TestPlainTakesOfHeldKeysReadBeforeWriting(t *testing.T) {
-	requireRedis(t)
-	srv := startTestRedis(t)
-	if major, _, _ := strings.Cut(srv.Version, "."); atoi(major) < 7 {
-		t.Skipf("redis %s: SET NX GET needs Redis 7", srv.Version)
-	}
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { client.Close() })
+	client := redis7Client(t)
 	s := New(client, WithPrefix(uniquePrefix(t)), WithoutDeniedCache(), WithoutCoalescing())
 	denied := gcraReq("denied", ratelimit.PerHour(1), 1)
 	mustTake(t, s, denied) // loads the script, and uses the key's one unit

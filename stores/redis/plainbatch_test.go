@@ -171,13 +171,7 @@ func TestPlainBatchReadsAndWritesARepeatedKeyOnce(t *testing.T) {
 // per key and no GET, each take allowed with its state and TTL written
 // (INFO commandstats on a private server).
 func TestPlainBatchOfAbsentKeysSetsEachWithoutGet(t *testing.T) {
-	requireRedis(t)
-	srv := startTestRedis(t)
-	if major, _, _ := strings.Cut(srv.Version, "."); atoi(major) < 7 {
-		t.Skipf("redis %s: SET NX GET needs Redis 7", srv.Version)
-	}
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { c.Close() })
+	c := redis7Client(t)
 	ctx := context.Background()
 	prefix := uniquePrefix(t)
 	const n = 5
