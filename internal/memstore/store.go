@@ -60,7 +60,11 @@ type state interface {
 // on different cache lines.
 type shard[V state] struct {
 	mu sync.Mutex
-	t  table[V]
+	// seq numbers Concurrency slots: tokens are never reused in a shard.
+	// It sits by the lock, which every acquisition writes too: on its
+	// line, whatever the shard's offset in its array.
+	seq uint64
+	t   table[V]
 	// floor is at most the expiry of every entry: while now < floor the
 	// shard holds no expired entry and a full scan would find nothing.
 	floor int64
@@ -69,9 +73,7 @@ type shard[V state] struct {
 	// counted before it (its dropped window might be the one a request
 	// stamped earlier would reopen).
 	swept int64
-	// seq numbers Concurrency slots: tokens are never reused in a shard.
-	seq uint64
-	_   [16]byte
+	_     [16]byte
 }
 
 // Config sizes a Store.
