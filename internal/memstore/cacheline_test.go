@@ -31,3 +31,22 @@ func TestHotStateFillsWholeCacheLines(t *testing.T) {
 		}
 	}
 }
+
+// TestSlotCounterSharesItsLockLine: a Concurrency acquisition writes its
+// shard's lock and slot counter, which lie on one cache line whatever the
+// shard's place in its array (shards are not a multiple of 64 bytes long),
+// so that an acquisition moves one line of its shard between cores, not
+// two.
+func TestSlotCounterSharesItsLockLine(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the layout is sized for 64-bit platforms")
+	}
+	var sh shard[*slots]
+	size, mu, seq := unsafe.Sizeof(sh), unsafe.Offsetof(sh.mu), unsafe.Offsetof(sh.seq)
+	for i := range uintptr(64) { // every offset modulo 64 a shard can start at
+		at := i * size % 64
+		if (at+mu)/64 != (at+seq+unsafe.Sizeof(sh.seq)-1)/64 {
+			t.Fatalf("shard %d (at %d modulo 64): its lock (offset %d) and slot counter (offset %d) are on two lines", i, at, mu, seq)
+		}
+	}
+}
