@@ -47,7 +47,10 @@ func (sh *cshard) hotFor(h uint64) *slots {
 		return nil
 	}
 	q.mu.Lock()
-	if sh.hot.Load() != q { // no longer hot; hotKey is stable while it is
+	// Checked again under q's lock: q may have stopped being hot, or been
+	// made hot again for its own key while hotKey was read for another's.
+	// While q is hot and locked, neither changes (see promote and demote).
+	if sh.hot.Load() != q || sh.hotKey.Load() != h {
 		q.mu.Unlock()
 		return nil
 	}

@@ -116,55 +116,53 @@ func TestHotSlotsDecideAsTheLockedPath(t *testing.T) {
 	}
 }
 
-// TestHotSlotsNeverAdmitPastTheLimit: goroutines acquire and release one
-// key's slots at once, by lone calls (the key is hot), by TakeAll (which
-// ends its heat) and by acquisitions of another key of the shard (which
-// takes the heat over): the slots held never pass the limit, and once every
-// slot is back the key has every slot free.
+// TestHotSlotsNeverAdmitPastTheLimit: goroutines acquire and release the
+// slots of two keys of one shard at once, by lone calls (which make each
+// key hot in turn, the heat passing back and forth), and by TakeAll (which
+// ends a key's heat): neither key ever has more slots held than its
+// limit, and once every slot is back each key has every slot free.
 func TestHotSlotsNeverAdmitPastTheLimit(t *testing.T) {
 	const rate = 3
 	s := New(Config{MaxKeys: 1024})
 	l := Limit{Rate: rate, Period: int64(time.Hour)}
 	p := s.Prepare(Request{Rule: "c", Alg: Concurrency, Limit: l, Cost: 1})
 	now := int64(1_700_000_000) * int64(time.Second)
-	var inFlight atomic.Int64
+	keys := []string{"a", "b"}
+	var inFlight [2]atomic.Int64
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range 3000 {
-				key := "k"
-				if w == 3 && i%2 == 0 {
-					key = "other"
-				}
+			for i := range 4000 {
+				k := (i/3 + w) % 2 // runs of three on one key: each becomes hot in turn
 				var res Result
-				if w == 2 && i%3 == 0 {
+				if w == 3 && i%5 == 0 {
 					out := make([]Result, 1)
-					if err := s.TakeAll([]Request{{Rule: "c", Key: key, Alg: Concurrency, Limit: l, Cost: 1}}, out, now); err != nil {
+					if err := s.TakeAll([]Request{{Rule: "c", Key: keys[k], Alg: Concurrency, Limit: l, Cost: 1}}, out, now); err != nil {
 						t.Error(err)
 						return
 					}
 					res = out[0]
 				} else {
-					res = p.Take(key, now)
+					res = p.Take(keys[k], now)
 				}
 				if !res.Allowed {
 					continue
 				}
-				if key == "k" {
-					if n := inFlight.Add(1); n > rate {
-						t.Errorf("%d slots held, limit %d", n, rate)
-						return
-					}
-					inFlight.Add(-1)
+				if n := inFlight[k].Add(1); n > rate {
+					t.Errorf("key %s: %d slots held, limit %d", keys[k], n, rate)
+					return
 				}
-				p.Release(key, res.Slot, now)
+				inFlight[k].Add(-1)
+				p.Release(keys[k], res.Slot, now)
 			}
 		}()
 	}
 	wg.Wait()
-	if res := s.Take(&Request{Rule: "c", Key: "k", Alg: Concurrency, Limit: l, Cost: rate}, now); !res.Allowed {
-		t.Fatalf("every slot released, the key denies all of them: %+v", res)
+	for _, key := range keys {
+		if res := s.Take(&Request{Rule: "c", Key: key, Alg: Concurrency, Limit: l, Cost: rate}, now); !res.Allowed {
+			t.Fatalf("every slot released, key %s denies all of them: %+v", key, res)
+		}
 	}
 }
