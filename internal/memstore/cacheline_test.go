@@ -22,6 +22,8 @@ func TestHotStateFillsWholeCacheLines(t *testing.T) {
 		{"slab", unsafe.Sizeof(slab{})},
 		{"gshard", unsafe.Sizeof(gshard{})},
 		{"wshard", unsafe.Sizeof(wshard{})},
+		{"cshard", unsafe.Sizeof(cshard{})},
+		{"slots", unsafe.Sizeof(slots{})},
 		{"hotWindow", unsafe.Sizeof(hotWindow{})},
 		{"logShard", unsafe.Sizeof(logShard{})},
 		{"eventLog", unsafe.Sizeof(eventLog{})},
@@ -48,5 +50,38 @@ func TestLockedWindowCheckWritesOneShardLine(t *testing.T) {
 	}
 	if unsafe.Sizeof(sh)%64 != 0 {
 		t.Errorf("wshard is %d bytes, not a multiple of 64", unsafe.Sizeof(sh))
+	}
+}
+
+// TestSlotCounterSharesItsLockLine: a Concurrency acquisition writes its
+// shard's lock and slot counter, which lie on one cache line whatever the
+// shard's place in its array (shards are not a multiple of 64 bytes long),
+// so that an acquisition moves one line of its shard between cores, not
+// two.
+func TestSlotCounterSharesItsLockLine(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the layout is sized for 64-bit platforms")
+	}
+	var sh shard[*slots]
+	size, mu, seq := unsafe.Sizeof(sh), unsafe.Offsetof(sh.mu), unsafe.Offsetof(sh.seq)
+	for i := range uintptr(64) { // every offset modulo 64 a shard can start at
+		at := i * size % 64
+		if (at+mu)/64 != (at+seq+unsafe.Sizeof(sh.seq)-1)/64 {
+			t.Fatalf("shard %d (at %d modulo 64): its lock (offset %d) and slot counter (offset %d) are on two lines", i, at, mu, seq)
+		}
+	}
+}
+
+// TestHotQueueWritesOneLine: what an acquisition or a release of a hot
+// Concurrency key writes in its queue (its lock, the queue's bounds and
+// counts, the last token) lies in one cache line: a queue is 64 bytes, an
+// allocation of its own line.
+func TestHotQueueWritesOneLine(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the layout is sized for 64-bit platforms")
+	}
+	var q slots
+	if end := unsafe.Offsetof(q.next) + unsafe.Sizeof(q.next); unsafe.Sizeof(q) != 64 || end > 64 {
+		t.Fatalf("the written fields end at byte %d of the queue, past its first line", end)
 	}
 }

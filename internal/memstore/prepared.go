@@ -112,10 +112,5 @@ func (p *Prepared) Release(key string, slot uint64, now int64) {
 	if h == 0 {
 		h = 1
 	}
-	sh := &s.conc[s.index(h)]
-	sh.mu.Lock()
-	if q, ok := sh.t.get(h); ok {
-		q.release(now, slot, p.req.Cost)
-	}
-	sh.mu.Unlock()
+	s.conc[s.index(h)].release(h, slot, p.req.Cost, now)
 }

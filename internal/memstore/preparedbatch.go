@@ -14,11 +14,14 @@ const MaxPrepared = 4
 // A PreparedBatch is immutable and safe for concurrent use. Build one with
 // Store.PrepareBatch.
 type PreparedBatch struct {
-	s    *Store
-	n    int
-	g    int // the index of the one GCRA request among others, or -1: see takeSwapping
-	mix  [MaxPrepared]uint64
-	reqs [MaxPrepared]Request
+	s *Store
+	n int
+	g int // the index of the one GCRA request among others, or -1: see takeSwapping
+	// peekable is set when the requests other than g are window requests
+	// of cost at most 1, whose state a denial by g only reads: see peek.
+	peekable bool
+	mix      [MaxPrepared]uint64
+	reqs     [MaxPrepared]Request
 }
 
 // PrepareBatch returns the prepared form of reqs, whose Keys are ignored:
@@ -49,6 +52,12 @@ func (s *Store) PrepareBatch(reqs []Request) *PreparedBatch {
 	}
 	if gcras != 1 || b.n == 1 {
 		b.g = -1
+	}
+	b.peekable = true
+	for i, r := range b.reqs[:b.n] {
+		if i != b.g && (tableOf(r.Alg) != windowTable || r.Cost > 1 || r.Force) {
+			b.peekable = false
+		}
 	}
 	return b
 }
@@ -123,6 +132,15 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 		unlockAll(s, order)
 		return false
 	}
+	r := &b.reqs[g]
+	next, d := gcraDecide(old, now, r)
+	if !d.allowed && b.peek(hashes, results, now) {
+		// Denied by the rate: the others' states only read, as the batch's
+		// rollback would leave and report them.
+		results[g] = d.result(now, r)
+		unlockAll(s, order)
+		return true
+	}
 	var log [MaxPrepared]undo
 	denied := false
 	for j := range b.n {
@@ -132,9 +150,7 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 			denied = denied || !results[j].Allowed
 		}
 	}
-	r := &b.reqs[g]
 	for {
-		next, d := gcraDecide(old, now, r)
 		results[g] = d.result(now, r)
 		if denied || !d.allowed {
 			b.rollback(hashes, &log, results, old, now) // the key's state unchanged
@@ -150,7 +166,35 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 			unlockAll(s, order)
 			return false
 		}
+		next, d = gcraDecide(old, now, r)
 	}
+}
+
+// peek fills the results of b's requests other than its GCRA one (g) as a
+// denied batch reports them, without changing their states, when it can:
+// each is a window request of cost at most 1 on a key of its own, whose
+// denial does not depend on the cost and whose allowance is reported as a
+// take of cost 0 (see Store.rollback). The caller holds their shards'
+// locks. It reports false, having read nothing, otherwise.
+func (b *PreparedBatch) peek(hashes *[MaxPrepared]uint64, results []Result, now int64) bool {
+	if !b.peekable {
+		return false
+	}
+	for j := range b.n {
+		for k := range j {
+			if j != b.g && k != b.g && hashes[j] == hashes[k] {
+				return false // the second sees the first's take: see takeAll
+			}
+		}
+	}
+	for j := range b.n {
+		if j != b.g {
+			peek := b.reqs[j]
+			peek.Cost = 0
+			results[j] = b.s.apply(hashes[j], &peek, now)
+		}
+	}
+	return true
 }
 
 // rollback is takeAll's rollback of takeSwapping's requests, the GCRA

@@ -132,3 +132,95 @@ func TestPreparedBatchIsAllOrNothingUnderRaces(t *testing.T) {
 		}
 	}
 }
+
+// TestPreparedBatchRateDenialLeavesWindowsAlone: a batch that its rate
+// denies changes no window: a window key it names for the first time is
+// not inserted, so a full shard evicts none of its limited keys for it.
+func TestPreparedBatchRateDenialLeavesWindowsAlone(t *testing.T) {
+	sec := int64(time.Second)
+	now := int64(1_700_000_000) * sec
+	rate := Request{Rule: "rate", Alg: GCRA, Limit: Limit{Rate: 1, Period: 3600 * sec, Capacity: 1}, Cost: 1}
+	day := Request{Rule: "daily", Alg: FixedWindow, Limit: Limit{Rate: 1, Period: 86400 * sec, Capacity: 1}, Cost: 1,
+		WinStart: now, WinEnd: now + 86400*sec, WinNext: now + 2*86400*sec}
+	s := New(Config{MaxKeys: 1024}) // one shard of 1024 keys a table
+	p := s.PrepareBatch([]Request{rate, day})
+	full := make([]string, 1024)
+	for i := range full { // every window key used up for the day
+		full[i] = fmt.Sprint("w", i)
+		r := day
+		r.Key = full[i]
+		if !s.Take(&r, now).Allowed {
+			t.Fatalf("window key %d denied its first take", i)
+		}
+	}
+	r := rate
+	r.Key = "rated"
+	s.Take(&r, now) // the rate's key used up: it has a state, and denies
+	res := make([]Result, 2)
+	for i := range 100 {
+		p.Take([]string{"rated", fmt.Sprint("new", i)}, res, now+sec)
+		if res[0].Allowed || !res[1].Allowed {
+			t.Fatalf("batch %d: got %+v, want denied by the rate alone", i, res)
+		}
+	}
+	for i, key := range full {
+		r := day
+		r.Key, r.Cost = key, 0
+		if got := s.Take(&r, now+sec); got.Allowed {
+			t.Fatalf("window key %d (%s) was reset: %+v", i, key, got)
+		}
+	}
+}
+
+// BenchmarkPreparedBatch measures a rate stacked on a daily quota, in
+// parallel, on one hot key and on 10,000 keys: allowed (an unlimited
+// rate), and denied by the rate (one an hour, spent), which only reads the
+// quota's window.
+func BenchmarkPreparedBatch(b *testing.B) {
+	sec := int64(time.Second)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	for _, deny := range []bool{false, true} {
+		for _, keys := range []int{1, 10_000} {
+			name := fmt.Sprintf("allow/keys=%d", keys)
+			rl := Limit{Rate: 1 << 30, Period: 3600 * sec, Capacity: 1 << 30}
+			if deny {
+				name = fmt.Sprintf("deny/keys=%d", keys)
+				rl = Limit{Rate: 1, Period: 3600 * sec, Capacity: 1}
+			}
+			b.Run(name, func(b *testing.B) {
+				s := New(Config{})
+				p := s.PrepareBatch([]Request{
+					{Rule: "rate", Alg: GCRA, Limit: rl, Cost: 1},
+					{Rule: "daily", Alg: FixedWindow, Limit: Limit{Rate: 1e9, Period: 86400 * sec, Capacity: 1e9}, Cost: 1,
+						WinStart: start, WinEnd: start + 86400*sec, WinNext: start + 2*86400*sec},
+				})
+				names := make([]string, keys)
+				res := make([]Result, 2)
+				for i := range names {
+					names[i] = fmt.Sprint("10.0.", i)
+					p.Take([]string{names[i], names[i]}, res, start) // a state of its own: see takeSwapping
+				}
+				var seq atomic.Int64
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(seq.Add(7919))
+					now := start + sec
+					var res [2]Result
+					k := []string{"", ""}
+					for pb.Next() {
+						i++
+						k[0] = names[i%keys]
+						k[1] = k[0]
+						now += 100
+						p.Take(k, res[:], now)
+						if res[0].Allowed == deny {
+							b.Error("unexpected decision")
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}

@@ -13,6 +13,7 @@ func (s *Store) Delete(r *Request) {
 	case Concurrency:
 		sh := &s.conc[i]
 		sh.mu.Lock()
+		sh.demoteKey(h)
 		sh.t.remove(h)
 		sh.mu.Unlock()
 	case SlidingLog:

@@ -1,5 +1,7 @@
 package memstore
 
+import "sync"
+
 // slots is the state of a Concurrency key: one entry per acquisition still
 // in flight, each with its own deadline, so that a slot whose holder never
 // returns it expires a Period after it was taken even while other
@@ -13,14 +15,20 @@ package memstore
 // are dropped at once and the queue is compacted when they make up half of
 // it, so every operation is amortised O(1) apart from the O(log n) search.
 type slots struct {
+	// mu guards the fields below it while the queue is its shard's hot
+	// one (see cshard); otherwise the shard's lock does. What an
+	// acquisition or a release changes shares mu's cache line.
+	mu       sync.Mutex
 	q        []slot
-	head     int   // q[:head] are gone
+	head     int32 // q[:head] are gone
+	dead     int32 // tombstones in q[head:]
 	inflight int64 // units held by the live entries
-	dead     int   // tombstones in q[head:]
 	// last is the latest deadline ever taken: the key is kept until then
 	// even when every slot was returned, so that a busy key does not
-	// allocate its queue again on every acquisition.
+	// allocate its queue again on every acquisition. A hot queue's is
+	// math.MaxInt64: it is kept while hot (see cshard).
 	last int64
+	next uint64 // a hot queue's last token (see cshard.end)
 }
 
 type slot struct {
@@ -34,7 +42,7 @@ func (s *slots) expiry() int64 { return s.last }
 // resetAt is when every slot now held will have expired (the back entry is
 // always live), or 0 when none is held.
 func (s *slots) resetAt() int64 {
-	if s.head == len(s.q) {
+	if int(s.head) == len(s.q) {
 		return 0
 	}
 	return s.q[len(s.q)-1].deadline
@@ -52,7 +60,7 @@ const retryScan = 64
 // expire drops the entries whose deadline has passed and the tombstones at
 // either end.
 func (s *slots) expire(now int64) {
-	for s.head < len(s.q) && (s.q[s.head].deadline <= now || s.q[s.head].cost == 0) {
+	for int(s.head) < len(s.q) && (s.q[s.head].deadline <= now || s.q[s.head].cost == 0) {
 		e := &s.q[s.head]
 		if e.cost == 0 {
 			s.dead--
@@ -61,14 +69,14 @@ func (s *slots) expire(now int64) {
 		}
 		s.head++
 	}
-	for n := len(s.q); n > s.head && s.q[n-1].cost == 0; n = len(s.q) {
+	for n := len(s.q); n > int(s.head) && s.q[n-1].cost == 0; n = len(s.q) {
 		s.dead--
 		s.q = s.q[:n-1]
 	}
 	switch {
-	case s.head == len(s.q):
+	case int(s.head) == len(s.q):
 		s.q, s.head = s.q[:0], 0
-	case s.dead > 8 && 2*s.dead > len(s.q)-s.head || s.head > 32 && 2*s.head > len(s.q):
+	case s.dead > 8 && 2*int(s.dead) > len(s.q)-int(s.head) || s.head > 32 && 2*int(s.head) > len(s.q):
 		s.compact()
 	}
 }
@@ -101,12 +109,14 @@ func (s *slots) take(now int64, l Limit, cost int64, seq *uint64) Result {
 		return Result{Allowed: true, Remaining: l.Rate - s.inflight, ResetAfter: max(0, s.resetAt()-now)}
 	}
 	deadline := now + l.Period
-	if s.head < len(s.q) {
+	if int(s.head) < len(s.q) {
 		deadline = max(deadline, s.q[len(s.q)-1].deadline)
 	}
 	*seq++
 	s.q = append(s.q, slot{deadline: deadline, token: *seq, cost: cost})
-	s.last = max(s.last, deadline)
+	if deadline > s.last { // a hot queue's stays: see cshard
+		s.last = deadline
+	}
 	s.inflight += cost
 	return Result{Allowed: true, Remaining: l.Rate - s.inflight, ResetAfter: deadline - now, Slot: *seq}
 }
@@ -114,7 +124,7 @@ func (s *slots) take(now int64, l Limit, cost int64, seq *uint64) Result {
 // retryAfter is how long until need units fit as slots expire, at most the hint.
 func (s *slots) retryAfter(now, need, rate int64) int64 {
 	held := s.inflight
-	for i := s.head; i < len(s.q) && i < s.head+retryScan; i++ {
+	for i := int(s.head); i < len(s.q) && i < int(s.head)+retryScan; i++ {
 		held -= s.q[i].cost
 		if held+need <= rate {
 			return min(concurrencyRetryHint, s.q[i].deadline-now)
@@ -140,7 +150,7 @@ func (s *slots) release(now int64, token uint64, cost int64) {
 		}
 	} else {
 		s.expire(now) // the units to give back are live ones
-		for i := s.head; i < len(s.q) && cost > 0; i++ {
+		for i := int(s.head); i < len(s.q) && cost > 0; i++ {
 			e := &s.q[i]
 			if e.cost == 0 {
 				continue
@@ -159,7 +169,7 @@ func (s *slots) release(now int64, token uint64, cost int64) {
 
 // find returns the index of token in q, or -1.
 func (s *slots) find(token uint64) int {
-	lo, hi := s.head, len(s.q)
+	lo, hi := int(s.head), len(s.q)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if s.q[m].token < token {
@@ -176,11 +186,11 @@ func (s *slots) find(token uint64) int {
 
 // undo removes the entry of token, the last one taken (TakeAll's rollback).
 func (s *slots) undo(token uint64) {
-	if n := len(s.q); n > s.head && s.q[n-1].token == token {
+	if n := len(s.q); n > int(s.head) && s.q[n-1].token == token {
 		s.inflight -= s.q[n-1].cost
 		s.q = s.q[:n-1]
 	}
-	for n := len(s.q); n > s.head && s.q[n-1].cost == 0; n = len(s.q) {
+	for n := len(s.q); n > int(s.head) && s.q[n-1].cost == 0; n = len(s.q) {
 		s.dead--
 		s.q = s.q[:n-1]
 	}

@@ -46,7 +46,7 @@ type Store struct {
 	perCap  int  // keys per shard per table
 	gcra    []gshard
 	windows []wshard
-	conc    []shard[*slots]
+	conc    []cshard   // Concurrency keys: see hotslots.go
 	logs    []logShard // SlidingLog keys: see slidinglog.go
 	tags    *tags      // the GCRA intervals' tags: see gcratags.go
 }
@@ -60,7 +60,11 @@ type state interface {
 // on different cache lines.
 type shard[V state] struct {
 	mu sync.Mutex
-	t  table[V]
+	// seq numbers Concurrency slots: tokens are never reused in a shard.
+	// It sits by the lock, which every acquisition writes too: on its
+	// line, whatever the shard's offset in its array.
+	seq uint64
+	t   table[V]
 	// floor is at most the expiry of every entry: while now < floor the
 	// shard holds no expired entry and a full scan would find nothing.
 	floor int64
@@ -69,9 +73,7 @@ type shard[V state] struct {
 	// counted before it (its dropped window might be the one a request
 	// stamped earlier would reopen).
 	swept int64
-	// seq numbers Concurrency slots: tokens are never reused in a shard.
-	seq uint64
-	_   [16]byte
+	_     [16]byte
 }
 
 // Config sizes a Store.
@@ -118,7 +120,7 @@ func New(cfg Config) *Store {
 		perCap:  cfg.MaxKeys / n, // rounded down: the shards together never exceed MaxKeys
 		gcra:    make([]gshard, n),
 		windows: make([]wshard, n),
-		conc:    make([]shard[*slots], n),
+		conc:    make([]cshard, n),
 		logs:    make([]logShard, n),
 		tags:    new(tags),
 	}
@@ -143,7 +145,7 @@ func (s *Store) Len() int {
 	for i := range s.gcra {
 		n += s.gcra[i].len()
 		n += lockedLen(&s.windows[i].shard)
-		n += lockedLen(&s.conc[i])
+		n += lockedLen(&s.conc[i].shard)
 		n += s.logs[i].len()
 	}
 	return n
@@ -203,11 +205,7 @@ func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 		return res
 	}
 	if r.Alg == Concurrency {
-		sh := &s.conc[i]
-		sh.mu.Lock()
-		res := applySlots(sh, s.perCap, h, r, now)
-		sh.mu.Unlock()
-		return res
+		return s.conc[i].take(s.perCap, h, r, now)
 	}
 	if r.Alg == SlidingLog {
 		return s.takeLog(h, r, now)
@@ -215,9 +213,9 @@ func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 	return s.windows[i].take(s.perCap, h, r, now)
 }
 
-// applySlots acquires Concurrency slots. The key's queue is created only
-// when an acquisition is allowed.
-func applySlots(sh *shard[*slots], capacity int, h uint64, r *Request, now int64) Result {
+// applySlots acquires Concurrency slots; the caller holds the shard's
+// lock. The key's queue is created only when an acquisition is allowed.
+func applySlots(sh *cshard, capacity int, h uint64, r *Request, now int64) Result {
 	q, ok := sh.t.get(h)
 	if !ok {
 		if r.Cost == 0 || r.Cost > r.Limit.Rate { // nothing to keep
@@ -225,12 +223,17 @@ func applySlots(sh *shard[*slots], capacity int, h uint64, r *Request, now int64
 			return empty.take(now, r.Limit, r.Cost, &sh.seq)
 		}
 		q = new(slots)
+	} else if sh.hot.Load() == q {
+		return sh.takeHot(q, r, now)
 	}
 	res := q.take(now, r.Limit, r.Cost, &sh.seq)
 	if res.Allowed && r.Cost > 0 && !ok {
 		// A key already held changed in place: its entry stays, and the
 		// shard's floor stays below its expiry, which only grows.
-		put(sh, capacity, h, q, false, now)
+		if sh.t.len() >= capacity {
+			sh.demote() // the eviction may pick any key
+		}
+		put(&sh.shard, capacity, h, q, false, now)
 	}
 	return res
 }
@@ -305,12 +308,7 @@ func (s *Store) Return(r *Request, now int64) {
 		return
 	}
 	if r.Alg == Concurrency {
-		sh := &s.conc[i]
-		sh.mu.Lock()
-		if q, ok := sh.t.get(h); ok {
-			q.release(now, r.Slot, r.Cost)
-		}
-		sh.mu.Unlock()
+		s.conc[i].release(h, r.Slot, r.Cost, now)
 		return
 	}
 	if r.Alg == SlidingLog {

@@ -19,15 +19,23 @@ func store[V state](sh *shard[V], capacity int, h uint64, slot int, v V, now int
 		return
 	}
 	sh.t.vals[slot] = v
-	if e := v.expiry(); e < sh.floor { // written only when lowered: see wshard
-		sh.floor = e
-	}
+	lower(sh, v.expiry())
 }
 
 // set stores v and keeps the shard's expiry floor a lower bound.
 func set[V state](sh *shard[V], h uint64, v V) {
 	sh.t.set(h, v)
-	sh.floor = min(sh.floor, v.expiry())
+	lower(sh, v.expiry())
+}
+
+// lower lowers the shard's floor to e if it is above. A key's count
+// changes within its window, whose expiry stays: the floor is then
+// written only when it moves, and its cache line stays shared between
+// the cores that read it.
+func lower[V state](sh *shard[V], e int64) {
+	if e < sh.floor {
+		sh.floor = e
+	}
 }
 
 // sweepSample is how many entries an insertion examines, from a slot

@@ -65,7 +65,7 @@ func TestSlotsAmortised(t *testing.T) {
 		b := q.take(i, l, 1, &seq)
 		q.release(i, a.Slot, 1) // the middle one: a tombstone
 		q.release(i, b.Slot, 1)
-		if n := len(q.q) - q.head; n > 64 {
+		if n := len(q.q) - int(q.head); n > 64 {
 			t.Fatalf("after %d rounds the queue holds %d entries for 1 slot in flight", i, n)
 		}
 	}
@@ -73,8 +73,8 @@ func TestSlotsAmortised(t *testing.T) {
 		t.Fatalf("in flight %d, want 1", q.inflight)
 	}
 	q.release(200_000, first.Slot, 1)
-	if q.inflight != 0 || len(q.q) != q.head {
-		t.Fatalf("after the last release: %d in flight, %d entries", q.inflight, len(q.q)-q.head)
+	if q.inflight != 0 || len(q.q) != int(q.head) {
+		t.Fatalf("after the last release: %d in flight, %d entries", q.inflight, len(q.q)-int(q.head))
 	}
 }
 

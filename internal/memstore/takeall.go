@@ -55,6 +55,8 @@ func tableOf(a Alg) int {
 func (s *Store) apply(h uint64, r *Request, now int64) Result {
 	i := s.index(h)
 	if r.Alg == Concurrency {
+		// Not hot while the batch holds its shard: see cshard.
+		s.conc[i].demoteKey(h)
 		return applySlots(&s.conc[i], s.perCap, h, r, now)
 	}
 	if r.Alg == SlidingLog {
