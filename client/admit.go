@@ -23,13 +23,14 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 	slot, res, ok := plan(p, now)
 	wait := slot.Sub(now)
 	bound, byDeadline := t.bound(req, now, waited)
-	if !ok || wait > bound || byDeadline && wait > 0 && wait >= bound {
+	exceeds := wait > bound || byDeadline && wait > 0 && wait >= bound
+	if !ok || exceeds {
 		if res != nil {
 			res.CancelAt(p.localTime(now))
 		}
 		p.mu.Unlock()
 		t.observe(Event{Kind: WouldWait, Partition: p.name, Wait: wait, Attempt: attempt})
-		return 0, time.Time{}, &WaitError{Partition: p.name, Wait: wait, Bound: bound, Deadline: byDeadline}
+		return 0, time.Time{}, &WaitError{Partition: p.name, Wait: wait, Bound: bound, Deadline: exceeds && byDeadline, queued: !exceeds}
 	}
 	copy(p.policies, p.scratch)
 	if p.ad != nil && p.ad.sched.on() && p.usesLocal() {

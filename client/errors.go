@@ -25,9 +25,19 @@ type WaitError struct {
 	Wait      time.Duration // how long the request would have waited
 	Bound     time.Duration // the longest wait allowed: MaxWait or the time to the deadline
 	Deadline  bool          // the context's deadline set Bound
+
+	// queued: the wait fitted Bound, but the send would have been queued
+	// further ahead than a policy lets sends queue (a window past the
+	// reset of the quota the server announced, or the adaptive mode's
+	// limit), which neither MaxWait nor the deadline set.
+	queued bool
 }
 
 func (e *WaitError) Error() string {
+	if e.queued {
+		return fmt.Sprintf("ratelimit: %s: request would be queued %v for the rate limit, further ahead than the server's announced quota lets requests queue",
+			e.Partition, e.Wait.Round(time.Millisecond))
+	}
 	by := "MaxWait"
 	if e.Deadline {
 		by = "the context deadline"

@@ -217,6 +217,51 @@ func TestWouldWaitFailsFastWithoutNetworkCall(t *testing.T) {
 	})
 }
 
+// TestQueuedTooFarSaysSo: a request refused because it would be queued
+// more than a policy window past the announced quota's reset, well within
+// MaxWait and the context's deadline, says that, not that MaxWait or the
+// deadline bounded it, and does not match context.DeadlineExceeded.
+func TestQueuedTooFarSaysSo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 2 a window of 10 s, spent until the reset 10 s away: sends queue
+		// 5 s apart from the reset, and no further than a window past it.
+		base := &fakeBase{respond: always(http.StatusOK,
+			"RateLimit", `"default";r=0;t=10`, "RateLimit-Policy", `"default";q=2;w=10`)}
+		tr := &ratelimitclient.Transport{Base: base, MaxWait: time.Hour, MaxRetries: -1}
+		send(tr, get("http://api.test/"))
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+		defer cancel()
+		errs := make(chan error, 40)
+		for range 40 {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+			go func() { _, err := send(tr, req); errs <- err }()
+			synctest.Wait() // admitted (and waiting for its slot), or refused
+		}
+		var queued *ratelimitclient.WaitError
+		for range 40 {
+			err := <-errs
+			var we *ratelimitclient.WaitError
+			if errors.As(err, &we) && queued == nil {
+				queued = we
+				if errors.Is(err, context.DeadlineExceeded) || we.Deadline {
+					t.Errorf("err %v matches DeadlineExceeded, but the queue, not the deadline, refused it", err)
+				}
+			} else if err != nil && we == nil {
+				t.Fatalf("send: %v", err)
+			}
+		}
+		if queued == nil {
+			t.Fatal("no request was refused for queueing too far ahead")
+		}
+		if msg := queued.Error(); !strings.Contains(msg, "queued") || strings.Contains(msg, "MaxWait") || strings.Contains(msg, "deadline") {
+			t.Errorf("error %q: want it to say the request would be queued too far ahead, not name MaxWait or the deadline", msg)
+		}
+		if queued.Wait > time.Hour {
+			t.Errorf("wait %v: the refusal was MaxWait's", queued.Wait)
+		}
+	})
+}
+
 func TestCancelledWhileWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &fakeBase{respond: always(http.StatusTooManyRequests, "Retry-After", "10")}
