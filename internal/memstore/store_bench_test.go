@@ -20,29 +20,16 @@ func BenchmarkTake(b *testing.B) {
 		for _, keys := range []int{1, 10_000} {
 			b.Run(a.name+"/keys="+strconv.Itoa(keys), func(b *testing.B) {
 				s := New(Config{})
-				names := make([]string, keys)
-				for i := range names {
-					names[i] = "10.0." + strconv.Itoa(i)
-				}
 				l := Limit{Rate: 1 << 30, Period: int64(time.Hour), Capacity: 1 << 30}
 				if a.alg == SlidingLog { // a log holds Rate events: 100 per 5µs stands in
 					l = Limit{Rate: 100, Period: int64(5 * time.Microsecond), Capacity: 100}
 				}
 				l.Interval = l.interval()
-				start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-				var seq atomic.Int64
-				b.ReportAllocs()
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					i := int(seq.Add(7919))
-					now := start
+				parallelOnKeys(b, keys, func() func(string, int64) {
 					r := Request{Alg: a.alg, Limit: l, Cost: 1}
-					for pb.Next() {
-						i++
-						r.Key = names[i%keys]
-						now += 1000
-						res := s.Take(&r, now)
-						if a.alg == Concurrency && res.Allowed {
+					return func(key string, now int64) {
+						r.Key = key
+						if res := s.Take(&r, now); a.alg == Concurrency && res.Allowed {
 							s.Return(&r, now)
 						}
 					}
@@ -50,6 +37,30 @@ func BenchmarkTake(b *testing.B) {
 			})
 		}
 	}
+}
+
+// parallelOnKeys runs b in parallel over keys distinct keys, each goroutine
+// checking with a check function of its own from newCheck, the time
+// advancing a microsecond per check of each goroutine.
+func parallelOnKeys(b *testing.B, keys int, newCheck func() func(key string, now int64)) {
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "10.0." + strconv.Itoa(i)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	var seq atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		check := newCheck()
+		i := int(seq.Add(7919))
+		now := start
+		for pb.Next() {
+			i++
+			now += 1000
+			check(names[i%keys], now)
+		}
+	})
 }
 
 // BenchmarkPreparedTake is BenchmarkTake through a Prepared check, as the
@@ -64,24 +75,10 @@ func BenchmarkPreparedTake(b *testing.B) {
 		for _, keys := range []int{1, 10_000} {
 			b.Run(a.name+"/keys="+strconv.Itoa(keys), func(b *testing.B) {
 				s := New(Config{})
-				names := make([]string, keys)
-				for i := range names {
-					names[i] = "10.0." + strconv.Itoa(i)
-				}
 				l := Limit{Rate: 1 << 30, Period: int64(time.Hour), Capacity: 1 << 30}
 				p := s.Prepare(Request{Rule: "r", Alg: a.alg, Limit: l, Cost: 1})
-				start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-				var seq atomic.Int64
-				b.ReportAllocs()
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					i := int(seq.Add(7919))
-					now := start
-					for pb.Next() {
-						i++
-						now += 1000
-						p.Take(names[i%keys], now)
-					}
+				parallelOnKeys(b, keys, func() func(string, int64) {
+					return func(key string, now int64) { p.Take(key, now) }
 				})
 			})
 		}
