@@ -38,6 +38,21 @@ func commandCalls(t *testing.T, c *redis.Client) map[string]int64 {
 	return calls
 }
 
+// commandsRun runs f and returns how many times the server ran each
+// command meanwhile (INFO commandstats before and after, INFO itself left
+// out).
+func commandsRun(t *testing.T, c *redis.Client, f func()) map[string]int64 {
+	t.Helper()
+	before := commandCalls(t, c)
+	f()
+	ran := commandCalls(t, c)
+	for cmd := range ran {
+		ran[cmd] -= before[cmd]
+	}
+	delete(ran, "info")
+	return ran
+}
+
 // TestPlainTakeCostsThreeCommands: with the server's time and a client that
 // resends (go-redis's default MaxRetries), a plain GCRA take runs one
 // EVALSHA, and inside it TIME, one GET and one SET of its own key: no call
@@ -55,18 +70,17 @@ func TestPlainTakeCostsThreeCommands(t *testing.T) {
 			}
 			s := New(client, opts...)
 			mustTake(t, s, gcraReq("warm", ratelimit.PerHour(10), 1)) // loads the script
-			before := commandCalls(t, client)
 			const n = 50
-			for i := range n {
-				if res := mustTake(t, s, gcraReq("k"+strconv.Itoa(i), ratelimit.PerHour(10), 1)); !res.Allowed {
-					t.Fatalf("take %d denied: %+v", i, res)
+			ran := commandsRun(t, client, func() {
+				for i := range n {
+					if res := mustTake(t, s, gcraReq("k"+strconv.Itoa(i), ratelimit.PerHour(10), 1)); !res.Allowed {
+						t.Fatalf("take %d denied: %+v", i, res)
+					}
 				}
-			}
-			after := commandCalls(t, client)
+			})
 			var inner int64
-			for cmd, v := range after {
-				switch d := v - before[cmd]; cmd {
-				case "info":
+			for cmd, d := range ran {
+				switch cmd {
 				case "evalsha":
 					if d != n {
 						t.Errorf("%d EVALSHA for %d takes", d, n)
@@ -110,17 +124,17 @@ func TestPlainTakeOfAbsentKeyCostsThreeCommandsInAll(t *testing.T) {
 	client := redis7Client(t)
 	s := New(client, WithPrefix(uniquePrefix(t)), WithoutDeniedCache(), WithoutCoalescing())
 	mustTake(t, s, gcraReq("warm", ratelimit.PerHour(10), 1)) // loads the script
-	before := commandCalls(t, client)
 	const n = 50
-	for i := range n {
-		if res := mustTake(t, s, gcraReq("k"+strconv.Itoa(i), ratelimit.PerHour(10), 1)); !res.Allowed || res.Remaining != 9 {
-			t.Fatalf("take %d of a new key: %+v, want allowed with 9 remaining", i, res)
+	ran := commandsRun(t, client, func() {
+		for i := range n {
+			if res := mustTake(t, s, gcraReq("k"+strconv.Itoa(i), ratelimit.PerHour(10), 1)); !res.Allowed || res.Remaining != 9 {
+				t.Fatalf("take %d of a new key: %+v, want allowed with 9 remaining", i, res)
+			}
 		}
-	}
-	after := commandCalls(t, client)
+	})
 	var all int64
-	for cmd, v := range after {
-		if d := v - before[cmd]; cmd != "info" && d != 0 {
+	for cmd, d := range ran {
+		if d != 0 {
 			all += d
 			t.Logf("%s: %d", cmd, d)
 		}
@@ -144,10 +158,8 @@ func TestPlainTakesOfHeldKeysReadBeforeWriting(t *testing.T) {
 	mustTake(t, s, denied) // loads the script, and uses the key's one unit
 	mustTake(t, s, denied) // denied: the Store learns that keys hold state
 	count := func(f func()) (gets, sets int64) {
-		before := commandCalls(t, client)
-		f()
-		after := commandCalls(t, client)
-		return after["get"] - before["get"], after["set"] - before["set"]
+		ran := commandsRun(t, client, f)
+		return ran["get"], ran["set"]
 	}
 	const n = 20
 	gets, sets := count(func() {

@@ -126,6 +126,25 @@ func TestResentPlainBatchNeverAppliesTwice(t *testing.T) {
 	}
 }
 
+// evalPlain loads plainScript and runs it once on keys with args, and
+// returns its reply and how many times the server ran each command for it
+// (INFO commandstats before and after).
+func evalPlain(t *testing.T, c *redis.Client, keys []string, args []any) ([]int64, map[string]int64) {
+	t.Helper()
+	ctx := context.Background()
+	if err := plainScript.Load(ctx, c).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var v []int64
+	ran := commandsRun(t, c, func() {
+		var err error
+		if v, err = plainScript.EvalSha(ctx, c, keys, args...).Int64Slice(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return v, ran
+}
+
 // TestPlainBatchReadsAndWritesARepeatedKeyOnce: a hot key named by every
 // take of a batch costs one GET and one SET, whatever the batch's size,
 // and each take sees the ones before it (INFO commandstats on a private
@@ -144,21 +163,13 @@ func TestPlainBatchReadsAndWritesARepeatedKeyOnce(t *testing.T) {
 		keys[i] = key
 		args = append(args, gcraInterval(req.Limit), req.Limit.Capacity(), 1)
 	}
-	if err := plainScript.Load(ctx, c).Err(); err != nil {
-		t.Fatal(err)
-	}
-	before := commandCalls(t, c)
-	v, err := plainScript.EvalSha(ctx, c, keys, args...).Int64Slice()
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := commandCalls(t, c)
+	v, ran := evalPlain(t, c, keys, args)
 	for i, want := range []int64{plainAllowedAbsent, 1, 1, 0, 0} {
 		if v[takeWidth*i] != want {
 			t.Errorf("take %d of %d on one key under 3/hour: allowed=%d, want %d (%v)", i+1, n, v[takeWidth*i], want, v)
 		}
 	}
-	if g, s := after["get"]-before["get"], after["set"]-before["set"]; g != 1 || s != 1 {
+	if g, s := ran["get"], ran["set"]; g != 1 || s != 1 {
 		t.Errorf("%d takes of one key: %d GET and %d SET, want 1 and 1", n, g, s)
 	}
 	if state := c.Get(ctx, key).Val(); !strings.HasSuffix(state, ":x.1/3") {
@@ -181,15 +192,7 @@ func TestPlainBatchOfAbsentKeysSetsEachWithoutGet(t *testing.T) {
 		keys[i] = stateKey(prefix, &req)
 		args = append(args, gcraInterval(req.Limit), req.Limit.Capacity(), 1)
 	}
-	if err := plainScript.Load(ctx, c).Err(); err != nil {
-		t.Fatal(err)
-	}
-	before := commandCalls(t, c)
-	v, err := plainScript.EvalSha(ctx, c, keys, args...).Int64Slice()
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := commandCalls(t, c)
+	v, ran := evalPlain(t, c, keys, args)
 	for i := range n {
 		if v[takeWidth*i] != plainAllowedAbsent || v[takeWidth*i+1] != 2 {
 			t.Errorf("take %d of a new key under 3/hour: %v, want allowed on a key without state (%d) with 2 remaining", i+1, v[takeWidth*i:takeWidth*(i+1)], plainAllowedAbsent)
@@ -198,7 +201,7 @@ func TestPlainBatchOfAbsentKeysSetsEachWithoutGet(t *testing.T) {
 			t.Errorf("key %d: TTL %v, want the 20 minutes one unit takes to refill", i+1, ttl)
 		}
 	}
-	if g, s := after["get"]-before["get"], after["set"]-before["set"]; g != 0 || s != n {
+	if g, s := ran["get"], ran["set"]; g != 0 || s != n {
 		t.Errorf("%d takes of new keys: %d GET and %d SET, want 0 and %d", n, g, s, n)
 	}
 }
