@@ -19,6 +19,20 @@ func closeWindowAfter(l *adaptive.Limiter, d time.Duration) {
 	}
 }
 
+// holdFor admits n requests at once, holds them for d and releases them
+// all with sample.
+func holdFor(l *adaptive.Limiter, n int, d time.Duration, sample adaptive.Sample) {
+	held := make([]adaptive.Ticket, 0, n)
+	for range n {
+		tk, _ := l.Acquire(true)
+		held = append(held, tk)
+	}
+	time.Sleep(d)
+	for _, tk := range held {
+		tk.Release(sample)
+	}
+}
+
 // TestAdaptiveThinsSamplingWithinAWindow: a window whose rate is high from
 // its start (the first one, or a surge) stops timing every request once it
 // has sampled four times the target (1,024 outcomes by default), halving
@@ -52,30 +66,14 @@ func TestAdaptiveThinsSamplingWithinAWindow(t *testing.T) {
 func TestAdaptiveSampledAbandonedRequestsStandForTheUnsampled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := adaptive.New(adaptive.Config{Min: 1 << 20, Max: 1 << 20, Initial: 1 << 20})
-		var held []adaptive.Ticket
-		for range 4000 { // a window of 5 ms successes: the minimum RTT, and sampling
-			tk, _ := l.Acquire(true)
-			held = append(held, tk)
-		}
-		time.Sleep(5 * time.Millisecond)
-		for _, tk := range held {
-			tk.Release(adaptive.SampleSuccess)
-		}
+		holdFor(l, 4000, 5*time.Millisecond, adaptive.SampleSuccess) // the minimum RTT, and sampling
 		closeWindowAfter(l, 100*time.Millisecond)
 		shift := adaptive.SampleShift(l)
 		if shift < 2 || l.State().MinRTT == 0 {
 			t.Fatalf("after a window of 4000 successes: shift %d, %+v; want sampling and a minimum RTT", shift, l.State())
 		}
 		const n = 1 << 14
-		held = held[:0]
-		for range n {
-			tk, _ := l.Acquire(true)
-			held = append(held, tk)
-		}
-		time.Sleep(50 * time.Millisecond) // ten times the minimum RTT: slow
-		for _, tk := range held {
-			tk.Release(adaptive.SampleAbandoned)
-		}
+		holdFor(l, n, 50*time.Millisecond, adaptive.SampleAbandoned) // ten times the minimum RTT: slow
 		closeWindowAfter(l, 100*time.Millisecond)
 		if d := l.State().Drops; d < n/2 || d > 2*n {
 			t.Errorf("%d slow abandoned requests (one in 2^%d timed) counted as %d drops, want about %d", n, shift, d, n)
@@ -92,15 +90,7 @@ func TestAdaptiveSampledAbandonedRequestsStandForTheUnsampled(t *testing.T) {
 func TestAdaptiveSampledDropsStandForTheUnsampled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := adaptive.New(adaptive.Config{Min: 1 << 20, Max: 1 << 20, Initial: 1 << 20})
-		var held []adaptive.Ticket
-		for range 4000 { // a window of successes, for the sampling
-			tk, _ := l.Acquire(true)
-			held = append(held, tk)
-		}
-		time.Sleep(5 * time.Millisecond)
-		for _, tk := range held {
-			tk.Release(adaptive.SampleSuccess)
-		}
+		holdFor(l, 4000, 5*time.Millisecond, adaptive.SampleSuccess) // a window of successes, for the sampling
 		closeWindowAfter(l, 100*time.Millisecond)
 		shift := adaptive.SampleShift(l)
 		if shift < 2 {
