@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
-	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
 // The entry points of entryHandler.
@@ -97,12 +96,7 @@ func TestEveryEntryPointDecidesOnce(t *testing.T) {
 	} {
 		for entry := range entryPoints {
 			clock := newClock()
-			healthy := &ratelimittest.CountingStore{Store: memory.New(memory.WithClock(clock))}
-			var other ratelimit.Store = memory.New(memory.WithClock(clock))
-			if tc.fail {
-				other = failingStore
-			}
-			second := &ratelimittest.CountingStore{Store: other}
+			healthy, second := countedPair(clock, tc.fail)
 			l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 				{Name: "healthy", Limit: ratelimit.PerMinute(2), Key: clientKey, Store: healthy},
 				{Name: "second", Limit: ratelimit.PerMinute(10), Key: clientKey, Store: second},

@@ -464,12 +464,7 @@ func TestServeRouteDecidesEachRequestOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newClock()
-			healthy := &ratelimittest.CountingStore{Store: memory.New(memory.WithClock(clock))}
-			var other ratelimit.Store = memory.New(memory.WithClock(clock))
-			if tc.fail {
-				other = failingStore
-			}
-			second := &ratelimittest.CountingStore{Store: other}
+			healthy, second := countedPair(clock, tc.fail)
 			l := ratelimit.NewRulesLimiter([]ratelimit.Rule{
 				{Name: "healthy", Limit: ratelimit.PerMinute(2), Key: ratelimit.Global(), Store: healthy},
 				{Name: "second", Limit: ratelimit.PerMinute(10), Key: ratelimit.Global(), Store: second,
