@@ -58,6 +58,16 @@ if batch then
 end
 local extra = tonumber(ARGV[3])
 
+-- state is what a take leaves on its key: the value of time nt counted in
+-- interval within, written by call, and its TTL in ms (until nt, at least 1).
+local function state(nt, within, call)
+  local ms = floor((nt - now + 999) / 1000)
+  if ms < 1 then ms = 1 end
+  local s = string.format(FMT, nt, within)
+  if call ~= "" then s = s .. ":" .. call end
+  return s, ms
+end
+
 local function take(key, call, t, cap, cost)
   local tau = t * cap
   local w = batch and written[key]
@@ -68,10 +78,7 @@ local function take(key, call, t, cap, cost)
     -- What a take of an absent key writes, written only if the key is
     -- absent; otherwise v is what it holds, and the take goes on as usual.
     local nt = math.min(now + cost * t, TAT_CEIL)
-    local ms = floor((nt - now + 999) / 1000)
-    if ms < 1 then ms = 1 end
-    local s = string.format(FMT, nt, t)
-    if call ~= "" then s = s .. ":" .. call end
+    local s, ms = state(nt, t, call)
     v = redis.pcall("SET", key, s, "PX", ms + extra, "NX", "GET")
     if type(v) == "table" then
       -- Another type of value is -1, as for GET; any other error (OOM at
@@ -124,10 +131,7 @@ local function take(key, call, t, cap, cost)
   end
   if resent then return -2, 0, 0, 0, 0 end
   local nt = math.min(tat + cost * t, TAT_CEIL)
-  local ms = floor((nt - now + 999) / 1000)
-  if ms < 1 then ms = 1 end
-  local s = string.format(FMT, nt, within)
-  if call ~= "" then s = s .. ":" .. call end
+  local s, ms = state(nt, within, call)
   if not batch then
     redis.call("SET", key, s, "PX", ms + extra)
   elseif w then
