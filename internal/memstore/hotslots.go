@@ -111,13 +111,19 @@ func (sh *cshard) release(h, token uint64, cost, now int64) {
 func (sh *cshard) takeHot(q *slots, r *Request, now int64) Result {
 	q.mu.Lock()
 	if q.next >= sh.end.Load() { // the block ran out: the next one
-		q.next = sh.seq
-		sh.seq += tokenBlock
-		sh.end.Store(sh.seq)
+		sh.reserveBlock(q)
 	}
 	res := q.take(now, r.Limit, r.Cost, &q.next)
 	q.mu.Unlock()
 	return res
+}
+
+// reserveBlock gives hot queue q the next block of the shard's tokens.
+// The caller holds the shard's lock and q's.
+func (sh *cshard) reserveBlock(q *slots) {
+	q.next = sh.seq
+	sh.seq += tokenBlock
+	sh.end.Store(sh.seq)
 }
 
 // promote makes key h hot, its locked acquisition just made following
@@ -130,9 +136,7 @@ func (sh *cshard) promote(h uint64) {
 	}
 	sh.demote()
 	q.mu.Lock()
-	q.next = sh.seq
-	sh.seq += tokenBlock
-	sh.end.Store(sh.seq)
+	sh.reserveBlock(q)
 	q.last = math.MaxInt64 // kept while hot
 	sh.hotKey.Store(h)
 	sh.hot.Store(q)
