@@ -162,7 +162,7 @@ func (p *policy) logged() bool {
 // client's sends: the guess is raised, to be checked again. When the
 // server gave the window, it counts sends other than the client's.
 func (p *policy) checkLog(l *sendLog, seq uint64, remaining int64) {
-	if l == nil || p.logOff || !p.known() || p.limit > maxLogged {
+	if l == nil || !p.logged() {
 		return
 	}
 	w := int64(p.logWindow())
