@@ -48,12 +48,14 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent t
 			continue
 		}
 		shorter = shorter || pol.window < window
-		if until := now.Add(obs.retryAfter); throttled && obs.hasRetry && q.remaining == 0 && until.Before(pol.resetAt) {
+		if throttled && obs.hasRetry && q.remaining == 0 {
 			// The throttle's Retry-After is when the quota it reports spent
 			// is back: a reset read from whole seconds can be a second later.
-			pol.resetAt, shorter = until, true
+			if until := now.Add(obs.retryAfter); until.Before(pol.resetAt) {
+				pol.resetAt, shorter = until, true
+			}
 		}
-		if p.log == nil && pol.known() && pol.limit <= maxLogged {
+		if p.log == nil && pol.logged() { // no policy is logOff before there is a log
 			p.log = newSendLog(now, count)
 		}
 		pol.checkLog(p.log, seq, q.remaining)
