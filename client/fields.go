@@ -52,29 +52,41 @@ type observation struct {
 	ietf       bool // the quotas are the RateLimit and RateLimit-Policy fields'
 }
 
-// parseFields fills obs from the rate-limit fields of h, received at now.
-// Absolute times are read on the server's clock as clock estimates it (now
-// when clock is nil), against the earliest time it may read, so that they
-// are never read early. Durations are capped at maxDelay. A response served
+// lines are a response's fields, with the RateLimit and RateLimit-Policy
+// lines, which every response is read for, looked up once.
+type lines struct {
+	h                 http.Header
+	rateLimit, policy []string
+}
+
+// linesOf looks up the lines of h that every response is read for.
+func linesOf(h http.Header) lines {
+	if len(h) == 0 {
+		return lines{}
+	}
+	return lines{h: h, rateLimit: h[hdrRateLimit], policy: h[hdrPolicy]}
+}
+
+// parseFields fills obs from the rate-limit fields l, received at now.
+// Absolute times are read on the server's clock as clock estimates it,
+// against the earliest time it may read, so that they are never read early. Durations are capped at maxDelay. A response served
 // from a cache (one with an Age field) says nothing: its fields may be
 // stale. Malformed fields are ignored, one field at a time. fc, when not
 // nil, keeps the IETF lists parsed last. Retry-After is read only when
 // retry is set: it means nothing on a response that is not a throttle.
-func parseFields(h http.Header, now time.Time, clock *serverClock, maxDelay time.Duration, fc *fieldCaches, retry bool, obs *observation) {
+func parseFields(l lines, now mono, clock *serverClock, maxDelay time.Duration, fc *fieldCaches, retry bool, obs *observation) {
+	h := l.h
 	if len(h) == 0 || len(h[hdrAge]) > 0 {
 		return
 	}
-	server := func() serverTime {
-		if clock == nil {
-			return serverTime{lo: now, hi: now}
+	server := func() serverTime { return clock.read(h, now) }
+	if retry {
+		if v := h[hdrRetryAfter]; len(v) == 1 {
+			obs.retryAfter, obs.hasRetry = parseRetryAfter(v[0], server, maxDelay)
 		}
-		return clock.read(h, now)
 	}
-	if v := h[hdrRetryAfter]; retry && len(v) == 1 {
-		obs.retryAfter, obs.hasRetry = parseRetryAfter(v[0], server, maxDelay)
-	}
-	if v := h[hdrRateLimit]; len(v) > 0 {
-		if parseRateLimit(v, h[hdrPolicy], maxDelay, fc, obs) {
+	if v := l.rateLimit; len(v) > 0 {
+		if parseRateLimit(v, l.policy, maxDelay, fc, obs) {
 			obs.ietf = true
 			return
 		}
@@ -84,7 +96,7 @@ func parseFields(h http.Header, now time.Time, clock *serverClock, maxDelay time
 		}
 	}
 	if v := h[hdrOldRemaining]; len(v) > 0 {
-		if q, ok := parseTriple(h[hdrOldLimit], v, h[hdrOldReset], serverTime{lo: now, hi: now}, false); ok {
+		if q, ok := parseTriple(h[hdrOldLimit], v, h[hdrOldReset], serverTime{}, false); ok {
 			obs.add(q, maxDelay)
 			return
 		}
@@ -121,16 +133,19 @@ func (o *observation) add(q quota, maxDelay time.Duration) {
 //
 // Items without r and t are skipped; a field that is not a valid List is
 // ignored as a whole, as is RateLimit-Policy alone.
-func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, fc *fieldCaches, obs *observation) bool {
+func parseRateLimit(rlLines, policyLines []string, maxDelay time.Duration, fc *fieldCaches, obs *observation) bool {
+	var rl *templateCache
 	var pol *listCache
+	if fc != nil && len(rlLines) == 1 {
+		rl = &fc.rateLimit
+	}
 	if fc != nil && len(policyLines) == 1 {
 		pol = &fc.policy
 	}
 	var buf [maxItems]sfItem
 	found := false
-	for _, line := range lines {
-		n, ok := parseList(line, &buf)
-		items := buf[:n]
+	for _, line := range rlLines {
+		items, ok := rl.parse(line, &buf)
 		if !ok {
 			obs.n = 0
 			return false
