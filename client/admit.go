@@ -32,7 +32,7 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 		t.observe(Event{Kind: WouldWait, Partition: p.name, Wait: wait, Attempt: attempt})
 		return 0, 0, &WaitError{Partition: p.name, Wait: wait, Bound: bound, Deadline: exceeds && byDeadline, queued: !exceeds}
 	}
-	copy(p.policies, p.scratch)
+	p.commit()
 	if p.ad != nil && p.ad.sched.on() && p.usesLocal() {
 		p.ad.sched = p.ad.schedNew
 	}
@@ -111,6 +111,11 @@ func plan(p *partition, now mono) (slot mono, res *rate.Reservation, ok bool) {
 	}
 	return slot, res, ok
 }
+
+// commit makes plan's result the state of p's policies. The slices are
+// swapped, not copied: the former state's storage is plan's next scratch.
+// The caller holds p.mu.
+func (p *partition) commit() { p.policies, p.scratch = p.scratch, p.policies }
 
 // jitter returns a random delay of up to a fifth of d, so that requests
 // waiting for the same moment resume spread over a fifth of their wait

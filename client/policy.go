@@ -14,24 +14,24 @@ import (
 // requests are never given quota twice.
 type policy struct {
 	name     string
-	active   bool
 	rem      int64         // sends left before resetAt
 	resetAt  mono          // when the server restores the quota
 	interval time.Duration // spacing of sends
 	last     mono          // slot of the latest admitted send, 0 before the first
 	limit    int64         // the policy's quota, 0 when unknown
 	window   time.Duration // the policy's window, 0 when unknown
-	guessed  bool          // window is the longest reset seen, not given
-	rounded  bool          // the quota grew before the reset it was announced for
-	offClock bool          // the Unix-time resets fall off the ends of windows aligned on the clock
 	least    time.Duration // guessed window if the resets are rounded up
 	exact    time.Duration // guessed window if they are not
 	slack    time.Duration // how uncertain the server's clock was when resetAt was read
 	r        int64         // the quota left by the response last applied
 	epochs   int64         // greatest common divisor of the Unix-time resets seen
-	bounded  bool          // resetAt is a response's bound, not extrapolated
 	seq      uint64        // sequence number of the response last applied
 	maxGap   time.Duration // cap on the spacing: the Transport's MaxDelay
+	active   bool          // a response gave the state above, not forgotten since at a reset
+	bounded  bool          // resetAt is a response's bound, not extrapolated
+	guessed  bool          // window is the longest reset seen, not given
+	rounded  bool          // the quota grew before the reset it was announced for
+	offClock bool          // the Unix-time resets fall off the ends of windows aligned on the clock
 	logFit   bool          // a response showed the server counting no more sends than the log holds
 	logOff   bool          // one showed it counting more: the log never paces p (see sendlog.go)
 }

@@ -82,7 +82,7 @@ func (p *partition) replan(now mono) {
 	}
 	for _, w := range ws {
 		slot, _, _ := plan(p, now)
-		copy(p.policies, p.scratch)
+		p.commit()
 		if p.log != nil {
 			p.log.add(w.seq, max(slot, now))
 		}

@@ -71,7 +71,9 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent m
 		p.replan(now) // sends waiting on a slower picture: see replan.go
 	}
 	t.adapt(p, resp.Header, throttled, block, sent, now)
-	p.gated.Store(true)
+	if !p.gated.Load() {
+		p.gated.Store(true) // a store on every response would contend with its loads
+	}
 	p.mu.Unlock()
 	if throttled {
 		t.observe(Event{Kind: Throttled, Partition: p.name, Wait: block, Attempt: attempt, Status: status})
