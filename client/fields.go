@@ -134,37 +134,50 @@ func (o *observation) add(q quota, maxDelay time.Duration) {
 // Items without r and t are skipped; a field that is not a valid List is
 // ignored as a whole, as is RateLimit-Policy alone.
 func parseRateLimit(rlLines, policyLines []string, maxDelay time.Duration, fc *fieldCaches, obs *observation) bool {
-	var rl *templateCache
-	var pol *listCache
-	if fc != nil && len(rlLines) == 1 {
-		rl = &fc.rateLimit
-	}
-	if fc != nil && len(policyLines) == 1 {
-		pol = &fc.policy
+	kept := fc != nil && len(rlLines) == 1 && len(policyLines) <= 1
+	if kept && fc.rateLimit.read(rlLines[0], policyLines, maxDelay, obs) {
+		return true // read from the template: see template.go
 	}
 	var buf [maxItems]sfItem
-	found := false
+	var from [maxItems]int // the item each quota was read from
+	n := 0
 	for _, line := range rlLines {
-		items, ok := rl.parse(line, &buf)
-		if !ok {
+		var ok bool
+		if n, ok = parseList(line, &buf); !ok {
 			obs.n = 0
 			return false
 		}
-		for _, it := range items {
-			if it.r < 0 || it.t < 0 {
+		for i, it := range buf[:n] {
+			if it.r < 0 || it.t < 0 || obs.n == len(obs.quotas) {
 				continue
 			}
+			from[obs.n] = i
 			obs.add(quota{name: it.name, remaining: it.r, reset: secs(it.t), least: secs(it.t), exact: secs(it.t)}, maxDelay)
-			found = true
 		}
 	}
-	if !found {
+	if obs.n == 0 {
 		return false
 	}
-	for _, line := range policyLines {
+	var pol *listCache
+	if fc != nil && len(policyLines) == 1 {
+		pol = &fc.policy
+	}
+	applyPolicy(policyLines, pol, obs)
+	if kept {
+		fc.rateLimit.keep(rlLines[0], policyLines, buf[:n], &from, obs)
+	}
+	return true
+}
+
+// applyPolicy gives the quotas of obs the quota and window that the
+// RateLimit-Policy lines give their policies. A malformed policy field only
+// loses the policy details. pol, when not nil, keeps the lines parsed last.
+func applyPolicy(lines []string, pol *listCache, obs *observation) {
+	var buf [maxItems]sfItem
+	for _, line := range lines {
 		items, ok := pol.parse(line, &buf)
 		if !ok {
-			break // a malformed policy field only loses the policy details
+			return
 		}
 		for _, it := range items {
 			if it.q <= 0 {
@@ -180,7 +193,6 @@ func parseRateLimit(rlLines, policyLines []string, maxDelay time.Duration, fc *f
 			}
 		}
 	}
-	return true
 }
 
 // parseOldDict reads the dictionary form of earlier drafts:
