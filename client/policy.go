@@ -48,7 +48,7 @@ func (p *policy) avg() time.Duration { return min(p.window/time.Duration(p.limit
 // far, and reports whether it did. A response older than the one last
 // applied (responses to concurrent requests can arrive out of order) is
 // ignored. No spacing exceeds maxGap.
-func (p *policy) apply(q quota, seq, count uint64, now mono, maxGap time.Duration) bool {
+func (p *policy) apply(q *quota, seq, count uint64, now mono, maxGap time.Duration) bool {
 	if p.active && seq < p.seq {
 		return false
 	}
@@ -101,7 +101,7 @@ func (p *policy) apply(q quota, seq, count uint64, now mono, maxGap time.Duratio
 // It notes when most of the quota came back well before the reset announced:
 // the server rounds its resets up. (A smaller gain may be requests counted in
 // another order than they were sent.)
-func (p *policy) reset(q quota, now mono) mono {
+func (p *policy) reset(q *quota, now mono) mono {
 	bound := now.add(q.reset)
 	if !p.active || !p.bounded {
 		p.slack = q.slack
@@ -124,7 +124,7 @@ func (p *policy) reset(q quota, now mono) mono {
 // resets all fall on ends of windows aligned on the clock (their greatest
 // common divisor is a multiple of it), and the whole seconds before it, at
 // the latest the server's clock may read, when the server rounds them up.
-func (p *policy) learnWindow(q quota) {
+func (p *policy) learnWindow(q *quota) {
 	switch {
 	case q.window > 0:
 		p.window, p.guessed = q.window, false

@@ -35,7 +35,8 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent m
 	p.mu.Lock()
 	count := p.count.Load()
 	applied, shorter := obs.n > 0, false // shorter: a policy's window or reset is sooner
-	for _, q := range obs.quotas[:obs.n] {
+	for i := range obs.quotas[:obs.n] {
+		q := &obs.quotas[i]
 		pol := find(&p.policies, q.name)
 		var window time.Duration
 		if pol != nil {
