@@ -132,7 +132,7 @@ func jitter(d time.Duration) time.Duration {
 func (t *Transport) bound(req *http.Request, now mono, waited time.Duration) (time.Duration, bool) {
 	b := max(t.maxWait-waited, 0)
 	if dl, ok := req.Context().Deadline(); ok {
-		if left := dl.Sub(t.epoch) - time.Duration(now); left <= b {
+		if left := dl.Sub(t.epoch.Add(time.Duration(now))); left <= b {
 			return max(left, 0), true
 		}
 	}

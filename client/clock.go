@@ -10,11 +10,11 @@ import (
 // mono is a reading of a Transport's clock: nanoseconds of the monotonic
 // clock since a second before the Transport was first used, so that every
 // reading is positive and zero can stand for none. The Transport keeps its
-// times as mono: reading the clock is then one call for the monotonic time,
-// and comparing and adding times integer operations, where a time.Time read
-// costs a second call and each operation on it several times more. Wall
-// times (a server's Date, a context's deadline) are related to it through
-// the epoch it counts from (see serverClock.wall).
+// times as mono: comparing and adding them are integer operations, where
+// each on a time.Time (a wall and a monotonic reading, and a location)
+// costs several times more, on every request. Wall times (a server's Date,
+// a context's deadline, a rate.Limiter's) are related to it through the
+// epoch it counts from (see serverClock.wall).
 type mono int64
 
 // never is a time no reading reaches.

@@ -69,11 +69,13 @@ func linesOf(h http.Header) lines {
 
 // parseFields fills obs from the rate-limit fields l, received at now.
 // Absolute times are read on the server's clock as clock estimates it,
-// against the earliest time it may read, so that they are never read early. Durations are capped at maxDelay. A response served
-// from a cache (one with an Age field) says nothing: its fields may be
-// stale. Malformed fields are ignored, one field at a time. fc, when not
-// nil, keeps the IETF lists parsed last. Retry-After is read only when
-// retry is set: it means nothing on a response that is not a throttle.
+// against the earliest time it may read, so that they are never read
+// early. Durations are capped at maxDelay. A response served from a cache
+// (one with an Age field) says nothing: its fields may be stale. Malformed
+// fields are ignored, one field at a time. fc, when not nil, keeps the
+// IETF fields parsed last (see fieldcache.go and template.go). Retry-After
+// is read only when retry is set: it means nothing on a response that is
+// not a throttle.
 func parseFields(l lines, now mono, clock *serverClock, maxDelay time.Duration, fc *fieldCaches, retry bool, obs *observation) {
 	h := l.h
 	if len(h) == 0 || len(h[hdrAge]) > 0 {

@@ -89,12 +89,13 @@ func (t *Transport) adapt(p *partition, h http.Header, throttled bool, block tim
 	p.local.SetLimitAt(p.localTime(now), rate.Limit(p.rate))
 }
 
-// localTime is t for the local limiter (as a wall time: a rate.Limiter
-// reads time.Time), or the latest time given to it when t is earlier. A rate.Limiter given a time earlier than the one before
-// moves its clock back, and credits the time between them again when it is
-// next given a later one: requests reserving jittered slots out of order
-// were admitted many times past the limit (golang/go#71360 reports the same
-// under contention, where callers read the clock before taking the lock).
+// localTime is t for the local limiter, as a wall time (a rate.Limiter
+// reads time.Time), or the latest time given to it when t is earlier. A
+// rate.Limiter given a time earlier than the one before moves its clock
+// back, and credits the time between them again when it is next given a
+// later one: requests reserving jittered slots out of order were admitted
+// many times past the limit (golang/go#71360 reports the same under
+// contention, where callers read the clock before taking the lock).
 // The caller holds p.mu.
 func (p *partition) localTime(t mono) time.Time {
 	p.localAt = max(p.localAt, t)
