@@ -14,14 +14,14 @@ import (
 // wait for), with the send counted against every policy; or a *WaitError
 // when the wait would not fit, with nothing counted. waited is how long the
 // request has already waited.
-func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited time.Duration) (uint64, time.Time, error) {
+func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited time.Duration) (uint64, mono, error) {
 	if !p.gated.Load() {
-		return p.count.Add(1), time.Time{}, nil
+		return p.count.Add(1), 0, nil
 	}
 	now := t.now()
 	p.mu.Lock()
 	slot, res, ok := plan(p, now)
-	wait := slot.Sub(now)
+	wait := slot.sub(now)
 	bound, byDeadline := t.bound(req, now, waited)
 	exceeds := wait > bound || byDeadline && wait > 0 && wait >= bound
 	if !ok || exceeds {
@@ -30,22 +30,22 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 		}
 		p.mu.Unlock()
 		t.observe(Event{Kind: WouldWait, Partition: p.name, Wait: wait, Attempt: attempt})
-		return 0, time.Time{}, &WaitError{Partition: p.name, Wait: wait, Bound: bound, Deadline: exceeds && byDeadline, queued: !exceeds}
+		return 0, 0, &WaitError{Partition: p.name, Wait: wait, Bound: bound, Deadline: exceeds && byDeadline, queued: !exceeds}
 	}
-	copy(p.policies, p.scratch)
+	p.commit()
 	if p.ad != nil && p.ad.sched.on() && p.usesLocal() {
 		p.ad.sched = p.ad.schedNew
 	}
 	seq := p.count.Add(1)
 	if p.log != nil {
-		p.log.admit(seq, now, maxTime(slot, now))
+		p.log.admit(seq, now, max(slot, now))
 	}
-	if slot.After(now) && len(p.policies) > 0 {
+	if slot > now && len(p.policies) > 0 {
 		p.addWaiter(seq, slot)
 	}
 	p.mu.Unlock()
-	if !slot.After(now) {
-		slot = time.Time{} // nothing to wait for
+	if slot <= now {
+		slot = 0 // nothing to wait for
 	}
 	return seq, slot, nil
 }
@@ -60,27 +60,25 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 // waiters resume spread over a fifth of their wait even when the pace alone
 // would send them all at once. The jitter is not part of the pace: the sends
 // after it are spaced from the unjittered slot, not from the latest jitter.
-func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, ok bool) {
-	at, base := now, time.Time{}
-	if p.blocked.After(now) {
+func plan(p *partition, now mono) (slot mono, res *rate.Reservation, ok bool) {
+	at, base := now, mono(0)
+	if p.blocked > now {
 		at, base = p.blocked, p.blocked
 	}
 	slot, ok = at, true
 	p.scratch = append(p.scratch[:0], p.policies...)
 	for i := range p.scratch {
-		var logNext time.Time
+		var logNext mono
 		if p.log != nil && p.scratch[i].logged() {
 			logNext = p.log.next(p.scratch[i].limit, p.scratch[i].logWindow())
-			if logNext.IsZero() {
+			if logNext == 0 {
 				logNext = at // fewer sends than the quota in the log
 			}
 		}
 		s, b, fits := p.scratch[i].take(at, logNext)
 		ok = ok && fits
-		if s.After(slot) {
-			slot = s
-		}
-		if b.After(base) && (s.After(b) || !p.scratch[i].known()) {
+		slot = max(slot, s)
+		if b > base && (s > b || !p.scratch[i].known()) {
 			// The first send paced from a reset is on time: a window that
 			// begins with its first request would begin late. The ones
 			// after it are jittered, as are all those waiting for a reset
@@ -93,27 +91,31 @@ func plan(p *partition, now time.Time) (slot time.Time, res *rate.Reservation, o
 		// schedule.go), and are not jittered.
 		p.ad.schedNew = p.ad.sched
 		at := slot
-		slot = p.ad.schedNew.take(at, *p.clock.bounds.Load())
-		if slot.Sub(at).Seconds()*float64(p.ad.sched.quota) > aimdQueue*p.ad.sched.window.Seconds() {
+		wall := p.clock.wall(at)
+		slot = at.add(p.ad.schedNew.take(wall, *p.clock.bounds.Load()).Sub(wall))
+		if slot.sub(at).Seconds()*float64(p.ad.sched.quota) > aimdQueue*p.ad.sched.window.Seconds() {
 			ok = false
 		}
 		return slot, nil, ok
 	}
-	if base.After(now) && p.rate == 0 { // the adaptive mode paces its sends from a throttle's end
-		if j := base.Add(jitter(base.Sub(now))); j.After(slot) {
-			slot = j
-		}
+	if base > now && p.rate == 0 { // the adaptive mode paces its sends from a throttle's end
+		slot = max(slot, base.add(jitter(base.sub(now))))
 	}
 	if ok && p.usesLocal() {
 		res = p.local.ReserveN(p.localTime(slot), 1)
-		d := res.DelayFrom(slot)
-		slot = slot.Add(d)
+		d := res.DelayFrom(p.clock.wall(slot))
+		slot = slot.add(d)
 		if p.rate > 0 && d.Seconds()*p.rate > aimdQueue {
 			ok = false // adaptive: not queued far on a rate that may be cut
 		}
 	}
 	return slot, res, ok
 }
+
+// commit makes plan's result the state of p's policies. The slices are
+// swapped, not copied: the former state's storage is plan's next scratch.
+// The caller holds p.mu.
+func (p *partition) commit() { p.policies, p.scratch = p.scratch, p.policies }
 
 // jitter returns a random delay of up to a fifth of d, so that requests
 // waiting for the same moment resume spread over a fifth of their wait
@@ -127,10 +129,10 @@ func jitter(d time.Duration) time.Duration {
 
 // bound is the longest req may still wait at now: what is left of MaxWait,
 // or the time to its context's deadline when that is shorter (byDeadline).
-func (t *Transport) bound(req *http.Request, now time.Time, waited time.Duration) (time.Duration, bool) {
+func (t *Transport) bound(req *http.Request, now mono, waited time.Duration) (time.Duration, bool) {
 	b := max(t.maxWait-waited, 0)
 	if dl, ok := req.Context().Deadline(); ok {
-		if left := dl.Sub(now); left <= b {
+		if left := dl.Sub(t.epoch.Add(time.Duration(now))); left <= b {
 			return max(left, 0), true
 		}
 	}
@@ -141,15 +143,15 @@ func (t *Transport) bound(req *http.Request, now time.Time, waited time.Duration
 // replan.go), returning early with the context's error. If a throttle
 // blocked the partition in the meantime, it admits the send again and waits
 // for the new slot. It returns the send's sequence number.
-func (t *Transport) wait(req *http.Request, p *partition, attempt int, seq uint64, slot time.Time) (uint64, error) {
+func (t *Transport) wait(req *http.Request, p *partition, attempt int, seq uint64, slot mono) (uint64, error) {
 	var waited time.Duration
 	observed := false
-	for !slot.IsZero() {
+	for slot != 0 {
 		s, moved := p.waiting(seq)
 		if moved != nil {
 			slot = s // the slot replan gave it (see replan.go)
 		}
-		d := time.Until(slot)
+		d := slot.sub(t.now())
 		if d <= 0 {
 			p.leave(seq)
 			return seq, nil
@@ -174,7 +176,7 @@ func (t *Transport) wait(req *http.Request, p *partition, attempt int, seq uint6
 		p.leave(seq)
 		waited += d
 		p.mu.Lock()
-		blocked := p.blocked.After(t.now())
+		blocked := p.blocked > t.now()
 		p.mu.Unlock()
 		if !blocked {
 			return seq, nil

@@ -1,10 +1,40 @@
 package ratelimitclient
 
 import (
+	"math"
 	"net/http"
 	"sync/atomic"
 	"time"
 )
+
+// mono is a reading of a Transport's clock: nanoseconds of the monotonic
+// clock since a second before the Transport was first used, so that every
+// reading is positive and zero can stand for none. The Transport keeps its
+// times as mono: comparing and adding them are integer operations, where
+// each on a time.Time (a wall and a monotonic reading, and a location)
+// costs several times more, on every request. Wall times (a server's Date,
+// a context's deadline, a rate.Limiter's) are related to it through the
+// epoch it counts from (see serverClock.wall).
+type mono int64
+
+// never is a time no reading reaches.
+const never = mono(math.MaxInt64)
+
+// add returns m plus d, saturating: a server's delays are capped, but at
+// the largest caps a sum could overflow.
+func (m mono) add(d time.Duration) mono {
+	s := m + mono(d)
+	switch {
+	case d > 0 && s < m:
+		return never
+	case d < 0 && s > m:
+		return math.MinInt64
+	}
+	return s
+}
+
+// sub returns the time from o to m.
+func (m mono) sub(o mono) time.Duration { return time.Duration(m - o) }
 
 // serverClock estimates how far a server's clock is ahead of the client's
 // (behind when negative), so that the absolute times it sends (a Unix time
@@ -22,6 +52,7 @@ import (
 // other (the server's clock was set, or a server with another clock
 // answered) restart from the latest response.
 type serverClock struct {
+	epoch  time.Time // the wall time of the Transport's clock's zero (see mono)
 	bounds atomic.Pointer[offset]
 	date   atomic.Pointer[parsedDate] // the Date value parsed last
 }
@@ -46,9 +77,15 @@ type parsedDate struct {
 // has none.
 type serverTime struct{ lo, hi, date time.Time }
 
+// wall returns the wall time of the reading m.
+func (c *serverClock) wall(m mono) time.Time { return c.epoch.Add(time.Duration(m)) }
+
 // read returns the server's clock at now, when a response with fields h
 // arrived, updating the estimate from the response's Date field.
-func (c *serverClock) read(h http.Header, now time.Time) serverTime {
+func (c *serverClock) read(h http.Header, now mono) serverTime { return c.readWall(h, c.wall(now)) }
+
+// readWall is read at the wall time now.
+func (c *serverClock) readWall(h http.Header, now time.Time) serverTime {
 	o := c.bounds.Load()
 	v := h[hdrDate]
 	if len(v) != 1 {

@@ -8,9 +8,9 @@ import (
 // listCache keeps the last value of one Structured Fields list a partition's
 // server sent, parsed. Servers send the same RateLimit-Policy on every
 // response: a value equal to the last one is not parsed again. A new value
-// costs one allocation, shared by the requests that read it. (RateLimit is
-// not kept: it changes whenever the quota left does, and a response that
-// repeats it is usually not parsed at all, see repeated.go.)
+// costs one allocation, shared by the requests that read it. (RateLimit
+// changes whenever the quota left does: it is read from a template, see
+// template.go.)
 type listCache struct {
 	last atomic.Pointer[parsedList]
 }
@@ -42,7 +42,8 @@ func (c *listCache) parse(v string, buf *[maxItems]sfItem) ([]sfItem, bool) {
 
 // fieldCaches are a partition's caches of its server's IETF fields.
 type fieldCaches struct {
-	policy listCache
+	rateLimit templateCache
+	policy    listCache
 }
 
 // rateOnly reports whether the RateLimit-Policy lines pol are the value kept

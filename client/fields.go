@@ -52,29 +52,43 @@ type observation struct {
 	ietf       bool // the quotas are the RateLimit and RateLimit-Policy fields'
 }
 
-// parseFields fills obs from the rate-limit fields of h, received at now.
-// Absolute times are read on the server's clock as clock estimates it (now
-// when clock is nil), against the earliest time it may read, so that they
-// are never read early. Durations are capped at maxDelay. A response served
-// from a cache (one with an Age field) says nothing: its fields may be
-// stale. Malformed fields are ignored, one field at a time. fc, when not
-// nil, keeps the IETF lists parsed last. Retry-After is read only when
-// retry is set: it means nothing on a response that is not a throttle.
-func parseFields(h http.Header, now time.Time, clock *serverClock, maxDelay time.Duration, fc *fieldCaches, retry bool, obs *observation) {
+// lines are a response's fields, with the RateLimit and RateLimit-Policy
+// lines, which every response is read for, looked up once.
+type lines struct {
+	h                 http.Header
+	rateLimit, policy []string
+}
+
+// linesOf looks up the lines of h that every response is read for.
+func linesOf(h http.Header) lines {
+	if len(h) == 0 {
+		return lines{}
+	}
+	return lines{h: h, rateLimit: h[hdrRateLimit], policy: h[hdrPolicy]}
+}
+
+// parseFields fills obs from the rate-limit fields l, received at now.
+// Absolute times are read on the server's clock as clock estimates it,
+// against the earliest time it may read, so that they are never read
+// early. Durations are capped at maxDelay. A response served from a cache
+// (one with an Age field) says nothing: its fields may be stale. Malformed
+// fields are ignored, one field at a time. fc, when not nil, keeps the
+// IETF fields parsed last (see fieldcache.go and template.go). Retry-After
+// is read only when retry is set: it means nothing on a response that is
+// not a throttle.
+func parseFields(l lines, now mono, clock *serverClock, maxDelay time.Duration, fc *fieldCaches, retry bool, obs *observation) {
+	h := l.h
 	if len(h) == 0 || len(h[hdrAge]) > 0 {
 		return
 	}
-	server := func() serverTime {
-		if clock == nil {
-			return serverTime{lo: now, hi: now}
+	server := func() serverTime { return clock.read(h, now) }
+	if retry {
+		if v := h[hdrRetryAfter]; len(v) == 1 {
+			obs.retryAfter, obs.hasRetry = parseRetryAfter(v[0], server, maxDelay)
 		}
-		return clock.read(h, now)
 	}
-	if v := h[hdrRetryAfter]; retry && len(v) == 1 {
-		obs.retryAfter, obs.hasRetry = parseRetryAfter(v[0], server, maxDelay)
-	}
-	if v := h[hdrRateLimit]; len(v) > 0 {
-		if parseRateLimit(v, h[hdrPolicy], maxDelay, fc, obs) {
+	if v := l.rateLimit; len(v) > 0 {
+		if parseRateLimit(v, l.policy, maxDelay, fc, obs) {
 			obs.ietf = true
 			return
 		}
@@ -84,7 +98,7 @@ func parseFields(h http.Header, now time.Time, clock *serverClock, maxDelay time
 		}
 	}
 	if v := h[hdrOldRemaining]; len(v) > 0 {
-		if q, ok := parseTriple(h[hdrOldLimit], v, h[hdrOldReset], serverTime{lo: now, hi: now}, false); ok {
+		if q, ok := parseTriple(h[hdrOldLimit], v, h[hdrOldReset], serverTime{}, false); ok {
 			obs.add(q, maxDelay)
 			return
 		}
@@ -121,35 +135,51 @@ func (o *observation) add(q quota, maxDelay time.Duration) {
 //
 // Items without r and t are skipped; a field that is not a valid List is
 // ignored as a whole, as is RateLimit-Policy alone.
-func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, fc *fieldCaches, obs *observation) bool {
+func parseRateLimit(rlLines, policyLines []string, maxDelay time.Duration, fc *fieldCaches, obs *observation) bool {
+	kept := fc != nil && len(rlLines) == 1 && len(policyLines) <= 1
+	if kept && fc.rateLimit.read(rlLines[0], policyLines, maxDelay, obs) {
+		return true // read from the template: see template.go
+	}
+	var buf [maxItems]sfItem
+	var from [maxItems]int // the item each quota was read from
+	n := 0
+	for _, line := range rlLines {
+		var ok bool
+		if n, ok = parseList(line, &buf); !ok {
+			obs.n = 0
+			return false
+		}
+		for i, it := range buf[:n] {
+			if it.r < 0 || it.t < 0 || obs.n == len(obs.quotas) {
+				continue
+			}
+			from[obs.n] = i
+			obs.add(quota{name: it.name, remaining: it.r, reset: secs(it.t), least: secs(it.t), exact: secs(it.t)}, maxDelay)
+		}
+	}
+	if obs.n == 0 {
+		return false
+	}
 	var pol *listCache
 	if fc != nil && len(policyLines) == 1 {
 		pol = &fc.policy
 	}
+	applyPolicy(policyLines, pol, obs)
+	if kept {
+		fc.rateLimit.keep(rlLines[0], policyLines, buf[:n], &from, obs)
+	}
+	return true
+}
+
+// applyPolicy gives the quotas of obs the quota and window that the
+// RateLimit-Policy lines give their policies. A malformed policy field only
+// loses the policy details. pol, when not nil, keeps the lines parsed last.
+func applyPolicy(lines []string, pol *listCache, obs *observation) {
 	var buf [maxItems]sfItem
-	found := false
 	for _, line := range lines {
-		n, ok := parseList(line, &buf)
-		items := buf[:n]
-		if !ok {
-			obs.n = 0
-			return false
-		}
-		for _, it := range items {
-			if it.r < 0 || it.t < 0 {
-				continue
-			}
-			obs.add(quota{name: it.name, remaining: it.r, reset: secs(it.t), least: secs(it.t), exact: secs(it.t)}, maxDelay)
-			found = true
-		}
-	}
-	if !found {
-		return false
-	}
-	for _, line := range policyLines {
 		items, ok := pol.parse(line, &buf)
 		if !ok {
-			break // a malformed policy field only loses the policy details
+			return
 		}
 		for _, it := range items {
 			if it.q <= 0 {
@@ -165,7 +195,6 @@ func parseRateLimit(lines, policyLines []string, maxDelay time.Duration, fc *fie
 			}
 		}
 	}
-	return true
 }
 
 // parseOldDict reads the dictionary form of earlier drafts:

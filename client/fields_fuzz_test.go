@@ -24,14 +24,14 @@ func FuzzParseFields(f *testing.F) {
 		}
 		const maxDelay = time.Hour
 		var a, b, fresh observation
-		var clock serverClock
+		clock := serverClock{epoch: now}
 		var caches fieldCaches
-		parseFields(h, now, &clock, maxDelay, &caches, true, &a)
-		parseFields(h, now, &clock, maxDelay, &caches, true, &b) // from the caches
+		parseFields(linesOf(h), 0, &clock, maxDelay, &caches, true, &a)
+		parseFields(linesOf(h), 0, &clock, maxDelay, &caches, true, &b) // from the caches
 		if a != b {
 			t.Fatalf("parsing is not deterministic: %+v vs %+v", a, b)
 		}
-		parseFields(h, now, nil, maxDelay, nil, true, &fresh)
+		parseFields(linesOf(h), 0, &serverClock{epoch: now}, maxDelay, nil, true, &fresh)
 		if _, ok := h[hdrXReset]; !ok && (fresh.n != a.n || fresh.quotas != a.quotas) {
 			t.Fatalf("the caches changed what was parsed: %+v vs %+v", a, fresh) // Unix times aside: they are read on the server's clock
 		}
@@ -51,7 +51,7 @@ func FuzzParseFields(f *testing.F) {
 		// Served from a cache, the same fields say nothing.
 		h[hdrAge] = []string{"1"}
 		var c observation
-		parseFields(h, now, nil, maxDelay, nil, true, &c)
+		parseFields(linesOf(h), 0, &serverClock{epoch: now}, maxDelay, nil, true, &c)
 		if c != (observation{}) {
 			t.Fatalf("fields of a cached response were used: %+v", c)
 		}

@@ -11,8 +11,8 @@ var now = time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
 
 func parse(h http.Header) observation {
 	var obs observation
-	var c serverClock
-	parseFields(h, now, &c, time.Hour, nil, true, &obs)
+	c := serverClock{epoch: now} // the Transport's clock reads 0 at now
+	parseFields(linesOf(h), 0, &c, time.Hour, nil, true, &obs)
 	return obs
 }
 
@@ -140,7 +140,7 @@ func TestParseListSyntax(t *testing.T) {
 // by the whole seconds before it at the latest the clock may read (a reset
 // rounded up).
 func TestEpochResetBoundsTheWindow(t *testing.T) {
-	var c serverClock
+	c := serverClock{epoch: now}
 	date := now.Add(5 * time.Second) // the server's clock is 5.x s ahead
 	reset := date.Unix() + 10
 	h := func(d time.Time) http.Header {
@@ -149,10 +149,10 @@ func TestEpochResetBoundsTheWindow(t *testing.T) {
 	// The Date ticks between two responses 50ms apart: the server's clock
 	// is known to within 50ms. A response 600ms later, in the same second
 	// of the server's, is read 600ms into it.
-	c.read(h(date.Add(-time.Second)), now.Add(-50*time.Millisecond))
-	c.read(h(date), now)
+	c.readWall(h(date.Add(-time.Second)), now.Add(-50*time.Millisecond))
+	c.readWall(h(date), now)
 	var obs observation
-	parseFields(h(date), now.Add(600*time.Millisecond), &c, time.Hour, nil, true, &obs)
+	parseFields(linesOf(h(date)), mono(600*time.Millisecond), &c, time.Hour, nil, true, &obs)
 	q := obs.quotas[0]
 	if q.reset != 9400*time.Millisecond {
 		t.Errorf("reset read as %v, want 9.4s (10s from the Date, 600ms of which has passed)", q.reset)

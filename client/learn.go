@@ -90,7 +90,7 @@ func (l *learner) throttled(c *serverClock, h http.Header, sent time.Time, retry
 	if sent.Before(l.until) {
 		return rd, false
 	}
-	st := c.read(h, now)
+	st := c.readWall(h, now)
 	dated := !st.date.IsZero() && retry%time.Second == 0 && !l.undated
 	edge := st.date.Add(retry)
 	if !l.at.IsZero() && now.After(l.at) {

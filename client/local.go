@@ -61,44 +61,43 @@ func (p *partition) usesLocal() bool {
 // Throttles set the rate to the one the server was read to accept (see
 // learn.go); accepted responses raise it, additively until it was read, and
 // slowly after. The caller holds p.mu.
-func (t *Transport) adapt(p *partition, h http.Header, throttled bool, block time.Duration, sent, now time.Time) {
+func (t *Transport) adapt(p *partition, h http.Header, throttled bool, block time.Duration, sent, now mono) {
 	if !t.Adaptive || !p.usesLocal() {
 		return
 	}
 	base := float64(t.localRate())
 	date := p.clock.read(h, now).date
+	sentAt := p.clock.wall(sent) // the learner reads the server's Dates against wall times
 	switch {
 	case throttled:
-		if !p.throttled(h, sent, block, now) {
+		if !p.throttled(h, sentAt, block, p.clock.wall(now)) {
 			return
 		}
 	case p.ad.learn.learned:
-		p.ad.learn.accepted(sent, date)
-		p.ad.sched.landed(sent, date)
+		p.ad.learn.accepted(sentAt, date)
+		p.ad.sched.landed(sentAt, date)
 		g := learnGrowth
 		if p.rate < p.ad.learn.ceil {
 			g = learnCatch
 		}
 		p.rate *= 1 + g
 	default:
-		p.ad.learn.accepted(sent, date)
+		p.ad.learn.accepted(sentAt, date)
 		p.rate += base / aimdRamp / p.rate
 	}
 	p.rate = min(max(p.rate, base/aimdFloor), base*aimdCeil)
 	p.local.SetLimitAt(p.localTime(now), rate.Limit(p.rate))
 }
 
-// localTime is t for the local limiter, or the latest time given to it when
-// t is earlier. A rate.Limiter given a time earlier than the one before
-// moves its clock back, and credits the time between them again when it is
-// next given a later one: requests reserving jittered slots out of order
-// were admitted many times past the limit (golang/go#71360 reports the same
-// under contention, where callers read the clock before taking the lock).
+// localTime is t for the local limiter, as a wall time (a rate.Limiter
+// reads time.Time), or the latest time given to it when t is earlier. A
+// rate.Limiter given a time earlier than the one before moves its clock
+// back, and credits the time between them again when it is next given a
+// later one: requests reserving jittered slots out of order were admitted
+// many times past the limit (golang/go#71360 reports the same under
+// contention, where callers read the clock before taking the lock).
 // The caller holds p.mu.
-func (p *partition) localTime(t time.Time) time.Time {
-	if t.Before(p.localAt) {
-		return p.localAt
-	}
-	p.localAt = t
-	return t
+func (p *partition) localTime(t mono) time.Time {
+	p.localAt = max(p.localAt, t)
+	return p.clock.wall(p.localAt)
 }

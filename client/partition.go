@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/time/rate"
 )
@@ -40,11 +39,11 @@ type partition struct {
 	fields  fieldCaches   // the IETF fields parsed last
 
 	mu       sync.Mutex
-	blocked  time.Time     // no send before this (a 429 or 503's Retry-After)
+	blocked  mono          // no send before this (a 429 or 503's Retry-After)
 	policies []policy      // per server policy name
 	scratch  []policy      // plan's result, committed into policies
 	local    *rate.Limiter // the local limit, nil when none
-	localAt  time.Time     // the latest time given to local (see localTime)
+	localAt  mono          // the latest time given to local (see localTime)
 	rate     float64       // adaptive mode: the current local rate, per second
 	ad       *adaptState   // adaptive mode: what it read from the server, nil outside it
 	seen     seenFields    // the fields of the response applied last (see repeated.go)
@@ -124,13 +123,13 @@ func (t *Transport) lookup(k partKey) *partition {
 		sh.m = make(map[partKey]*partition)
 	}
 	if len(sh.m) >= maxPartitions/numShards {
-		evict(sh.m, maxPartitions/numShards)
+		evict(sh.m, maxPartitions/numShards, t.now())
 	}
 	name := k.host
 	if !k.custom {
 		name = k.scheme + "://" + k.host
 	}
-	p = &partition{name: name, key: k, local: t.newLocal()}
+	p = &partition{name: name, key: k, clock: serverClock{epoch: t.epoch}, local: t.newLocal()}
 	p.budget.Store(1000) // one retry before any request has paid for it
 	if p.local != nil {
 		if t.Adaptive {
@@ -143,15 +142,15 @@ func (t *Transport) lookup(k partKey) *partition {
 	return p
 }
 
-// evict forgets partitions of m that are not blocked, down to 7/8 of limit.
-func evict(m map[partKey]*partition, limit int) {
-	now := time.Now()
+// evict forgets partitions of m that are not blocked at now, down to 7/8 of
+// limit.
+func evict(m map[partKey]*partition, limit int, now mono) {
 	for k, p := range m {
 		if len(m) < limit*7/8 {
 			return
 		}
 		p.mu.Lock()
-		busy := p.blocked.After(now)
+		busy := p.blocked > now
 		p.mu.Unlock()
 		if !busy {
 			p.evicted.Store(true)

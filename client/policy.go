@@ -14,24 +14,24 @@ import (
 // requests are never given quota twice.
 type policy struct {
 	name     string
-	active   bool
 	rem      int64         // sends left before resetAt
-	resetAt  time.Time     // when the server restores the quota
+	resetAt  mono          // when the server restores the quota
 	interval time.Duration // spacing of sends
-	last     time.Time     // slot of the latest admitted send
+	last     mono          // slot of the latest admitted send, 0 before the first
 	limit    int64         // the policy's quota, 0 when unknown
 	window   time.Duration // the policy's window, 0 when unknown
-	guessed  bool          // window is the longest reset seen, not given
-	rounded  bool          // the quota grew before the reset it was announced for
-	offClock bool          // the Unix-time resets fall off the ends of windows aligned on the clock
 	least    time.Duration // guessed window if the resets are rounded up
 	exact    time.Duration // guessed window if they are not
 	slack    time.Duration // how uncertain the server's clock was when resetAt was read
 	r        int64         // the quota left by the response last applied
 	epochs   int64         // greatest common divisor of the Unix-time resets seen
-	bounded  bool          // resetAt is a response's bound, not extrapolated
 	seq      uint64        // sequence number of the response last applied
 	maxGap   time.Duration // cap on the spacing: the Transport's MaxDelay
+	active   bool          // a response gave the state above, not forgotten since at a reset
+	bounded  bool          // resetAt is a response's bound, not extrapolated
+	guessed  bool          // window is the longest reset seen, not given
+	rounded  bool          // the quota grew before the reset it was announced for
+	offClock bool          // the Unix-time resets fall off the ends of windows aligned on the clock
 	logFit   bool          // a response showed the server counting no more sends than the log holds
 	logOff   bool          // one showed it counting more: the log never paces p (see sendlog.go)
 }
@@ -48,7 +48,7 @@ func (p *policy) avg() time.Duration { return min(p.window/time.Duration(p.limit
 // far, and reports whether it did. A response older than the one last
 // applied (responses to concurrent requests can arrive out of order) is
 // ignored. No spacing exceeds maxGap.
-func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Duration) bool {
+func (p *policy) apply(q *quota, seq, count uint64, now mono, maxGap time.Duration) bool {
 	if p.active && seq < p.seq {
 		return false
 	}
@@ -67,7 +67,7 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 		// the ends of windows aligned on the clock (the window is then the
 		// whole seconds before them) and the server's clock is known to
 		// within maxSlack, so that the guess is rarely a second short.
-		resetAt = minTime(resetAt, now.Add(p.window))
+		resetAt = min(resetAt, now.add(p.window))
 	}
 	p.rem = q.remaining - int64(min(count-seq, maxCount))
 	p.resetAt, p.r = resetAt, q.remaining
@@ -81,11 +81,8 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 		// counted, so going on at that rate cannot overdraw it, and a reset
 		// read late (rounded up, or receding as a bucket refills) would
 		// otherwise slow every send.
-		from := now
-		if p.last.After(from) {
-			from = p.last
-		}
-		if span := p.resetAt.Sub(from); span > 0 {
+		from := max(now, p.last)
+		if span := p.resetAt.sub(from); span > 0 {
 			if spread := span / time.Duration(p.rem); !p.known() || spread < p.interval {
 				p.interval = spread
 			}
@@ -104,16 +101,16 @@ func (p *policy) apply(q quota, seq, count uint64, now time.Time, maxGap time.Du
 // It notes when most of the quota came back well before the reset announced:
 // the server rounds its resets up. (A smaller gain may be requests counted in
 // another order than they were sent.)
-func (p *policy) reset(q quota, now time.Time) time.Time {
-	bound := now.Add(q.reset)
+func (p *policy) reset(q *quota, now mono) mono {
+	bound := now.add(q.reset)
 	if !p.active || !p.bounded {
 		p.slack = q.slack
 		return bound
 	}
-	if q.remaining-p.r > p.limit/2 && p.resetAt.Sub(now) > p.slack+time.Second/4 {
+	if q.remaining-p.r > p.limit/2 && p.resetAt.sub(now) > p.slack+time.Second/4 {
 		p.rounded = true
 	}
-	if q.remaining <= p.r && now.Before(p.resetAt) && p.resetAt.Before(bound) {
+	if q.remaining <= p.r && now < p.resetAt && p.resetAt < bound {
 		return p.resetAt
 	}
 	p.slack = q.slack
@@ -127,7 +124,7 @@ func (p *policy) reset(q quota, now time.Time) time.Time {
 // resets all fall on ends of windows aligned on the clock (their greatest
 // common divisor is a multiple of it), and the whole seconds before it, at
 // the latest the server's clock may read, when the server rounds them up.
-func (p *policy) learnWindow(q quota) {
+func (p *policy) learnWindow(q *quota) {
 	switch {
 	case q.window > 0:
 		p.window, p.guessed = q.window, false
@@ -154,16 +151,16 @@ func (p *policy) learnWindow(q quota) {
 // waits for it, and once the log is known to fit the server, for it instead
 // of the reset when the quota is spent. The caller
 // takes from a copy of the policy and keeps it only if the send goes ahead.
-func (p *policy) take(at, logNext time.Time) (slot, base time.Time, ok bool) {
+func (p *policy) take(at, logNext mono) (slot, base mono, ok bool) {
 	if !p.active {
 		return at, base, true
 	}
-	if !at.Before(p.resetAt) { // the quota has been restored
+	if at >= p.resetAt { // the quota has been restored
 		if !p.known() {
 			p.active = false
 			return at, base, true
 		}
-		p.rem, p.interval, p.resetAt, p.bounded = p.limit, p.avg(), at.Add(p.window), false
+		p.rem, p.interval, p.resetAt, p.bounded = p.limit, p.avg(), at.add(p.window), false
 	}
 	if p.rem <= 0 {
 		if !p.known() {
@@ -174,18 +171,15 @@ func (p *policy) take(at, logNext time.Time) (slot, base time.Time, ok bool) {
 		// Quota spent but its rate known: from the reset, go on at the
 		// policy's average rate.
 		p.interval = p.avg()
-		if at.Before(p.resetAt) && !(p.logFit && !logNext.IsZero()) {
+		if at < p.resetAt && !(p.logFit && logNext != 0) {
 			at, base = p.resetAt, p.resetAt
 		}
 	}
-	slot = at
-	if next := p.last.Add(p.interval); !p.last.IsZero() && next.After(slot) {
-		slot = next
+	slot = max(at, logNext)
+	if p.last != 0 {
+		slot = max(slot, p.last.add(p.interval))
 	}
-	if logNext.After(slot) {
-		slot = logNext
-	}
-	if p.known() && slot.After(p.resetAt.Add(p.horizon())) {
+	if p.known() && slot > p.resetAt.add(p.horizon()) {
 		return slot, base, false
 	}
 	p.rem--
@@ -216,13 +210,6 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
 // find returns the policy named name, adding it when there is room.
 func find(ps *[]policy, name string) *policy {
 	for i := range *ps {
@@ -235,11 +222,4 @@ func find(ps *[]policy, name string) *policy {
 	}
 	*ps = append(*ps, policy{name: strings.Clone(name)})
 	return &(*ps)[len(*ps)-1]
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

@@ -1,7 +1,5 @@
 package ratelimitclient
 
-import "time"
-
 // Servers send the same RateLimit-Policy on every response, and the same
 // RateLimit while the quota they report does not move. A response whose two
 // fields are, byte for byte, those of the response the partition applied
@@ -39,7 +37,7 @@ func (p *partition) note(rl, pol []string, obs *observation, applied, throttle b
 // RateLimit-Policy lines rl and pol repeats the one p applied last, and
 // applying it would change nothing but give back quota (see above). Only
 // responses that are not throttles are passed to it.
-func (p *partition) repeats(rl, pol []string, now time.Time) bool {
+func (p *partition) repeats(rl, pol []string, now mono) bool {
 	if len(rl) != 1 || len(pol) > 1 {
 		return false
 	}
@@ -55,10 +53,10 @@ func (p *partition) repeats(rl, pol []string, now time.Time) bool {
 // settled reports whether every active policy of p is still as the
 // response last applied left it, before its reset and with at least half
 // the quota it reported. The caller holds p.mu.
-func (p *partition) settled(now time.Time) bool {
+func (p *partition) settled(now mono) bool {
 	for i := range p.policies {
 		q := &p.policies[i]
-		if q.active && (!q.bounded || !now.Before(q.resetAt) || 2*q.rem <= q.r) {
+		if q.active && (!q.bounded || now >= q.resetAt || 2*q.rem <= q.r) {
 			return false
 		}
 	}

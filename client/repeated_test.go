@@ -67,7 +67,7 @@ func TestUnchangedFieldsAreSkippedOnlyWhileConservative(t *testing.T) {
 		p.mu.Lock()
 		resetAt := p.policies[0].resetAt
 		p.mu.Unlock()
-		time.Sleep(resetAt.Sub(tr.now()) - 100*time.Millisecond)
+		time.Sleep(resetAt.sub(tr.now()) - 100*time.Millisecond)
 		base.delay = 200 * time.Millisecond
 		send()
 		if seq, _ := state(); seq != 7 {

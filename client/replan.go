@@ -1,8 +1,8 @@
 package ratelimitclient
 
 import (
+	"cmp"
 	"slices"
-	"time"
 )
 
 // A send waiting for its slot keeps the slot it was given, on the picture
@@ -18,19 +18,19 @@ import (
 // waiter is a send waiting for its slot.
 type waiter struct {
 	seq   uint64
-	slot  time.Time
+	slot  mono
 	moved chan struct{} // closed when replan gives the send another slot
 }
 
 // addWaiter registers the send numbered seq, given slot, as waiting. The
 // caller holds p.mu.
-func (p *partition) addWaiter(seq uint64, slot time.Time) {
+func (p *partition) addWaiter(seq uint64, slot mono) {
 	p.waiters = append(p.waiters, &waiter{seq: seq, slot: slot, moved: make(chan struct{})})
 }
 
 // waiting returns the slot of the waiting send numbered seq and a channel
 // closed when it changes, or a nil channel when the send is not waiting.
-func (p *partition) waiting(seq uint64) (time.Time, chan struct{}) {
+func (p *partition) waiting(seq uint64) (mono, chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range p.waiters {
@@ -38,7 +38,7 @@ func (p *partition) waiting(seq uint64) (time.Time, chan struct{}) {
 			return w.slot, w.moved
 		}
 	}
-	return time.Time{}, nil
+	return 0, nil
 }
 
 // leave removes the send numbered seq from the waiting sends.
@@ -54,8 +54,8 @@ func (p *partition) leave(seq uint64) {
 // first from now rather than from the last of them. A policy whose quota or
 // window is not known does not count a send that waits for its reset, so
 // that with one, the sends keep their slots. The caller holds p.mu.
-func (p *partition) replan(now time.Time) {
-	ws := slices.DeleteFunc(p.waiters, func(w *waiter) bool { return !w.slot.After(now) })
+func (p *partition) replan(now mono) {
+	ws := slices.DeleteFunc(p.waiters, func(w *waiter) bool { return w.slot <= now })
 	p.waiters = ws
 	if len(ws) == 0 || p.usesLocal() {
 		return
@@ -65,7 +65,7 @@ func (p *partition) replan(now time.Time) {
 			return // its waiting sends were not all counted: nothing to give back
 		}
 	}
-	slices.SortFunc(ws, func(a, b *waiter) int { return a.slot.Compare(b.slot) })
+	slices.SortFunc(ws, func(a, b *waiter) int { return cmp.Compare(a.slot, b.slot) })
 	for i := range p.policies {
 		q := &p.policies[i]
 		for _, w := range ws {
@@ -73,9 +73,7 @@ func (p *partition) replan(now time.Time) {
 				q.rem++
 			}
 		}
-		if q.last.After(now) {
-			q.last = now
-		}
+		q.last = min(q.last, now)
 	}
 	for _, w := range ws {
 		if p.log != nil {
@@ -84,9 +82,9 @@ func (p *partition) replan(now time.Time) {
 	}
 	for _, w := range ws {
 		slot, _, _ := plan(p, now)
-		copy(p.policies, p.scratch)
+		p.commit()
 		if p.log != nil {
-			p.log.add(w.seq, maxTime(slot, now))
+			p.log.add(w.seq, max(slot, now))
 		}
 		w.slot = slot
 		close(w.moved)

@@ -10,23 +10,21 @@ import (
 // about the rate limits of partition p, and reports whether it is a
 // throttle: a 429, or a 503 or 403 with Retry-After (GitHub answers its
 // secondary rate limits with 403 and Retry-After).
-func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent time.Time, attempt int) bool {
-	h := resp.Header
+func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent mono, attempt int) bool {
 	status := resp.StatusCode
-	if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable &&
-		status != http.StatusForbidden && !p.gated.Load() && !mayHaveFields(h) {
+	mayThrottle := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable || status == http.StatusForbidden
+	if !mayThrottle && !p.gated.Load() && !mayHaveFields(resp.Header) {
 		return false
 	}
-	mayThrottle := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable || status == http.StatusForbidden
+	l := linesOf(resp.Header) // looked up once, for every step below
 	now := t.now()
-	rl, pol := h[hdrRateLimit], h[hdrPolicy]
-	if !mayThrottle && p.repeats(rl, pol, now) {
+	if !mayThrottle && p.repeats(l.rateLimit, l.policy, now) {
 		return false // the fields of the response applied last: see repeated.go
 	}
 	var obs observation
-	parseFields(h, now, &p.clock, t.maxDelay, &p.fields, mayThrottle, &obs)
-	if !p.fields.rateOnly(pol) {
-		obs.dropConcurrent(pol) // requests in flight are no rate: see concurrency.go
+	parseFields(l, now, &p.clock, t.maxDelay, &p.fields, mayThrottle, &obs)
+	if !p.fields.rateOnly(l.policy) {
+		obs.dropConcurrent(l.policy) // requests in flight are no rate: see concurrency.go
 	}
 	throttled := status == http.StatusTooManyRequests ||
 		(status == http.StatusServiceUnavailable || status == http.StatusForbidden) && obs.hasRetry
@@ -37,7 +35,8 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent t
 	p.mu.Lock()
 	count := p.count.Load()
 	applied, shorter := obs.n > 0, false // shorter: a policy's window or reset is sooner
-	for _, q := range obs.quotas[:obs.n] {
+	for i := range obs.quotas[:obs.n] {
+		q := &obs.quotas[i]
 		pol := find(&p.policies, q.name)
 		var window time.Duration
 		if pol != nil {
@@ -51,7 +50,7 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent t
 		if throttled && obs.hasRetry && q.remaining == 0 {
 			// The throttle's Retry-After is when the quota it reports spent
 			// is back: a reset read from whole seconds can be a second later.
-			if until := now.Add(obs.retryAfter); until.Before(pol.resetAt) {
+			if until := now.add(obs.retryAfter); until < pol.resetAt {
 				pol.resetAt, shorter = until, true
 			}
 		}
@@ -60,22 +59,22 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent t
 		}
 		pol.checkLog(p.log, seq, q.remaining)
 	}
-	p.note(rl, pol, &obs, applied, mayThrottle)
+	p.note(l.rateLimit, l.policy, &obs, applied, mayThrottle)
 	if throttled {
 		// Retry-After takes precedence; without it, back off exponentially.
 		block = obs.retryAfter
 		if !obs.hasRetry {
 			block = min(time.Second<<min(attempt, 10), t.maxDelay)
 		}
-		if until := now.Add(block); until.After(p.blocked) {
-			p.blocked = until
-		}
+		p.blocked = max(p.blocked, now.add(block))
 	}
 	if shorter && len(p.waiters) > 0 {
 		p.replan(now) // sends waiting on a slower picture: see replan.go
 	}
 	t.adapt(p, resp.Header, throttled, block, sent, now)
-	p.gated.Store(true)
+	if !p.gated.Load() {
+		p.gated.Store(true) // a store on every response would contend with its loads
+	}
 	p.mu.Unlock()
 	if throttled {
 		t.observe(Event{Kind: Throttled, Partition: p.name, Wait: block, Attempt: attempt, Status: status})

@@ -37,15 +37,13 @@ const maxLogged = 256
 
 // sendLog holds the times of a partition's latest sends (the slots they
 // were given, with their jitter), sorted by time: a ring of the maxLogged
-// latest, oldest first from head. Times are kept as nanoseconds since base,
-// on the clock the Transport reads (its monotonic one).
+// latest, oldest first from head.
 type sendLog struct {
-	at   [maxLogged]int64 // slot times
+	at   [maxLogged]mono // slot times
 	seq  [maxLogged]uint64
 	head int
 	n    int
-	base time.Time
-	from int64  // the log holds every send made after this time
+	from mono   // the log holds every send made after this time
 	last uint64 // the highest send number it was given
 }
 
@@ -53,8 +51,8 @@ type sendLog struct {
 // there were at most maxLogged, the sent sends made before it, numbered 1 to
 // sent, each at now: sends that went before the first response told of a
 // policy (no later than now, so that the log errs late).
-func newSendLog(now time.Time, sent uint64) *sendLog {
-	l := &sendLog{base: now, last: sent}
+func newSendLog(now mono, sent uint64) *sendLog {
+	l := &sendLog{from: now, last: sent}
 	if sent > maxLogged {
 		return l
 	}
@@ -72,7 +70,7 @@ func (l *sendLog) i(k int) int { return (l.head + k) % maxLogged }
 // the slot at; and the sends numbered between the last it was given and
 // seq, at now: they went without waiting, before the partition's fields
 // were read (see Transport.reserve), and no later than now.
-func (l *sendLog) admit(seq uint64, now, at time.Time) {
+func (l *sendLog) admit(seq uint64, now, at mono) {
 	for s := max(l.last+1, seq-min(seq, maxLogged)); s < seq; s++ {
 		l.add(s, now)
 	}
@@ -80,9 +78,8 @@ func (l *sendLog) admit(seq uint64, now, at time.Time) {
 }
 
 // add records that the send numbered seq was given the slot at.
-func (l *sendLog) add(seq uint64, at time.Time) {
+func (l *sendLog) add(seq uint64, t mono) {
 	l.last = max(l.last, seq)
-	t := int64(at.Sub(l.base))
 	if l.n == maxLogged {
 		if t < l.at[l.head] {
 			return // earlier than every send kept
@@ -114,7 +111,7 @@ func (l *sendLog) remove(seq uint64) {
 }
 
 // sentAt returns the slot of the send numbered seq, when the log holds it.
-func (l *sendLog) sentAt(seq uint64) (int64, bool) {
+func (l *sendLog) sentAt(seq uint64) (mono, bool) {
 	for k := l.n - 1; k >= 0; k-- { // responses mostly follow recent sends
 		if l.seq[l.i(k)] == seq {
 			return l.at[l.i(k)], true
@@ -124,7 +121,7 @@ func (l *sendLog) sentAt(seq uint64) (int64, bool) {
 }
 
 // count returns how many sends the log holds in (from, to].
-func (l *sendLog) count(from, to int64) int64 {
+func (l *sendLog) count(from, to mono) int64 {
 	var n int64
 	for k := l.n - 1; k >= 0 && l.at[l.i(k)] > from; k-- {
 		if l.at[l.i(k)] <= to {
@@ -135,13 +132,13 @@ func (l *sendLog) count(from, to int64) int64 {
 }
 
 // next returns the earliest time a further send leaves at most q sends in
-// any window of length w: w after the q-th latest (the zero time when the
-// log holds fewer than q).
-func (l *sendLog) next(q int64, w time.Duration) time.Time {
+// any window of length w: w after the q-th latest (zero when the log holds
+// fewer than q).
+func (l *sendLog) next(q int64, w time.Duration) mono {
 	if q > int64(l.n) || q <= 0 {
-		return time.Time{}
+		return 0
 	}
-	return l.base.Add(time.Duration(l.at[l.i(l.n-int(q))]) + w)
+	return l.at[l.i(l.n-int(q))].add(w)
 }
 
 // logged reports whether p's sends are kept within the log: its quota and
@@ -165,13 +162,13 @@ func (p *policy) checkLog(l *sendLog, seq uint64, remaining int64) {
 	if l == nil || !p.logged() {
 		return
 	}
-	w := int64(p.logWindow())
+	w := p.logWindow()
 	at, ok := l.sentAt(seq)
-	if !ok || at-w < l.from {
+	if !ok || at.add(-w) < l.from {
 		return // the log does not hold every send of the window before it
 	}
 	counted := p.limit - remaining
-	if counted <= l.count(at-w, at) {
+	if counted <= l.count(at.add(-w), at) {
 		p.logFit = true
 		return
 	}
@@ -191,7 +188,7 @@ func (p *policy) checkLog(l *sendLog, seq uint64, remaining int64) {
 	if !ok {
 		oldest = l.from
 	}
-	longer := time.Duration(at-oldest).Truncate(time.Second) + time.Second
+	longer := at.sub(oldest).Truncate(time.Second) + time.Second
 	p.least, p.exact, p.window = max(p.least, longer), max(p.exact, longer), max(p.window, longer)
 }
 
@@ -207,7 +204,7 @@ func (p *policy) logWindow() time.Duration {
 }
 
 // latest returns the time of the n-th latest send at or before at.
-func (l *sendLog) latest(n, at int64) (int64, bool) {
+func (l *sendLog) latest(n int64, at mono) (mono, bool) {
 	for k := l.n - 1; k >= 0; k-- {
 		if t := l.at[l.i(k)]; t <= at {
 			if n--; n == 0 {

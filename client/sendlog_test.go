@@ -14,34 +14,31 @@ import (
 // jittered from 100 ms to 141 ms moves the send a window after it from
 // 1.1 s to 1.141 s: a sliding log of 10 a second refuses it at 1.1 s.
 func TestSendLogKeepsAnyWindowWithinTheQuota(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
-	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	t0 := mono(time.Hour)
+	ms := func(n int) mono { return t0.add(time.Duration(n) * time.Millisecond) }
 	l := newSendLog(t0, 0)
 	for i, at := range []int{0, 200, 300, 141, 400, 500, 600, 700, 800, 900, 1000} {
 		l.add(uint64(i+1), ms(at))
 	}
-	if got, want := l.next(10, time.Second), ms(1141); !got.Equal(want) {
-		t.Errorf("next send at %v, want %v (a window after the jittered send)", got.Sub(t0), want.Sub(t0))
+	if got, want := l.next(10, time.Second), ms(1141); got != want {
+		t.Errorf("next send at %v, want %v (a window after the jittered send)", got.sub(t0), want.sub(t0))
 	}
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	const q, w = 7, time.Second
 	l = newSendLog(t0, 0)
-	var sent []time.Time
+	var sent []mono
 	at := t0
 	for i := range 500 {
-		at = at.Add(time.Duration(rng.Int64N(int64(300 * time.Millisecond))))
-		slot := at
-		if next := l.next(q, w); next.After(slot) {
-			slot = next
-		}
-		slot = slot.Add(time.Duration(rng.Int64N(int64(50 * time.Millisecond)))) // jitter
+		at = at.add(time.Duration(rng.Int64N(int64(300 * time.Millisecond))))
+		slot := max(at, l.next(q, w))
+		slot = slot.add(time.Duration(rng.Int64N(int64(50 * time.Millisecond)))) // jitter
 		l.add(uint64(i+1), slot)
 		sent = append(sent, slot)
 	}
-	slices.SortFunc(sent, func(a, b time.Time) int { return a.Compare(b) })
+	slices.Sort(sent)
 	for i := q; i < len(sent); i++ {
-		if gap := sent[i].Sub(sent[i-q]); gap < w {
+		if gap := sent[i].sub(sent[i-q]); gap < w {
 			t.Fatalf("sends %d and %d are %v apart: %d sends within a window of %v, want at most %d", i-q, i, gap, q+1, w, q)
 		}
 	}
@@ -55,10 +52,10 @@ func TestSendLogKeepsAnyWindowWithinTheQuota(t *testing.T) {
 // (back to when the log was started, when it holds fewer), and the log
 // still paces it; but not past every send the client ever made.
 func TestSendLogCheckedAgainstEachResponse(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
+	t0 := mono(time.Hour)
 	l := newSendLog(t0, maxLogged+1) // more sent before t0 than it holds: it holds those after
 	for i := range 20 {              // 10 a second from 0.1 s to 2 s
-		l.add(uint64(i+1), t0.Add(time.Duration(i+1)*100*time.Millisecond))
+		l.add(uint64(i+1), t0.add(time.Duration(i+1)*100*time.Millisecond))
 	}
 
 	given := policy{active: true, limit: 10, window: time.Second}
@@ -102,7 +99,7 @@ func TestSendLogCheckedAgainstEachResponse(t *testing.T) {
 	// counted where the client made 23 is other clients' sends.
 	all := newSendLog(t0, 3)
 	for i := range 20 {
-		all.add(uint64(i+4), t0.Add(time.Duration(i+1)*100*time.Millisecond))
+		all.add(uint64(i+4), t0.add(time.Duration(i+1)*100*time.Millisecond))
 	}
 	everything := policy{active: true, limit: 30, window: time.Second, guessed: true, least: time.Second, exact: time.Second}
 	everything.checkLog(all, 23, 0)
@@ -118,13 +115,13 @@ func TestSendLogCheckedAgainstEachResponse(t *testing.T) {
 // a server of 4 a second that saw 3 sends at 0 s refuses a fifth before
 // 1 s, and a log without them let it go at once.
 func TestSendLogHoldsSendsMadeBeforeItWasKept(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
+	t0 := mono(time.Hour)
 	l := newSendLog(t0, 2) // sends 1 and 2 went before the first response
 	l.admit(4, t0, t0)     // send 3 went without waiting, racing it
-	if got, want := l.next(4, time.Second), t0.Add(time.Second); !got.Equal(want) {
-		t.Errorf("after 4 sends at 0 s, a fifth of 4 a second at %v, want %v", got.Sub(t0), want.Sub(t0))
+	if got, want := l.next(4, time.Second), t0.add(time.Second); got != want {
+		t.Errorf("after 4 sends at 0 s, a fifth of 4 a second at %v, want %v", got.sub(t0), want.sub(t0))
 	}
-	if n := l.count(l.from, t0.UnixNano()-l.base.UnixNano()); n != 4 {
+	if n := l.count(l.from, t0); n != 4 {
 		t.Errorf("the log holds %d sends, want 4", n)
 	}
 }

@@ -21,7 +21,12 @@ const absent = -1
 type sfItem struct {
 	name       string
 	r, t, q, w int64 // absent when missing or not a non-negative Integer
+	rAt, tAt   span  // where r's and t's digits are in the line (see template.go)
 }
+
+// span is where a number's digits are in a line: [from, to), empty when
+// the number is absent.
+type span struct{ from, to int32 }
 
 // sfParser walks one field line.
 type sfParser struct {
@@ -81,6 +86,7 @@ func (p *sfParser) skipOWS() {
 // item parses a bare item and its parameters.
 func (p *sfParser) item(it *sfItem) bool {
 	it.r, it.t, it.q, it.w = absent, absent, absent, absent
+	it.rAt, it.tAt = span{}, span{}
 	name, _, ok := p.bare()
 	if !ok {
 		return false
@@ -93,20 +99,24 @@ func (p *sfParser) item(it *sfItem) bool {
 		if !ok {
 			return false
 		}
-		val := int64(absent)
+		val, at := int64(absent), span{}
 		if p.i < len(p.s) && p.s[p.i] == '=' {
 			p.i++
+			from := p.i
 			_, n, ok := p.bare()
 			if !ok {
 				return false
 			}
 			val = n
+			if n != absent {
+				at = span{int32(from), int32(p.i)}
+			}
 		}
 		switch key {
 		case "r":
-			it.r = val
+			it.r, it.rAt = val, at
 		case "t":
-			it.t = val
+			it.t, it.tAt = val, at
 		case "q":
 			it.q = val
 		case "w":

@@ -100,7 +100,7 @@ type Transport struct {
 	maxDelay   time.Duration
 	maxRetries int
 	deposit    int64     // thousandths of a retry each request adds to the budget
-	start      time.Time // the clock's reading at init, for now
+	epoch      time.Time // the zero of the Transport's clock (see mono)
 	seed       maphash.Seed
 	parts      table
 	last       atomic.Pointer[partition] // the partition used last
@@ -136,15 +136,15 @@ func (t *Transport) init() {
 			panic("ratelimit: Transport.Adaptive needs Transport.Local as its starting rate")
 		}
 		t.seed = maphash.MakeSeed()
-		t.start = time.Now()
+		t.epoch = time.Now().Add(-time.Second)
 	})
 }
 
-// now reads the clock. time.Now reads the wall clock and the monotonic one;
-// the Transport needs only the second (its times are compared with each
-// other, and a server's with the offset learnt from it), and reading one
-// costs half as much on every request.
-func (t *Transport) now() time.Time { return t.start.Add(time.Since(t.start)) }
+// now reads the Transport's clock. time.Now reads the wall clock and the
+// monotonic one; the Transport needs only the second (its times are
+// compared with each other, and a server's with the offset learnt from
+// it), and reading one costs half as much on every request.
+func (t *Transport) now() mono { return mono(time.Since(t.epoch)) }
 
 // RoundTrip sends req once it fits the rate limits of its partition, and
 // again (see MaxRetries) while it is throttled. It returns a *WaitError
@@ -177,7 +177,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		var sent time.Time
+		var sent mono
 		if t.Adaptive && p.local != nil {
 			sent = t.now() // for the rate the server accepts: see learn.go
 		}

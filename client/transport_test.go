@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -306,6 +307,33 @@ func TestHostileDelaysAreCapped(t *testing.T) {
 				}
 				if d := time.Since(start); d > 2*time.Second*6/5 {
 					t.Errorf("waited %v, want at most MaxDelay (2s) plus a fifth of jitter", d)
+				}
+			})
+		})
+	}
+}
+
+// TestFarDelaysBlockAtTheLargestMaxDelay: with MaxDelay as large as a
+// Duration goes, a throttle or a reset as far away as a server can write
+// blocks the partition (the next request would wait past MaxWait): the
+// time it ends is the farthest the clock holds, not a sum that overflowed
+// into the past.
+func TestFarDelaysBlockAtTheLargestMaxDelay(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		fields []string
+	}{
+		{http.StatusTooManyRequests, []string{"Retry-After", "999999999999999"}},
+		{http.StatusOK, []string{"RateLimit", `"default";r=0;t=999999999999999`}},
+	} {
+		t.Run(c.fields[0], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &fakeBase{respond: always(c.status, c.fields...)}
+				tr := &ratelimitclient.Transport{Base: base, MaxDelay: math.MaxInt64, MaxRetries: -1}
+				send(tr, get("http://api.test/"))
+				_, err := send(tr, get("http://api.test/"))
+				if !errors.Is(err, ratelimitclient.ErrWouldWait) || base.count() != 1 {
+					t.Errorf("after %v: error %v with %d sends, want ErrWouldWait without a second send", c.fields, err, base.count())
 				}
 			})
 		})
