@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -136,7 +135,7 @@ func (l *Limiter) serveHolding(w http.ResponseWriter, r *http.Request, next http
 		l.serveWith(w, r, h, next)
 		return
 	}
-	defer d.done(l, r)
+	defer d.done(l)
 	if d.sw != nil {
 		w = d.sw
 	}
@@ -153,17 +152,17 @@ func (l *Limiter) serveHoldingRoute(w http.ResponseWriter, r *http.Request, rt r
 	if d.f == nil {
 		return true, l.serveHeld(r, h, next)
 	}
-	defer d.done(l, r)
+	defer d.done(l)
 	if d.sr != nil {
 		r = &d.sr.req
 	}
 	return true, next(r)
 }
 
-// done gives back what d holds, once its request r has been served: the
+// done gives back what d holds, once its request has been served: the
 // slot, or the settlement of what the handler reported with Settle. Its
 // state is marked served first, so that a later Settle reports false.
-func (d *directHeld) done(l *Limiter, r *http.Request) {
+func (d *directHeld) done(l *Limiter) {
 	var s *settleState
 	switch {
 	case d.sw != nil:
@@ -179,8 +178,11 @@ func (d *directHeld) done(l *Limiter, r *http.Request) {
 		return
 	}
 	if a := s.serve(); a != 0 {
-		st := d.settlement(l.rules[0])
-		l.settleOne(context.Background(), r, &st, a-1)
+		// Straight to the engine the admission was taken from, as
+		// settleOne would through the store, less the store's checks of
+		// a request the direct path built.
+		delta := a - 1 - 1 // the actual cost less the estimate, 1
+		d.f.check.Settle(d.key, l.rules[0].settleSlot(d.slot, delta), int64(delta), d.f.now())
 	}
 }
 

@@ -252,7 +252,7 @@ func (l *Limiter) settleOne(ctx context.Context, r *http.Request, s *settlement,
 		return
 	}
 	req := s.req
-	req.Slot, req.MaxDelay = s.slot, 0
+	req.Slot, req.MaxDelay = s.ru.settleSlot(s.slot, delta), 0
 	ctx, cancel := l.budget(ctx)
 	defer cancel()
 	var err error
@@ -261,20 +261,26 @@ func (l *Limiter) settleOne(ctx context.Context, r *http.Request, s *settlement,
 		_, err = s.store.Take(ctx, req)
 	} else {
 		req.Cost = -delta
-		if s.ru.pacer == nil && s.ru.Algorithm == GCRA {
-			// A rule that never reserves has no turns to keep: its
-			// refund comes off the key's time. With the token, a store
-			// would keep it as a hole whenever the key's time is past
-			// its burst, as a debt from another settlement puts it,
-			// and the refund would be lost.
-			req.Slot = 0
-		}
 		err = s.store.Return(ctx, req)
 	}
 	if err != nil {
 		l.observers.observe(Event{Rule: s.ru.Name, KeyKind: s.ru.KeyKind, Outcome: OutcomeStoreError,
 			Err: fmt.Errorf("%w: rule %q: settling %d units: %w", ErrStoreUnavailable, s.ru.Name, delta, err), Request: r})
 	}
+}
+
+// settleSlot is the slot a settlement of delta units aims at, for an
+// admission whose Result.Slot was slot.
+func (ru *rule) settleSlot(slot uint64, delta int) uint64 {
+	if delta < 0 && ru.pacer == nil && ru.Algorithm == GCRA {
+		// A rule that never reserves has no turns to keep: its refund
+		// comes off the key's time. With the token, a store would keep
+		// it as a hole whenever the key's time is past its burst, as a
+		// debt from another settlement puts it, and the refund would be
+		// lost.
+		return 0
+	}
+	return slot
 }
 
 // settleRequest returns r with its context carrying h's state, for the
