@@ -38,9 +38,8 @@ type directHeld struct {
 // the fields or the 429 and, when the request is admitted, fills d; a
 // settled rule's request, when carry is set, gets the settleWriter (or,
 // with d.routed, the settledRequest) that its handler is given and its
-// field values live in. It reports handled
-// false, having taken and written nothing, when r needs the general path
-// (see admit).
+// field values live in. It reports handled false, having taken and
+// written nothing, when r needs the general path (see admit).
 func (f *fastRule) takeHolding(w http.ResponseWriter, r *http.Request, ru *rule, d *directHeld, carry bool) (ok, handled bool) {
 	key, err := ru.Key(r)
 	if err != nil {
