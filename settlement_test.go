@@ -423,3 +423,29 @@ func TestSettlementBelowOneCountsAsOne(t *testing.T) {
 		}
 	}
 }
+
+// TestSettlementOfTheEstimateCallsNoStore: a handler that settles its
+// estimate leaves the store alone after the admission's one Take; one that
+// settles more calls it once more (a forced Take), one that settles less
+// once (a Return).
+func TestSettlementOfTheEstimateCallsNoStore(t *testing.T) {
+	for _, c := range []struct {
+		actual                int
+		takes, returns, wantR int
+	}{{5, 1, 0, 95}, {8, 2, 0, 92}, {2, 1, 1, 98}} {
+		clock := ratelimittest.NewClock(ratelimittest.Epoch())
+		cs := &ratelimittest.CountingStore{Store: memory.New(memory.WithClock(clock))}
+		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true,
+			Cost: func(*http.Request) int { return 5 }, Store: cs}}, ratelimit.WithClock(clock))
+		l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ratelimit.Settle(w, r, c.actual)
+		})).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		if cs.Takes.Load() != int64(c.takes) || cs.Returns.Load() != int64(c.returns) {
+			t.Errorf("settling %d of 5: %d Take and %d Return calls; want %d and %d",
+				c.actual, cs.Takes.Load(), cs.Returns.Load(), c.takes, c.returns)
+		}
+		if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != c.wantR {
+			t.Errorf("settling %d of 5: Remaining %d; want %d", c.actual, res.Remaining, c.wantR)
+		}
+	}
+}
