@@ -379,7 +379,7 @@ func (l *Limiter) serveAdaptiveHolding(w http.ResponseWriter, r *http.Request, n
 		}
 	}()
 	if hd != nil {
-		r = l.settleRequest(r, hd)
+		w = l.settleWriter(w, hd)
 	}
 	next.ServeHTTP(w, r)
 	served = true

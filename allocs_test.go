@@ -67,8 +67,9 @@ func TestStackedRulesAllocations(t *testing.T) {
 
 // TestSettledRuleAllocations: a request admitted under a settled rule, on
 // the in-process store, carries what Settle needs to its handler, with the
-// request the handler is given and the response's fields, in one
-// allocation; a denied one allocates nothing.
+// response's fields, on a writer handed out from a block of them: a
+// fraction of an allocation, where a copy of the request with a context
+// of its own cost one. A denied request allocates nothing.
 func TestSettledRuleAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own: allocation counts say nothing")
@@ -77,7 +78,7 @@ func TestSettledRuleAllocations(t *testing.T) {
 		settled := 0
 		h := ratelimit.NewRules([]ratelimit.Rule{{Name: "settled", Limit: c.limit, Key: ratelimit.ByIP(), Settled: true}})(
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if ratelimit.Settle(r.Context(), 1) {
+				if ratelimit.Settle(w, r, 1) {
 					settled++
 				}
 			}))
@@ -88,8 +89,8 @@ func TestSettledRuleAllocations(t *testing.T) {
 		if c.want == http.StatusOK && settled == 0 {
 			t.Fatalf("%s: no handler could settle", c.name)
 		}
-		if got > c.max {
-			t.Errorf("%s: %.1f allocations per request, want at most %.0f", c.name, got, c.max)
+		if limit := min(c.max, 0.25); got > limit {
+			t.Errorf("%s: %.2f allocations per request, want at most %.2f", c.name, got, limit)
 		}
 	}
 }

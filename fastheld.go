@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -24,18 +23,23 @@ const noDelay = -1
 type directHeld struct {
 	f    *fastRule
 	key  string
-	slot uint64          // the admission's Result.Slot
-	now  int64           // the admission's time
-	sr   *settledRequest // a settled rule's, for its handler; nil for a Concurrency rule
+	slot uint64 // the admission's Result.Slot
+	now  int64  // the admission's time
+	// A settled rule's admission reaches its handler on sw (Handler) or,
+	// when routed is set before the decision, on sr (ServeRoute); both
+	// are nil for a Concurrency rule.
+	sw     *settleWriter
+	sr     *settledRequest
+	routed bool
 }
 
 // takeHolding is the direct path of a request that holds something once
 // admitted, as admit is for a plain rate. It takes the decision, writes
 // the fields or the 429 and, when the request is admitted, fills d; a
-// settled rule's request, when carry is set, gets the settledRequest that
-// its handler's request and its field values live in. It reports handled
-// false, having taken and written nothing, when r needs the general path
-// (see admit).
+// settled rule's request, when carry is set, gets the settleWriter (or,
+// with d.routed, the settledRequest) that its handler is given and its
+// field values live in. It reports handled false, having taken and
+// written nothing, when r needs the general path (see admit).
 func (f *fastRule) takeHolding(w http.ResponseWriter, r *http.Request, ru *rule, d *directHeld, carry bool) (ok, handled bool) {
 	key, err := ru.Key(r)
 	if err != nil {
@@ -66,9 +70,12 @@ func (f *fastRule) takeHolding(w http.ResponseWriter, r *http.Request, ru *rule,
 	switch {
 	case f.slots:
 		f.setFields(h, res.Remaining, noDelay, now)
-	case carry:
+	case carry && d.routed:
 		d.sr = newSettledRequest(r)
 		f.allowedIn(h, &res, &d.sr.vals, d.sr.buf[:0])
+	case carry:
+		d.sw = newSettleWriter(w)
+		f.allowedIn(h, &res, &d.sw.vals, d.sw.buf[:0])
 	default:
 		f.allowed(h, &res, now)
 	}
@@ -120,20 +127,23 @@ func (l *Limiter) serveHolding(w http.ResponseWriter, r *http.Request, next http
 		return
 	}
 	if d.f == nil {
-		// serveHeld calls the closure and keeps it nowhere: it stays on the stack.
-		_ = l.serveHeld(r, h, func(r *http.Request) error { next.ServeHTTP(w, r); return nil })
+		if h == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		l.serveWith(w, r, h, next)
 		return
 	}
-	defer d.done(l, r)
-	if d.sr != nil {
-		r = &d.sr.req
+	defer d.done(l)
+	if d.sw != nil {
+		w = d.sw
 	}
 	next.ServeHTTP(w, r)
 }
 
 // serveHoldingRoute is serveHolding for ServeRoute's middleware path.
 func (l *Limiter) serveHoldingRoute(w http.ResponseWriter, r *http.Request, rt routing, next func(*http.Request) error) (served bool, err error) {
-	var d directHeld
+	d := directHeld{routed: true}
 	h, ok := l.admitHeld(w, r, rt, &d)
 	if !ok {
 		return false, nil
@@ -141,18 +151,24 @@ func (l *Limiter) serveHoldingRoute(w http.ResponseWriter, r *http.Request, rt r
 	if d.f == nil {
 		return true, l.serveHeld(r, h, next)
 	}
-	defer d.done(l, r)
+	defer d.done(l)
 	if d.sr != nil {
 		r = &d.sr.req
 	}
 	return true, next(r)
 }
 
-// done gives back what d holds, once its request r has been served: the
+// done gives back what d holds, once its request has been served: the
 // slot, or the settlement of what the handler reported with Settle. Its
 // state is marked served first, so that a later Settle reports false.
-func (d *directHeld) done(l *Limiter, r *http.Request) {
-	if d.sr == nil {
+func (d *directHeld) done(l *Limiter) {
+	var s *settleState
+	switch {
+	case d.sw != nil:
+		s = &d.sw.settleState
+	case d.sr != nil:
+		s = &d.sr.ctx.settleState
+	default:
 		// At the admission's time, which saves a clock read: the slot is
 		// found by its token, and entries that expired since the
 		// admission are dropped by the key's next take, as by this
@@ -160,9 +176,12 @@ func (d *directHeld) done(l *Limiter, r *http.Request) {
 		d.f.check.Release(d.key, d.slot, d.now)
 		return
 	}
-	if a := d.sr.ctx.serve(); a != 0 {
-		st := d.settlement(l.rules[0])
-		l.settleOne(context.Background(), r, &st, a-1)
+	if a := s.serve(); a != 0 {
+		// Straight to the engine the admission was taken from, as
+		// settleOne would through the store, less the store's checks of
+		// a request the direct path built.
+		delta := a - 1 - 1 // the actual cost less the estimate, 1
+		d.f.check.Settle(d.key, l.rules[0].settleSlot(d.slot, delta), int64(delta), d.f.now())
 	}
 }
 

@@ -279,9 +279,17 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		next.ServeHTTP(w, r)
 		return
 	}
+	l.serveWith(w, r, h, next)
+}
+
+// serveWith runs next for a request admitted by the middleware holding h,
+// and gives back what it holds when next returns or panics. Under a
+// limiter that settles costs, the handler is given the writer that
+// carries h's state to Settle.
+func (l *Limiter) serveWith(w http.ResponseWriter, r *http.Request, h *held, next http.Handler) {
 	served := false
 	defer func() { h.doneServed(served); l.recycle(h) }() // open-coded: no allocation
-	next.ServeHTTP(w, l.settleRequest(r, h))
+	next.ServeHTTP(l.settleWriter(w, h), r)
 	served = true
 }
 
@@ -289,8 +297,8 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 // rate-limit fields on w and, when the request may proceed, returns ok and
 // a done function that the caller must call once the request has been
 // served (Verdict.Done). Otherwise it has written the response and the
-// caller must stop. Admit cannot pass the handler a context for Settle:
-// for a limiter that Settles, use Check and Verdict.Context.
+// caller must stop. Admit cannot pass the handler a context or a writer
+// for Settle: for a limiter that Settles, use Check and Verdict.Context.
 func (l *Limiter) Admit(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
 	return l.admit(w, r, routing{})
 }

@@ -9,13 +9,14 @@ import (
 	"github.com/sluicehq/ratelimit/stores"
 )
 
-// Settle reports the actual cost of the request whose context is ctx, for
-// the rules that settle (Rule.Settled) of every limiter
-// serving it: LLM tokens, rows scanned, bytes sent, known only once the
-// handler has done its work. Call it from the handler, before it returns;
-// the last call wins. When the request has been served, each such rule
-// charges actual minus its estimate (the request's cost when admitted) or
-// gives the difference back:
+// Settle reports the actual cost of the request that w and r serve, for
+// the rules that settle (Rule.Settled) of every limiter serving it: LLM
+// tokens, rows scanned, bytes sent, known only once the handler has done
+// its work. Call it from the handler, with the ResponseWriter and the
+// Request it was given, before it returns; the last call wins. When the
+// request has been served, each such rule charges actual minus its
+// estimate (the request's cost when admitted) or gives the difference
+// back:
 //
 //   - against what the admission consumed: for GCRA, the key's bucket; for
 //     the window algorithms, the window the request counted in, never a
@@ -27,20 +28,52 @@ import (
 //   - on a context detached from the client's, within the limiter's time
 //     budget: a client that disconnects mid-handler is still charged.
 //
+// Settle finds the limiters through both of its arguments. Limiter.Handler
+// passes the request on unchanged and gives the handler a writer that
+// carries the admission: Settle reaches it, and the limiters around it,
+// through w and the writers w wraps (their Unwrap methods, as
+// http.ResponseController follows them). ServeRoute, and the gin, echo and
+// chi adapters built on it, carry the admission in the request's context
+// instead (Verdict.Context), which Settle reads from r. Either may be nil;
+// a handler with only a context (gRPC) calls SettleContext.
+//
 // A request that never calls Settle keeps its estimate, and so does one
 // admitted while its rule's store failed open (nothing was taken to
-// settle against). Settle reports whether ctx belongs to a request with a
-// rule still to settle: false outside a settling limiter and once the
-// request has been served (a late call changes nothing).
+// settle against). Settle reports whether it reached a rule still to
+// settle: false outside a settling limiter and once the request has been
+// served (a late call changes nothing, and reaches no other request).
 //
 // actual below one counts as one, as a cost does at admission: an admitted
 // request is never free, so a rule bounds the requests it admits whatever
 // they settle. For an LLM call that failed before producing a token, settle
 // 0: the estimate is given back but for one unit, and a client whose calls
 // all fail at once is still held to the limit's number of calls.
-func Settle(ctx context.Context, actual int) bool {
-	s, _ := ctx.Value(settleKey{}).(*settleState)
+func Settle(w http.ResponseWriter, r *http.Request, actual int) bool {
 	actual = min(max(actual, 1), stores.MaxCount)
+	ok := false
+	if w != nil {
+		ok = settleWriters(w, actual)
+	}
+	if r != nil {
+		ok = settleIn(r.Context(), actual) || ok
+	}
+	return ok
+}
+
+// SettleContext is Settle for a handler that has a context and no
+// ResponseWriter: a gRPC handler under the grpc adapter, whose context
+// carries the admission, or one given Verdict.Context by an adapter of its
+// own. It reaches the limiters whose admission the context carries, and
+// so not Limiter.Handler's, which is on the handler's writer: there, call
+// Settle with the writer.
+func SettleContext(ctx context.Context, actual int) bool {
+	return settleIn(ctx, min(max(actual, 1), stores.MaxCount))
+}
+
+// settleIn reports actual to every state that ctx carries, and whether
+// one of them had a rule still to settle.
+func settleIn(ctx context.Context, actual int) bool {
+	s, _ := ctx.Value(settleKey{}).(*settleState)
 	ok := false
 	for ; s != nil; s = s.outer {
 		ok = s.report(actual) || ok
@@ -53,13 +86,14 @@ type settleKey struct{}
 // settleState is what Settle reaches of an admitted request: the actual
 // cost it reported and whether the request has been served, in one word,
 // so that the settlement takes the cost and closes the state at once.
-// Contexts keep it for as long as anything refers to them, so it is never
-// recycled and never part of what is: the held that gives back what the
-// request took may serve another request as soon as this one has been
-// served, while a goroutine the handler left behind can still call Settle.
+// The contexts and writers that carry it keep it for as long as anything
+// refers to them, so it is never recycled and never part of what is: the
+// held that gives back what the request took may serve another request as
+// soon as this one has been served, while a goroutine the handler left
+// behind can still call Settle.
 type settleState struct {
 	word  atomic.Int64 // the cost Settle reported, plus one (0 until it does), with servedBit once served
-	outer *settleState // the state of a limiter around this one, which Settle reaches too
+	outer *settleState // in a context, the state of a limiter around this one, which Settle reaches too
 }
 
 // servedBit marks a state whose request has been served: above every cost
@@ -123,9 +157,9 @@ func (c *settleAlias) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// settledRequest is what a request admitted by a limiter that settles
-// costs is given beyond its admission, in one allocation: the request its
-// handler is given, whose context carries the state to Settle, and on the
+// settledRequest is what a request admitted through ServeRoute by a
+// limiter that settles costs is given beyond its admission, in one
+// allocation: the request its handler is given, whose context carries the state to Settle, and on the
 // direct path its response's field values. Nothing in it is recycled: the
 // handler may keep the request and its context.
 type settledRequest struct {
@@ -144,10 +178,10 @@ func newSettledRequest(r *http.Request) *settledRequest {
 	return sr
 }
 
-// Context returns ctx carrying what Settle needs to reach the verdict's
-// settled rules: adapters built on Check pass it to the handler (as the
-// request's context) when the limiter settles costs. It returns ctx itself
-// otherwise.
+// Context returns ctx carrying what Settle and SettleContext need to reach
+// the verdict's settled rules: adapters built on Check pass it to the
+// handler (as the request's context) when the limiter settles costs. It
+// returns ctx itself otherwise.
 func (v Verdict) Context(ctx context.Context) context.Context {
 	if v.held == nil || !v.l.settled {
 		return ctx
@@ -218,7 +252,7 @@ func (l *Limiter) settleOne(ctx context.Context, r *http.Request, s *settlement,
 		return
 	}
 	req := s.req
-	req.Slot, req.MaxDelay = s.slot, 0
+	req.Slot, req.MaxDelay = s.ru.settleSlot(s.slot, delta), 0
 	ctx, cancel := l.budget(ctx)
 	defer cancel()
 	var err error
@@ -227,14 +261,6 @@ func (l *Limiter) settleOne(ctx context.Context, r *http.Request, s *settlement,
 		_, err = s.store.Take(ctx, req)
 	} else {
 		req.Cost = -delta
-		if s.ru.pacer == nil && s.ru.Algorithm == GCRA {
-			// A rule that never reserves has no turns to keep: its
-			// refund comes off the key's time. With the token, a store
-			// would keep it as a hole whenever the key's time is past
-			// its burst, as a debt from another settlement puts it,
-			// and the refund would be lost.
-			req.Slot = 0
-		}
 		err = s.store.Return(ctx, req)
 	}
 	if err != nil {
@@ -243,9 +269,24 @@ func (l *Limiter) settleOne(ctx context.Context, r *http.Request, s *settlement,
 	}
 }
 
+// settleSlot is the slot a settlement of delta units aims at, for an
+// admission whose Result.Slot was slot.
+func (ru *rule) settleSlot(slot uint64, delta int) uint64 {
+	if delta < 0 && ru.pacer == nil && ru.Algorithm == GCRA {
+		// A rule that never reserves has no turns to keep: its refund
+		// comes off the key's time. With the token, a store would keep
+		// it as a hole whenever the key's time is past its burst, as a
+		// debt from another settlement puts it, and the refund would be
+		// lost.
+		return 0
+	}
+	return slot
+}
+
 // settleRequest returns r with its context carrying h's state, for the
-// handler's Settle, when the limiter settles costs. h is the middleware's
-// own, fresh from its admission: never carried before.
+// handler's Settle, when the limiter settles costs: ServeRoute's way, whose
+// handler is given a request and no writer. h is the middleware's own,
+// fresh from its admission: never carried before.
 func (l *Limiter) settleRequest(r *http.Request, h *held) *http.Request {
 	if !l.settled || h == nil {
 		return r
@@ -256,7 +297,7 @@ func (l *Limiter) settleRequest(r *http.Request, h *held) *http.Request {
 }
 
 // Settles reports whether a rule of the limiter settles costs
-// (Rule.Settled). Adapters built on Admit, which cannot
-// give the handler a new context, serve such a limiter with Check and
+// (Rule.Settled). Adapters built on Admit, which cannot give the handler a
+// new context or writer, serve such a limiter with Check and
 // Verdict.Context instead, and keep Admit's direct path for the others.
 func (l *Limiter) Settles() bool { return l.settled }

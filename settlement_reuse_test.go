@@ -55,25 +55,29 @@ func eachSettledPath(t *testing.T, perHour int, test func(t *testing.T, l *ratel
 	}
 }
 
-// TestLateSettleReachesNoOtherRequest: Settle with the context of a
-// request already served (a goroutine its handler left behind) reports
+// TestLateSettleReachesNoOtherRequest: Settle with the writer and request
+// of a request already served (a goroutine its handler left behind) reports
 // false and changes nothing, while each later request, which may be
 // admitted into what the served ones held, is charged exactly what it
 // settled itself: on the direct path and the general one, through Handler
 // and ServeRoute.
 func TestLateSettleReachesNoOtherRequest(t *testing.T) {
 	eachSettledPath(t, 1000, func(t *testing.T, l *ratelimit.Limiter, serve settledServe) {
-		var served []context.Context // the contexts of the requests served so far
-		next := func(_ http.ResponseWriter, r *http.Request) {
-			if !ratelimit.Settle(r.Context(), 3) {
+		type call struct {
+			w http.ResponseWriter
+			r *http.Request
+		}
+		var served []call // the writers and requests of the requests served so far
+		next := func(w http.ResponseWriter, r *http.Request) {
+			if !ratelimit.Settle(w, r, 3) {
 				t.Error("Settle in the handler found no rule to settle")
 			}
-			for i, ctx := range served {
-				if ratelimit.Settle(ctx, 100) {
-					t.Errorf("Settle with served request %d's context reported a rule to settle", i)
+			for i, c := range served {
+				if ratelimit.Settle(c.w, c.r, 100) {
+					t.Errorf("Settle with served request %d's writer and request reported a rule to settle", i)
 				}
 			}
-			served = append(served, r.Context())
+			served = append(served, call{w, r})
 		}
 		const n = 8
 		for range n {
@@ -101,13 +105,13 @@ func TestSettleFromLeftoverGoroutines(t *testing.T) {
 		var lateSettled, lostValue sync.Once
 		release := make(chan struct{})
 		var served chan struct{} // closed once the request being served has been
-		next := func(_ http.ResponseWriter, r *http.Request) {
+		next := func(w http.ResponseWriter, r *http.Request) {
 			ctx, served := r.Context(), served
-			ratelimit.Settle(ctx, 2)
+			ratelimit.Settle(w, r, 2)
 			late.Go(func() {
 				<-served
 				<-release
-				if ratelimit.Settle(ctx, 500) {
+				if ratelimit.Settle(w, r, 500) {
 					lateSettled.Do(func() { t.Error("a late Settle reported a rule to settle") })
 				}
 				if ctx.Value(key{}) != "mine" {
@@ -140,10 +144,13 @@ func TestSettleFromLeftoverGoroutines(t *testing.T) {
 // through Handler and ServeRoute.
 func TestSettledHandlerPanicSettlesOnce(t *testing.T) {
 	eachSettledPath(t, 1000, func(t *testing.T, l *ratelimit.Limiter, serve settledServe) {
-		var ctx context.Context
-		next := func(_ http.ResponseWriter, r *http.Request) {
-			ctx = r.Context()
-			ratelimit.Settle(ctx, 40)
+		var (
+			hw http.ResponseWriter
+			hr *http.Request
+		)
+		next := func(w http.ResponseWriter, r *http.Request) {
+			hw, hr = w, r
+			ratelimit.Settle(w, r, 40)
 			panic("handler failed")
 		}
 		func() {
@@ -154,7 +161,7 @@ func TestSettledHandlerPanicSettlesOnce(t *testing.T) {
 			}()
 			serve(next, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 		}()
-		if ratelimit.Settle(ctx, 7) {
+		if ratelimit.Settle(hw, hr, 7) {
 			t.Error("Settle after the panicked request reported a rule to settle")
 		}
 		if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != 1000-40 {

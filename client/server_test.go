@@ -68,7 +68,7 @@ func TestClientWithinEveryLimitIsNeverSlowed(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if c.cost > 0 {
-						ratelimit.Settle(r.Context(), c.cost)
+						ratelimit.Settle(w, r, c.cost)
 					}
 					io.WriteString(w, "ok")
 				})

@@ -66,8 +66,8 @@
 //
 // Under a limiter that settles costs (ratelimit.Rule.Settled), handlers
 // report a request's actual cost with
-// ratelimit.Settle(c.Request.Context(), n): the middleware gives
-// c.Request the context Settle reads.
+// ratelimit.Settle(c.Writer, c.Request, n): the middleware gives c.Request
+// the context Settle reads.
 //
 // # Client IP
 //

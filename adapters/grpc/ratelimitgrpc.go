@@ -84,8 +84,8 @@
 // # Settled costs
 //
 // Under a limiter that settles costs (ratelimit.Rule.Settled), handlers
-// report a call's actual cost with ratelimit.Settle(ctx, n): unary
-// handlers get a context carrying what Settle reads, and stream handlers a
+// report a call's actual cost with ratelimit.SettleContext(ctx, n): unary
+// handlers get a context carrying what it reads, and stream handlers a
 // stream whose Context does.
 //
 // # Carve-outs
@@ -208,7 +208,7 @@ func StreamServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.StreamSe
 // setHeader and returns the recorder whose ended method the caller must
 // call when the RPC ends (nil for an exempt method: ended does nothing)
 // and the context to serve it with (ctx, or ctx carrying what
-// ratelimit.Settle needs when the limiter settles costs), or the status
+// ratelimit.SettleContext needs when the limiter settles costs), or the status
 // error that ends it now.
 func (c *config) admit(ctx context.Context, fullMethod string, setHeader func(metadata.MD) error) (*recorder, context.Context, error) {
 	if _, ok := c.exempt[fullMethod]; ok {
@@ -216,8 +216,8 @@ func (c *config) admit(ctx context.Context, fullMethod string, setHeader func(me
 	}
 	w := &recorder{header: make(http.Header, 4)} // the fields of a denial
 	// One path for every limiter: the verdict's Done reads the outcome from
-	// w, the writer given to Write, and its context carries what Settle
-	// needs when the limiter settles costs.
+	// w, the writer given to Write, and its context carries what
+	// SettleContext needs when the limiter settles costs.
 	w.verdict = c.l.Check(newRequest(ctx, fullMethod))
 	w.verdict.Write(w)
 	ok := w.verdict.Allowed()
@@ -235,8 +235,8 @@ func (c *config) admit(ctx context.Context, fullMethod string, setHeader func(me
 	return nil, nil, w.status()
 }
 
-// settleStream is a stream whose context carries what ratelimit.Settle
-// needs.
+// settleStream is a stream whose context carries what
+// ratelimit.SettleContext needs.
 type settleStream struct {
 	grpc.ServerStream
 	ctx context.Context

@@ -1,6 +1,35 @@
 package memstore
 
-import "math"
+import (
+	"hash/maphash"
+	"math"
+)
+
+// Settle applies to key, at now, the settlement of an admission that p's
+// Take decided: a forced take of delta units (delta > 0) or a return of
+// -delta (delta < 0), aimed at slot (the admission's Result.Slot, or 0 for
+// the state as it is at now). It changes the state as Store.Take with
+// Force, or Store.Return, of p's request with that cost and slot would,
+// without validating or hashing the rule again.
+func (p *Prepared) Settle(key string, slot uint64, delta, now int64) {
+	if delta == 0 {
+		return
+	}
+	s := p.s
+	h := maphash.String(s.seed, key) ^ p.mix
+	if h == 0 {
+		h = 1
+	}
+	r := p.req
+	r.Key, r.Slot, r.MaxDelay = key, slot, 0
+	if delta > 0 {
+		r.Cost, r.Force = delta, true
+		s.takeHashed(&r, h, now)
+		return
+	}
+	r.Cost = -delta
+	s.returnHashed(&r, h, now)
+}
 
 // settleWindow applies delta units of r to w at now: a forced take (delta
 // > 0, a settlement of units already spent) or a return (delta < 0), to the

@@ -298,7 +298,11 @@ func afterSwept(swept, now int64, r *Request) (int64, int64, int64) {
 
 // Return gives back r.Cost units of r's key.
 func (s *Store) Return(r *Request, now int64) {
-	h := s.hash(r)
+	s.returnHashed(r, s.hash(r), now)
+}
+
+// returnHashed is Return for a request whose hash h is already known.
+func (s *Store) returnHashed(r *Request, h uint64, now int64) {
 	i := s.index(h)
 	if r.Alg == GCRA {
 		sh := &s.gcra[i]

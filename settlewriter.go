@@ -1,0 +1,115 @@
+package ratelimit
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+)
+
+// settleWriter is the ResponseWriter that Limiter.Handler gives the
+// handler of a request admitted under a rule that settles costs: the
+// writer it was given, with the state that Settle reaches through the
+// writer's Unwrap chain, and on the direct path the response's field
+// values. The request is passed on unchanged, so admitting it copies
+// nothing of it.
+//
+// Like net/http's own writer, it must not be used once its handler has
+// returned. One that is (a goroutine the handler left it to) is harmless:
+// each settleWriter serves a single request and is never reused, so a
+// late Settle finds its own request served and reaches no other.
+type settleWriter struct {
+	http.ResponseWriter
+	settleState
+	vals [2]string // RateLimit-Policy, RateLimit
+	buf  [48]byte  // the RateLimit value, when it fits
+}
+
+// Unwrap returns the writer w wraps: for http.ResponseController, and for
+// Settle, which reaches every limiter around this one through it.
+func (w *settleWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush sends what was written so far, when the writer underneath can:
+// for handlers that stream (http.Flusher).
+func (w *settleWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+// FlushError is Flush with its error, for http.ResponseController.
+func (w *settleWriter) FlushError() error {
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack hands the connection over, when the writer underneath can.
+func (w *settleWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// ReadFrom copies src to the response through the writer underneath, so
+// that a file served under a settled rule still goes out as the writer
+// underneath would send it (sendfile, with net/http's).
+func (w *settleWriter) ReadFrom(src io.Reader) (int64, error) {
+	return io.Copy(w.ResponseWriter, src)
+}
+
+// settleBlockSize is how many settleWriters are allocated at once.
+const settleBlockSize = 32
+
+// settleBlock is settleWriters allocated together and handed out in turn,
+// each once: a settled request's writer costs a thirty-second of an
+// allocation, and none is ever given to two requests. A block is taken
+// from the pool of the processor that serves the request, so that requests
+// served on different processors do not share a counter.
+type settleBlock struct {
+	next int
+	ws   [settleBlockSize]settleWriter
+}
+
+var settleBlocks sync.Pool // of *settleBlock with writers left
+
+// newSettleWriter returns a settleWriter around w, with nothing settled.
+func newSettleWriter(w http.ResponseWriter) *settleWriter {
+	b, _ := settleBlocks.Get().(*settleBlock)
+	if b == nil {
+		b = new(settleBlock)
+	}
+	sw := &b.ws[b.next]
+	if b.next++; b.next < settleBlockSize {
+		settleBlocks.Put(b)
+	}
+	sw.ResponseWriter = w
+	return sw
+}
+
+// settleWriter returns w wrapped in a settleWriter that carries h's state,
+// for the handler's Settle, when the limiter settles costs. h is the
+// middleware's own, fresh from its admission: never carried before.
+func (l *Limiter) settleWriter(w http.ResponseWriter, h *held) http.ResponseWriter {
+	if !l.settled || h == nil {
+		return w
+	}
+	sw := newSettleWriter(w)
+	h.adopt(&sw.settleState)
+	return sw
+}
+
+// maxUnwraps bounds the writers Settle unwraps, so that a writer whose
+// Unwrap returns itself (or a cycle of them) cannot hold it forever.
+const maxUnwraps = 64
+
+// settleWriters reports actual to the state of every settleWriter in w's
+// Unwrap chain, and whether one of them had a rule still to settle.
+func settleWriters(w http.ResponseWriter, actual int) bool {
+	ok := false
+	for range maxUnwraps {
+		switch t := w.(type) {
+		case *settleWriter:
+			ok = t.report(actual) || ok
+			w = t.ResponseWriter
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return ok
+		}
+	}
+	return ok
+}
