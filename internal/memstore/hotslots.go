@@ -59,12 +59,20 @@ func (sh *cshard) hotFor(h uint64) *slots {
 
 // take acquires r's slots for key h at now.
 func (sh *cshard) take(capacity int, h uint64, r *Request, now int64) Result {
+	res, _ := sh.takeHeld(capacity, h, r, now)
+	return res
+}
+
+// takeHeld is take that also returns the key's queue when the slots were
+// taken from it as the shard's hot queue (see Held), else nil.
+func (sh *cshard) takeHeld(capacity int, h uint64, r *Request, now int64) (Result, *slots) {
 	if sh.hot.Load() != nil {
 		if q := sh.hotFor(h); q != nil {
 			if q.next < sh.end.Load() {
+				q.applyReturned(now)
 				res := q.take(now, r.Limit, r.Cost, &q.next)
 				q.mu.Unlock()
-				return res
+				return res, q
 			}
 			q.mu.Unlock() // out of tokens: the next block under the shard's lock
 		}
@@ -79,7 +87,7 @@ func (sh *cshard) take(capacity int, h uint64, r *Request, now int64) Result {
 		}
 	}
 	sh.mu.Unlock()
-	return res
+	return res, nil
 }
 
 // release gives back the slots of key h named by token (see
@@ -87,6 +95,7 @@ func (sh *cshard) take(capacity int, h uint64, r *Request, now int64) Result {
 func (sh *cshard) release(h, token uint64, cost, now int64) {
 	if sh.hot.Load() != nil {
 		if q := sh.hotFor(h); q != nil {
+			q.applyReturned(now)
 			q.release(now, token, cost)
 			q.mu.Unlock()
 			return
@@ -97,6 +106,7 @@ func (sh *cshard) release(h, token uint64, cost, now int64) {
 		hot := sh.hot.Load() == q // stable under the shard's lock
 		if hot {
 			q.mu.Lock()
+			q.applyReturned(now)
 		}
 		q.release(now, token, cost)
 		if hot {
@@ -106,10 +116,35 @@ func (sh *cshard) release(h, token uint64, cost, now int64) {
 	sh.mu.Unlock()
 }
 
+// releaseHeld is release of the slots that hd's acquisition took, named
+// by token. If they came from the hot queue, the token is left in the
+// queue's returned box, without the queue's lock, for the next holder of
+// the lock to apply: one write of the queue's line, which the next
+// acquisition needs anyway, and no wait. It goes the locked way when the
+// box is full or the queue is no longer hot.
+func (sh *cshard) releaseHeld(hd *Held, token uint64, cost, now int64) {
+	if q := hd.q; q != nil && token != 0 && q.returned.CompareAndSwap(0, token) {
+		// q is hd's key's own queue. Seen hot after the token was left,
+		// it is demoted (if ever) after this load, and demote applies
+		// the box after it stops the heat: the token is applied once,
+		// by demote or by an acquisition before it.
+		if sh.hot.Load() == q {
+			return
+		}
+		// Not hot: take the token back, unless a holder of q's lock
+		// applied it already.
+		if !q.returned.CompareAndSwap(token, 0) {
+			return
+		}
+	}
+	sh.release(hd.h, token, cost, now)
+}
+
 // takeHot is applySlots for the hot queue q; the caller holds the shard's
 // lock.
 func (sh *cshard) takeHot(q *slots, r *Request, now int64) Result {
 	q.mu.Lock()
+	q.applyReturned(now)
 	if q.next >= sh.end.Load() { // the block ran out: the next one
 		sh.reserveBlock(q)
 	}
@@ -154,6 +189,10 @@ func (sh *cshard) demote() {
 	}
 	q.mu.Lock()
 	sh.hot.Store(nil)
+	// After the store: a release that saw q hot left its token before it
+	// (see releaseHeld). Applied at the earliest time, so that it expires
+	// nothing that the key's next check would not.
+	q.applyReturned(math.MinInt64)
 	q.last = q.resetAt()
 	q.mu.Unlock()
 	lower(&sh.shard, q.last)

@@ -1,6 +1,9 @@
 package memstore
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // slots is the state of a Concurrency key: one entry per acquisition still
 // in flight, each with its own deadline, so that a slot whose holder never
@@ -17,18 +20,24 @@ import "sync"
 type slots struct {
 	// mu guards the fields below it while the queue is its shard's hot
 	// one (see cshard); otherwise the shard's lock does. What an
-	// acquisition or a release changes shares mu's cache line.
-	mu       sync.Mutex
+	// acquisition of a hot queue changes, and the returned box that its
+	// releases write, share mu's cache line.
+	mu sync.Mutex
+	// returned is the token of a slot given back without mu while the
+	// queue was hot, not yet applied, or 0 (see Held). It is applied by
+	// the next holder of mu that acts on the hot queue, or by demote.
+	returned atomic.Uint64
 	q        []slot
-	head     int32 // q[:head] are gone
-	dead     int32 // tombstones in q[head:]
-	inflight int64 // units held by the live entries
+	head     int32  // q[:head] are gone
+	dead     int32  // tombstones in q[head:]
+	inflight int64  // units held by the live entries
+	next     uint64 // a hot queue's last token (see cshard.end)
 	// last is the latest deadline ever taken: the key is kept until then
 	// even when every slot was returned, so that a busy key does not
 	// allocate its queue again on every acquisition. A hot queue's is
-	// math.MaxInt64: it is kept while hot (see cshard).
+	// math.MaxInt64: it is kept while hot (see cshard), and not written.
 	last int64
-	next uint64 // a hot queue's last token (see cshard.end)
+	_    [56]byte // the second line: see TestHotQueueWritesOneLine
 }
 
 type slot struct {
@@ -165,6 +174,17 @@ func (s *slots) release(now int64, token uint64, cost int64) {
 		}
 	}
 	s.expire(now)
+}
+
+// applyReturned applies the release left in returned, if any. The caller
+// holds mu (or the shard's lock, the queue no longer hot).
+func (s *slots) applyReturned(now int64) {
+	if s.returned.Load() == 0 {
+		return
+	}
+	if token := s.returned.Swap(0); token != 0 {
+		s.release(now, token, 0)
+	}
 }
 
 // find returns the index of token in q, or -1.
