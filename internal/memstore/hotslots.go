@@ -21,6 +21,11 @@ import (
 // checks, under the queue's lock, that it is still hot, and else takes
 // the shard's lock as for any other key.
 //
+// A release through a Held of an acquisition from the hot queue takes no
+// lock: it leaves its token in the queue's returned box, which whoever
+// next holds the queue's lock while it is hot applies first, and demote
+// applies once it has ended the heat (see releaseHeld).
+//
 // Tokens still grow along each queue and never repeat in a shard: a hot
 // queue draws them from a block of the shard's counter reserved for it
 // (up to end), and reserves the next block under the shard's lock when it
