@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -193,5 +194,48 @@ func (b *barrier) wait() {
 	}
 	for round == b.round {
 		b.cond.Wait()
+	}
+}
+
+// TestHotQueueDrawsFreshTokensAndNeverExpires: a hot queue keeps the last
+// token it drew where a queue not hot keeps its latest deadline: while hot
+// it reads as never expiring and draws a token above every earlier one,
+// across the blocks it reserves; once its heat ends it reads as expiring
+// at its last live slot's deadline again.
+func TestHotQueueDrawsFreshTokensAndNeverExpires(t *testing.T) {
+	s := New(Config{MaxKeys: 1024}) // one shard
+	sec := int64(time.Second)
+	l := Limit{Rate: 2, Period: 10 * sec}
+	p := s.Prepare(Request{Rule: "c", Alg: Concurrency, Limit: l, Cost: 1})
+	now := int64(1_700_000_000) * sec
+	var held Held
+	kept := p.TakeHeld("k", now, &held) // held to the end
+	last := kept.Slot
+	for i := range tokenBlock + 10 { // past the end of the first block
+		var hd Held
+		res := p.TakeHeld("k", now+int64(i), &hd)
+		if !res.Allowed || res.Slot <= last {
+			t.Fatalf("acquisition %d: %+v after token %d", i, res, last)
+		}
+		last = res.Slot
+		p.ReleaseHeld(&hd, res.Slot, now+int64(i))
+	}
+	sh := &s.conc[0]
+	q := sh.hot.Load()
+	if q == nil {
+		t.Fatal("the key is not hot")
+	}
+	if e := q.expiry(); e != math.MaxInt64 {
+		t.Fatalf("a hot queue expires at %d", e)
+	}
+	for range 2 { // another key's heat ends k's
+		res := p.Take("other", now)
+		p.Release("other", res.Slot, now)
+	}
+	if sh.hot.Load() == q {
+		t.Fatal("k is still hot")
+	}
+	if e, want := q.expiry(), now+l.Period; e != want {
+		t.Fatalf("after its heat: expires at %d, want %d, its held slot's deadline", e, want)
 	}
 }

@@ -73,9 +73,10 @@ func (sh *cshard) take(capacity int, h uint64, r *Request, now int64) Result {
 func (sh *cshard) takeHeld(capacity int, h uint64, r *Request, now int64) (Result, *slots) {
 	if sh.hot.Load() != nil {
 		if q := sh.hotFor(h); q != nil {
-			if q.next < sh.end.Load() {
+			if next := q.hotNext(); next < sh.end.Load() {
 				q.applyReturned(now)
-				res := q.take(now, r.Limit, r.Cost, &q.next)
+				res := q.take(now, r.Limit, r.Cost, &next)
+				q.setHotNext(next)
 				q.mu.Unlock()
 				return res, q
 			}
@@ -150,10 +151,12 @@ func (sh *cshard) releaseHeld(hd *Held, token uint64, cost, now int64) {
 func (sh *cshard) takeHot(q *slots, r *Request, now int64) Result {
 	q.mu.Lock()
 	q.applyReturned(now)
-	if q.next >= sh.end.Load() { // the block ran out: the next one
+	if q.hotNext() >= sh.end.Load() { // the block ran out: the next one
 		sh.reserveBlock(q)
 	}
-	res := q.take(now, r.Limit, r.Cost, &q.next)
+	next := q.hotNext()
+	res := q.take(now, r.Limit, r.Cost, &next)
+	q.setHotNext(next)
 	q.mu.Unlock()
 	return res
 }
@@ -161,7 +164,7 @@ func (sh *cshard) takeHot(q *slots, r *Request, now int64) Result {
 // reserveBlock gives hot queue q the next block of the shard's tokens.
 // The caller holds the shard's lock and q's.
 func (sh *cshard) reserveBlock(q *slots) {
-	q.next = sh.seq
+	q.setHotNext(sh.seq)
 	sh.seq += tokenBlock
 	sh.end.Store(sh.seq)
 }
@@ -176,8 +179,7 @@ func (sh *cshard) promote(h uint64) {
 	}
 	sh.demote()
 	q.mu.Lock()
-	sh.reserveBlock(q)
-	q.last = math.MaxInt64 // kept while hot
+	sh.reserveBlock(q) // and so q reads as never expiring (see slots.last)
 	sh.hotKey.Store(h)
 	sh.hot.Store(q)
 	q.mu.Unlock()
@@ -198,7 +200,7 @@ func (sh *cshard) demote() {
 	// (see releaseHeld). Applied at the earliest time, so that it expires
 	// nothing that the key's next check would not.
 	q.applyReturned(math.MinInt64)
-	q.last = q.resetAt()
+	q.last = max(0, q.resetAt()) // not hot: a deadline again
 	q.mu.Unlock()
 	lower(&sh.shard, q.last)
 }
