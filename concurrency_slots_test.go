@@ -196,3 +196,66 @@ func TestSlotsHeldAfterBatchReturnedToPool(t *testing.T) {
 		}
 	}
 }
+
+// TestHotKeySlotsComeBackThroughTheMiddleware: requests of one key (which
+// its store makes hot) from many goroutines at once, round after round,
+// the admitted ones held by their handlers until the limit is reached and
+// one of them panicking now and then: each round admits exactly the limit,
+// never more at once, so every slot of the round before came back, its
+// panicking holder's too.
+func TestHotKeySlotsComeBackThroughTheMiddleware(t *testing.T) {
+	const rate, workers, rounds = 3, 8, 150
+	c := ratelimit.Rule{Name: "inflight", Algorithm: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: rate, Period: time.Hour}, Key: ratelimit.ByIP()}
+	var inFlight, peak, admitted atomic.Int64
+	var full chan struct{} // closed once the round admitted the limit
+	var once *sync.Once
+	var round atomic.Int64
+	h := ratelimit.NewRules([]ratelimit.Rule{c})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		for m := peak.Load(); n > m && !peak.CompareAndSwap(m, n); m = peak.Load() {
+		}
+		if admitted.Add(1) == rate {
+			once.Do(func() { close(full) })
+		}
+		<-full // every slot of the round is held
+		inFlight.Add(-1)
+		w.WriteHeader(http.StatusOK)
+		if round.Load()%4 == 0 && n == 1 {
+			panic("handler failed")
+		}
+	}))
+	serve := func(results chan<- int) {
+		defer func() { recover() }()
+		w := httptest.NewRecorder()
+		defer func() { results <- w.Code }()
+		h.ServeHTTP(w, ratelimittest.NewRequest("GET", "/", ""))
+	}
+	for i := range rounds {
+		round.Store(int64(i))
+		full, once = make(chan struct{}), new(sync.Once)
+		admitted.Store(0)
+		results := make(chan int, workers)
+		for range workers {
+			go serve(results)
+		}
+		denied := 0
+		for range workers {
+			switch code := <-results; code {
+			case http.StatusOK:
+			case http.StatusTooManyRequests:
+				if denied++; denied > workers-rate { // a slot of an earlier round was not returned
+					t.Errorf("round %d: %d of %d requests denied, limit %d", i, denied, workers, rate)
+					once.Do(func() { close(full) })
+				}
+			default:
+				t.Fatalf("round %d: status %d", i, code)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+	if m := peak.Load(); m > rate {
+		t.Fatalf("%d requests in their handlers at once, limit %d", m, rate)
+	}
+}

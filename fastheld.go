@@ -31,6 +31,10 @@ type directHeld struct {
 	sw     *settleWriter
 	sr     *settledRequest
 	routed bool
+	// hold is a Concurrency admission's way back to its slot (see
+	// memstore.Held): its release neither hashes the key nor, when the
+	// key is hot, takes a lock.
+	hold memstore.Held
 }
 
 // takeHolding is the direct path of a request that holds something once
@@ -51,7 +55,12 @@ func (f *fastRule) takeHolding(w http.ResponseWriter, r *http.Request, ru *rule,
 	}
 	now := f.now()
 	key = compactKey(key)
-	res := f.check.Take(key, now)
+	var res memstore.Result
+	if f.slots {
+		res = f.check.TakeHeld(key, now, &d.hold)
+	} else {
+		res = f.check.Take(key, now)
+	}
 	if !res.Allowed {
 		if f.slots && res.Remaining > 0 {
 			// not with a cost of 1; deny, on the benchmarked path, would give t
@@ -173,7 +182,7 @@ func (d *directHeld) done(l *Limiter) {
 		// found by its token, and entries that expired since the
 		// admission are dropped by the key's next take, as by this
 		// release at a later time.
-		d.f.check.Release(d.key, d.slot, d.now)
+		d.f.check.ReleaseHeld(&d.hold, d.slot, d.now)
 		return
 	}
 	if a := s.serve(); a != 0 {

@@ -73,15 +73,15 @@ func TestSlotCounterSharesItsLockLine(t *testing.T) {
 }
 
 // TestHotQueueWritesOneLine: what an acquisition or a release of a hot
-// Concurrency key writes in its queue (its lock, the queue's bounds and
-// counts, the last token) lies in one cache line: a queue is 64 bytes, an
-// allocation of its own line.
+// Concurrency key writes in its queue (its lock, the returned box, the
+// queue's bounds and counts, the last token) lies in one cache line: a
+// queue is 64 bytes, an allocation of its own line.
 func TestHotQueueWritesOneLine(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("the layout is sized for 64-bit platforms")
 	}
 	var q slots
-	if end := unsafe.Offsetof(q.next) + unsafe.Sizeof(q.next); unsafe.Sizeof(q) != 64 || end > 64 {
-		t.Fatalf("the written fields end at byte %d of the queue, past its first line", end)
+	if end := unsafe.Offsetof(q.last) + unsafe.Sizeof(q.last); unsafe.Sizeof(q) != 64 || end > 64 {
+		t.Fatalf("the queue is %d bytes, its written fields end at byte %d", unsafe.Sizeof(q), end)
 	}
 }

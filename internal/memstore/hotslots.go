@@ -21,6 +21,11 @@ import (
 // checks, under the queue's lock, that it is still hot, and else takes
 // the shard's lock as for any other key.
 //
+// A release through a Held of an acquisition from the hot queue takes no
+// lock: it leaves its token in the queue's returned box, which whoever
+// next holds the queue's lock while it is hot applies first, and demote
+// applies once it has ended the heat (see releaseHeld).
+//
 // Tokens still grow along each queue and never repeat in a shard: a hot
 // queue draws them from a block of the shard's counter reserved for it
 // (up to end), and reserves the next block under the shard's lock when it
@@ -59,12 +64,21 @@ func (sh *cshard) hotFor(h uint64) *slots {
 
 // take acquires r's slots for key h at now.
 func (sh *cshard) take(capacity int, h uint64, r *Request, now int64) Result {
+	res, _ := sh.takeHeld(capacity, h, r, now)
+	return res
+}
+
+// takeHeld is take that also returns the key's queue when the slots were
+// taken from it as the shard's hot queue (see Held), else nil.
+func (sh *cshard) takeHeld(capacity int, h uint64, r *Request, now int64) (Result, *slots) {
 	if sh.hot.Load() != nil {
 		if q := sh.hotFor(h); q != nil {
-			if q.next < sh.end.Load() {
-				res := q.take(now, r.Limit, r.Cost, &q.next)
+			if next := q.hotNext(); next < sh.end.Load() {
+				q.applyReturned(now)
+				res := q.take(now, r.Limit, r.Cost, &next)
+				q.setHotNext(next)
 				q.mu.Unlock()
-				return res
+				return res, q
 			}
 			q.mu.Unlock() // out of tokens: the next block under the shard's lock
 		}
@@ -79,7 +93,7 @@ func (sh *cshard) take(capacity int, h uint64, r *Request, now int64) Result {
 		}
 	}
 	sh.mu.Unlock()
-	return res
+	return res, nil
 }
 
 // release gives back the slots of key h named by token (see
@@ -87,6 +101,7 @@ func (sh *cshard) take(capacity int, h uint64, r *Request, now int64) Result {
 func (sh *cshard) release(h, token uint64, cost, now int64) {
 	if sh.hot.Load() != nil {
 		if q := sh.hotFor(h); q != nil {
+			q.applyReturned(now)
 			q.release(now, token, cost)
 			q.mu.Unlock()
 			return
@@ -97,6 +112,7 @@ func (sh *cshard) release(h, token uint64, cost, now int64) {
 		hot := sh.hot.Load() == q // stable under the shard's lock
 		if hot {
 			q.mu.Lock()
+			q.applyReturned(now)
 		}
 		q.release(now, token, cost)
 		if hot {
@@ -106,14 +122,41 @@ func (sh *cshard) release(h, token uint64, cost, now int64) {
 	sh.mu.Unlock()
 }
 
+// releaseHeld is release of the slots that hd's acquisition took, named
+// by token. If they came from the hot queue, the token is left in the
+// queue's returned box, without the queue's lock, for the next holder of
+// the lock to apply: one write of the queue's line, which the next
+// acquisition needs anyway, and no wait. It goes the locked way when the
+// box is full or the queue is no longer hot.
+func (sh *cshard) releaseHeld(hd *Held, token uint64, cost, now int64) {
+	if q := hd.q; q != nil && token != 0 && q.returned.CompareAndSwap(0, token) {
+		// q is hd's key's own queue. Seen hot after the token was left,
+		// it is demoted (if ever) after this load, and demote applies
+		// the box after it stops the heat: the token is applied once,
+		// by demote or by an acquisition before it.
+		if sh.hot.Load() == q {
+			return
+		}
+		// Not hot: take the token back, unless a holder of q's lock
+		// applied it already.
+		if !q.returned.CompareAndSwap(token, 0) {
+			return
+		}
+	}
+	sh.release(hd.h, token, cost, now)
+}
+
 // takeHot is applySlots for the hot queue q; the caller holds the shard's
 // lock.
 func (sh *cshard) takeHot(q *slots, r *Request, now int64) Result {
 	q.mu.Lock()
-	if q.next >= sh.end.Load() { // the block ran out: the next one
+	q.applyReturned(now)
+	if q.hotNext() >= sh.end.Load() { // the block ran out: the next one
 		sh.reserveBlock(q)
 	}
-	res := q.take(now, r.Limit, r.Cost, &q.next)
+	next := q.hotNext()
+	res := q.take(now, r.Limit, r.Cost, &next)
+	q.setHotNext(next)
 	q.mu.Unlock()
 	return res
 }
@@ -121,7 +164,7 @@ func (sh *cshard) takeHot(q *slots, r *Request, now int64) Result {
 // reserveBlock gives hot queue q the next block of the shard's tokens.
 // The caller holds the shard's lock and q's.
 func (sh *cshard) reserveBlock(q *slots) {
-	q.next = sh.seq
+	q.setHotNext(sh.seq)
 	sh.seq += tokenBlock
 	sh.end.Store(sh.seq)
 }
@@ -136,8 +179,7 @@ func (sh *cshard) promote(h uint64) {
 	}
 	sh.demote()
 	q.mu.Lock()
-	sh.reserveBlock(q)
-	q.last = math.MaxInt64 // kept while hot
+	sh.reserveBlock(q) // and so q reads as never expiring (see slots.last)
 	sh.hotKey.Store(h)
 	sh.hot.Store(q)
 	q.mu.Unlock()
@@ -154,7 +196,11 @@ func (sh *cshard) demote() {
 	}
 	q.mu.Lock()
 	sh.hot.Store(nil)
-	q.last = q.resetAt()
+	// After the store: a release that saw q hot left its token before it
+	// (see releaseHeld). Applied at the earliest time, so that it expires
+	// nothing that the key's next check would not.
+	q.applyReturned(math.MinInt64)
+	q.last = max(0, q.resetAt()) // not hot: a deadline again
 	q.mu.Unlock()
 	lower(&sh.shard, q.last)
 }

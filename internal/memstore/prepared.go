@@ -114,3 +114,42 @@ func (p *Prepared) Release(key string, slot uint64, now int64) {
 	}
 	s.conc[s.index(h)].release(h, slot, p.req.Cost, now)
 }
+
+// Held is what TakeHeld keeps of a Concurrency acquisition for its
+// release by ReleaseHeld: the key's hash and shard, so that the release
+// hashes nothing, and the key's queue when the slots came from it as its
+// shard's hot queue, so that the release leaves the token there without
+// taking a lock. A Held is meant for the stack of the call that holds the
+// slots; it is used once, by one ReleaseHeld.
+type Held struct {
+	sh *cshard
+	q  *slots
+	h  uint64
+}
+
+// TakeHeld is Take, for a Concurrency check, that fills hd for the
+// release of what it takes. For another algorithm it is Take, hd zeroed.
+func (p *Prepared) TakeHeld(key string, now int64, hd *Held) Result {
+	if p.req.Alg != Concurrency {
+		*hd = Held{}
+		return p.Take(key, now)
+	}
+	s := p.s
+	h := maphash.String(s.seed, key) ^ p.mix
+	if h == 0 {
+		h = 1
+	}
+	sh := &s.conc[s.index(h)]
+	res, q := sh.takeHeld(s.perCap, h, &p.req, now)
+	hd.sh, hd.q, hd.h = sh, q, h
+	return res
+}
+
+// ReleaseHeld is Release of the slot that TakeHeld's result named slot
+// took, hd being what TakeHeld filled. A zero hd releases nothing.
+func (p *Prepared) ReleaseHeld(hd *Held, slot uint64, now int64) {
+	if hd.sh == nil {
+		return
+	}
+	hd.sh.releaseHeld(hd, slot, p.req.Cost, now)
+}

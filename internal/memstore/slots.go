@@ -1,6 +1,10 @@
 package memstore
 
-import "sync"
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+)
 
 // slots is the state of a Concurrency key: one entry per acquisition still
 // in flight, each with its own deadline, so that a slot whose holder never
@@ -17,19 +21,36 @@ import "sync"
 type slots struct {
 	// mu guards the fields below it while the queue is its shard's hot
 	// one (see cshard); otherwise the shard's lock does. What an
-	// acquisition or a release changes shares mu's cache line.
-	mu       sync.Mutex
+	// acquisition of a hot queue changes, and the returned box that its
+	// releases write, share mu's cache line.
+	mu sync.Mutex
+	// returned is the token of a slot given back without mu while the
+	// queue was hot, not yet applied, or 0 (see Held). It is applied by
+	// the next holder of mu that acts on the hot queue, or by demote.
+	returned atomic.Uint64
 	q        []slot
 	head     int32 // q[:head] are gone
 	dead     int32 // tombstones in q[head:]
 	inflight int64 // units held by the live entries
 	// last is the latest deadline ever taken: the key is kept until then
 	// even when every slot was returned, so that a busy key does not
-	// allocate its queue again on every acquisition. A hot queue's is
-	// math.MaxInt64: it is kept while hot (see cshard).
+	// allocate its queue again on every acquisition. A hot queue, which
+	// is kept while hot (see cshard), has no use for it, and keeps in it
+	// instead hotMark and the last token it drew (see hotNext): so a
+	// queue is one cache line, and a hot one reads as never expiring.
 	last int64
-	next uint64 // a hot queue's last token (see cshard.end)
 }
+
+// hotMark is the sign bit of a hot queue's last. A deadline is never
+// negative there: last starts at 0 and takes only later deadlines.
+const hotMark = math.MinInt64
+
+// hotNext is the last token a hot queue drew from its block (see
+// cshard.end).
+func (s *slots) hotNext() uint64 { return uint64(s.last &^ hotMark) }
+
+// setHotNext records next as the last token a hot queue drew.
+func (s *slots) setHotNext(next uint64) { s.last = hotMark | int64(next) }
 
 type slot struct {
 	deadline int64
@@ -37,7 +58,12 @@ type slot struct {
 	cost     int64 // 0 once released
 }
 
-func (s *slots) expiry() int64 { return s.last }
+func (s *slots) expiry() int64 {
+	if s.last < 0 { // hot: kept while hot
+		return math.MaxInt64
+	}
+	return s.last
+}
 
 // resetAt is when every slot now held will have expired (the back entry is
 // always live), or 0 when none is held.
@@ -114,7 +140,7 @@ func (s *slots) take(now int64, l Limit, cost int64, seq *uint64) Result {
 	}
 	*seq++
 	s.q = append(s.q, slot{deadline: deadline, token: *seq, cost: cost})
-	if deadline > s.last { // a hot queue's stays: see cshard
+	if s.last >= 0 && deadline > s.last { // a hot queue's stays: see last
 		s.last = deadline
 	}
 	s.inflight += cost
@@ -165,6 +191,17 @@ func (s *slots) release(now int64, token uint64, cost int64) {
 		}
 	}
 	s.expire(now)
+}
+
+// applyReturned applies the release left in returned, if any. The caller
+// holds mu (or the shard's lock, the queue no longer hot).
+func (s *slots) applyReturned(now int64) {
+	if s.returned.Load() == 0 {
+		return
+	}
+	if token := s.returned.Swap(0); token != 0 {
+		s.release(now, token, 0)
+	}
 }
 
 // find returns the index of token in q, or -1.
