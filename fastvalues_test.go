@@ -180,8 +180,8 @@ func TestHotKeyValuesShareOneBuffer(t *testing.T) {
 			values := countDown(t, alg, 1_000_000, 1_000, 1)
 			adjacent := 0
 			for i := 1; i < len(values); i++ {
-				end := unsafe.Add(unsafe.Pointer(unsafe.StringData(values[i-1])), len(values[i-1]))
-				if unsafe.Pointer(unsafe.StringData(values[i])) == end {
+				end := uintptr(unsafe.Pointer(unsafe.StringData(values[i-1]))) + uintptr(len(values[i-1]))
+				if uintptr(unsafe.Pointer(unsafe.StringData(values[i]))) == end {
 					adjacent++
 				}
 			}
