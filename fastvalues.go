@@ -121,12 +121,14 @@ func (v *valueRun) get(remaining, t int64) (string, bool) {
 	return v.buf[i : i+v.stride], true
 }
 
-// near reports whether a value for remaining that v does not hold
-// continues v's count: just below or above it (the key counted past it,
-// or got some of its count back), or within it under another delay (the
-// window's end came a second closer).
-func (v *valueRun) near(remaining int64) bool {
-	return v != nil && v.lo-runLen <= remaining && remaining <= v.hi+runLen
+// continues reports whether a value for remaining and t that v does not
+// hold continues v's count: under the same delay, at most a run below it
+// (the key counted past it). A value under another delay, or above the
+// run (the key got some of its count back), starts no run by itself:
+// a key whose values change delay, or climb, at every request would
+// format a run for each.
+func (v *valueRun) continues(remaining, t int64) bool {
+	return v != nil && v.t == t && v.lo-runLen <= remaining && remaining < v.lo
 }
 
 // runValue returns the RateLimit value for remaining >= 0 and t from the
@@ -134,7 +136,8 @@ func (v *valueRun) near(remaining int64) bool {
 // before the end of the present one, so that the run is there when its
 // counts come, and formats a new run when its value is not in the present
 // one but continues it, or follows, a count or two below, a value of the
-// cache's slots. One request formats the new run while the others, which
+// cache's slots (with the same delay: a window's end a second closer
+// starts the next run from there). One request formats the new run while the others, which
 // would only format the same values again, format their own (see
 // pendingRun). It reports false, having done nothing, for any other value.
 func (f *fastRule) runValue(remaining, t int64) (string, bool) {
@@ -149,7 +152,7 @@ func (f *fastRule) runValue(remaining, t int64) (string, bool) {
 		}
 		return s, true
 	}
-	if v == pendingRun || !v.near(remaining) && c.get(remaining+1, t) == nil && c.get(remaining+2, t) == nil {
+	if v == pendingRun || !v.continues(remaining, t) && c.get(remaining+1, t) == nil && c.get(remaining+2, t) == nil {
 		return "", false
 	}
 	if !c.run.CompareAndSwap(v, pendingRun) {

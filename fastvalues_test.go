@@ -191,3 +191,54 @@ func TestHotKeyValuesShareOneBuffer(t *testing.T) {
 		})
 	}
 }
+
+// stepClock is a Clock that a test moves.
+type stepClock struct{ t time.Time }
+
+func (c *stepClock) Now() time.Time { return c.t }
+
+// TestValuesOfNewDelaysFormatNoRunEach: a key whose every request states
+// another delay (a window's end a second closer each time) and a count
+// that continues the rule's run gets each value formatted alone, not as the
+// first of a run of values that nothing will state; and so does a key
+// that got its count back (its values climb above the run).
+func TestValuesOfNewDelaysFormatNoRunEach(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		alg  Algorithm
+		step time.Duration // between the requests that follow the countdown
+	}{
+		{"a new delay each request", FixedWindow, time.Second},
+		{"a count back each request", GCRA, 12 * time.Second}, // two counts back, one taken
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := &stepClock{admittedTime(t)}
+			l := NewRulesLimiter([]Rule{{Algorithm: c.alg, Limit: PerHour(600), Key: ByIP()}}, WithClock(clock))
+			f := l.rules[0].fast
+			if f == nil {
+				t.Fatal("the rule does not take the direct path")
+			}
+			h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			serve := func() {
+				r := httptest.NewRequest("GET", "/", nil)
+				r.RemoteAddr = "192.0.2.1:1"
+				h.ServeHTTP(httptest.NewRecorder(), r)
+			}
+			for range 100 { // counting down: the values of runs
+				serve()
+			}
+			if f.values.run.Load() == nil {
+				t.Fatal("a key counting down formatted no run")
+			}
+			runs := map[*valueRun]bool{}
+			for range 100 {
+				clock.t = clock.t.Add(c.step)
+				serve()
+				runs[f.values.run.Load()] = true
+			}
+			if len(runs) > 3 { // the run they found, and the next ones of its count
+				t.Errorf("100 requests formatted %d runs, want at most 3", len(runs))
+			}
+		})
+	}
+}
