@@ -28,6 +28,7 @@ func TestHotStateFillsWholeCacheLines(t *testing.T) {
 		{"fastRule", unsafe.Sizeof(fastRule{})},
 		{"denyFields", unsafe.Sizeof(denyFields{})},
 		{"clockAnchor", unsafe.Sizeof(clockAnchor{})},
+		{"valueRun", unsafe.Sizeof(valueRun{})},
 	} {
 		if c.size%64 != 0 {
 			t.Errorf("%s is %d bytes, not a multiple of 64", c.name, c.size)

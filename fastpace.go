@@ -39,7 +39,7 @@ func (f *fastRule) admitPaced(w http.ResponseWriter, r *http.Request, ru *rule) 
 	p := f.pace
 	start := f.obs.start()
 	now := f.now()
-	res := f.check.TakeDelayed(key, now, 0)
+	res := f.check.Take(key, now) // the prepared check has no horizon: TakeDelayed's 0
 	var horizon time.Duration
 	if !res.Allowed && time.Duration(res.RetryAfter) <= p.pc.maxDelay && p.pc.enter(key) {
 		defer p.pc.leave(key)

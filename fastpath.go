@@ -184,6 +184,9 @@ func (f *fastRule) setFields(h http.Header, remaining, t, now int64) {
 	if v := f.values.get(remaining, t); v != nil {
 		vals = new([2]string)
 		vals[1] = v.s
+	} else if s, ok := f.runValue(remaining, t); ok {
+		vals = new([2]string)
+		vals[1] = s
 	} else {
 		vals = f.buildValue(remaining, t, admitValue(now))
 	}
@@ -229,7 +232,16 @@ func (f *fastRule) cacheValue(v *rateLimitValue, vals *[2]string, buf []byte, re
 // allocation of its own, and returns it as a string sharing buf's memory
 // when it fit: those bytes are never written again.
 func (f *fastRule) format(buf []byte, remaining, t int64) string {
-	b := append(buf, f.quotedR...)
+	b := f.appendValue(buf, remaining, t)
+	if cap(buf) > 0 && &b[0] == &buf[:1][0] {
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b) // a long name spilled out of buf
+}
+
+// appendValue appends the RateLimit value of remaining and t to b.
+func (f *fastRule) appendValue(b []byte, remaining, t int64) []byte {
+	b = append(b, f.quotedR...)
 	b = strconv.AppendInt(b, remaining, 10)
 	if 0 <= t && t < 10 { // the usual delay, without strconv's copy
 		b = append(b, ';', 't', '=', byte('0'+t))
@@ -239,10 +251,7 @@ func (f *fastRule) format(buf []byte, remaining, t int64) string {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, t, 10)
 	}
-	if cap(buf) > 0 && &b[0] == &buf[:1][0] {
-		return unsafe.String(&b[0], len(b))
-	}
-	return string(b) // a long name spilled out of buf
+	return b
 }
 
 // appendDelay appends 10 <= t < 10,000 in decimal, as strconv would

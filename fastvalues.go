@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"bytes"
 	"sync/atomic"
 	"unsafe"
 )
@@ -16,6 +17,8 @@ import (
 // immutable once put.
 type valueCache struct {
 	slots [64]atomic.Pointer[rateLimitValue]
+	run   atomic.Pointer[valueRun] // the values of a hot key's count: see valueRun
+	_     [56]byte                 // run's store leaves the slots' lines alone
 }
 
 // rateLimitValue is the RateLimit value s of a response stating remaining
@@ -75,4 +78,136 @@ func (c *valueCache) get(remaining, t int64) *rateLimitValue {
 // put caches v, which must not change afterwards.
 func (c *valueCache) put(v *rateLimitValue) {
 	c.slot(v.remaining, v.t).Store(v)
+}
+
+// valueRun is the RateLimit values of a run of remaining counts, hi down
+// to lo, that state the same delay t: formatted back to back, each stride
+// bytes, into one buffer that is never written again. A hot key counts
+// down through its values one by one, each of them stated once, so that
+// the cache's slots would miss on nearly every request; its responses
+// share the run's values instead, and what each of them allocates is its
+// own two slices. A value of the run keeps the whole buffer alive (a few
+// kilobytes) as long as something holds it.
+//
+// A valueRun is immutable once published.
+type valueRun struct {
+	t, lo, hi int64
+	stride    int
+	buf       string    // hi's value first
+	prev      *valueRun // the run before, for the counts still above hi, or nil
+	_         [8]byte   // a whole cache line: see TestHotStateFillsWholeCacheLines
+}
+
+// runLen is the number of values of a run: what a hot key's responses
+// use before one of them formats the next run.
+const runLen = 32
+
+// runAhead is how many counts of a run are left when the next one is
+// formatted: enough for the other requests to state while one formats.
+const runAhead = runLen / 4
+
+// get returns the run's value for remaining and t, if it or the run before
+// it has one.
+func (v *valueRun) get(remaining, t int64) (string, bool) {
+	if v == nil || v.t != t {
+		return "", false
+	}
+	if remaining < v.lo || remaining > v.hi {
+		if v = v.prev; v == nil || remaining < v.lo || remaining > v.hi {
+			return "", false
+		}
+	}
+	i := int(v.hi-remaining) * v.stride
+	return v.buf[i : i+v.stride], true
+}
+
+// continues reports whether a value for remaining and t that v does not
+// hold continues v's count: under the same delay, at most a run below it
+// (the key counted past it). A value under another delay, or above the
+// run (the key got some of its count back), starts no run by itself:
+// a key whose values change delay, or climb, at every request would
+// format a run for each.
+func (v *valueRun) continues(remaining, t int64) bool {
+	return v != nil && v.t == t && v.lo-runLen <= remaining && remaining < v.lo
+}
+
+// runValue returns the RateLimit value for remaining >= 0 and t from the
+// rule's run. A key counting down formats its next run a few counts
+// before the end of the present one, so that the run is there when its
+// counts come, and formats a new run when its value is not in the present
+// one but continues it, or follows, a count or two below, a value of the
+// cache's slots (with the same delay: a window's end a second closer
+// starts the next run from there). One request formats the new run while the others, which
+// would only format the same values again, format their own (see
+// pendingRun). It reports false, having done nothing, for any other value.
+func (f *fastRule) runValue(remaining, t int64) (string, bool) {
+	c := &f.values
+	v := c.run.Load()
+	if s, ok := v.get(remaining, t); ok {
+		if remaining == v.lo+runAhead && v.lo > 0 { // one request of the run's counts
+			next, before := f.newRun(v.lo-1, t), *v
+			before.prev = nil // a run keeps one run alive, not all
+			next.prev = &before
+			c.run.CompareAndSwap(v, next)
+		}
+		return s, true
+	}
+	if v == pendingRun || !v.continues(remaining, t) && c.get(remaining+1, t) == nil && c.get(remaining+2, t) == nil {
+		return "", false
+	}
+	if !c.run.CompareAndSwap(v, pendingRun) {
+		return "", false // another request formats the run
+	}
+	v = f.newRun(remaining, t)
+	c.run.Store(v)
+	return v.buf[:v.stride], true
+}
+
+// pendingRun stands in for a run that a request is formatting: it holds no
+// value and continues none.
+var pendingRun = &valueRun{lo: 1, hi: -1 - runLen}
+
+// newRun formats the run of values from hi down, as many of runLen as have
+// as many digits as hi: copies of hi's value, each with its own count.
+func (f *fastRule) newRun(hi, t int64) *valueRun {
+	var first [96]byte
+	b := f.appendValue(first[:0], hi, t)
+	d := exactDigits(hi)
+	lo := max(0, hi-runLen+1)
+	if d > 1 {
+		lo = max(lo, pow10(d-1))
+	}
+	buf := bytes.Repeat(b, int(hi-lo+1)) // not cleared first
+	stride, at := len(b), len(f.quotedR)
+	var count [20]byte
+	copy(count[:d], b[at:at+d])
+	for i := stride; i < len(buf); i += stride {
+		for j := d - 1; ; j-- { // a count above lo: no digit to shed
+			if count[j] != '0' {
+				count[j]--
+				break
+			}
+			count[j] = '9'
+		}
+		copy(buf[i+at:i+at+d], count[:d])
+	}
+	return &valueRun{t: t, lo: lo, hi: hi, stride: stride, buf: unsafe.String(&buf[0], len(buf))}
+}
+
+// exactDigits is the number of decimal digits of n >= 0.
+func exactDigits(n int64) int {
+	d := 1
+	for ; n >= 10; n /= 10 {
+		d++
+	}
+	return d
+}
+
+// pow10 is 10 to the power d, for d < 19.
+func pow10(d int) int64 {
+	p := int64(1)
+	for range d {
+		p *= 10
+	}
+	return p
 }

@@ -1,8 +1,13 @@
 package ratelimit
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -89,5 +94,151 @@ func TestCachedValueIsSharedAndItsSlicesAreNot(t *testing.T) {
 		if unsafe.StringData(values[i]) != unsafe.StringData(values[0]) {
 			t.Errorf("response %d did not reuse the cached RateLimit value", i)
 		}
+	}
+}
+
+// countDown serves n requests of one client under a limiter of one rule
+// of algorithm alg, rate per hour, on a clock that never moves, from
+// workers goroutines at once, and returns the RateLimit values of the
+// responses.
+func countDown(t *testing.T, alg Algorithm, rate, n, workers int) []string {
+	t.Helper()
+	l := NewRulesLimiter([]Rule{{Algorithm: alg, Limit: PerHour(rate), Key: ByIP()}},
+		WithClock(fixedClock{admittedTime(t)}))
+	if l.rules[0].fast == nil {
+		t.Fatal("the rule does not take the direct path")
+	}
+	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	values := make([][]string, workers)
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Go(func() {
+			for range n / workers {
+				r := httptest.NewRequest("GET", "/", nil)
+				r.RemoteAddr = "192.0.2.1:1"
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusOK {
+					t.Errorf("status %d, want 200", w.Code)
+					return
+				}
+				values[g] = append(values[g], w.Header().Get("RateLimit"))
+			}
+		})
+	}
+	wg.Wait()
+	return slices.Concat(values...)
+}
+
+// remainingOf parses the remaining count of a RateLimit value, checking
+// that the rest of it is want's.
+func remainingOf(t *testing.T, value, want string) int {
+	t.Helper()
+	head, rest, ok := strings.Cut(value, ";r=")
+	count, tail, _ := strings.Cut(rest, ";")
+	wantHead, wantRest, _ := strings.Cut(want, ";r=")
+	_, wantTail, _ := strings.Cut(wantRest, ";")
+	n, err := strconv.Atoi(count)
+	if !ok || err != nil || head != wantHead || tail != wantTail || strconv.Itoa(n) != count {
+		t.Fatalf("RateLimit %q is not %q with another count", value, want)
+	}
+	return n
+}
+
+// TestHotKeyValuesStateEachCountOnce: a key counting down through its limit
+// gets, request after request, the values of a run formatted ahead (see
+// valueRun), across the counts that have a digit fewer than the one
+// before: each response states its own count, in the same form as a
+// value formatted for it alone, and every count from the limit down is
+// stated once, whichever of the concurrent requests formats a run.
+func TestHotKeyValuesStateEachCountOnce(t *testing.T) {
+	for _, alg := range []Algorithm{GCRA, FixedWindow} {
+		for _, workers := range []int{1, 4} {
+			t.Run(fmt.Sprintf("%v/%d", alg, workers), func(t *testing.T) {
+				const rate = 1_100
+				values := countDown(t, alg, rate, rate, workers)
+				seen := make([]bool, rate)
+				for _, v := range values {
+					n := remainingOf(t, v, values[0])
+					if n < 0 || n >= rate || seen[n] {
+						t.Fatalf("remaining %d stated twice or out of range", n)
+					}
+					seen[n] = true
+				}
+			})
+		}
+	}
+}
+
+// TestHotKeyValuesShareOneBuffer: the values of a key counting down are
+// formatted a run at a time into one buffer, which the responses share:
+// successive counts lie back to back in memory, rather than each in an
+// allocation of its own response.
+func TestHotKeyValuesShareOneBuffer(t *testing.T) {
+	for _, alg := range []Algorithm{GCRA, FixedWindow, SlidingWindow} {
+		t.Run(fmt.Sprint(alg), func(t *testing.T) {
+			values := countDown(t, alg, 1_000_000, 1_000, 1)
+			adjacent := 0
+			for i := 1; i < len(values); i++ {
+				end := uintptr(unsafe.Pointer(unsafe.StringData(values[i-1]))) + uintptr(len(values[i-1]))
+				if uintptr(unsafe.Pointer(unsafe.StringData(values[i]))) == end {
+					adjacent++
+				}
+			}
+			if adjacent < len(values)*3/4 {
+				t.Errorf("%d of %d successive values lie back to back, want most", adjacent, len(values)-1)
+			}
+		})
+	}
+}
+
+// stepClock is a Clock that a test moves.
+type stepClock struct{ t time.Time }
+
+func (c *stepClock) Now() time.Time { return c.t }
+
+// TestValuesOfNewDelaysFormatNoRunEach: a key whose every request states
+// another delay (a window's end a second closer each time) and a count
+// that continues the rule's run gets each value formatted alone, not as the
+// first of a run of values that nothing will state; and so does a key
+// that got its count back (its values climb above the run).
+func TestValuesOfNewDelaysFormatNoRunEach(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		alg  Algorithm
+		step time.Duration // between the requests that follow the countdown
+	}{
+		{"a new delay each request", FixedWindow, time.Second},
+		{"a count back each request", GCRA, 12 * time.Second}, // two counts back, one taken
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := &stepClock{admittedTime(t)}
+			l := NewRulesLimiter([]Rule{{Algorithm: c.alg, Limit: PerHour(600), Key: ByIP()}}, WithClock(clock))
+			f := l.rules[0].fast
+			if f == nil {
+				t.Fatal("the rule does not take the direct path")
+			}
+			h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			serve := func() {
+				r := httptest.NewRequest("GET", "/", nil)
+				r.RemoteAddr = "192.0.2.1:1"
+				h.ServeHTTP(httptest.NewRecorder(), r)
+			}
+			for range 100 { // counting down: the values of runs
+				serve()
+			}
+			if f.values.run.Load() == nil {
+				t.Fatal("a key counting down formatted no run")
+			}
+			runs := map[*valueRun]bool{}
+			for range 100 {
+				clock.t = clock.t.Add(c.step)
+				serve()
+				runs[f.values.run.Load()] = true
+			}
+			if len(runs) > 3 { // the run they found, and the next ones of its count
+				t.Errorf("100 requests formatted %d runs, want at most 3", len(runs))
+			}
+		})
 	}
 }

@@ -85,3 +85,31 @@ func TestHotQueueWritesOneLine(t *testing.T) {
 		t.Fatalf("the queue is %d bytes, its written fields end at byte %d", unsafe.Sizeof(q), end)
 	}
 }
+
+// TestHotWindowCountHasItsOwnLine: the count of a hot window key, which
+// every check swaps, lies on another cache line than the key and window
+// that every check reads, so that a check reading them after its swap
+// does not take the line back from the core that swapped since.
+func TestHotWindowCountHasItsOwnLine(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the layout is sized for 64-bit platforms")
+	}
+	var c hotWindow
+	count := unsafe.Offsetof(c.count) / 64
+	for _, f := range []struct {
+		name string
+		off  uintptr
+	}{
+		{"h", unsafe.Offsetof(c.h)},
+		{"end", unsafe.Offsetof(c.end)},
+		{"period", unsafe.Offsetof(c.period)},
+		{"prev", unsafe.Offsetof(c.prev)},
+	} {
+		if f.off/64 == count {
+			t.Errorf("%s (offset %d) shares the count's line (offset %d)", f.name, f.off, unsafe.Offsetof(c.count))
+		}
+	}
+	if unsafe.Sizeof(c)%64 != 0 {
+		t.Errorf("hotWindow is %d bytes, not a multiple of 64", unsafe.Sizeof(c))
+	}
+}

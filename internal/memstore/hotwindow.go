@@ -40,15 +40,21 @@ type wshard struct {
 // swap expects, so that a check that read the state before cannot store
 // into it. A count only grows until then, so a swap that succeeds found
 // the state as it read it (no ABA): a hotWindow is never reused.
+//
+// The count, which every check of the key on every core writes, has a
+// cache line of its own, apart from what checks only read: were they on
+// one line, reading the window after a swap would take the line back from
+// the core that swapped since, one more move of the line for each check.
 type hotWindow struct {
-	count atomic.Uint64 // the window's count (window.A), or retired
-	h     uint64        // the key
-	end   int64         // window.Expires
+	h   uint64 // the key
+	end int64  // window.Expires
 	// period is a period that end is a multiple of, or 0: for a check of
 	// that period, the window is known without a division (see take).
 	period int64
-	prev   uint32   // window.B
-	_      [28]byte // a whole cache line: its own, the key's alone
+	prev   uint32        // window.B
+	_      [36]byte      // the rest of the first cache line
+	count  atomic.Uint64 // the window's count (window.A), or retired
+	_      [56]byte      // the rest of the second line: the count's alone
 }
 
 // retired is the count of a hotWindow that no longer holds its key's state.
