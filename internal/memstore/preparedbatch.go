@@ -115,6 +115,9 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 		return false
 	}
 	tat := &sl.tats[i]
+	if b.peekable && b.takeHot(hashes, tat, results, now) {
+		return true
+	}
 	var locks [MaxPrepared]int
 	n := 0
 	for j := range b.n {
@@ -138,6 +141,7 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 		// Denied by the rate: the others' states only read, as the batch's
 		// rollback would leave and report them.
 		results[g] = d.result(now, r)
+		b.promote(hashes)
 		unlockAll(s, order)
 		return true
 	}
@@ -154,10 +158,12 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 		results[g] = d.result(now, r)
 		if denied || !d.allowed {
 			b.rollback(hashes, &log, results, old, now) // the key's state unchanged
+			b.promote(hashes)
 			unlockAll(s, order)
 			return true
 		}
 		if r.Cost == 0 || tat.CompareAndSwap(old, next) {
+			b.promote(hashes)
 			unlockAll(s, order)
 			return true
 		}
