@@ -103,26 +103,41 @@ func TestPreparedBatchHotKeyDecidesAsTakeAll(t *testing.T) {
 // a rate stacked on a quota, taken at once from several goroutines while
 // lone takes race for the rate and new keys retire the quota's hot state
 // again and again: every batch admitted counts under both rules and every
-// one denied under neither, so that each state ends exactly where the
-// admissions put it, whichever limit binds.
+// one denied under neither, so that the quota ends exactly where the
+// admitted batches put it, and neither rule admits past its limit. With a
+// rate kept at its limit (time moving on by a third of its interval a
+// batch), batches find the rate taken after they raised the quota, and
+// lower it again, all the time.
 func TestPreparedBatchHotKeyNeverExceedsEitherLimit(t *testing.T) {
 	sec := int64(time.Second)
-	now := int64(1_700_000_000) * sec
-	for _, c := range []struct{ rate, quota int64 }{{2000, 3000}, {3000, 2000}} {
-		t.Run(fmt.Sprintf("rate=%d/quota=%d", c.rate, c.quota), func(t *testing.T) {
-			rate := Request{Rule: "rate", Alg: GCRA, Limit: Limit{Rate: c.rate, Period: 3600 * sec, Capacity: c.rate}, Cost: 1}
-			day := Request{Rule: "daily", Alg: FixedWindow, Limit: Limit{Rate: c.quota, Period: 86400 * sec, Capacity: c.quota}, Cost: 1,
-				WinStart: now, WinEnd: now + 86400*sec, WinNext: now + 2*86400*sec}
+	start := int64(1_700_000_000) * sec
+	for _, c := range []struct {
+		name        string
+		rate, quota Limit
+		step        int64 // how far each batch moves the time on
+		each        int   // batches a goroutine takes
+	}{
+		{"quota-binds", Limit{Rate: 3000, Period: 3600 * sec, Capacity: 3000}, Limit{Rate: 2000, Period: 86400 * sec, Capacity: 2000}, 0, 1500},
+		{"rate-binds", Limit{Rate: 2000, Period: 3600 * sec, Capacity: 2000}, Limit{Rate: 3000, Period: 86400 * sec, Capacity: 3000}, 0, 1500},
+		{"rate-at-its-limit", Limit{Rate: 1, Period: 3000, Capacity: 2}, Limit{Rate: 1 << 20, Period: 86400 * sec, Capacity: 1 << 20}, 1000, 20_000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rate := Request{Rule: "rate", Alg: GCRA, Limit: c.rate, Cost: 1}
+			day := Request{Rule: "daily", Alg: FixedWindow, Limit: c.quota, Cost: 1,
+				WinStart: start, WinEnd: start + 86400*sec, WinNext: start + 2*86400*sec}
 			s := New(Config{MaxKeys: 1024}) // one shard: the new keys share the quota's lock
 			p := s.PrepareBatch([]Request{rate, day})
-			var batches, lone atomic.Int64
+			var batches, lone, clock atomic.Int64
 			var wg sync.WaitGroup
+			ready := make(chan struct{}) // all at once: a goroutine is done in a time slice
 			for w := range 6 {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					res := make([]Result, 2)
-					for i := range 1500 {
+					<-ready
+					for i := range c.each {
+						now := start + clock.Add(c.step)
 						switch w {
 						case 4: // lone takes of the rate
 							if i < 500 {
@@ -146,19 +161,27 @@ func TestPreparedBatchHotKeyNeverExceedsEitherLimit(t *testing.T) {
 					}
 				}()
 			}
+			close(ready)
 			wg.Wait()
+			now := start + clock.Load()
 			peek := func(r Request) int64 {
 				r.Key, r.Cost = "k", 0
 				return s.Take(&r, now).Remaining
 			}
 			a, l := batches.Load(), lone.Load()
-			if got, want := peek(day), c.quota-a; got != want || a > c.quota {
+			if got, want := peek(day), c.quota.Rate-a; got != want || a > c.quota.Rate {
 				t.Fatalf("%d batches admitted, the quota has %d left, want %d", a, got, want)
 			}
-			if got, want := peek(rate), c.rate-a-l; got != want || a+l > c.rate {
+			if c.step > 0 { // the rate refills: its bound over the time elapsed
+				if bound := c.rate.Capacity + clock.Load()/c.rate.Period; a+l > bound {
+					t.Fatalf("%d batches and %d lone takes admitted, want at most %d", a, l, bound)
+				}
+				return
+			}
+			if got, want := peek(rate), c.rate.Rate-a-l; got != want || a+l > c.rate.Rate {
 				t.Fatalf("%d batches and %d lone takes admitted, the rate has %d left, want %d", a, l, got, want)
 			}
-			if bound := min(c.quota, c.rate-l); a != bound {
+			if bound := min(c.quota.Rate, c.rate.Rate-l); a != bound {
 				t.Fatalf("%d batches admitted, want %d: the binding limit's", a, bound)
 			}
 		})
