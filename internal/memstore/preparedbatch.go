@@ -104,9 +104,10 @@ func (b *PreparedBatch) Take(keys []string, results []Result, now int64) {
 // shard's lock or a hold, as a lone Take swaps it (gshard.tryTake). The
 // batch takes effect at that swap, the other states waiting for it under
 // their locks, so that two requests of one key on two cores queue on one
-// lock, not two. It reports false, having changed nothing, when the key
-// needs its shard's lock (absent, held by a TakeAll, dropped or moved):
-// takeAll decides then.
+// lock, not two; and on none when the others' keys are hot (see takeHot),
+// which the locked take makes them when it finds them twice in a row. It
+// reports false, having changed nothing, when the key needs its shard's
+// lock (absent, held by a TakeAll, dropped or moved): takeAll decides then.
 func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Result, now int64) bool {
 	s, g := b.s, b.g
 	sl := s.gcra[s.index(hashes[g])].slab.Load()
