@@ -116,16 +116,22 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 		return false
 	}
 	tat := &sl.tats[i]
-	if b.peekable && b.takeHot(hashes, tat, results, now) {
-		return true
-	}
-	var locks [MaxPrepared]int
-	n := 0
+	var locks, shards [MaxPrepared]int // shards[j]: request j's shard's index
+	n, hot := 0, b.peekable            // every other key its shard's hot key: see takeHot
 	for j := range b.n {
 		if j != g {
-			locks[n] = s.index(hashes[j]) + tableOf(b.reqs[j].Alg)*len(s.gcra)
+			k := s.index(hashes[j])
+			shards[j] = k
+			locks[n] = k + tableOf(b.reqs[j].Alg)*len(s.gcra)
 			n++
+			if hot {
+				c := s.windows[k].hot.Load()
+				hot = c != nil && c.h == hashes[j]
+			}
 		}
+	}
+	if hot && b.takeHot(hashes, tat, results, now) {
+		return true
 	}
 	order := sortUnique(locks[:n])
 	for _, l := range order {
@@ -142,7 +148,7 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 		// Denied by the rate: the others' states only read, as the batch's
 		// rollback would leave and report them.
 		results[g] = d.result(now, r)
-		b.promote(hashes)
+		b.promote(hashes, &shards)
 		unlockAll(s, order)
 		return true
 	}
@@ -159,12 +165,12 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 		results[g] = d.result(now, r)
 		if denied || !d.allowed {
 			b.rollback(hashes, &log, results, old, now) // the key's state unchanged
-			b.promote(hashes)
+			b.promote(hashes, &shards)
 			unlockAll(s, order)
 			return true
 		}
 		if r.Cost == 0 || tat.CompareAndSwap(old, next) {
-			b.promote(hashes)
+			b.promote(hashes, &shards)
 			unlockAll(s, order)
 			return true
 		}

@@ -222,14 +222,22 @@ func (sh *wshard) promoteStacked(h uint64, r *Request) {
 }
 
 // promote makes the window keys of b hot (see promoteStacked) after a
-// locked take of b; the caller holds their shards' locks.
-func (b *PreparedBatch) promote(hashes *[MaxPrepared]uint64) {
+// locked take of b, shards[j] the index of request j's shard; the caller
+// holds their locks. A key's first locked take in a row only has it
+// remembered, here, at the cost of a store: the usual case of a shard
+// whose checks go to many keys.
+func (b *PreparedBatch) promote(hashes *[MaxPrepared]uint64, shards *[MaxPrepared]int) {
 	if !b.peekable {
 		return
 	}
 	for j := range b.n {
-		if j != b.g {
-			b.s.windows[b.s.index(hashes[j])].promoteStacked(hashes[j], &b.reqs[j])
+		if j == b.g {
+			continue
+		}
+		if sh := &b.s.windows[shards[j]]; sh.last != hashes[j] {
+			sh.last = hashes[j]
+		} else {
+			sh.promoteStacked(hashes[j], &b.reqs[j])
 		}
 	}
 }
