@@ -38,8 +38,10 @@ type wshard struct {
 // state moves to another window, or anything else changes it, the lock is
 // taken and the hot state retired: its count swapped for retired, which no
 // swap expects, so that a check that read the state before cannot store
-// into it. A count only grows until then, so a swap that succeeds found
-// the state as it read it (no ABA): a hotWindow is never reused.
+// into it. Until then the count is all of the state that checks read, so a
+// swap that succeeds found the state as it read it, even of a count that a
+// stacked batch raised and lowered again meanwhile (see preparedhot.go): a
+// hotWindow is never reused.
 //
 // The count, which every check of the key on every core writes, has a
 // cache line of its own, apart from what checks only read: were they on

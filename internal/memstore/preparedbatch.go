@@ -104,9 +104,10 @@ func (b *PreparedBatch) Take(keys []string, results []Result, now int64) {
 // shard's lock or a hold, as a lone Take swaps it (gshard.tryTake). The
 // batch takes effect at that swap, the other states waiting for it under
 // their locks, so that two requests of one key on two cores queue on one
-// lock, not two. It reports false, having changed nothing, when the key
-// needs its shard's lock (absent, held by a TakeAll, dropped or moved):
-// takeAll decides then.
+// lock, not two; and on none when the others' keys are hot (see takeHot),
+// which the locked take makes them when it finds them twice in a row. It
+// reports false, having changed nothing, when the key needs its shard's
+// lock (absent, held by a TakeAll, dropped or moved): takeAll decides then.
 func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Result, now int64) bool {
 	s, g := b.s, b.g
 	sl := s.gcra[s.index(hashes[g])].slab.Load()
@@ -115,13 +116,22 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 		return false
 	}
 	tat := &sl.tats[i]
-	var locks [MaxPrepared]int
-	n := 0
+	var locks, shards [MaxPrepared]int // shards[j]: request j's shard's index
+	n, hot := 0, b.peekable            // every other key its shard's hot key: see takeHot
 	for j := range b.n {
 		if j != g {
-			locks[n] = s.index(hashes[j]) + tableOf(b.reqs[j].Alg)*len(s.gcra)
+			k := s.index(hashes[j])
+			shards[j] = k
+			locks[n] = k + tableOf(b.reqs[j].Alg)*len(s.gcra)
 			n++
+			if hot {
+				c := s.windows[k].hot.Load()
+				hot = c != nil && c.h == hashes[j]
+			}
 		}
+	}
+	if hot && b.takeHot(hashes, tat, results, now) {
+		return true
 	}
 	order := sortUnique(locks[:n])
 	for _, l := range order {
@@ -138,6 +148,7 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 		// Denied by the rate: the others' states only read, as the batch's
 		// rollback would leave and report them.
 		results[g] = d.result(now, r)
+		b.promote(hashes, &shards)
 		unlockAll(s, order)
 		return true
 	}
@@ -154,10 +165,12 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 		results[g] = d.result(now, r)
 		if denied || !d.allowed {
 			b.rollback(hashes, &log, results, old, now) // the key's state unchanged
+			b.promote(hashes, &shards)
 			unlockAll(s, order)
 			return true
 		}
 		if r.Cost == 0 || tat.CompareAndSwap(old, next) {
+			b.promote(hashes, &shards)
 			unlockAll(s, order)
 			return true
 		}
