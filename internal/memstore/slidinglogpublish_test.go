@@ -5,72 +5,100 @@ import (
 	"testing"
 )
 
-// unfinishedTake makes the next state of the log of r's key as a lock-free
-// take of one event does by its swap, without writing the event's stamp or
-// publishing it: what a check sees of a take whose goroutine stopped
-// between its swap and its stores. It returns the log, the new state and
-// the index of the unwritten stamp.
-func unfinishedTake(t *testing.T, s *Store, r *Request) (*eventLog, logState, int) {
+// hotLog takes one event of r's key at stamp and makes its log the
+// shard's hot log, as a check that finds the lock taken does.
+func hotLog(t *testing.T, s *Store, r *Request, stamp int64) *eventLog {
 	t.Helper()
+	if res := s.Take(r, stamp); !res.Allowed {
+		t.Fatalf("the first take was denied: %+v", res)
+	}
+	promoteKey(s, r)
 	h := s.hash(r)
 	g, ok := s.logs[s.index(h)].t.get(h)
-	if !ok {
-		t.Fatal("no log for the key")
+	if !ok || !logState(g.state.Load()).hot() {
+		t.Fatal("no hot log for the key")
 	}
+	return g
+}
+
+// unfinishedTake makes the next state of the hot log g as a lock-free take
+// of one event stamped at stamp does by its swap (raising the floor first),
+// without writing the stamp: what a check sees of a take whose goroutine
+// stopped between its swap and its stores. It returns the index of the
+// pending slot, which finish publishes.
+func unfinishedTake(t *testing.T, g *eventLog, stamp int64) int {
+	t.Helper()
 	w := logState(g.state.Load())
-	if w.held() || g.done.Load() != w.ver() {
-		t.Fatalf("the log is not at rest: %x", w)
+	if w.held() || w.pending()&(1<<(logPendBits-1)) != 0 {
+		t.Fatalf("the log cannot take a pending event: %x", w)
 	}
 	q := w.ring(g.t)
-	next := packLog(w.ver()+1, q.head, q.n+1) | w&logHot
+	g.raiseFloor(stamp)
+	next := packLog(w.ver()+1, q.head, q.n+1) | w&logHot | logState(w.pending()<<1|1)<<logPendShift
 	g.state.Store(uint64(next))
-	return g, next, (q.head + q.n) % len(g.t)
+	return (q.head + q.n) % len(g.t)
 }
 
-// finish writes the stamp of the unfinished take of state w at slot (and
-// on a hot log raises the floor to it) and publishes it, as the take's
-// goroutine does when it runs again.
-func finish(g *eventLog, w logState, slot int, stamp int64) {
-	g.t[slot].Store(stamp)
-	if w.hot() {
-		g.floor.Store(stamp)
+// finish writes the stamp of an unfinished take at slot and clears its
+// pending bit, as the take's goroutine does when it runs again.
+func finish(g *eventLog, slot int, stamp int64) { g.publish(slot, 1, stamp) }
+
+// TestSlidingLogCheckDecidesWithoutWaitingForAnUnfinishedTake: a check of
+// a hot key that finds another take swapped in but not yet stamped decides
+// at once, without waiting for that take's goroutine: it decides no
+// earlier than the floor the take raised, counts the pending event, and
+// reads only the older events. The take here is finished only after the
+// check has returned, so a check that waits for it never returns.
+func TestSlidingLogCheckDecidesWithoutWaitingForAnUnfinishedTake(t *testing.T) {
+	const rate, period = 100, 1000
+	s := New(Config{})
+	r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}, Cost: 1}
+	g := hotLog(t, s, &r, 10_000)
+	slot := unfinishedTake(t, g, 10_500)
+	var res Result
+	if !g.try(&r, 10_400, &res) { // its clock behind the pending take's
+		t.Fatal("the check of a hot log that is not held needs the lock")
 	}
-	g.done.Store(w.ver())
+	want := Result{Allowed: true, Remaining: rate - 3, ResetAfter: period, Next: 10_000 + period - 10_500, Slot: 10_500}
+	if res != want {
+		t.Fatalf("check beside an unfinished take:\n got %+v\nwant %+v (decided at the pending take's floor)", res, want)
+	}
+	if w := logState(g.state.Load()); w.pending() != 0b10 {
+		t.Fatalf("pending bits %b after the check's own take, want 10 (the unfinished take's)", w.pending())
+	}
+	finish(g, slot, 10_500)
+	if w := logState(g.state.Load()); w.pending() != 0 {
+		t.Fatalf("pending bits %b once every take is finished", w.pending())
+	}
+	m := logModel{stamps: []int64{10_000, 10_500, 10_500}}
+	r.Cost = 0
+	if got, want := s.Take(&r, 10_600), m.decide(10_600, &r); got != want {
+		t.Fatalf("the log after both takes:\n got %+v\nwant %+v", got, want)
+	}
 }
 
-// TestSlidingLogCheckDecidesOnTheStampOfAnUnfinishedTake: a check that
-// finds the take before it swapped in but not yet stamped waits for the
-// stamp and counts it, rather than reading the slot's old value (which
-// would make the key look idle and admit past the rate).
+// TestSlidingLogCheckWaitsForAPendingStampItNeeds: a check whose decision
+// depends on a pending event (a denial, whose fields read the newest
+// events) waits for its stamp rather than reading the slot's old value.
 //
 // On one P the order is fixed: the goroutine that finishes the take runs
 // only once the check gives way to the scheduler, so the check has read
-// the unfinished state first. A hot log's check reads the floor, which the
-// take raises with its stamp, and is run too.
-func TestSlidingLogCheckDecidesOnTheStampOfAnUnfinishedTake(t *testing.T) {
+// the unfinished state first.
+func TestSlidingLogCheckWaitsForAPendingStampItNeeds(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	for _, hot := range []bool{false, true} {
-		t.Run(map[bool]string{false: "locked", true: "hot"}[hot], func(t *testing.T) { checkUnfinishedTake(t, hot) })
-	}
-}
-
-func checkUnfinishedTake(t *testing.T, hot bool) {
 	const rate, period = 2, 1000
 	s := New(Config{})
 	r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}, Cost: 1}
-	s.Take(&r, 10_000)
-	if hot {
-		promoteKey(s, &r)
-	}
-	g, w, slot := unfinishedTake(t, s, &r)
+	g := hotLog(t, s, &r, 10_000)
+	slot := unfinishedTake(t, g, 10_500)
 	finished := make(chan struct{})
 	go func() {
-		finish(g, w, slot, 10_500)
+		finish(g, slot, 10_500)
 		close(finished)
 	}()
 	var res Result
 	if !g.try(&r, 10_600, &res) {
-		t.Fatal("the check of a log at rest needs the lock")
+		t.Fatal("the check of a hot log that is not held needs the lock")
 	}
 	<-finished
 	if res.Allowed {
@@ -84,31 +112,81 @@ func checkUnfinishedTake(t *testing.T, hot bool) {
 	}
 }
 
-// TestSlidingLogPublishedTellsAReplacedStateFromAnUnfinishedOne: a check
-// holding a state w waits only while w is the state and its take is
-// unfinished. Once w is published it may decide (a swap or confirmation
-// then finds whether w is still the state); once w has been replaced and
-// its successor published, it must read the log again.
-func TestSlidingLogPublishedTellsAReplacedStateFromAnUnfinishedOne(t *testing.T) {
+// TestSlidingLogCheckWaitsForAPendingEventThatMayHaveLeft: when every
+// written event has left the window, whether a pending one has too is its
+// taker's stamp to tell, and its slot may not be freed before the stamp is
+// written: the check waits for it. Checked where the walk from the oldest
+// event reaches the pending one, and where the floor says that every event
+// has left.
+func TestSlidingLogCheckWaitsForAPendingEventThatMayHaveLeft(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const rate, period = 2, 1000
+	for _, c := range []struct {
+		now  int64
+		want Result
+	}{
+		{11_050, Result{Allowed: true, Remaining: 0, ResetAfter: period, Next: 10_100 + period - 11_050, Slot: 11_050}}, // 10_000 has left, 10_100 not
+		{11_200, Result{Allowed: true, Remaining: 1, ResetAfter: period, Next: period, Slot: 11_200}},                   // both have left
+	} {
+		s := New(Config{})
+		r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}, Cost: 1}
+		g := hotLog(t, s, &r, 10_000)
+		slot := unfinishedTake(t, g, 10_100)
+		finished := make(chan struct{})
+		go func() {
+			finish(g, slot, 10_100)
+			close(finished)
+		}()
+		var res Result
+		if !g.try(&r, c.now, &res) {
+			t.Fatal("the check of a hot log that is not held needs the lock")
+		}
+		<-finished
+		if res != c.want {
+			t.Fatalf("check at %d beside a pending event stamped 10100:\n got %+v\nwant %+v", c.now, res, c.want)
+		}
+		if w := logState(g.state.Load()); w.pending() != 0 {
+			t.Fatalf("pending bits %b once every take is finished", w.pending())
+		}
+	}
+}
+
+// TestSlidingLogPendingTakesFinishInAnyOrder: takes pending at once clear
+// their own bits whichever finishes first, on a ring that wraps, and a
+// Return that comes meanwhile waits for them before it reads the ring.
+func TestSlidingLogPendingTakesFinishInAnyOrder(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	const rate, period = 4, 1000
 	s := New(Config{})
 	r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}, Cost: 1}
-	s.Take(&r, 10_000)
-	g, w1, slot1 := unfinishedTake(t, s, &r)
-	finish(g, w1, slot1, 10_100)
-	if !g.published(w1) {
-		t.Fatal("w1 is published and current, and published reports it replaced")
+	g := hotLog(t, s, &r, 10_000)
+	for _, at := range []int64{10_100, 11_050} { // 11_050 drops 10_000
+		if res := s.Take(&r, at); !res.Allowed {
+			t.Fatalf("take at %d denied: %+v", at, res)
+		}
 	}
-	_, w2, slot2 := unfinishedTake(t, s, &r)
-	if !g.published(w1) {
-		t.Fatal("w1 is published (its successor is not): published must let the check decide and fail its swap")
+	a := unfinishedTake(t, g, 11_100)
+	b := unfinishedTake(t, g, 11_200)
+	if a != 3 || b != 0 {
+		t.Fatalf("pending slots %d and %d, want 3 and 0 (the ring wraps)", a, b)
 	}
-	finish(g, w2, slot2, 10_200)
-	if g.published(w1) {
-		t.Fatal("w1 was replaced by w2, now published: published reports w1 as the state")
+	finish(g, b, 11_200)
+	if w := logState(g.state.Load()); w.pending() != 0b10 {
+		t.Fatalf("pending bits %b after the newer take finished, want 10", w.pending())
 	}
-	if !g.published(w2) {
-		t.Fatal("w2 is published and current")
+	finished := make(chan struct{})
+	go func() {
+		finish(g, a, 11_100)
+		close(finished)
+	}()
+	ret := r
+	ret.Slot = 11_100
+	s.Return(&ret, 11_300) // waits for the stamp it gives back
+	<-finished
+	m := logModel{stamps: []int64{10_100, 11_050, 11_200}, floor: 11_200}
+	r.Cost = 0
+	if got, want := s.Take(&r, 11_300), m.decide(11_300, &r); got != want {
+		t.Fatalf("after both takes finished and one was given back:\n got %+v\nwant %+v", got, want)
 	}
 }
 

@@ -1,0 +1,176 @@
+package memstore
+
+import (
+	"math/bits"
+	"runtime"
+)
+
+// try decides r at now without the shard's lock, into res. It reports
+// false when the request needs the lock: g is held (or gone from its
+// table), or the take is forced, or under another Rate or Period than g's,
+// or of a cost larger than a hot log can leave pending.
+func (g *eventLog) try(r *Request, now int64, res *Result) bool {
+	if r.Force { // applied whether or not it fits: apply's work
+		return false
+	}
+	p, rate, t0 := r.Limit.Period, r.Limit.Rate, now
+	for {
+		w := logState(g.state.Load())
+		if w.held() {
+			return false
+		}
+		q := w.ring(g.t)
+		floor := g.floor.Load()
+		newest := floor // a hot log's floor is at or after its newest stamp
+		if !w.hot() && q.n > 0 {
+			newest = q.at(q.n - 1) // no slot of a log that is not hot is pending
+		}
+		now = max(t0, floor, newest)
+		// written is how many of the oldest events have their stamps
+		// written: all but those from the oldest pending one on.
+		written := q.n - bits.Len64(w.pending())
+		// gone is how many of the oldest events have left the window: all
+		// of them on an idle key, else found by a walk from the oldest,
+		// which stops at the newest event. On a hot log newest is the
+		// floor, which may be past every event: the walk counts to n, and
+		// stops at the first pending slot, whose stamp it cannot read.
+		gone := q.n
+		if gone > 0 && newest > now-p {
+			gone = 0
+			if w.hot() {
+				for j := q.head; gone < written && g.t[j].Load() <= now-p; gone++ {
+					if j++; j == len(g.t) {
+						j = 0
+					}
+				}
+			} else {
+				for j := q.head; g.t[j].Load() <= now-p; gone++ {
+					if j++; j == len(g.t) {
+						j = 0
+					}
+				}
+			}
+		}
+		if written < q.n && gone >= written {
+			// Every written event has left the window: whether the
+			// pending ones have too, and the stamp a denial's fields would
+			// read, are their takers' to write; and a slot is not freed
+			// before its taker has written it.
+			g.await(w)
+			continue
+		}
+		count := int64(q.n - gone)
+		if count+max(r.Cost, 1) > rate || r.Cost == 0 {
+			if written < q.n { // the fields read the newest events
+				g.await(w)
+				continue
+			}
+			*res = q.deny(gone, count, max(r.Cost, 1), now, p, rate)
+			if logState(g.state.Load()) == w {
+				return true
+			}
+			continue
+		}
+		if int64(len(g.t)) != rate || g.period.Load() != p || w.hot() && r.Cost > logPendBits {
+			return false
+		}
+		oldest := now // the oldest event in the window after the take
+		if count > 0 {
+			oldest = q.at(gone)
+		}
+		if !g.claim(w, q, gone, int(r.Cost), now) {
+			continue
+		}
+		*res = Result{
+			Allowed: true, Remaining: rate - count - r.Cost, ResetAfter: p,
+			Next: oldest + p - now, Slot: uint64(now),
+		}
+		return true
+	}
+}
+
+// claim takes k events stamped now on g, whose state was w and whose ring
+// q, forgetting the gone oldest events, and reports whether it did: false
+// when the state has changed since w (or a hot log has no room for k more
+// pending slots), and the request must be decided again.
+//
+// A log that is not hot is claimed under the shard's lock, by its only
+// taker: the stamps go into the free slots, then the next state is stored.
+// A hot log's floor is raised to now before the swap, so that a check that
+// finds the swap decides no earlier than the stamps it cannot yet read;
+// the swap marks the k newest slots pending, and publish writes them.
+func (g *eventLog) claim(w logState, q ring, gone, k int, now int64) bool {
+	q.forget(gone)
+	at := q.head + q.n // the first slot claimed
+	if at >= len(g.t) {
+		at -= len(g.t)
+	}
+	next := packLog(w.ver()+1, q.head, q.n+k) | w&logHot
+	if !w.hot() {
+		g.stamp(at, k, now)
+		g.state.Store(uint64(next))
+		return true
+	}
+	pend := w.pending()
+	if pend>>(logPendBits-k) != 0 { // as many takes are pending as state can hold
+		g.await(w)
+		return false
+	}
+	g.raiseFloor(now)
+	next |= logState(pend<<k|(1<<k-1)) << logPendShift
+	if !g.state.CompareAndSwap(uint64(w), uint64(next)) {
+		return false
+	}
+	g.publish(at, k, now)
+	return true
+}
+
+// stamp writes now into the k slots from index at.
+func (g *eventLog) stamp(at, k int, now int64) {
+	for range k {
+		g.t[at].Store(now)
+		if at++; at == len(g.t) {
+			at = 0
+		}
+	}
+}
+
+// raiseFloor raises g's floor to now, if it is below.
+func (g *eventLog) raiseFloor(now int64) {
+	for f := g.floor.Load(); f < now && !g.floor.CompareAndSwap(f, now); f = g.floor.Load() {
+	}
+}
+
+// publish writes the stamps of the k pending slots from index at, which a
+// swap of this goroutine claimed, and clears their pending bits. Their
+// bits have moved up by the events claimed since, which are all newer:
+// the first slot's bit is its distance from the newest event.
+func (g *eventLog) publish(at, k int, now int64) {
+	g.stamp(at, k, now)
+	for {
+		w := logState(g.state.Load())
+		q := w.ring(g.t)
+		i := q.head + q.n - 1 - at // the first slot's distance from the newest
+		if i < 0 {
+			i += len(g.t)
+		} else if i >= len(g.t) {
+			i -= len(g.t)
+		}
+		bits := logState(1<<k-1) << (i - k + 1) << logPendShift
+		if g.state.CompareAndSwap(uint64(w), uint64(w&^bits)) {
+			return
+		}
+	}
+}
+
+// await waits until g's state is no longer w: a check calls it when it
+// needs the stamp of a pending slot of w, which its taker writes right
+// after its swap. It gives way to the scheduler only after publishSpins
+// reads, when the taker has been stopped.
+func (g *eventLog) await(w logState) {
+	for spins := 1; logState(g.state.Load()) == w; spins++ {
+		if spins%publishSpins == 0 {
+			runtime.Gosched()
+		}
+	}
+}
