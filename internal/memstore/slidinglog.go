@@ -74,10 +74,12 @@ func (g *eventLog) weight() int { return logWeight(int64(len(g.t))) }
 
 // logState packs a log's version, pending bits, head (the index of its
 // oldest event), length, held bit and hot bit into one word. Rate is at
-// most 10,000, so head and length fit in 14 bits each. Bit i of the
-// pending bits stands for the event i places before the newest (see
-// pending). The version's 30 bits wrap only after 10^9 takes, far more
-// than a check can be delayed by.
+// most 10,000, so head and length fit in 14 bits each. A take of k events
+// adds k to the version (a release adds 1), so that while a slot is
+// pending the version numbers the events: the newest is the version, the
+// one before it the version less 1, and so on; pending bit v mod 4 stands
+// for event v (see depth). The version's 30 bits wrap only after 10^9
+// events, far more than a check can be delayed by.
 type logState uint64
 
 const (
@@ -100,11 +102,33 @@ func packLog(ver uint64, head, n int) logState {
 func (w logState) ver() uint64 { return uint64(w>>logVerShift) & logVerMask }
 func (w logState) held() bool  { return w&logHeld != 0 }
 
-// pending is the pending bits: bit i is set while the event i places
-// before the newest is claimed by a lock-free take that has not yet
-// written its stamp.
+// pending is the pending bits: bit v mod 4 is set while event v (see
+// logState) is claimed by a lock-free take that has not yet written its
+// stamp.
 func (w logState) pending() uint64 { return uint64(w>>logPendShift) & logPendMask }
-func (w logState) hot() bool       { return w&logHot != 0 }
+
+// depth is how many of the newest events are not all written: 0 when none
+// is pending, else 1 + the distance from the newest of the oldest pending.
+func (w logState) depth() int {
+	m := w.pending()
+	if m == 0 {
+		return 0
+	}
+	v := w.ver()
+	d := logPendBits - 1
+	for m>>((v-uint64(d))%logPendBits)&1 == 0 {
+		d--
+	}
+	return d + 1
+}
+
+// pendingBits is the pending bits of the k events after version v, k at
+// most logPendBits, in place in a logState.
+func pendingBits(v uint64, k int) logState {
+	m := uint64(1<<k-1) << ((v + 1) % logPendBits)
+	return logState((m|m>>logPendBits)&logPendMask) << logPendShift
+}
+func (w logState) hot() bool { return w&logHot != 0 }
 func (w logState) ring(t []atomic.Int64) ring {
 	return ring{t: t, head: int(w>>(logNShift+logHeadBits)) & logHeadMask, n: int(w>>logNShift) & logHeadMask}
 }

@@ -24,24 +24,31 @@ func hotLog(t *testing.T, s *Store, r *Request, stamp int64) *eventLog {
 // unfinishedTake makes the next state of the hot log g as a lock-free take
 // of one event stamped at stamp does by its swap (raising the floor first),
 // without writing the stamp: what a check sees of a take whose goroutine
-// stopped between its swap and its stores. It returns the index of the
-// pending slot, which finish publishes.
-func unfinishedTake(t *testing.T, g *eventLog, stamp int64) int {
+// stopped between its swap and its stores. It returns the pending slot,
+// which finish publishes.
+func unfinishedTake(t *testing.T, g *eventLog, stamp int64) pendingSlot {
 	t.Helper()
 	w := logState(g.state.Load())
-	if w.held() || w.pending()&(1<<(logPendBits-1)) != 0 {
+	mine := pendingBits(w.ver(), 1)
+	if w.held() || w&mine != 0 {
 		t.Fatalf("the log cannot take a pending event: %x", w)
 	}
 	q := w.ring(g.t)
-	g.raiseFloor(stamp)
-	next := packLog(w.ver()+1, q.head, q.n+1) | w&logHot | logState(w.pending()<<1|1)<<logPendShift
+	g.raiseFloor(g.floor.Load(), stamp)
+	next := packLog(w.ver()+1, q.head, q.n+1) | w&(logHot|logPendMask<<logPendShift) | mine
 	g.state.Store(uint64(next))
-	return (q.head + q.n) % len(g.t)
+	return pendingSlot{(q.head + q.n) % len(g.t), mine}
 }
 
-// finish writes the stamp of an unfinished take at slot and clears its
-// pending bit, as the take's goroutine does when it runs again.
-func finish(g *eventLog, slot int, stamp int64) { g.publish(slot, 1, stamp) }
+// pendingSlot is the slot of an unfinished take and its pending bit.
+type pendingSlot struct {
+	at   int
+	mine logState
+}
+
+// finish writes the stamp of an unfinished take and clears its pending
+// bit, as the take's goroutine does when it runs again.
+func finish(g *eventLog, p pendingSlot, stamp int64) { g.publish(p.at, 1, stamp, p.mine) }
 
 // TestSlidingLogCheckDecidesWithoutWaitingForAnUnfinishedTake: a check of
 // a hot key that finds another take swapped in but not yet stamped decides
@@ -63,8 +70,8 @@ func TestSlidingLogCheckDecidesWithoutWaitingForAnUnfinishedTake(t *testing.T) {
 	if res != want {
 		t.Fatalf("check beside an unfinished take:\n got %+v\nwant %+v (decided at the pending take's floor)", res, want)
 	}
-	if w := logState(g.state.Load()); w.pending() != 0b10 {
-		t.Fatalf("pending bits %b after the check's own take, want 10 (the unfinished take's)", w.pending())
+	if w := logState(g.state.Load()); w.depth() != 2 {
+		t.Fatalf("%d of the newest events not all written after the check's own take, want 2 (the unfinished take's and the check's)", w.depth())
 	}
 	finish(g, slot, 10_500)
 	if w := logState(g.state.Load()); w.pending() != 0 {
@@ -167,12 +174,12 @@ func TestSlidingLogPendingTakesFinishInAnyOrder(t *testing.T) {
 	}
 	a := unfinishedTake(t, g, 11_100)
 	b := unfinishedTake(t, g, 11_200)
-	if a != 3 || b != 0 {
-		t.Fatalf("pending slots %d and %d, want 3 and 0 (the ring wraps)", a, b)
+	if a.at != 3 || b.at != 0 {
+		t.Fatalf("pending slots %d and %d, want 3 and 0 (the ring wraps)", a.at, b.at)
 	}
 	finish(g, b, 11_200)
-	if w := logState(g.state.Load()); w.pending() != 0b10 {
-		t.Fatalf("pending bits %b after the newer take finished, want 10", w.pending())
+	if w := logState(g.state.Load()); w.depth() != 2 {
+		t.Fatalf("%d of the newest events not all written after the newer take finished, want 2", w.depth())
 	}
 	finished := make(chan struct{})
 	go func() {
@@ -187,6 +194,28 @@ func TestSlidingLogPendingTakesFinishInAnyOrder(t *testing.T) {
 	r.Cost = 0
 	if got, want := s.Take(&r, 11_300), m.decide(11_300, &r); got != want {
 		t.Fatalf("after both takes finished and one was given back:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestSlidingLogTakeRaisesTheFloorBeforeItsSwap: a lock-free take of a
+// hot log raises the floor to its stamp before it swaps in its claim, so
+// that a check that finds the swap (and cannot yet read the stamp) decides
+// no earlier. A take whose swap fails, its state gone, shows the order:
+// the floor is raised all the same.
+func TestSlidingLogTakeRaisesTheFloorBeforeItsSwap(t *testing.T) {
+	const rate, period = 10, 1000
+	s := New(Config{})
+	r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}, Cost: 1}
+	g := hotLog(t, s, &r, 10_000)
+	stale := logState(g.state.Load())
+	if res := s.Take(&r, 10_100); !res.Allowed { // the state moves on
+		t.Fatalf("take at 10100 denied: %+v", res)
+	}
+	if g.claim(stale, stale.ring(g.t), 0, 1, g.floor.Load(), 10_300) {
+		t.Fatal("a claim on a state since replaced succeeded")
+	}
+	if f := g.floor.Load(); f != 10_300 {
+		t.Fatalf("floor %d after a take at 10300 lost its swap, want 10300: a check that found its swap would decide before its stamp", f)
 	}
 }
 

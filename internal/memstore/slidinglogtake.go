@@ -1,9 +1,6 @@
 package memstore
 
-import (
-	"math/bits"
-	"runtime"
-)
+import "runtime"
 
 // try decides r at now without the shard's lock, into res. It reports
 // false when the request needs the lock: g is held (or gone from its
@@ -28,7 +25,7 @@ func (g *eventLog) try(r *Request, now int64, res *Result) bool {
 		now = max(t0, floor, newest)
 		// written is how many of the oldest events have their stamps
 		// written: all but those from the oldest pending one on.
-		written := q.n - bits.Len64(w.pending())
+		written := q.n - w.depth()
 		// gone is how many of the oldest events have left the window: all
 		// of them on an idle key, else found by a walk from the oldest,
 		// which stops at the newest event. On a hot log newest is the
@@ -78,7 +75,7 @@ func (g *eventLog) try(r *Request, now int64, res *Result) bool {
 		if count > 0 {
 			oldest = q.at(gone)
 		}
-		if !g.claim(w, q, gone, int(r.Cost), now) {
+		if !g.claim(w, q, gone, int(r.Cost), floor, now) {
 			continue
 		}
 		*res = Result{
@@ -91,37 +88,38 @@ func (g *eventLog) try(r *Request, now int64, res *Result) bool {
 
 // claim takes k events stamped now on g, whose state was w and whose ring
 // q, forgetting the gone oldest events, and reports whether it did: false
-// when the state has changed since w (or a hot log has no room for k more
-// pending slots), and the request must be decided again.
+// when the state has changed since w (or the take four events before is
+// still pending), and the request must be decided again.
 //
 // A log that is not hot is claimed under the shard's lock, by its only
 // taker: the stamps go into the free slots, then the next state is stored.
 // A hot log's floor is raised to now before the swap, so that a check that
 // finds the swap decides no earlier than the stamps it cannot yet read;
-// the swap marks the k newest slots pending, and publish writes them.
-func (g *eventLog) claim(w logState, q ring, gone, k int, now int64) bool {
+// the swap sets the pending bits of the k events, and publish writes them.
+// The floor stays raised if the swap fails: now is a time the request read
+// (or the floor), and it is decided again no earlier.
+func (g *eventLog) claim(w logState, q ring, gone, k int, floor, now int64) bool {
 	q.forget(gone)
 	at := q.head + q.n // the first slot claimed
 	if at >= len(g.t) {
 		at -= len(g.t)
 	}
-	next := packLog(w.ver()+1, q.head, q.n+k) | w&logHot
+	next := packLog(w.ver()+uint64(k), q.head, q.n+k) | w&logHot
 	if !w.hot() {
 		g.stamp(at, k, now)
 		g.state.Store(uint64(next))
 		return true
 	}
-	pend := w.pending()
-	if pend>>(logPendBits-k) != 0 { // as many takes are pending as state can hold
+	mine := pendingBits(w.ver(), k)
+	if w&mine != 0 { // a take of four events before is still pending
 		g.await(w)
 		return false
 	}
-	g.raiseFloor(now)
-	next |= logState(pend<<k|(1<<k-1)) << logPendShift
-	if !g.state.CompareAndSwap(uint64(w), uint64(next)) {
+	g.raiseFloor(floor, now)
+	if !g.state.CompareAndSwap(uint64(w), uint64(next|w&(logPendMask<<logPendShift)|mine)) {
 		return false
 	}
-	g.publish(at, k, now)
+	g.publish(at, k, now, mine)
 	return true
 }
 
@@ -135,32 +133,19 @@ func (g *eventLog) stamp(at, k int, now int64) {
 	}
 }
 
-// raiseFloor raises g's floor to now, if it is below.
-func (g *eventLog) raiseFloor(now int64) {
-	for f := g.floor.Load(); f < now && !g.floor.CompareAndSwap(f, now); f = g.floor.Load() {
+// raiseFloor raises g's floor, last read as floor, to now if it is below.
+func (g *eventLog) raiseFloor(floor, now int64) {
+	for f := floor; f < now && !g.floor.CompareAndSwap(f, now); f = g.floor.Load() {
 	}
 }
 
 // publish writes the stamps of the k pending slots from index at, which a
-// swap of this goroutine claimed, and clears their pending bits. Their
-// bits have moved up by the events claimed since, which are all newer:
-// the first slot's bit is its distance from the newest event.
-func (g *eventLog) publish(at, k int, now int64) {
+// swap of this goroutine claimed, and clears their pending bits, mine.
+// Bits name events, not places, so the taker clears its own however many
+// events have been claimed since.
+func (g *eventLog) publish(at, k int, now int64, mine logState) {
 	g.stamp(at, k, now)
-	for {
-		w := logState(g.state.Load())
-		q := w.ring(g.t)
-		i := q.head + q.n - 1 - at // the first slot's distance from the newest
-		if i < 0 {
-			i += len(g.t)
-		} else if i >= len(g.t) {
-			i -= len(g.t)
-		}
-		bits := logState(1<<k-1) << (i - k + 1) << logPendShift
-		if g.state.CompareAndSwap(uint64(w), uint64(w&^bits)) {
-			return
-		}
-	}
+	g.state.And(^uint64(mine))
 }
 
 // await waits until g's state is no longer w: a check calls it when it
