@@ -91,6 +91,7 @@ const (
 	logPendShift          = logNShift + 2*logHeadBits
 	logPendBits           = 4 // how many of the newest slots may be pending
 	logPendMask           = 1<<logPendBits - 1
+	logPending            = logPendMask << logPendShift // the pending bits in place
 	logVerShift           = logPendShift + logPendBits
 	logVerMask            = 1<<(64-logVerShift) - 1
 )

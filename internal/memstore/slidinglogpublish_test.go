@@ -219,6 +219,32 @@ func TestSlidingLogTakeRaisesTheFloorBeforeItsSwap(t *testing.T) {
 	}
 }
 
+// TestSlidingLogTakeSwapsInAfterAPendingTakeFinishes: a take decided on a
+// state in which another take was pending still swaps in when the only
+// change since is that take writing its stamps (its events, newer than
+// the oldest the decision kept, were counted either way), rather than
+// deciding again: on a hot key on two cores that is the common case.
+func TestSlidingLogTakeSwapsInAfterAPendingTakeFinishes(t *testing.T) {
+	const rate, period = 10, 1000
+	s := New(Config{})
+	r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}, Cost: 1}
+	g := hotLog(t, s, &r, 10_000)
+	p := unfinishedTake(t, g, 10_500)
+	w := logState(g.state.Load()) // what the take decides on
+	finish(g, p, 10_500)
+	if !g.claim(w, w.ring(g.t), 0, 1, g.floor.Load(), 10_600) {
+		t.Fatal("the take was sent to decide again when only a pending take had finished")
+	}
+	if w := logState(g.state.Load()); w.depth() != 0 || w.ring(g.t).n != 3 {
+		t.Fatalf("after the take: %d events, %d of the newest not all written; want 3 and 0", w.ring(g.t).n, w.depth())
+	}
+	m := logModel{stamps: []int64{10_000, 10_500, 10_600}}
+	r.Cost = 0
+	if got, want := s.Take(&r, 10_700), m.decide(10_700, &r); got != want {
+		t.Fatalf("the log after the take:\n got %+v\nwant %+v", got, want)
+	}
+}
+
 // promoteKey makes the log of r's key, if there is one, its shard's hot
 // log, as a check that finds the shard's lock taken does.
 func promoteKey(s *Store, r *Request) {

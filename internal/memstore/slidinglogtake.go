@@ -116,8 +116,15 @@ func (g *eventLog) claim(w logState, q ring, gone, k int, floor, now int64) bool
 		return false
 	}
 	g.raiseFloor(floor, now)
-	if !g.state.CompareAndSwap(uint64(w), uint64(next|w&(logPendMask<<logPendShift)|mine)) {
-		return false
+	for !g.state.CompareAndSwap(uint64(w), uint64(next|w&logPending|mine)) {
+		// A take that was pending in w may have written its stamps since:
+		// the ring is as it was, and the decision stands (it counted those
+		// events, which are newer than the oldest it kept).
+		cur := logState(g.state.Load())
+		if cur&^logPending != w&^logPending {
+			return false
+		}
+		w = cur
 	}
 	g.publish(at, k, now, mine)
 	return true
