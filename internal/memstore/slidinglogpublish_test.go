@@ -211,7 +211,7 @@ func TestSlidingLogTakeRaisesTheFloorBeforeItsSwap(t *testing.T) {
 	if res := s.Take(&r, 10_100); !res.Allowed { // the state moves on
 		t.Fatalf("take at 10100 denied: %+v", res)
 	}
-	if g.claim(stale, stale.ring(g.t), 0, 1, g.floor.Load(), 10_300) {
+	if claimOne(g, stale, 10_300) {
 		t.Fatal("a claim on a state since replaced succeeded")
 	}
 	if f := g.floor.Load(); f != 10_300 {
@@ -232,7 +232,7 @@ func TestSlidingLogTakeSwapsInAfterAPendingTakeFinishes(t *testing.T) {
 	p := unfinishedTake(t, g, 10_500)
 	w := logState(g.state.Load()) // what the take decides on
 	finish(g, p, 10_500)
-	if !g.claim(w, w.ring(g.t), 0, 1, g.floor.Load(), 10_600) {
+	if !claimOne(g, w, 10_600) {
 		t.Fatal("the take was sent to decide again when only a pending take had finished")
 	}
 	if w := logState(g.state.Load()); w.depth() != 0 || w.ring(g.t).n != 3 {
@@ -243,6 +243,14 @@ func TestSlidingLogTakeSwapsInAfterAPendingTakeFinishes(t *testing.T) {
 	if got, want := s.Take(&r, 10_700), m.decide(10_700, &r); got != want {
 		t.Fatalf("the log after the take:\n got %+v\nwant %+v", got, want)
 	}
+}
+
+// claimOne is a lock-free take of one event stamped now on the hot log g,
+// decided on state w (forgetting nothing), as try claims it.
+func claimOne(g *eventLog, w logState, now int64) bool {
+	q := w.ring(g.t)
+	next := packLog(w.ver()+1, q.head, q.n+1) | w&logHot
+	return g.claim(w, next, (q.head+q.n)%len(g.t), 1, g.floor.Load(), now)
 }
 
 // promoteKey makes the log of r's key, if there is one, its shard's hot

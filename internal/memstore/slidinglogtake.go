@@ -27,24 +27,16 @@ func (g *eventLog) try(r *Request, now int64, res *Result) bool {
 		// written: all but those from the oldest pending one on.
 		written := q.n - w.depth()
 		// gone is how many of the oldest events have left the window: all
-		// of them on an idle key, else found by a walk from the oldest,
-		// which stops at the newest event. On a hot log newest is the
-		// floor, which may be past every event: the walk counts to n, and
-		// stops at the first pending slot, whose stamp it cannot read.
+		// of them on an idle key, else found by a walk from the oldest.
+		// On a hot log newest is the floor, which may be past every event,
+		// so the walk is bounded, by the first pending slot too: its stamp
+		// cannot be read.
 		gone := q.n
 		if gone > 0 && newest > now-p {
 			gone = 0
-			if w.hot() {
-				for j := q.head; gone < written && g.t[j].Load() <= now-p; gone++ {
-					if j++; j == len(g.t) {
-						j = 0
-					}
-				}
-			} else {
-				for j := q.head; g.t[j].Load() <= now-p; gone++ {
-					if j++; j == len(g.t) {
-						j = 0
-					}
+			for j := q.head; gone < written && g.t[j].Load() <= now-p; gone++ {
+				if j++; j == len(g.t) {
+					j = 0
 				}
 			}
 		}
@@ -75,7 +67,18 @@ func (g *eventLog) try(r *Request, now int64, res *Result) bool {
 		if count > 0 {
 			oldest = q.at(gone)
 		}
-		if !g.claim(w, q, gone, int(r.Cost), floor, now) {
+		q.forget(gone)
+		at := q.head + q.n // the first slot claimed
+		if at >= len(g.t) {
+			at -= len(g.t)
+		}
+		next := packLog(w.ver()+uint64(r.Cost), q.head, q.n+int(r.Cost)) | w&logHot
+		if !w.hot() {
+			// Checked under the shard's lock only, by one taker at a
+			// time: the stamps go into the free slots, then the state.
+			g.stamp(at, int(r.Cost), now)
+			g.state.Store(uint64(next))
+		} else if !g.claim(w, next, at, int(r.Cost), floor, now) {
 			continue
 		}
 		*res = Result{
@@ -86,30 +89,17 @@ func (g *eventLog) try(r *Request, now int64, res *Result) bool {
 	}
 }
 
-// claim takes k events stamped now on g, whose state was w and whose ring
-// q, forgetting the gone oldest events, and reports whether it did: false
+// claim swaps next, the state after a take of k events stamped now from
+// slot at, in for w on the hot log g, and reports whether it did: false
 // when the state has changed since w (or the take four events before is
 // still pending), and the request must be decided again.
 //
-// A log that is not hot is claimed under the shard's lock, by its only
-// taker: the stamps go into the free slots, then the next state is stored.
-// A hot log's floor is raised to now before the swap, so that a check that
-// finds the swap decides no earlier than the stamps it cannot yet read;
-// the swap sets the pending bits of the k events, and publish writes them.
-// The floor stays raised if the swap fails: now is a time the request read
-// (or the floor), and it is decided again no earlier.
-func (g *eventLog) claim(w logState, q ring, gone, k int, floor, now int64) bool {
-	q.forget(gone)
-	at := q.head + q.n // the first slot claimed
-	if at >= len(g.t) {
-		at -= len(g.t)
-	}
-	next := packLog(w.ver()+uint64(k), q.head, q.n+k) | w&logHot
-	if !w.hot() {
-		g.stamp(at, k, now)
-		g.state.Store(uint64(next))
-		return true
-	}
+// The floor is raised to now before the swap, so that a check that finds
+// the swap decides no earlier than the stamps it cannot yet read; the swap
+// sets the pending bits of the k events, and publish writes them. The
+// floor stays raised if the swap fails: now is a time the request read (or
+// the floor), and it is decided again no earlier.
+func (g *eventLog) claim(w, next logState, at, k int, floor, now int64) bool {
 	mine := pendingBits(w.ver(), k)
 	if w&mine != 0 { // a take of four events before is still pending
 		g.await(w)
