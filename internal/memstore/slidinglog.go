@@ -223,6 +223,27 @@ func (g *eventLog) makeHot() {
 	g.state.Store(uint64(w | logHot))
 }
 
+// makeCold clears g's hot bit when another log replaces it as its shard's
+// hot log. The caller holds the shard's lock; a check that loaded g as the
+// hot log before may still be deciding on it without the lock, and is sent
+// to the lock once the bit is clear (see try), so the bit is cleared once
+// no slot is pending, under a new version, which fails such a check's swap.
+func (g *eventLog) makeCold() {
+	for spins := 1; ; spins++ {
+		w := logState(g.state.Load())
+		if !w.hot() || w.held() {
+			return
+		}
+		q := w.ring(g.t)
+		if w.pending() == 0 && g.state.CompareAndSwap(uint64(w), uint64(packLog(w.ver()+1, q.head, q.n))) {
+			return
+		}
+		if spins%publishSpins == 0 {
+			runtime.Gosched()
+		}
+	}
+}
+
 // ring is a view of a log's events: n of them from index head of t.
 type ring struct {
 	t       []atomic.Int64

@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 )
@@ -63,7 +64,7 @@ func TestSlidingLogCheckDecidesWithoutWaitingForAnUnfinishedTake(t *testing.T) {
 	g := hotLog(t, s, &r, 10_000)
 	slot := unfinishedTake(t, g, 10_500)
 	var res Result
-	if !g.try(&r, 10_400, &res) { // its clock behind the pending take's
+	if !g.try(&r, 10_400, &res, false) { // its clock behind the pending take's
 		t.Fatal("the check of a hot log that is not held needs the lock")
 	}
 	want := Result{Allowed: true, Remaining: rate - 3, ResetAfter: period, Next: 10_000 + period - 10_500, Slot: 10_500}
@@ -104,7 +105,7 @@ func TestSlidingLogCheckWaitsForAPendingStampItNeeds(t *testing.T) {
 		close(finished)
 	}()
 	var res Result
-	if !g.try(&r, 10_600, &res) {
+	if !g.try(&r, 10_600, &res, false) {
 		t.Fatal("the check of a hot log that is not held needs the lock")
 	}
 	<-finished
@@ -145,7 +146,7 @@ func TestSlidingLogCheckWaitsForAPendingEventThatMayHaveLeft(t *testing.T) {
 			close(finished)
 		}()
 		var res Result
-		if !g.try(&r, c.now, &res) {
+		if !g.try(&r, c.now, &res, false) {
 			t.Fatal("the check of a hot log that is not held needs the lock")
 		}
 		<-finished
@@ -242,6 +243,53 @@ func TestSlidingLogTakeSwapsInAfterAPendingTakeFinishes(t *testing.T) {
 	r.Cost = 0
 	if got, want := s.Take(&r, 10_700), m.decide(10_700, &r); got != want {
 		t.Fatalf("the log after the take:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestSlidingLogReplacedHotLogIsTakenUnderTheLockOnly: when another key
+// becomes its shard's hot log, the log it replaces is made cold once its
+// pending takes have written their stamps (on one P, the unfinished take
+// here finishes only when the promotion gives way to it), and a check that
+// still holds it from the shard's hot log is sent to the lock, where it is
+// taken without pending slots.
+func TestSlidingLogReplacedHotLogIsTakenUnderTheLockOnly(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const rate, period = 10, 1000
+	s := New(Config{})
+	l := Limit{Rate: rate, Period: period, Capacity: rate}
+	a, b := sameShardKeys(s)
+	ra := Request{Key: a, Alg: SlidingLog, Limit: l, Cost: 1}
+	rb := Request{Key: b, Alg: SlidingLog, Limit: l, Cost: 1}
+	g := hotLog(t, s, &ra, 10_000)
+	p := unfinishedTake(t, g, 10_500)
+	go finish(g, p, 10_500)
+	hotLog(t, s, &rb, 10_000) // replaces a's log as the hot one
+	if w := logState(g.state.Load()); w.hot() || w.depth() != 0 {
+		t.Fatalf("the replaced log: hot %v, %d of the newest events not all written; want cold, 0", w.hot(), w.depth())
+	}
+	var res Result
+	if g.try(&ra, 10_600, &res, false) {
+		t.Fatalf("a check without the lock decided on a cold log: %+v", res)
+	}
+	m := logModel{stamps: []int64{10_000, 10_500}}
+	if got, want := s.Take(&ra, 10_600), m.decide(10_600, &ra); got != want {
+		t.Fatalf("a take of the replaced log:\n got %+v\nwant %+v", got, want)
+	}
+	if w := logState(g.state.Load()); w.depth() != 0 || w.ring(g.t).n != 3 {
+		t.Fatalf("after the take: %d events, %d not all written; want 3, 0", w.ring(g.t).n, w.depth())
+	}
+}
+
+// sameShardKeys returns two keys whose sliding logs share a shard of s.
+func sameShardKeys(s *Store) (string, string) {
+	first := map[int]string{}
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("k%d", i)
+		sh := s.index(s.hash(&Request{Key: k, Alg: SlidingLog}))
+		if other, ok := first[sh]; ok {
+			return other, k
+		}
+		first[sh] = k
 	}
 }
 

@@ -2,18 +2,20 @@ package memstore
 
 import "runtime"
 
-// try decides r at now without the shard's lock, into res. It reports
-// false when the request needs the lock: g is held (or gone from its
-// table), or the take is forced, or under another Rate or Period than g's,
-// or of a cost larger than a hot log can leave pending.
-func (g *eventLog) try(r *Request, now int64, res *Result) bool {
+// try decides r at now without the shard's lock, into res; locked says
+// whether the caller holds it. It reports false when the request needs the
+// lock: g is held (or gone from its table), or the caller does not hold
+// the lock and g is no longer hot, or the take is forced, or under another
+// Rate or Period than g's, or of a cost larger than a hot log can leave
+// pending.
+func (g *eventLog) try(r *Request, now int64, res *Result, locked bool) bool {
 	if r.Force { // applied whether or not it fits: apply's work
 		return false
 	}
 	p, rate, t0 := r.Limit.Period, r.Limit.Rate, now
 	for {
 		w := logState(g.state.Load())
-		if w.held() {
+		if w.held() || !locked && !w.hot() {
 			return false
 		}
 		q := w.ring(g.t)
