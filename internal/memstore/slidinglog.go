@@ -31,14 +31,14 @@ import (
 // read the ring before cannot see through: its swap or its confirmation
 // fails, and it decides again.
 //
-// A log checked only under the lock (one never made hot, below) has one
+// A log checked only under the lock (one that is not hot, below) has one
 // taker at a time: it writes its stamps in the free slots first and then
 // stores the next state, so a claimed slot is never seen unwritten. A hot
 // log's takers race, and a claim cannot write its stamps before its swap
 // (a rival holding the same state would write the same slots), so its
 // slots are pending from the swap until it has written them: state holds a
-// pending bit for each of the newest slots, set by the swap and cleared by
-// the taker once its stamps are written (see slidinglogtake.go). A check
+// pending bit for each of the last four events, set by the swap and cleared
+// by the taker once its stamps are written (see slidinglogtake.go). A check
 // never waits for them: it decides at or after the floor, which the taker
 // raised to its stamp before its swap, and reads only the slots older than
 // the oldest pending one; only when it needs one that is pending (every
@@ -51,14 +51,15 @@ import (
 // pending slots to be written, and releasing the log bumps the version. A
 // log taken out of its table stays held for good.
 //
-// A log that has been its shard's hot log (the hot bit of state, set once,
-// under the lock, before the log is published as hot) also keeps its floor
-// at or after its newest stamp: every take raises the floor to its own
-// stamp, before it swaps. A check of a hot log then reads the time it is
-// decided at, and whether the key is idle, from the header alone, and
-// reads the ring only from its oldest event: it does not fetch the line
-// that the other core's take has just written only to write it itself.
-// Other logs, which only checks under the lock reach, skip that store.
+// The shard's hot log (the hot bit of state, set under the lock before the
+// log is published as hot, cleared under the lock when another log
+// replaces it) also keeps its floor at or after its newest stamp: every
+// take raises the floor to its own stamp, before it swaps. A check of a
+// hot log then reads the time it is decided at, and whether the key is
+// idle, from the header alone, and reads the ring only from its oldest
+// event: it does not fetch the line that the other core's take has just
+// written only to write it itself. Other logs, which only checks under the
+// lock reach, skip that store.
 type eventLog struct {
 	state  atomic.Uint64 // a logState
 	floor  atomic.Int64  // no request is decided before it; see above
@@ -89,7 +90,7 @@ const (
 	logHeadBits           = 14
 	logHeadMask           = 1<<logHeadBits - 1
 	logPendShift          = logNShift + 2*logHeadBits
-	logPendBits           = 4 // how many of the newest slots may be pending
+	logPendBits           = 4 // how many events may be pending at once
 	logPendMask           = 1<<logPendBits - 1
 	logPending            = logPendMask << logPendShift // the pending bits in place
 	logVerShift           = logPendShift + logPendBits
