@@ -74,6 +74,9 @@ func (p *Prepared) Take(key string, now int64) Result {
 		return res
 	}
 	if p.req.Alg != GCRA {
+		if p.req.Alg == SlidingLog {
+			return s.takeLog(h, &p.req, now) // takeHashed's case, one call fewer
+		}
 		return s.takeHashed(&p.req, h, now)
 	}
 	// takeHashed's GCRA case, written out: a shared helper is too large to

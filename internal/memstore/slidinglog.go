@@ -23,57 +23,78 @@ import (
 // A take that fits the ring is decided without the shard's lock, so that
 // the checks of one hot key on several cores do not queue on it: the ring's
 // head and length are one word, state, with a version, and a take claims
-// its events by swapping in the next state (compare-and-swap), then writes
-// their stamps and publishes the new version in done. A check reads state,
-// waits until done has caught up with it (the previous taker's stamps are
-// written), reads the ring and decides; a take then swaps, a denial or a
+// its events by swapping in the next state (compare-and-swap). A check
+// reads state, reads the ring and decides; a take then swaps, a denial or a
 // read confirms that state has not changed. Either way the decision was
 // made on the ring as it stood at one instant. A claimed slot held an
 // event that had left the window at the claim's time, which a check that
 // read the ring before cannot see through: its swap or its confirmation
 // fails, and it decides again.
 //
+// A log checked only under the lock (one that is not hot, below) has one
+// taker at a time: it writes its stamps in the free slots first and then
+// stores the next state, so a claimed slot is never seen unwritten. A hot
+// log's takers race, and a claim cannot write its stamps before its swap
+// (a rival holding the same state would write the same slots), so its
+// slots are pending from the swap until it has written them: state holds a
+// pending bit for each of the last four events, set by the swap and cleared
+// by the taker once its stamps are written (see slidinglogtake.go). A check
+// never waits for them: it decides at or after the floor, which the taker
+// raised to its stamp before its swap, and reads only the slots older than
+// the oldest pending one; only when it needs one that is pending (every
+// older event has left the window, or a denial's fields name it) does it
+// wait for it.
+//
 // Whatever else changes a log (a forced take, a Return, TakeAll, a new
 // Rate, dropping it) does so under the shard's lock with the log held: the
-// held bit of state sends lock-free checks to the lock, and releasing the
-// log bumps the version. A log taken out of its table stays held for good.
+// held bit of state sends lock-free checks to the lock, hold waits for the
+// pending slots to be written, and releasing the log bumps the version. A
+// log taken out of its table stays held for good.
 //
-// A log that has been its shard's hot log (the hot bit of state, set once,
-// under the lock, before the log is published as hot) also keeps its floor
-// at or after its newest stamp: every take raises the floor to its own
-// stamp, before it publishes. A check of a hot log then reads the time it
-// is decided at, and whether the key is idle, from the header alone, and
-// reads the ring only from its oldest event: it does not fetch the line
-// that the other core's take has just written only to write it itself.
-// Other logs, which only checks under the lock reach, skip that store.
+// The shard's hot log (the hot bit of state, set under the lock before the
+// log is published as hot, cleared under the lock when another log
+// replaces it) also keeps its floor at or after its newest stamp: every
+// take raises the floor to its own stamp, before it swaps. A check of a
+// hot log then reads the time it is decided at, and whether the key is
+// idle, from the header alone, and reads the ring only from its oldest
+// event: it does not fetch the line that the other core's take has just
+// written only to write it itself. Other logs, which only checks under the
+// lock reach, skip that store.
 type eventLog struct {
 	state  atomic.Uint64 // a logState
-	done   atomic.Uint64 // the version whose stamps are all written
 	floor  atomic.Int64  // no request is decided before it; see above
 	period atomic.Int64  // the Period of the last take; changed only while held
 	t      []atomic.Int64
-	h      uint64 // the key's hash, for the shard's hot log
-	// 64 bytes: one cache line, one allocator size class
+	h      uint64  // the key's hash, for the shard's hot log
+	_      [8]byte // 64 bytes: one cache line, one allocator size class
 }
 
 // weight is what the key counts for against the shard's bound; see
 // logWeight.
 func (g *eventLog) weight() int { return logWeight(int64(len(g.t))) }
 
-// logState packs a log's version, head (the index of its oldest event),
-// length, held bit and hot bit into one word. Rate is at most 10,000, so
-// head and length fit in 14 bits each; the version's 34 bits wrap only
-// after 1.7*10^10 changes, far more than a check can be delayed by.
+// logState packs a log's version, pending bits, head (the index of its
+// oldest event), length, held bit and hot bit into one word. Rate is at
+// most 10,000, so head and length fit in 14 bits each. A take of k events
+// adds k to the version (a release adds 1), so that while a slot is
+// pending the version numbers the events: the newest is the version, the
+// one before it the version less 1, and so on; pending bit v mod 4 stands
+// for event v (see depth). The version's 30 bits wrap only after 10^9
+// events, far more than a check can be delayed by.
 type logState uint64
 
 const (
-	logHeld     logState = 1
-	logHot      logState = 2 // the log has been its shard's hot log
-	logNShift            = 2
-	logHeadBits          = 14
-	logHeadMask          = 1<<logHeadBits - 1
-	logVerShift          = logNShift + 2*logHeadBits
-	logVerMask           = 1<<(64-logVerShift) - 1
+	logHeld      logState = 1
+	logHot       logState = 2 // the log has been its shard's hot log
+	logNShift             = 2
+	logHeadBits           = 14
+	logHeadMask           = 1<<logHeadBits - 1
+	logPendShift          = logNShift + 2*logHeadBits
+	logPendBits           = 4 // how many events may be pending at once
+	logPendMask           = 1<<logPendBits - 1
+	logPending            = logPendMask << logPendShift // the pending bits in place
+	logVerShift           = logPendShift + logPendBits
+	logVerMask            = 1<<(64-logVerShift) - 1
 )
 
 func packLog(ver uint64, head, n int) logState {
@@ -82,7 +103,34 @@ func packLog(ver uint64, head, n int) logState {
 
 func (w logState) ver() uint64 { return uint64(w>>logVerShift) & logVerMask }
 func (w logState) held() bool  { return w&logHeld != 0 }
-func (w logState) hot() bool   { return w&logHot != 0 }
+
+// pending is the pending bits: bit v mod 4 is set while event v (see
+// logState) is claimed by a lock-free take that has not yet written its
+// stamp.
+func (w logState) pending() uint64 { return uint64(w>>logPendShift) & logPendMask }
+
+// depth is how many of the newest events are not all written: 0 when none
+// is pending, else 1 + the distance from the newest of the oldest pending.
+func (w logState) depth() int {
+	m := w.pending()
+	if m == 0 {
+		return 0
+	}
+	v := w.ver()
+	d := logPendBits - 1
+	for m>>((v-uint64(d))%logPendBits)&1 == 0 {
+		d--
+	}
+	return d + 1
+}
+
+// pendingBits is the pending bits of the k events after version v, k at
+// most logPendBits, in place in a logState.
+func pendingBits(v uint64, k int) logState {
+	m := uint64(1<<k-1) << ((v + 1) % logPendBits)
+	return logState((m|m>>logPendBits)&logPendMask) << logPendShift
+}
+func (w logState) hot() bool { return w&logHot != 0 }
 func (w logState) ring(t []atomic.Int64) ring {
 	return ring{t: t, head: int(w>>(logNShift+logHeadBits)) & logHeadMask, n: int(w>>logNShift) & logHeadMask}
 }
@@ -117,52 +165,36 @@ func (g *eventLog) expiry() int64 {
 	return e + g.period.Load()
 }
 
-// published waits until the stamps of state w are written, and reports
-// false if w is no longer the state. A check calls it when done is behind
-// w.
+// hold holds g for its caller, who holds the shard's lock, and returns its
+// ring, once every pending slot is written. mine is false when the caller
+// held it already (TakeAll holds a log across several requests).
 //
-// While w's stamps are unwritten, w stays the state (every change waits
-// for them), and done is one version behind it: the taker that made w
-// writes its stamps right after its swap, then done, a store that reaches
-// this core in well under a microsecond. So the wait spins on done alone
-// (a read of a line this core holds until the taker's store takes it
-// away), and gives way to the scheduler only after publishSpins reads, when
-// the taker has been stopped (preempted, or its thread descheduled). Any
-// other value of done means w has been published and since replaced.
-func (g *eventLog) published(w logState) bool {
-	behind := (w.ver() - 1) & logVerMask
-	for spins := 1; ; spins++ {
-		switch d := g.done.Load(); {
-		case d == w.ver():
-			return true
-		case d != behind:
-			return logState(g.state.Load()) == w
+// The held bit stops new lock-free claims at once; those already swapped
+// in write their stamps right after their swap, so the wait is short
+// unless a taker has been stopped (preempted, or its thread descheduled),
+// when it gives way to the scheduler.
+func (g *eventLog) hold() (q ring, mine bool) {
+	w := logState(g.state.Load())
+	for !w.held() {
+		if g.state.CompareAndSwap(uint64(w), uint64(w|logHeld)) {
+			mine = true
+			break
 		}
+		w = logState(g.state.Load())
+	}
+	for spins := 1; w.pending() != 0; spins++ {
 		if spins%publishSpins == 0 {
 			runtime.Gosched()
 		}
+		w = logState(g.state.Load())
 	}
+	return w.ring(g.t), mine
 }
 
-// publishSpins is how many reads of done published makes before it yields:
-// a read of a line held in the core's cache takes about a nanosecond, and a
-// running taker's store reaches it within a few hundred.
+// publishSpins is how many reads of state a wait for a pending slot makes
+// before it yields: a read of a line held in the core's cache takes about a
+// nanosecond, and a running taker's store reaches it within a few hundred.
 const publishSpins = 1024
-
-// hold holds g for its caller, who holds the shard's lock, and returns its
-// ring. mine is false when the caller held it already (TakeAll holds a
-// log across several requests).
-func (g *eventLog) hold() (q ring, mine bool) {
-	for {
-		w := logState(g.state.Load())
-		if w.held() {
-			return w.ring(g.t), false
-		}
-		if g.published(w) && g.state.CompareAndSwap(uint64(w), uint64(w|logHeld)) {
-			return w.ring(g.t), true
-		}
-	}
-}
 
 // put records q as the held log's ring.
 func (g *eventLog) put(q ring) {
@@ -174,9 +206,7 @@ func (g *eventLog) put(q ring) {
 func (g *eventLog) release() {
 	w := logState(g.state.Load())
 	q := w.ring(g.t)
-	next := packLog(w.ver()+1, q.head, q.n) | w&logHot
-	g.done.Store(next.ver())
-	g.state.Store(uint64(next))
+	g.state.Store(uint64(packLog(w.ver()+1, q.head, q.n) | w&logHot))
 }
 
 // makeHot sets g's hot bit, raising its floor to its newest stamp, before
@@ -194,86 +224,24 @@ func (g *eventLog) makeHot() {
 	g.state.Store(uint64(w | logHot))
 }
 
-// try decides r at now without the shard's lock, into res. It reports
-// false when the request needs the lock: g is held (or gone from its
-// table), or the take is forced, or under another Rate or Period than g's.
-func (g *eventLog) try(r *Request, now int64, res *Result) bool {
-	if r.Force { // applied whether or not it fits: apply's work
-		return false
-	}
-	p, rate, t0 := r.Limit.Period, r.Limit.Rate, now
-	for {
+// makeCold clears g's hot bit when another log replaces it as its shard's
+// hot log. The caller holds the shard's lock; a check that loaded g as the
+// hot log before may still be deciding on it without the lock, and is sent
+// to the lock once the bit is clear (see try), so the bit is cleared once
+// no slot is pending, under a new version, which fails such a check's swap.
+func (g *eventLog) makeCold() {
+	for spins := 1; ; spins++ {
 		w := logState(g.state.Load())
-		if w.held() {
-			return false
-		}
-		if g.done.Load() != w.ver() && !g.published(w) {
-			continue
+		if !w.hot() || w.held() {
+			return
 		}
 		q := w.ring(g.t)
-		floor := g.floor.Load()
-		newest := floor // a hot log's floor is at or after its newest stamp
-		if !w.hot() && q.n > 0 {
-			newest = q.at(q.n - 1)
+		if w.pending() == 0 && g.state.CompareAndSwap(uint64(w), uint64(packLog(w.ver()+1, q.head, q.n))) {
+			return
 		}
-		now = max(t0, floor, newest)
-		// gone is how many of the oldest events have left the window: all
-		// of them on an idle key, else found by a walk from the oldest,
-		// which stops at the newest event. On a hot log newest is the
-		// floor, which may be past every event: the walk counts to n.
-		gone := q.n
-		if gone > 0 && newest > now-p {
-			gone = 0
-			if w.hot() {
-				for j := q.head; gone < q.n && g.t[j].Load() <= now-p; gone++ {
-					if j++; j == len(g.t) {
-						j = 0
-					}
-				}
-			} else {
-				for j := q.head; g.t[j].Load() <= now-p; gone++ {
-					if j++; j == len(g.t) {
-						j = 0
-					}
-				}
-			}
+		if spins%publishSpins == 0 {
+			runtime.Gosched()
 		}
-		count := int64(q.n - gone)
-		if count+max(r.Cost, 1) > rate || r.Cost == 0 {
-			*res = q.deny(gone, count, max(r.Cost, 1), now, p, rate)
-			if logState(g.state.Load()) == w {
-				return true
-			}
-			continue
-		}
-		if int64(len(g.t)) != rate || g.period.Load() != p {
-			return false
-		}
-		oldest := now // the oldest event in the window after the take
-		if count > 0 {
-			oldest = q.at(gone)
-		}
-		q.forget(gone)
-		at := q.head + q.n // the first slot claimed
-		if !g.state.CompareAndSwap(uint64(w), uint64(packLog(w.ver()+1, q.head, q.n+int(r.Cost))|w&logHot)) {
-			continue
-		}
-		for range r.Cost {
-			if at >= len(g.t) {
-				at -= len(g.t)
-			}
-			g.t[at].Store(now)
-			at++
-		}
-		if w.hot() {
-			g.floor.Store(now)
-		}
-		g.done.Store((w.ver() + 1) & logVerMask)
-		*res = Result{
-			Allowed: true, Remaining: rate - count - r.Cost, ResetAfter: p,
-			Next: oldest + p - now, Slot: uint64(now),
-		}
-		return true
 	}
 }
 

@@ -327,10 +327,34 @@ func TestSlidingLogGivenBackNeverBringsBackWhatItsTakeDropped(t *testing.T) {
 // takes and TakeAll calls beside, and every trailing window of the times
 // the store decided at holds at most Rate events: no take is lost to
 // another taking at the same moment.
+//
+// At a rate of 5 most takes are denied; at 64 most are allowed, so that
+// several takes are pending at once (more than state can mark, now and
+// then) and finish in any order, on a ring that wraps. With two keys in
+// one shard, each worker checks both in turn, and the shard's hot log
+// changes hands between them (the one it replaces made cold) while checks
+// of both are under way.
 func TestSlidingLogHotKeyTakenConcurrentlyNeverExceedsRate(t *testing.T) {
-	const rate, period, workers, ops = 5, 1000, 8, 10_000
+	a, b := sameShardKeys(New(Config{}))
+	for _, rate := range []int64{5, 64} {
+		t.Run(fmt.Sprintf("rate=%d", rate), func(t *testing.T) { hammerHotKey(t, rate, "k") })
+		t.Run(fmt.Sprintf("rate=%d/two-keys", rate), func(t *testing.T) { hammerHotKey(t, rate, a, b) })
+	}
+}
+
+func hammerHotKey(t *testing.T, rate int64, keys ...string) {
+	for i, k := range keys {
+		hammerKey(t, rate, k, keys[(i+1)%len(keys)])
+	}
+}
+
+// hammerKey hammers key, as the test above describes, and checks its
+// events; when other is another key of the same shard, every other check
+// is of other, whose check now and then promotes it.
+func hammerKey(t *testing.T, rate int64, key, other string) {
+	const period, workers, ops = 1000, 8, 10_000
 	s := New(Config{})
-	r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}, Cost: 1}
+	r := Request{Key: key, Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}, Cost: 1}
 	var clock atomic.Int64
 	clock.Store(1e6) // no stamp is 0, which a Return reads as "the newest"
 	s.Take(&r, clock.Load())
@@ -344,8 +368,20 @@ func TestSlidingLogHotKeyTakenConcurrentlyNeverExceedsRate(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(w), 3))
 			own := []int64{0}[:0]
 			big := Request{Key: "w", Alg: FixedWindow, Limit: Limit{Rate: 1 << 40, Period: period, Capacity: 1 << 40}, Cost: 1}
-			for range ops {
+			for i := range ops {
 				now := clock.Add(rng.Int64N(period/rate/2)) - rng.Int64N(period)
+				if other != key && i%2 == 1 {
+					o := r
+					o.Key = other
+					s.Take(&o, now)
+					if i%64 == 1 {
+						promoteKey(s, &o)
+					}
+					if i%64 == 33 {
+						promoteKey(s, &r)
+					}
+					continue
+				}
 				req := r
 				req.Cost = 1 + rng.Int64N(2)
 				switch k := rng.IntN(20); {
@@ -358,9 +394,12 @@ func TestSlidingLogHotKeyTakenConcurrentlyNeverExceedsRate(t *testing.T) {
 					var res [3]Result
 					s.TakeAll([]Request{req, r, big}, res[:], now)
 					if res[0].Allowed && res[1].Allowed && res[2].Allowed {
-						for range req.Cost + 1 {
-							own = append(own, int64(res[1].Slot))
+						// Each at its own time: a check that lost its
+						// swap may have raised the floor in between.
+						for range req.Cost {
+							own = append(own, int64(res[0].Slot))
 						}
+						own = append(own, int64(res[1].Slot))
 					}
 				default:
 					if res := s.Take(&req, now); res.Allowed {
@@ -376,7 +415,7 @@ func TestSlidingLogHotKeyTakenConcurrentlyNeverExceedsRate(t *testing.T) {
 	close(start)
 	wg.Wait()
 	all := slices.Sorted(slices.Values(slices.Concat(admitted...)))
-	requireRateInEveryWindow(t, all, period, rate)
+	requireRateInEveryWindow(t, all, period, int(rate))
 	if len(all) < 500 {
 		t.Fatalf("only %d admitted: the run tests nothing", len(all))
 	}

@@ -28,7 +28,7 @@ type logShard struct {
 // lock, lock-free still (see eventLog) unless the request needs more.
 func (s *Store) takeLog(h uint64, r *Request, now int64) (res Result) {
 	sh := &s.logs[s.index(h)]
-	if g := sh.hot.Load(); g != nil && g.h == h && g.try(r, now, &res) {
+	if g := sh.hot.Load(); g != nil && g.h == h && g.try(r, now, &res, false) {
 		return res
 	}
 	contended := !sh.mu.TryLock()
@@ -40,7 +40,7 @@ func (s *Store) takeLog(h uint64, r *Request, now int64) (res Result) {
 		if contended {
 			sh.promote(g)
 		}
-		if g.try(r, now, &res) {
+		if g.try(r, now, &res, true) {
 			sh.mu.Unlock()
 			return res
 		}
@@ -185,8 +185,13 @@ func (sh *logShard) drop(h uint64) {
 }
 
 // promote remembers g, a log in the table, as the shard's hot log; the
-// caller holds the lock.
+// caller holds the lock. The log it replaces is made cold: only checks
+// under the lock reach it now, which take it without marking slots
+// pending.
 func (sh *logShard) promote(g *eventLog) {
+	if old := sh.hot.Load(); old != nil && old != g {
+		old.makeCold()
+	}
 	g.makeHot()
 	sh.hot.Store(g)
 }
