@@ -5,7 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
+
+	"github.com/sluicehq/ratelimit/internal/blocks"
 )
 
 // settleWriter is the ResponseWriter that Limiter.Handler gives the
@@ -51,31 +52,14 @@ func (w *settleWriter) ReadFrom(src io.Reader) (int64, error) {
 	return io.Copy(w.ResponseWriter, src)
 }
 
-// settleBlockSize is how many settleWriters are allocated at once.
-const settleBlockSize = 32
-
-// settleBlock is settleWriters allocated together and handed out in turn,
-// each once: a settled request's writer costs a thirty-second of an
-// allocation, and none is ever given to two requests. A block is taken
-// from the pool of the processor that serves the request, so that requests
-// served on different processors do not share a counter.
-type settleBlock struct {
-	next int
-	ws   [settleBlockSize]settleWriter
-}
-
-var settleBlocks sync.Pool // of *settleBlock with writers left
+// settleWriterBlocks hands out settleWriters 32 at a time: a settled request's
+// writer costs a thirty-second of an allocation, and none is ever given to
+// two requests.
+var settleWriterBlocks = blocks.New[settleWriter](32)
 
 // newSettleWriter returns a settleWriter around w, with nothing settled.
 func newSettleWriter(w http.ResponseWriter) *settleWriter {
-	b, _ := settleBlocks.Get().(*settleBlock)
-	if b == nil {
-		b = new(settleBlock)
-	}
-	sw := &b.ws[b.next]
-	if b.next++; b.next < settleBlockSize {
-		settleBlocks.Put(b)
-	}
+	sw := settleWriterBlocks.Get()
 	sw.ResponseWriter = w
 	return sw
 }

@@ -12,8 +12,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
+
+	"github.com/sluicehq/ratelimit/internal/blocks"
 )
 
 // StatusWriter is a ResponseWriter that records the status written through
@@ -36,31 +37,17 @@ type StatusWriter struct {
 // handler has returned.
 var ErrClosed = errors.New("ratelimit: ResponseWriter used after its handler returned")
 
+// writers hands out StatusWriters 64 at a time: recording a status costs
+// a sixty-fourth of an allocation, and no writer is ever given to two
+// requests.
+var writers = blocks.New[StatusWriter](blockSize)
+
 // blockSize is how many StatusWriters are allocated at once.
 const blockSize = 64
 
-// block is StatusWriters allocated together and handed out in turn, each
-// once: recording a status costs a sixty-fourth of an allocation, and no
-// writer is ever given to two requests. A block is taken from the pool of
-// the processor that serves the request, so that requests served on
-// different processors do not share a counter.
-type block struct {
-	next int
-	ws   [blockSize]StatusWriter
-}
-
-var blocks sync.Pool // of *block with writers left
-
 // NewStatusWriter returns a StatusWriter around w, with no status yet.
 func NewStatusWriter(w http.ResponseWriter) *StatusWriter {
-	b, _ := blocks.Get().(*block)
-	if b == nil {
-		b = new(block)
-	}
-	s := &b.ws[b.next]
-	if b.next++; b.next < blockSize {
-		blocks.Put(b)
-	}
+	s := writers.Get()
 	s.ResponseWriter = w
 	return s
 }
