@@ -233,3 +233,46 @@ func TestPreparedBatchHotKeyGiveBackAfterDeleteNeverFreesAFreshWindow(t *testing
 		t.Fatalf("%d admitted by a quota of 5 after its key was deleted", admitted)
 	}
 }
+
+// TestPreparedBatchHotKeyDeniedAfterTheWindowMovedOnChargesNothing: a hot
+// batch raises its sliding window, then a check in the next window moves
+// the key on (the raised count becomes the previous window's), and then
+// the rate denies the batch: the unit it gives back leaves the previous
+// count too, so the key weighs exactly what a twin store that never saw
+// the denied batch weighs. The interleaving is takeHot's, step by step.
+func TestPreparedBatchHotKeyDeniedAfterTheWindowMovedOnChargesNothing(t *testing.T) {
+	sec := int64(time.Second)
+	now := int64(1_700_000_000) * sec // a multiple of the window's 10 s
+	rate := Request{Rule: "rate", Alg: GCRA, Limit: Limit{Rate: 100, Period: 3600 * sec, Capacity: 100}, Cost: 1}
+	win := Request{Rule: "win", Alg: SlidingWindow, Limit: Limit{Rate: 10, Period: 10 * sec, Capacity: 10}, Cost: 1}
+	s, twin := New(Config{MaxKeys: 1024}), New(Config{MaxKeys: 1024}) // one shard each
+	p := s.PrepareBatch([]Request{rate, win})
+	res := make([]Result, 2)
+	for range 3 { // a new key, then two locked takes: the window hot
+		p.Take([]string{"k", "k"}, res, now)
+		reqs := []Request{rate, win}
+		reqs[0].Key, reqs[1].Key = "k", "k"
+		if err := twin.TakeAll(reqs, res, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh := &s.windows[0]
+	c := sh.hot.Load()
+	if c == nil {
+		t.Fatal("the window is not hot after three batches")
+	}
+	var raised Result
+	if !c.takeCounted(&p.reqs[1], now, &raised) || !raised.Allowed { // the batch's raise
+		t.Fatalf("the raise of the hot window: %+v", raised)
+	}
+	w := win
+	w.Key = "k"
+	for _, st := range []*Store{s, twin} { // a check in the next window
+		st.Take(&w, now+12*sec)
+	}
+	sh.giveBack(c, 1) // the rate denied the batch after all
+	w.Cost = 0
+	if got, want := s.Take(&w, now+12*sec), twin.Take(&w, now+12*sec); got != want {
+		t.Fatalf("after a denied batch: %+v, want %+v as if it never ran", got, want)
+	}
+}
