@@ -1,10 +1,12 @@
 package ratelimit_test
 
 import (
+	"context"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,3 +185,83 @@ func TestSettledDirectPathAnswersAsTheGeneralPath(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrencyHotKeyReleasesReachOnlyTheirOwnSlots: one key's requests
+// hold every slot of a Concurrency rule on the direct path (the key hot in
+// its store) when the key is Reset, and a new set of requests fills the
+// fresh key; when the first set finishes, its releases free nothing of the
+// second's. Time then moves past the Period: the second set's slots expire,
+// each on its own, and a third set is admitted; the second's late
+// releases free nothing of the third's. Round after round, so every slot
+// of each round came back: the next round admits a full set again.
+func TestConcurrencyHotKeyReleasesReachOnlyTheirOwnSlots(t *testing.T) {
+	const rate, rounds = 3, 40
+	clock := ratelimittest.NewClock(time.Unix(1_700_000_000, 0))
+	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "inflight", Algorithm: ratelimit.Concurrency,
+		Limit: ratelimit.Limit{Rate: rate, Period: time.Minute}, Key: ratelimit.Global()}}, ratelimit.WithClock(clock))
+	type gate struct {
+		in   sync.WaitGroup // the set's handlers entered
+		out  chan struct{}  // closed to let them return
+		done sync.WaitGroup // the set's requests served
+	}
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g, ok := r.Context().Value(gateKey{}).(*gate)
+		if !ok { // a request past the limit, admitted
+			return
+		}
+		g.in.Done()
+		<-g.out
+	}))
+	hold := func(what string) *gate { // a full set of requests, held in their handlers
+		g := &gate{out: make(chan struct{})}
+		g.in.Add(rate)
+		for range rate {
+			g.done.Go(func() {
+				w := httptest.NewRecorder()
+				r := httptest.NewRequest("GET", "/", nil)
+				h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), gateKey{}, g)))
+				if w.Code != http.StatusOK {
+					t.Errorf("%s: status %d", what, w.Code)
+					g.in.Done()
+				}
+			})
+		}
+		g.in.Wait()
+		return g
+	}
+	full := func(round int, when string) {
+		t.Helper()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil)) // denied before its handler
+		if w.Code != http.StatusTooManyRequests {
+			t.Fatalf("round %d, %s: a request past the limit got status %d", round, when, w.Code)
+		}
+	}
+	finish := func(g *gate) {
+		close(g.out)
+		g.done.Wait()
+	}
+	for round := range rounds {
+		first := hold("first set")
+		full(round, "the first set held")
+		if err := l.Reset(context.Background(), "inflight", "global"); err != nil {
+			t.Fatal(err)
+		}
+		second := hold("second set, after the Reset")
+		full(round, "the second set held")
+		finish(first)
+		full(round, "the first set released after the Reset")
+		clock.Advance(time.Minute) // the second set's slots expire
+		third := hold("third set, the second's slots expired")
+		full(round, "the third set held")
+		finish(second)
+		full(round, "the second set released after its slots expired")
+		finish(third)
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// gateKey is the context key of the gate a held request waits on.
+type gateKey struct{}

@@ -3,11 +3,15 @@ package ratelimit_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/ratelimit"
@@ -185,3 +189,92 @@ func TestSettledHandlerWriterKeepsTheServersMethods(t *testing.T) {
 		t.Fatalf("body %q", got)
 	}
 }
+
+// TestConcurrentSettlesChargeEachRequestOnce: requests served at once from
+// several goroutines, each handler settling its own cost from three
+// goroutines of its own at once, some of them hijacking the connection or
+// panicking once settled, and leaving goroutines behind that settle a
+// poison cost with the served request's writer and request while later
+// requests are served (on writers handed out from the same blocks, the
+// first half's called on while the second half is served). Each
+// request is charged its own cost once, every Settle in a handler finds
+// its rule and every late one finds none: on the direct path and the
+// general one, through Handler and ServeRoute.
+func TestConcurrentSettlesChargeEachRequestOnce(t *testing.T) {
+	const servers, each, poison = 8, 40, 500
+	eachSettledPath(t, 100_000, func(t *testing.T, l *ratelimit.Limiter, serve settledServe) {
+		var charged, lost, lateFound atomic.Int64
+		var late sync.WaitGroup
+		var done atomic.Int64
+		release := make(chan struct{})
+		next := func(w http.ResponseWriter, r *http.Request) {
+			cost, _ := strconv.Atoi(r.Header.Get("X-Cost"))
+			var settlers sync.WaitGroup
+			for range 3 {
+				settlers.Go(func() {
+					if !ratelimit.Settle(w, r, cost) {
+						lost.Add(1)
+					}
+				})
+			}
+			settlers.Wait()
+			charged.Add(int64(cost))
+			served := r.Context().Value(servedKey{}).(chan struct{})
+			late.Go(func() { // left behind: settles once the request is served
+				<-served
+				<-release // and, for the first half, while the second is
+				if ratelimit.Settle(w, r, poison) {
+					lateFound.Add(1)
+				}
+			})
+			switch cost % 4 {
+			case 1:
+				_, _, _ = http.NewResponseController(w).Hijack()
+			case 2:
+				panic(errSettledPanic)
+			}
+		}
+		var wg sync.WaitGroup
+		for g := range servers {
+			wg.Go(func() {
+				for i := range each {
+					served := make(chan struct{})
+					r := httptest.NewRequest("GET", "/", nil)
+					r.Header.Set("X-Cost", strconv.Itoa(1+(g*each+i)%7))
+					r = r.WithContext(context.WithValue(r.Context(), servedKey{}, served))
+					func() {
+						defer func() {
+							if p := recover(); p != nil && p != errSettledPanic {
+								panic(p)
+							}
+						}()
+						serve(next, &serverWriter{ResponseRecorder: httptest.NewRecorder()}, r)
+					}()
+					close(served)
+					if done.Add(1) == servers*each/2 {
+						close(release)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		late.Wait()
+		if n := lost.Load(); n != 0 {
+			t.Errorf("%d Settle calls in handlers found no rule to settle", n)
+		}
+		if n := lateFound.Load(); n != 0 {
+			t.Errorf("%d Settle calls after the response found a rule to settle", n)
+		}
+		want := 100_000 - int(charged.Load())
+		if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != want {
+			t.Fatalf("Remaining %d after requests that settled %d in all; want %d", res.Remaining, charged.Load(), want)
+		}
+	})
+}
+
+// servedKey is the context key of the channel closed once the request has
+// been served.
+type servedKey struct{}
+
+// errSettledPanic is the panic of a handler that settled.
+var errSettledPanic = errors.New("handler failed after settling")

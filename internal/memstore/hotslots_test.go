@@ -166,3 +166,128 @@ func TestHotSlotsNeverAdmitPastTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestHotSlotsReleasesApplyOnceAndAbandonedSlotsExpire: workers acquire
+// one key's slots in rounds, all at one time per round (the clock moves a
+// third of the Period and a little more each round), and release them
+// through their Held's box (every release of a round in two rounds of
+// three, which leaves the box full when the round ends) and Release and
+// Return in the third, while the heat
+// moves to other keys of the shard and back, TakeAll ends it and another
+// key is deleted. Every other round one worker abandons its slot, which
+// must expire exactly a Period after it was taken, and releases it only
+// four rounds later, after its expiry: a late release that must free
+// nothing. So each round admits exactly the limit less the abandoned
+// slots still live: a release lost, applied twice to another slot, or
+// applied to a live slot late, changes that count.
+func TestHotSlotsReleasesApplyOnceAndAbandonedSlotsExpire(t *testing.T) {
+	const rate, workers, rounds = 4, 6, 240
+	sec := int64(time.Second)
+	l := Limit{Rate: rate, Period: 30 * sec}
+	step := l.Period/3 + 1          // a slot is live for three rounds
+	s := New(Config{MaxKeys: 1024}) // one shard
+	base := Request{Rule: "c", Alg: Concurrency, Limit: l, Cost: 1}
+	p := s.Prepare(base)
+	start := int64(1_700_000_000) * sec
+	var allowed [rounds]atomic.Int64
+	var abandoned [rounds]atomic.Bool
+	var fromHot atomic.Int64
+	barrier := newBarrier(workers + 1)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			type late struct {
+				hd    Held
+				slot  uint64
+				round int
+			}
+			var kept []late
+			for round := range rounds {
+				now := start + int64(round)*step
+				var hd Held
+				res := p.TakeHeld("k", now, &hd)
+				barrier.wait() // every worker has decided
+				if res.Allowed {
+					allowed[round].Add(1)
+					if hd.q != nil {
+						fromHot.Add(1)
+					}
+				}
+				for len(kept) > 0 && kept[0].round+4 <= round { // long expired
+					p.ReleaseHeld(&kept[0].hd, kept[0].slot, now)
+					kept = kept[1:]
+				}
+				switch {
+				case !res.Allowed:
+				case round%2 == 0 && w == round/2%workers:
+					abandoned[round].Store(true)
+					kept = append(kept, late{hd, res.Slot, round})
+				case round%3 == 0 && w%2 == 0:
+					p.Release("k", res.Slot, now)
+				case round%3 == 0:
+					r := base
+					r.Key, r.Slot = "k", res.Slot
+					s.Return(&r, now)
+				default:
+					p.ReleaseHeld(&hd, res.Slot, now)
+				}
+				barrier.wait() // every slot of the round is back or kept
+				barrier.wait() // and the mover has read the key
+			}
+		})
+	}
+	// The mover acts while the round's slots are released, at the round's
+	// time, then reads the key: once every slot of the round is back, it
+	// holds the abandoned slots still live, whether it is hot (the read
+	// applies what a release left in the box) or not.
+	out := make([]Result, 1)
+	live := func(round int) (n int64) {
+		for r := max(0, round-2); r <= round; r++ { // taken less than a Period before
+			if abandoned[r].Load() {
+				n++
+			}
+		}
+		return n
+	}
+	for round := range rounds {
+		now := start + int64(round)*step
+		barrier.wait()
+		switch round % 4 {
+		case 0: // the heat moves to another key
+			for range 2 {
+				res := p.Take("other", now)
+				p.Release("other", res.Slot, now)
+			}
+		case 1: // TakeAll names the key: its heat ends
+			r := base
+			r.Key, r.Cost = "k", 0
+			if err := s.TakeAll([]Request{r}, out, now); err != nil {
+				t.Error(err)
+			}
+		case 2: // the other key, hot perhaps, deleted
+			r := base
+			r.Key = "other"
+			s.Delete(&r)
+		}
+		barrier.wait()
+		r := base
+		r.Key, r.Cost = "k", 0
+		if res, want := s.Take(&r, now), rate-live(round); res.Remaining != want {
+			t.Errorf("round %d, every slot back but %d abandoned: %d free, want %d", round, live(round), res.Remaining, want)
+		}
+		barrier.wait()
+	}
+	wg.Wait()
+	for round := range rounds {
+		live := live(round)
+		if abandoned[round].Load() {
+			live-- // after the round's acquisitions
+		}
+		if got, want := allowed[round].Load(), min(workers, rate-live); got != want {
+			t.Fatalf("round %d: %d admitted, want %d (%d abandoned slots live)", round, got, want, live)
+		}
+	}
+	if n := fromHot.Load(); n < rounds {
+		t.Fatalf("%d acquisitions from the hot queue: the run tests nothing", n)
+	}
+}

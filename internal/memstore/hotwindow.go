@@ -53,8 +53,12 @@ type hotWindow struct {
 	// period is a period that end is a multiple of, or 0: for a check of
 	// that period, the window is known without a division (see take).
 	period int64
+	// folded is the table's removal count when c was folded back into
+	// it, under the lock: while it stands, the key's entry is c's count
+	// (see giveBack).
+	folded uint64
 	prev   uint32        // window.B
-	_      [36]byte      // the rest of the first cache line
+	_      [28]byte      // the rest of the first cache line
 	count  atomic.Uint64 // the window's count (window.A), or retired
 	_      [56]byte      // the rest of the second line: the count's alone
 }
@@ -86,6 +90,7 @@ func (sh *wshard) fold(c *hotWindow) {
 	sh.hot.Store(nil)
 	n := c.count.Swap(retired)
 	sh.t.set(c.h, window{Expires: c.end, A: uint32(n), B: c.prev})
+	c.folded = sh.t.removed
 }
 
 // promote makes key h hot when the locked check r on it follows another

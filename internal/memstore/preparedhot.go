@@ -175,7 +175,12 @@ func (c *hotWindow) takeCounted(r *Request, now int64, res *Result) bool {
 
 // giveBack lowers by cost the count that a take raised on c, the state of
 // one of sh's keys: on c, or, when c was retired since, in the table, if
-// the key still counts in c's window.
+// the key still counts in c's window (or, a sliding window moved on by
+// one, counts c's as its previous window's) and no entry was removed
+// since c was folded into it. An entry removed (the key deleted, evicted or swept) and
+// taken afresh in the same window never counted the units: lowering it
+// would admit past the limit, so they are left counted then, a charge
+// for a denied batch in that rare race rather than one past the limit.
 func (sh *wshard) giveBack(c *hotWindow, cost int64) {
 	for {
 		v := c.count.Load()
@@ -187,9 +192,17 @@ func (sh *wshard) giveBack(c *hotWindow, cost int64) {
 		}
 	}
 	sh.lockFor(c.h) // a newer hot state of the key folded back too
-	if w, ok := sh.t.get(c.h); ok && w.Expires == c.end {
-		w.A -= uint32(min(int64(w.A), cost))
-		set(&sh.shard, c.h, w)
+	if w, ok := sh.t.get(c.h); ok && sh.t.removed == c.folded {
+		switch {
+		case w.Expires == c.end:
+			w.A -= uint32(min(int64(w.A), cost))
+			set(&sh.shard, c.h, w)
+		case c.period != 0 && w.Expires == c.end+c.period:
+			// Moved one window on: a sliding window's previous count is
+			// c's (a fixed window's B is 0).
+			w.B -= uint32(min(int64(w.B), cost))
+			set(&sh.shard, c.h, w)
+		}
 	}
 	sh.mu.Unlock()
 }

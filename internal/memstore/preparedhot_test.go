@@ -187,3 +187,92 @@ func TestPreparedBatchHotKeyNeverExceedsEitherLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestPreparedBatchHotKeyGiveBackAfterDeleteNeverFreesAFreshWindow: a hot
+// batch that raised its quota and then finds the rate taken lowers the
+// quota again; when the key was deleted meanwhile and taken afresh in the
+// same window, the units it gives back were never counted in the fresh
+// state, which must still admit no more than the quota. The interleaving
+// is takeHot's, step by step: the raise (takeCounted), a Delete and the
+// fresh takes, then the give-back (lowerHot's giveBack).
+func TestPreparedBatchHotKeyGiveBackAfterDeleteNeverFreesAFreshWindow(t *testing.T) {
+	sec := int64(time.Second)
+	now := int64(1_700_000_000) * sec
+	rate := Request{Rule: "rate", Alg: GCRA, Limit: Limit{Rate: 100, Period: 3600 * sec, Capacity: 100}, Cost: 1}
+	day := Request{Rule: "daily", Alg: FixedWindow, Limit: Limit{Rate: 5, Period: 86400 * sec, Capacity: 5}, Cost: 1,
+		WinStart: now, WinEnd: now + 86400*sec, WinNext: now + 2*86400*sec}
+	s := New(Config{MaxKeys: 1024}) // one shard
+	p := s.PrepareBatch([]Request{rate, day})
+	res := make([]Result, 2)
+	for range 3 { // a new key, then two locked takes: the quota hot
+		p.Take([]string{"k", "k"}, res, now)
+	}
+	sh := &s.windows[0]
+	c := sh.hot.Load()
+	if c == nil {
+		t.Fatal("the quota is not hot after three batches")
+	}
+	var raised Result
+	if !c.takeCounted(&p.reqs[1], now, &raised) || !raised.Allowed { // the batch's raise
+		t.Fatalf("the raise of the hot quota: %+v", raised)
+	}
+	d := day
+	d.Key = "k"
+	s.Delete(&d)
+	admitted := 0
+	for range 5 { // the fresh state, taken to its limit
+		if s.Take(&d, now).Allowed {
+			admitted++
+		}
+	}
+	sh.giveBack(c, 1) // the rate denied the batch after all
+	if s.Take(&d, now).Allowed {
+		admitted++
+	}
+	if admitted > 5 {
+		t.Fatalf("%d admitted by a quota of 5 after its key was deleted", admitted)
+	}
+}
+
+// TestPreparedBatchHotKeyDeniedAfterTheWindowMovedOnChargesNothing: a hot
+// batch raises its sliding window, then a check in the next window moves
+// the key on (the raised count becomes the previous window's), and then
+// the rate denies the batch: the unit it gives back leaves the previous
+// count too, so the key weighs exactly what a twin store that never saw
+// the denied batch weighs. The interleaving is takeHot's, step by step.
+func TestPreparedBatchHotKeyDeniedAfterTheWindowMovedOnChargesNothing(t *testing.T) {
+	sec := int64(time.Second)
+	now := int64(1_700_000_000) * sec // a multiple of the window's 10 s
+	rate := Request{Rule: "rate", Alg: GCRA, Limit: Limit{Rate: 100, Period: 3600 * sec, Capacity: 100}, Cost: 1}
+	win := Request{Rule: "win", Alg: SlidingWindow, Limit: Limit{Rate: 10, Period: 10 * sec, Capacity: 10}, Cost: 1}
+	s, twin := New(Config{MaxKeys: 1024}), New(Config{MaxKeys: 1024}) // one shard each
+	p := s.PrepareBatch([]Request{rate, win})
+	res := make([]Result, 2)
+	for range 3 { // a new key, then two locked takes: the window hot
+		p.Take([]string{"k", "k"}, res, now)
+		reqs := []Request{rate, win}
+		reqs[0].Key, reqs[1].Key = "k", "k"
+		if err := twin.TakeAll(reqs, res, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh := &s.windows[0]
+	c := sh.hot.Load()
+	if c == nil {
+		t.Fatal("the window is not hot after three batches")
+	}
+	var raised Result
+	if !c.takeCounted(&p.reqs[1], now, &raised) || !raised.Allowed { // the batch's raise
+		t.Fatalf("the raise of the hot window: %+v", raised)
+	}
+	w := win
+	w.Key = "k"
+	for _, st := range []*Store{s, twin} { // a check in the next window
+		st.Take(&w, now+12*sec)
+	}
+	sh.giveBack(c, 1) // the rate denied the batch after all
+	w.Cost = 0
+	if got, want := s.Take(&w, now+12*sec), twin.Take(&w, now+12*sec); got != want {
+		t.Fatalf("after a denied batch: %+v, want %+v as if it never ran", got, want)
+	}
+}

@@ -420,3 +420,99 @@ func hammerKey(t *testing.T, rate int64, key, other string) {
 		t.Fatalf("only %d admitted: the run tests nothing", len(all))
 	}
 }
+
+// TestSlidingLogHotKeyCostsAcrossThePendingLimitNeverExceedRate: takes of
+// cost 1 to 6 of two keys of one shard, at a Rate of 24, from many
+// goroutines whose clocks lag and jump back: costs up to four are claimed
+// lock-free on the hot log (four pending at once fill every pending bit),
+// larger ones go through the lock, which waits for the pending stamps;
+// among them prepared takes, Returns of whole takes, all-or-nothing
+// batches of both keys, and the hot log moving between the keys. Every
+// trailing window of each key's admitted events holds at most Rate.
+func TestSlidingLogHotKeyCostsAcrossThePendingLimitNeverExceedRate(t *testing.T) {
+	const rate, period, workers, ops = 24, 1000, 8, 10_000
+	s := New(Config{})
+	a, b := sameShardKeys(s)
+	keys := [2]string{a, b}
+	base := Request{Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}}
+	one := base
+	one.Cost = 1
+	prepared := s.Prepare(one)
+	var clock atomic.Int64
+	clock.Store(1e6)
+	admitted := make([][2][]int64, workers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for w := range workers {
+		wg.Go(func() {
+			<-start
+			rng := rand.New(rand.NewPCG(uint64(w), 11))
+			type take struct {
+				key  int
+				at   int64
+				cost int64
+			}
+			var own [2][]int64
+			var takes []take
+			record := func(k int, res Result, cost int64) {
+				for range cost {
+					own[k] = append(own[k], int64(res.Slot))
+				}
+				takes = append(takes, take{k, int64(res.Slot), cost})
+			}
+			for range ops {
+				now := clock.Add(rng.Int64N(40)) - rng.Int64N(period)
+				k := rng.IntN(2)
+				r := base
+				r.Key = keys[k]
+				r.Cost = 1 + rng.Int64N(6)
+				switch op := rng.IntN(16); {
+				case op == 0 && len(takes) > 0: // give back a whole take of its own
+					i := rng.IntN(len(takes))
+					tk := takes[i]
+					takes = slices.Delete(takes, i, i+1)
+					ret := base
+					ret.Key, ret.Slot, ret.Cost = keys[tk.key], uint64(tk.at), tk.cost
+					s.Return(&ret, now)
+					for range tk.cost {
+						j := slices.Index(own[tk.key], tk.at)
+						own[tk.key] = slices.Delete(own[tk.key], j, j+1)
+					}
+				case op == 1: // both keys, all or nothing
+					o := base
+					o.Key, o.Cost = keys[1-k], 1
+					var res [2]Result
+					s.TakeAll([]Request{r, o}, res[:], now)
+					if res[0].Allowed && res[1].Allowed {
+						record(k, res[0], r.Cost)
+						record(1-k, res[1], 1)
+					}
+				case op == 2:
+					promoteKey(s, &r) // as if a check found the lock taken
+				case op < 6 && r.Cost == 1:
+					if res := prepared.Take(keys[k], now); res.Allowed {
+						record(k, res, 1)
+					}
+				default:
+					if res := s.Take(&r, now); res.Allowed {
+						record(k, res, r.Cost)
+					}
+				}
+			}
+			admitted[w] = own
+		})
+	}
+	close(start)
+	wg.Wait()
+	for k := range keys {
+		var all []int64
+		for w := range workers {
+			all = append(all, admitted[w][k]...)
+		}
+		slices.Sort(all)
+		requireRateInEveryWindow(t, all, period, rate)
+		if len(all) < 500 {
+			t.Fatalf("key %d: only %d admitted: the run tests nothing", k, len(all))
+		}
+	}
+}

@@ -20,7 +20,7 @@ type logShard struct {
 	t     table[*eventLog]
 	used  int      // the sum of the logs' weights
 	swept int64    // the latest expiry of a log dropped as expired; see shard.swept
-	_     [32]byte // two whole cache lines
+	_     [24]byte // two whole cache lines
 }
 
 // takeLog decides r, a SlidingLog request, for the key of hash h: on the

@@ -73,7 +73,7 @@ type shard[V state] struct {
 	// counted before it (its dropped window might be the one a request
 	// stamped earlier would reopen).
 	swept int64
-	_     [16]byte
+	_     [8]byte
 }
 
 // Config sizes a Store.

@@ -16,6 +16,10 @@ type table[V any] struct {
 	vals  []V
 	n     int
 	limit int // the most slots the table grows to
+	// removed counts the entries removed, so that whoever remembers it
+	// knows whether an entry it saw may since have been removed and
+	// inserted afresh (see wshard.giveBack).
+	removed uint64
 }
 
 // loadNum/loadDen is the highest load a table reaches before it grows, and
@@ -137,6 +141,7 @@ func (t *table[V]) removeAt(i int) {
 	var zero V
 	t.keys[i], t.vals[i] = 0, zero
 	t.n--
+	t.removed++
 }
 
 // sample calls f on up to n entries found from a pseudo-random slot picked
