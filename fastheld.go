@@ -81,10 +81,10 @@ func (f *fastRule) takeHolding(w http.ResponseWriter, r *http.Request, ru *rule,
 		f.setFields(h, res.Remaining, noDelay, now)
 	case carry && d.routed:
 		d.sr = newSettledRequest(r)
-		f.allowedIn(h, &res, &d.sr.vals, d.sr.buf[:0])
+		f.allowedIn(h, &res, &d.sr.vals, d.sr.buf[:0], now)
 	case carry:
 		d.sw = newSettleWriter(w)
-		f.allowedIn(h, &res, &d.sw.vals, d.sw.buf[:0])
+		f.allowedIn(h, &res, &d.sw.vals, d.sw.buf[:0], now)
 	default:
 		f.allowed(h, &res, now)
 	}
@@ -195,8 +195,12 @@ func (d *directHeld) done(l *Limiter) {
 }
 
 // allowedIn is allowed with the response's field values kept in vals and
-// buf, an empty slice of the allocation that the request has anyway.
-func (f *fastRule) allowedIn(h http.Header, res *memstore.Result, vals *[2]string, buf []byte) {
+// buf, an empty slice of the allocation that the request has anyway; now
+// is the time of the check. The RateLimit value is shared as setFields
+// shares it (the rule's cache, or a hot key's run) and formatted into buf
+// only when neither holds it, so that a settled rule's responses format
+// no more than a plain rule's; a miss is cached as setFields caches one.
+func (f *fastRule) allowedIn(h http.Header, res *memstore.Result, vals *[2]string, buf []byte, now int64) {
 	next := res.Next // a window's: see nextAfter
 	if f.gcra {
 		next = fieldval.GCRANext(res.ResetAfter, f.unit, f.units, res.Remaining)
@@ -204,6 +208,10 @@ func (f *fastRule) allowedIn(h http.Header, res *memstore.Result, vals *[2]strin
 	remaining, t := max(0, res.Remaining), fieldval.Seconds(time.Duration(next))
 	if v := f.values.get(remaining, t); v != nil {
 		vals[1] = v.s
+	} else if s, ok := f.runValue(remaining, t); ok {
+		vals[1] = s
+	} else if admitValue(now) {
+		vals[1] = f.buildValue(remaining, t, true)[1]
 	} else {
 		vals[1] = f.format(buf, remaining, t)
 	}

@@ -97,6 +97,46 @@ func TestCachedValueIsSharedAndItsSlicesAreNot(t *testing.T) {
 	}
 }
 
+// TestSettledRuleSharesTheCachedValue: a settled rule's responses state
+// their RateLimit value as a plain rule's do, from the rule's cache once a
+// first response put it there, on Handler's path and on ServeRoute's,
+// instead of formatting it again for every request.
+func TestSettledRuleSharesTheCachedValue(t *testing.T) {
+	for _, routed := range []bool{false, true} {
+		l := NewRulesLimiter([]Rule{{Limit: PerHour(1000), Key: ByIP(), Settled: true}},
+			WithClock(fixedClock{admittedTime(t)}))
+		if l.rules[0].fast == nil {
+			t.Fatal("the rule does not take the direct path")
+		}
+		var values []string
+		for i, addr := range []string{"192.0.2.1:1", "192.0.2.2:1", "192.0.2.3:1"} {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = addr
+			w := httptest.NewRecorder()
+			var got string
+			if routed {
+				l.ServeRoute(w, r, "/", nil, nil, func(*http.Request) error {
+					got = w.Header().Get("RateLimit")
+					return nil
+				})
+			} else {
+				l.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					got = w.Header().Get("RateLimit")
+				})).ServeHTTP(w, r)
+			}
+			if want := `"ip-1000-per-1h";r=999;t=4`; got != want {
+				t.Fatalf("routed %v, request %d: RateLimit %q, want %q", routed, i, got, want)
+			}
+			values = append(values, got)
+		}
+		for i := 1; i < len(values); i++ {
+			if unsafe.StringData(values[i]) != unsafe.StringData(values[0]) {
+				t.Errorf("routed %v: response %d did not reuse the cached RateLimit value", routed, i)
+			}
+		}
+	}
+}
+
 // countDown serves n requests of one client under a limiter of one rule
 // of algorithm alg, rate per hour, on a clock that never moves, from
 // workers goroutines at once, and returns the RateLimit values of the
