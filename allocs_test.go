@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"net/http"
+	"runtime"
 	"testing"
 	"time"
 
@@ -92,6 +93,41 @@ func TestSettledRuleAllocations(t *testing.T) {
 		if limit := min(c.max, 0.25); got > limit {
 			t.Errorf("%s: %.2f allocations per request, want at most %.2f", c.name, got, limit)
 		}
+	}
+}
+
+// TestSettledRuleHeapBytes: an allowed request under a settled rule whose
+// handler never settles costs the heap its writer's share of a block, no
+// more than a plain rule's request costs for its fields and their value:
+// the writer holds no buffer of its own for a value that the rule's cache
+// already holds.
+func TestSettledRuleHeapBytes(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own: byte counts say nothing")
+	}
+	h := ratelimit.NewRules([]ratelimit.Rule{{Name: "settled", Limit: allocCases[0].limit,
+		Key: ratelimit.ByIP(), Settled: true}})(okHandler)
+	reqs := make([]*http.Request, 100)
+	for i := range reqs {
+		reqs[i] = clientReq(i)
+		h.ServeHTTP(ratelimittest.NewDiscardWriter(), reqs[i])
+	}
+	w := ratelimittest.NewDiscardWriter()
+	const n = 32 * 200 // whole blocks of writers
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		w.Reset()
+		h.ServeHTTP(w, reqs[i%len(reqs)])
+	}
+	runtime.ReadMemStats(&after)
+	if w.Status() != http.StatusOK {
+		t.Fatalf("status %d, want %d", w.Status(), http.StatusOK)
+	}
+	// 64 bytes of writer, and room for a block's header and the odd value
+	// that missed the cache.
+	if got := float64(after.TotalAlloc-before.TotalAlloc) / n; got > 80 {
+		t.Errorf("%.1f heap bytes per request, want at most 80", got)
 	}
 }
 

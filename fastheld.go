@@ -84,7 +84,7 @@ func (f *fastRule) takeHolding(w http.ResponseWriter, r *http.Request, ru *rule,
 		f.allowedIn(h, &res, &d.sr.vals, d.sr.buf[:0], now)
 	case carry:
 		d.sw = newSettleWriter(w)
-		f.allowedIn(h, &res, &d.sw.vals, d.sw.buf[:0], now)
+		f.allowedIn(h, &res, &d.sw.vals, nil, now)
 	default:
 		f.allowed(h, &res, now)
 	}
@@ -194,12 +194,12 @@ func (d *directHeld) done(l *Limiter) {
 	}
 }
 
-// allowedIn is allowed with the response's field values kept in vals and
-// buf, an empty slice of the allocation that the request has anyway; now
-// is the time of the check. The RateLimit value is shared as setFields
-// shares it (the rule's cache, or a hot key's run) and formatted into buf
-// only when neither holds it, so that a settled rule's responses format
-// no more than a plain rule's; a miss is cached as setFields caches one.
+// allowedIn is allowed with the response's field slices kept in vals, part
+// of the allocation that the request has anyway; now is the time of the
+// check. The RateLimit value is shared as setFields shares it (the rule's
+// cache, or a hot key's run), and a miss is cached as setFields caches
+// one. Any other miss is formatted into buf, an empty slice of that same
+// allocation, or, with buf nil, into a string of its own.
 func (f *fastRule) allowedIn(h http.Header, res *memstore.Result, vals *[2]string, buf []byte, now int64) {
 	next := res.Next // a window's: see nextAfter
 	if f.gcra {
@@ -212,8 +212,11 @@ func (f *fastRule) allowedIn(h http.Header, res *memstore.Result, vals *[2]strin
 		vals[1] = s
 	} else if admitValue(now) {
 		vals[1] = f.buildValue(remaining, t, true)[1]
-	} else {
+	} else if buf != nil {
 		vals[1] = f.format(buf, remaining, t)
+	} else {
+		var b [64]byte
+		vals[1] = string(f.appendValue(b[:0], remaining, t))
 	}
 	vals[0] = f.policy
 	h[hdrPolicy] = vals[0:1:1]

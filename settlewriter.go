@@ -12,9 +12,11 @@ import (
 // settleWriter is the ResponseWriter that Limiter.Handler gives the
 // handler of a request admitted under a rule that settles costs: the
 // writer it was given, with the state that Settle reaches through the
-// writer's Unwrap chain, and on the direct path the response's field
-// values. The request is passed on unchanged, so admitting it copies
-// nothing of it.
+// writer's Unwrap chain, and on the direct path the response's two field
+// slices, whose strings are shared as a plain rule's are (the rule's cache
+// or a hot key's run; see allowedIn). The request is passed on unchanged,
+// so admitting it copies nothing of it. It is kept to 64 bytes: a block
+// of them is allocated and cleared at every 32 requests.
 //
 // Like net/http's own writer, it must not be used once its handler has
 // returned. One that is (a goroutine the handler left it to) is harmless:
@@ -24,7 +26,6 @@ type settleWriter struct {
 	http.ResponseWriter
 	settleState
 	vals [2]string // RateLimit-Policy, RateLimit
-	buf  [48]byte  // the RateLimit value, when it fits
 }
 
 // Unwrap returns the writer w wraps: for http.ResponseController, and for
