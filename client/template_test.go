@@ -209,3 +209,37 @@ func TestRateLimitTemplateSharedByGoroutinesReadsAsParsed(t *testing.T) {
 		t.Fatal("no template was made")
 	}
 }
+
+// FuzzRateLimitTemplateAcrossPolicies: after a template is made from a
+// value and a policy, the value with other numbers under another policy,
+// in one line or two, and under two policy lines, reads as a parse reads
+// it: what FuzzRateLimitTemplate, whose policy never changes, leaves out.
+func FuzzRateLimitTemplateAcrossPolicies(f *testing.F) {
+	f.Add(`"default";r=42;t=17, "burst";r=0;t=1`, `"default";q=100;w=60`, `"default";q=200;w=60`, uint64(7), uint64(1))
+	f.Add(`"a";r=1;t=1`, `"a";q=10`, ``, uint64(0), uint64(3))
+	f.Fuzz(func(t *testing.T, v, policy, other string, n, step uint64) {
+		var fc fieldCaches
+		if _, ok := parseLines([]string{v}, []string{policy}, &fc); !ok {
+			return
+		}
+		tp := fc.rateLimit.last.Load()
+		if tp == nil {
+			return
+		}
+		x := renumber(tp, func(k int) string { return strconv.FormatUint((n+uint64(k)*step)%1e15, 10) })
+		for _, c := range []struct{ rl, policy []string }{
+			{[]string{x}, []string{policy}}, // a template read, to make it matched
+			{[]string{x}, []string{other}},
+			{[]string{x}, nil},
+			{[]string{x, v}, []string{policy}},
+			{[]string{x}, []string{policy, other}},
+			{[]string{v}, []string{policy}},
+		} {
+			got, gotOK := parseLines(c.rl, c.policy, &fc)
+			want, wantOK := parseLines(c.rl, c.policy, nil)
+			if got != want || gotOK != wantOK {
+				t.Fatalf("%q under %q after %q under %q: read %v %+v, parsed %v %+v", c.rl, c.policy, v, policy, gotOK, got, wantOK, want)
+			}
+		}
+	})
+}
