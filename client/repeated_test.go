@@ -86,3 +86,55 @@ func TestUnchangedFieldsAreSkippedOnlyWhileConservative(t *testing.T) {
 		}
 	})
 }
+
+// scriptedFields answers the i-th request with the i-th RateLimit and
+// RateLimit-Policy values of its script.
+type scriptedFields struct {
+	steps [][2]string // RateLimit, RateLimit-Policy
+	i     int
+}
+
+func (s *scriptedFields) RoundTrip(*http.Request) (*http.Response, error) {
+	h := http.Header{}
+	h.Set("RateLimit", s.steps[s.i][0])
+	h.Set("RateLimit-Policy", s.steps[s.i][1])
+	s.i++
+	return &http.Response{StatusCode: http.StatusOK, Header: h, Body: io.NopCloser(strings.NewReader(""))}, nil
+}
+
+// TestRepeatedRateLimitUnderAChangedPolicyIsApplied: a response whose
+// RateLimit value is that of the response applied last, byte for byte, but
+// whose RateLimit-Policy changed (here at the same length, as a quota of
+// 10 becomes 20) is no repeat: its policy's quota and window are applied,
+// though its RateLimit value, read from the template or not, is one the
+// partition has seen; and so is a change back.
+func TestRepeatedRateLimitUnderAChangedPolicyIsApplied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &scriptedFields{steps: [][2]string{
+			{`"default";r=90;t=10`, `"default";q=99;w=10`},
+			{`"default";r=89;t=10`, `"default";q=99;w=10`}, // read from the template
+			{`"default";r=89;t=10`, `"default";q=95;w=20`}, // the same RateLimit, another policy
+			{`"default";r=88;t=10`, `"default";q=95;w=20`}, // read from the template
+			{`"default";r=88;t=10`, `"default";q=99;w=10`},
+		}}
+		tr := &Transport{Base: base, MaxRetries: -1}
+		want := []struct {
+			limit  int64
+			window time.Duration
+		}{{99, 10 * time.Second}, {99, 10 * time.Second}, {95, 20 * time.Second}, {95, 20 * time.Second}, {99, 10 * time.Second}}
+		for i, w := range want {
+			req, _ := http.NewRequest(http.MethodGet, "https://api.test/", nil)
+			if _, err := tr.RoundTrip(req); err != nil {
+				t.Fatal(err)
+			}
+			p := tr.last.Load()
+			p.mu.Lock()
+			limit, window := p.policies[0].limit, p.policies[0].window
+			p.mu.Unlock()
+			if limit != w.limit || window != w.window {
+				t.Errorf("response %d (%q): the policy's quota %d and window %v, want %d and %v",
+					i, base.steps[i], limit, window, w.limit, w.window)
+			}
+		}
+	})
+}

@@ -1,7 +1,9 @@
 package ratelimitclient
 
 import (
+	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -100,6 +102,143 @@ func FuzzRateLimitTemplate(f *testing.F) {
 			want, wantOK := parseRL(x, policy, nil)
 			if got != want || gotOK != wantOK {
 				t.Fatalf("%q after %q: read %v %+v, parsed %v %+v", x, v, gotOK, got, wantOK, want)
+			}
+		}
+	})
+}
+
+// parseLines parses RateLimit and RateLimit-Policy lines through the
+// caches fc (none when nil).
+func parseLines(rl, policy []string, fc *fieldCaches) (observation, bool) {
+	var obs observation
+	ok := parseRateLimit(rl, policy, time.Hour, fc, &obs)
+	return obs, ok
+}
+
+// TestRateLimitTemplateReadsOnlyWhatAParseReads: after a template is made,
+// responses that keep its shape but change what a template must not
+// overlook read as a parse reads them: a quoted name changed at the same
+// length, a policy whose numbers change at the same length or that
+// appears or goes, a second RateLimit or RateLimit-Policy line, leading
+// and trailing whitespace and tabs, a trailing comma, numbers with
+// leading zeros (up to the 15 digits an Integer allows) or a sign.
+func TestRateLimitTemplateReadsOnlyWhatAParseReads(t *testing.T) {
+	const v, pol = `"aaaa";r=42;t=17, "bbbb";r=7;t=1`, `"aaaa";q=100;w=60, "bbbb";q=10;w=1`
+	one := func(s string) []string { return []string{s} }
+	cases := []struct {
+		name       string
+		rl, policy []string
+	}{
+		{"a name changed at its length", one(`"aaab";r=41;t=17, "bbbb";r=6;t=1`), one(pol)},
+		{"a name changed inside an escape", one(`"aa\"a";r=41;t=17, "bbbb";r=6;t=1`), one(pol)},
+		{"names swapped", one(`"bbbb";r=41;t=17, "aaaa";r=6;t=1`), one(pol)},
+		{"a policy's quota changed at its length", one(`"aaaa";r=41;t=17, "bbbb";r=6;t=1`), one(`"aaaa";q=200;w=60, "bbbb";q=10;w=1`)},
+		{"a policy's window changed at its length", one(`"aaaa";r=41;t=17, "bbbb";r=6;t=1`), one(`"aaaa";q=100;w=90, "bbbb";q=10;w=1`)},
+		{"the policy gone", one(`"aaaa";r=41;t=17, "bbbb";r=6;t=1`), nil},
+		{"an empty policy line", one(`"aaaa";r=41;t=17, "bbbb";r=6;t=1`), one(``)},
+		{"a second policy line", one(`"aaaa";r=41;t=17, "bbbb";r=6;t=1`), []string{pol, `"bbbb";q=20;w=2`}},
+		{"a second RateLimit line", []string{`"aaaa";r=41;t=17, "bbbb";r=6;t=1`, `"cccc";r=1;t=1`}, one(pol)},
+		{"a second, malformed RateLimit line", []string{`"aaaa";r=41;t=17, "bbbb";r=6;t=1`, `"cccc";r=1;t=`}, one(pol)},
+		{"a leading space", one(` "aaaa";r=41;t=17, "bbbb";r=6;t=1`), one(pol)},
+		{"a leading tab", one("\t\"aaaa\";r=41;t=17, \"bbbb\";r=6;t=1"), one(pol)},
+		{"a trailing tab", one("\"aaaa\";r=41;t=17, \"bbbb\";r=6;t=1\t"), one(pol)},
+		{"a tab after the comma", one("\"aaaa\";r=41;t=17,\t\"bbbb\";r=6;t=1"), one(pol)},
+		{"no space after the comma", one(`"aaaa";r=41;t=17,"bbbb";r=6;t=1`), one(pol)},
+		{"a trailing comma", one(`"aaaa";r=41;t=17, "bbbb";r=6;t=1,`), one(pol)},
+		{"a space after a semicolon", one(`"aaaa"; r=41;t=17, "bbbb";r=6;t=1`), one(pol)},
+		{"leading zeros", one(`"aaaa";r=0041;t=017, "bbbb";r=00;t=01`), one(pol)},
+		{"15 digits with leading zeros", one(`"aaaa";r=000000000000041;t=17, "bbbb";r=6;t=1`), one(pol)},
+		{"16 digits with leading zeros", one(`"aaaa";r=0000000000000041;t=17, "bbbb";r=6;t=1`), one(pol)},
+		{"a plus sign", one(`"aaaa";r=+41;t=17, "bbbb";r=6;t=1`), one(pol)},
+		{"a minus zero", one(`"aaaa";r=-0;t=17, "bbbb";r=6;t=1`), one(pol)},
+		{"a decimal", one(`"aaaa";r=41.0;t=17, "bbbb";r=6;t=1`), one(pol)},
+		{"a digit glued to a token", one(`"aaaa";r=41;t=17a, "bbbb";r=6;t=1`), one(pol)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var fc fieldCaches
+			if _, ok := parseLines(one(v), one(pol), &fc); !ok {
+				t.Fatal("the template's value did not parse")
+			}
+			if _, ok := parseLines(one(`"aaaa";r=40;t=16, "bbbb";r=5;t=0`), one(pol), &fc); !ok || !fc.rateLimit.last.Load().matched.Load() {
+				t.Fatal("a value of other numbers was not read from the template")
+			}
+			got, gotOK := parseLines(c.rl, c.policy, &fc)
+			want, wantOK := parseLines(c.rl, c.policy, nil)
+			if got != want || gotOK != wantOK {
+				t.Errorf("%q with policy %q: read %v %+v, parsed %v %+v", c.rl, c.policy, gotOK, got, wantOK, want)
+			}
+		})
+	}
+}
+
+// TestRateLimitTemplateSharedByGoroutinesReadsAsParsed: one partition's
+// caches, read from many goroutines at once with values that keep the
+// template's shape, change it, and change the policy, give each reader
+// what a parse of its own value gives, whichever template another
+// goroutine made meanwhile (run with -race).
+func TestRateLimitTemplateSharedByGoroutinesReadsAsParsed(t *testing.T) {
+	shapes := []func(n int) string{ // values of n's numbers, of four shapes
+		func(n int) string { return fmt.Sprintf(`"default";r=%d;t=%d`, n%1000, n%61) },
+		func(n int) string {
+			return fmt.Sprintf(`"default";r=%d;t=%d, "burst";r=%d;t=%d`, n%1000, n%61, n%11, n%3)
+		},
+		func(n int) string { return fmt.Sprintf(`"deflaut";r=%d;t=%d`, n%1000, n%61) }, // a name of the same length
+		func(n int) string { return fmt.Sprintf(`"default";t=%d;r=%d`, n%61, n%1000) },
+	}
+	policies := [][]string{{`"default";q=100;w=60, "burst";q=10;w=1`}, {`"default";q=900;w=60, "burst";q=10;w=1`}, nil}
+	var fc fieldCaches
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 400 {
+				n := g*1000 + i
+				v := shapes[(n/7)%len(shapes)](n)
+				pol := policies[(n/13)%len(policies)]
+				got, gotOK := parseLines([]string{v}, pol, &fc)
+				want, wantOK := parseLines([]string{v}, pol, nil)
+				if got != want || gotOK != wantOK {
+					t.Errorf("%q with policy %q: read %v %+v, parsed %v %+v", v, pol, gotOK, got, wantOK, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if tp := fc.rateLimit.last.Load(); tp == nil {
+		t.Fatal("no template was made")
+	}
+}
+
+// FuzzRateLimitTemplateAcrossPolicies: after a template is made from a
+// value and a policy, the value with other numbers under another policy,
+// in one line or two, and under two policy lines, reads as a parse reads
+// it: what FuzzRateLimitTemplate, whose policy never changes, leaves out.
+func FuzzRateLimitTemplateAcrossPolicies(f *testing.F) {
+	f.Add(`"default";r=42;t=17, "burst";r=0;t=1`, `"default";q=100;w=60`, `"default";q=200;w=60`, uint64(7), uint64(1))
+	f.Add(`"a";r=1;t=1`, `"a";q=10`, ``, uint64(0), uint64(3))
+	f.Fuzz(func(t *testing.T, v, policy, other string, n, step uint64) {
+		var fc fieldCaches
+		if _, ok := parseLines([]string{v}, []string{policy}, &fc); !ok {
+			return
+		}
+		tp := fc.rateLimit.last.Load()
+		if tp == nil {
+			return
+		}
+		x := renumber(tp, func(k int) string { return strconv.FormatUint((n+uint64(k)*step)%1e15, 10) })
+		for _, c := range []struct{ rl, policy []string }{
+			{[]string{x}, []string{policy}}, // a template read, to make it matched
+			{[]string{x}, []string{other}},
+			{[]string{x}, nil},
+			{[]string{x, v}, []string{policy}},
+			{[]string{x}, []string{policy, other}},
+			{[]string{v}, []string{policy}},
+		} {
+			got, gotOK := parseLines(c.rl, c.policy, &fc)
+			want, wantOK := parseLines(c.rl, c.policy, nil)
+			if got != want || gotOK != wantOK {
+				t.Fatalf("%q under %q after %q under %q: read %v %+v, parsed %v %+v", c.rl, c.policy, v, policy, gotOK, got, wantOK, want)
 			}
 		}
 	})
