@@ -50,10 +50,7 @@ func (s *Store) mix(r *Request) uint64 {
 // request for key.
 func (p *Prepared) Take(key string, now int64) Result {
 	s := p.s
-	h := maphash.String(s.seed, key) ^ p.mix
-	if h == 0 {
-		h = 1
-	}
+	h := s.keyHash(key, p.mix)
 	if a := p.req.Alg; a == FixedWindow || a == SlidingWindow {
 		// wshard.take, written out for the same reason as GCRA's below,
 		// and so that the Result is built where it is returned (see
@@ -92,10 +89,7 @@ func (p *Prepared) TakeDelayed(key string, now, maxDelay int64) Result {
 	req := p.req
 	req.MaxDelay = maxDelay
 	s := p.s
-	h := maphash.String(s.seed, key) ^ p.mix
-	if h == 0 {
-		h = 1
-	}
+	h := s.keyHash(key, p.mix)
 	if req.Alg != GCRA {
 		return s.takeHashed(&req, h, now)
 	}
@@ -111,10 +105,7 @@ func (p *Prepared) Release(key string, slot uint64, now int64) {
 		return
 	}
 	s := p.s
-	h := maphash.String(s.seed, key) ^ p.mix
-	if h == 0 {
-		h = 1
-	}
+	h := s.keyHash(key, p.mix)
 	s.conc[s.index(h)].release(h, slot, p.req.Cost, now)
 }
 
@@ -138,10 +129,7 @@ func (p *Prepared) TakeHeld(key string, now int64, hd *Held) Result {
 		return p.Take(key, now)
 	}
 	s := p.s
-	h := maphash.String(s.seed, key) ^ p.mix
-	if h == 0 {
-		h = 1
-	}
+	h := s.keyHash(key, p.mix)
 	sh := &s.conc[s.index(h)]
 	res, q := sh.takeHeld(s.perCap, h, &p.req, now)
 	hd.sh, hd.q, hd.h = sh, q, h

@@ -1,9 +1,6 @@
 package memstore
 
-import (
-	"hash/maphash"
-	"math"
-)
+import "math"
 
 // Settle applies to key, at now, the settlement of an admission that p's
 // Take decided: a forced take of delta units (delta > 0) or a return of
@@ -16,10 +13,7 @@ func (p *Prepared) Settle(key string, slot uint64, delta, now int64) {
 		return
 	}
 	s := p.s
-	h := maphash.String(s.seed, key) ^ p.mix
-	if h == 0 {
-		h = 1
-	}
+	h := s.keyHash(key, p.mix)
 	r := p.req
 	r.Key, r.Slot, r.MaxDelay = key, slot, 0
 	if delta > 0 {

@@ -171,6 +171,16 @@ func (s *Store) hash(r *Request) uint64 {
 	return h
 }
 
+// keyHash is hash of a request for key whose rule and algorithm hash to
+// mix (see Store.mix): a Prepared check's hash, inlined into it.
+func (s *Store) keyHash(key string, mix uint64) uint64 {
+	h := maphash.String(s.seed, key) ^ mix
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
 // gcraKey is r's GCRA table key for hash h: h tagged with r's interval.
 func (s *Store) gcraKey(r *Request, h uint64) uint64 {
 	tag := uint64(r.tag)
