@@ -100,11 +100,22 @@ func TestHeldSlotsNeverAdmitPastTheLimit(t *testing.T) {
 	var taken, fromHot atomic.Int64
 	var wg sync.WaitGroup
 	barrier := newBarrier(workers)
-	for range workers {
+	// The mover below moves the heat once a round, while the round's
+	// workers take and release: a mover of its own pace would, on a busy
+	// machine, end the heat more often than the workers' two locked takes
+	// in a row bring it back, and the hot queue would go untested.
+	tick := make(chan struct{}, 1)
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range rounds {
+				if w == 0 {
+					select {
+					case tick <- struct{}{}:
+					default: // the last round's move is still to come
+					}
+				}
 				var hd Held
 				res := p.TakeHeld("k", now, &hd)
 				barrier.wait() // every worker has decided: rate of them hold a slot
@@ -136,7 +147,7 @@ func TestHeldSlotsNeverAdmitPastTheLimit(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			default:
+			case <-tick:
 			}
 			if i%3 == 0 {
 				if err := s.TakeAll([]Request{{Rule: "c", Key: "k", Alg: Concurrency, Limit: l}}, out, now); err != nil {
