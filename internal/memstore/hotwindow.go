@@ -107,16 +107,24 @@ func (sh *wshard) promote(h uint64, r *Request) {
 		return
 	}
 	if w, ok := sh.t.get(h); ok {
-		if old := sh.hot.Load(); old != nil { // another key's (lockFor folded h's)
-			sh.fold(old)
-		}
-		c := &hotWindow{h: h, end: w.Expires, prev: w.B}
+		period := int64(0)
 		if mod(w.Expires, r.Limit.Period) == 0 {
-			c.period = r.Limit.Period
+			period = r.Limit.Period
 		}
-		c.count.Store(uint64(w.A))
-		sh.hot.Store(c)
+		sh.makeHot(h, w, period)
 	}
+}
+
+// makeHot makes key h, at w in the table, the shard's hot key, in place of
+// the hot key it has, if any (another key's: lockFor folded h's); period
+// is the hot state's (see hotWindow). The caller holds the lock.
+func (sh *wshard) makeHot(h uint64, w window, period int64) {
+	if old := sh.hot.Load(); old != nil {
+		sh.fold(old)
+	}
+	c := &hotWindow{h: h, end: w.Expires, period: period, prev: w.B}
+	c.count.Store(uint64(w.A))
+	sh.hot.Store(c)
 }
 
 // hotEligible reports whether r may be decided on a hot state: an

@@ -208,29 +208,20 @@ func (sh *wshard) giveBack(c *hotWindow, cost int64) {
 }
 
 // promoteStacked makes the key h of window request r of a peekable batch
-// hot, as a lone check's locked take does (see wshard.promote), the caller
-// holding the lock: a quota's explicit window too, which lone checks
-// decide under the lock, as a state that only takeCounted decides.
+// hot, as a lone check's locked take does (see wshard.promote), h having
+// been the shard's last key too and the caller holding the lock: a quota's
+// explicit window too, which lone checks decide under the lock, as a state
+// that only takeCounted decides.
 func (sh *wshard) promoteStacked(h uint64, r *Request) {
-	if r.WinEnd == 0 {
+	switch {
+	case r.WinEnd == 0:
 		sh.promote(h, r)
-		return
-	}
-	if r.Alg != FixedWindow || r.Force {
+	case r.Alg != FixedWindow || r.Force:
 		sh.last = 0
-		return
-	}
-	if sh.last != h {
-		sh.last = h
-		return
-	}
-	if w, ok := sh.t.get(h); ok && w.Expires == r.WinEnd {
-		if old := sh.hot.Load(); old != nil {
-			sh.fold(old)
+	default:
+		if w, ok := sh.t.get(h); ok && w.Expires == r.WinEnd {
+			sh.makeHot(h, w, 0) // period 0: no lone take's
 		}
-		c := &hotWindow{h: h, end: w.Expires, prev: w.B} // period 0: no lone take's
-		c.count.Store(uint64(w.A))
-		sh.hot.Store(c)
 	}
 }
 
