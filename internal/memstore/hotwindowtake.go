@@ -45,14 +45,22 @@ func (c *hotWindow) take(r *Request, now int64) (n, weighted int64, ok bool) {
 	if r.Alg == SlidingWindow {
 		weighted = slidingWeighted(int64(c.prev), now-start, p)
 	}
+	n, ok = c.add(r, weighted)
+	return n, weighted, ok
+}
+
+// add raises c's count by r's cost when r fits, the count counting weighted
+// more (a sliding window's previous count, weighted), and returns the
+// count n it found; or reports false when c was retired.
+func (c *hotWindow) add(r *Request, weighted int64) (n int64, ok bool) {
 	for {
 		v := c.count.Load()
 		if v == retired {
-			return 0, 0, false
+			return 0, false
 		}
 		n = int64(v)
 		if !fits(n+weighted, r.Cost, r.Limit) || r.Cost == 0 || c.count.CompareAndSwap(v, uint64(uint32(n+r.Cost))) {
-			return n, weighted, true
+			return n, true
 		}
 	}
 }

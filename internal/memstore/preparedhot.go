@@ -160,17 +160,11 @@ func (c *hotWindow) takeCounted(r *Request, now int64, res *Result) bool {
 		}
 		return ok
 	}
-	for {
-		v := c.count.Load()
-		if v == retired {
-			return false
-		}
-		n := int64(v)
-		if !fits(n, r.Cost, r.Limit) || r.Cost == 0 || c.count.CompareAndSwap(v, uint64(uint32(n+r.Cost))) {
-			*res = windowResult(fixedDecide(n, max(0, c.end-now), r.Limit, r.Cost, uint64(c.end)))
-			return true
-		}
+	n, ok := c.add(r, 0)
+	if ok {
+		*res = windowResult(fixedDecide(n, max(0, c.end-now), r.Limit, r.Cost, uint64(c.end)))
 	}
+	return ok
 }
 
 // giveBack lowers by cost the count that a take raised on c, the state of
