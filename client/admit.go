@@ -22,7 +22,7 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 	p.mu.Lock()
 	slot, res, ok := plan(p, now)
 	wait := slot.sub(now)
-	bound, byDeadline := t.bound(req, now, waited)
+	bound, byDeadline := t.bound(req, p, now, waited)
 	exceeds := wait > bound || byDeadline && wait > 0 && wait >= bound
 	if !ok || exceeds {
 		if res != nil {
@@ -127,12 +127,13 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(rand.Int64N(int64(d/5) + 1))
 }
 
-// bound is the longest req may still wait at now: what is left of MaxWait,
-// or the time to its context's deadline when that is shorter (byDeadline).
-func (t *Transport) bound(req *http.Request, now mono, waited time.Duration) (time.Duration, bool) {
+// bound is the longest req may still wait at now in partition p: what is
+// left of MaxWait, or the time to its context's deadline when that is
+// shorter (byDeadline).
+func (t *Transport) bound(req *http.Request, p *partition, now mono, waited time.Duration) (time.Duration, bool) {
 	b := max(t.maxWait-waited, 0)
 	if dl, ok := req.Context().Deadline(); ok {
-		if left := dl.Sub(t.epoch.Add(time.Duration(now))); left <= b {
+		if left := dl.Sub(p.clock.wall(now)); left <= b {
 			return max(left, 0), true
 		}
 	}
