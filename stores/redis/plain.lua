@@ -53,7 +53,11 @@ local nxget = redis.REDIS_VERSION_NUM ~= nil and ARGV[4] == "1"
 local batch = #KEYS > 1
 local written, order, named = nil, nil, nil
 if batch then
-  written, order, named = {}, {}, {}
+  written, order = {}, {}
+end
+-- How often each key is named, read only where SET NX GET may be used.
+if batch and nxget then
+  named = {}
   for i = 1, #KEYS do named[KEYS[i]] = (named[KEYS[i]] or 0) + 1 end
 end
 local extra = tonumber(ARGV[3])
