@@ -79,7 +79,7 @@ func TestSettledRuleAllocations(t *testing.T) {
 		settled := 0
 		h := ratelimit.NewRules([]ratelimit.Rule{{Name: "settled", Limit: c.limit, Key: ratelimit.ByIP(), Settled: true}})(
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if ratelimit.Settle(w, r, 1) {
+				if ratelimit.Settle(r.Context(), w, 1) {
 					settled++
 				}
 			}))

@@ -22,12 +22,8 @@ import (
 // became structs, and PeerIPConfig and ByIPPrefix became
 // ClientIPConfig{Source: SourcePeer}; 90 for SlidingLog (the one algorithm
 // exact in every trailing window); 85 when the store contract (Request,
-// Window, Resetter, LocalStore, SystemClock) moved to package stores; 86
-// for SettleContext, when Settle came to take the handler's writer and
-// request (Limiter.Handler carries a settled admission on the writer, so
-// that admitting a request copies nothing of it) and a gRPC handler, which
-// has neither, still needed a way in.
-const maxExports = 86
+// Window, Resetter, LocalStore, SystemClock) moved to package stores.
+const maxExports = 85
 
 // rootExports parses the package's non-test files and returns its exported
 // top-level names, and separately its exported package-level variables.

@@ -143,7 +143,7 @@ func TestSettledDirectPathAnswersAsTheGeneralPath(t *testing.T) {
 				clock := ratelimittest.NewClock(start)
 				next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if actual > 0 {
-						settled[i] = ratelimit.Settle(w, r, actual)
+						settled[i] = ratelimit.Settle(r.Context(), w, actual)
 					}
 				})
 				handlers[i] = newEntryHandler(ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "tokens", Algorithm: alg, Settled: true,

@@ -181,7 +181,7 @@ func TestServeRouteHandlerSettles(t *testing.T) {
 	r := ratelimittest.NewRequest("GET", "/", "")
 	settled := false
 	if served, err := l.ServeRoute(ratelimittest.NewDiscardWriter(), r, "", nil, nil, func(r *http.Request) error {
-		settled = ratelimit.Settle(nil, r, 10)
+		settled = ratelimit.Settle(r.Context(), nil, 10)
 		return nil
 	}); !served || err != nil || !settled {
 		t.Fatalf("served %v, err %v, Settle %v: want Settle to reach the limiter", served, err, settled)

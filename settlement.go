@@ -9,14 +9,14 @@ import (
 	"github.com/sluicehq/ratelimit/stores"
 )
 
-// Settle reports the actual cost of the request that w and r serve, for
+// Settle reports the actual cost of the request that ctx and w serve, for
 // the rules that settle (Rule.Settled) of every limiter serving it: LLM
 // tokens, rows scanned, bytes sent, known only once the handler has done
-// its work. Call it from the handler, with the ResponseWriter and the
-// Request it was given, before it returns; the last call wins. When the
-// request has been served, each such rule charges actual minus its
-// estimate (the request's cost when admitted) or gives the difference
-// back:
+// its work. Call it from the handler, with the request's context and the
+// ResponseWriter it was given (Settle(r.Context(), w, n)), before it
+// returns; the last call wins. When the request has been served, each such
+// rule charges actual minus its estimate (the request's cost when
+// admitted) or gives the difference back:
 //
 //   - against what the admission consumed: for GCRA, the key's bucket; for
 //     the window algorithms, the window the request counted in, never a
@@ -28,14 +28,15 @@ import (
 //   - on a context detached from the client's, within the limiter's time
 //     budget: a client that disconnects mid-handler is still charged.
 //
-// Settle finds the limiters through both of its arguments. Limiter.Handler
-// passes the request on unchanged and gives the handler a writer that
-// carries the admission: Settle reaches it, and the limiters around it,
-// through w and the writers w wraps (their Unwrap methods, as
-// http.ResponseController follows them). ServeRoute, and the gin, echo and
-// chi adapters built on it, carry the admission in the request's context
-// instead (Verdict.Context), which Settle reads from r. Either may be nil;
-// a handler with only a context (gRPC) calls SettleContext.
+// Settle finds the limiters through both ctx and w. Limiter.Handler passes
+// the request on unchanged and gives the handler a writer that carries the
+// admission: Settle reaches it, and the limiters around it, through w and
+// the writers w wraps (their Unwrap methods, as http.ResponseController
+// follows them). ServeRoute, and the gin, echo and chi adapters built on
+// it, carry the admission in the request's context instead
+// (Verdict.Context), as the grpc adapter does in the call's: a handler
+// with a context and no writer passes w nil. Code that has only the
+// request's context cannot reach Handler's admission: pass w along.
 //
 // A request that never calls Settle keeps its estimate, and so does one
 // admitted while its rule's store failed open (nothing was taken to
@@ -48,26 +49,16 @@ import (
 // they settle. For an LLM call that failed before producing a token, settle
 // 0: the estimate is given back but for one unit, and a client whose calls
 // all fail at once is still held to the limit's number of calls.
-func Settle(w http.ResponseWriter, r *http.Request, actual int) bool {
+func Settle(ctx context.Context, w http.ResponseWriter, actual int) bool {
 	actual = min(max(actual, 1), stores.MaxCount)
 	ok := false
 	if w != nil {
 		ok = settleWriters(w, actual)
 	}
-	if r != nil {
-		ok = settleIn(r.Context(), actual) || ok
+	if ctx != nil {
+		ok = settleIn(ctx, actual) || ok
 	}
 	return ok
-}
-
-// SettleContext is Settle for a handler that has a context and no
-// ResponseWriter: a gRPC handler under the grpc adapter, whose context
-// carries the admission, or one given Verdict.Context by an adapter of its
-// own. It reaches the limiters whose admission the context carries, and
-// so not Limiter.Handler's, which is on the handler's writer: there, call
-// Settle with the writer.
-func SettleContext(ctx context.Context, actual int) bool {
-	return settleIn(ctx, min(max(actual, 1), stores.MaxCount))
 }
 
 // settleIn reports actual to every state that ctx carries, and whether
@@ -178,7 +169,7 @@ func newSettledRequest(r *http.Request) *settledRequest {
 	return sr
 }
 
-// Context returns ctx carrying what Settle and SettleContext need to reach
+// Context returns ctx carrying what Settle needs to reach
 // the verdict's settled rules: adapters built on Check pass it to the
 // handler (as the request's context) when the limiter settles costs. It
 // returns ctx itself otherwise.

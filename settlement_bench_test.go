@@ -23,7 +23,7 @@ func BenchmarkSettledHandler(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/clients=%d", c.name, clients), func(b *testing.B) {
 				h := ratelimit.NewRules([]ratelimit.Rule{{Name: "tokens", Limit: ratelimit.Limit{Rate: 1e9, Period: time.Second},
 					Key: ratelimit.ByIP(), Settled: true}})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					ratelimit.Settle(w, r, c.actual)
+					ratelimit.Settle(r.Context(), w, c.actual)
 				}))
 				reqs := make([]*http.Request, clients)
 				for i := range reqs {

@@ -69,11 +69,11 @@ func TestLateSettleReachesNoOtherRequest(t *testing.T) {
 		}
 		var served []call // the writers and requests of the requests served so far
 		next := func(w http.ResponseWriter, r *http.Request) {
-			if !ratelimit.Settle(w, r, 3) {
+			if !ratelimit.Settle(r.Context(), w, 3) {
 				t.Error("Settle in the handler found no rule to settle")
 			}
 			for i, c := range served {
-				if ratelimit.Settle(c.w, c.r, 100) {
+				if ratelimit.Settle(c.r.Context(), c.w, 100) {
 					t.Errorf("Settle with served request %d's writer and request reported a rule to settle", i)
 				}
 			}
@@ -107,11 +107,11 @@ func TestSettleFromLeftoverGoroutines(t *testing.T) {
 		var served chan struct{} // closed once the request being served has been
 		next := func(w http.ResponseWriter, r *http.Request) {
 			ctx, served := r.Context(), served
-			ratelimit.Settle(w, r, 2)
+			ratelimit.Settle(r.Context(), w, 2)
 			late.Go(func() {
 				<-served
 				<-release
-				if ratelimit.Settle(w, r, 500) {
+				if ratelimit.Settle(r.Context(), w, 500) {
 					lateSettled.Do(func() { t.Error("a late Settle reported a rule to settle") })
 				}
 				if ctx.Value(key{}) != "mine" {
@@ -150,7 +150,7 @@ func TestSettledHandlerPanicSettlesOnce(t *testing.T) {
 		)
 		next := func(w http.ResponseWriter, r *http.Request) {
 			hw, hr = w, r
-			ratelimit.Settle(w, r, 40)
+			ratelimit.Settle(r.Context(), w, 40)
 			panic("handler failed")
 		}
 		func() {
@@ -161,7 +161,7 @@ func TestSettledHandlerPanicSettlesOnce(t *testing.T) {
 			}()
 			serve(next, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 		}()
-		if ratelimit.Settle(hw, hr, 7) {
+		if ratelimit.Settle(hr.Context(), hw, 7) {
 			t.Error("Settle after the panicked request reported a rule to settle")
 		}
 		if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != 1000-40 {

@@ -33,7 +33,7 @@ func settlingRule(ru ratelimit.Rule, est int, before func(*http.Request), opts .
 		}
 		if a := r.Header.Get("X-Actual"); a != "" {
 			n, _ := strconv.Atoi(a)
-			if !ratelimit.Settle(w, r, n) {
+			if !ratelimit.Settle(r.Context(), w, n) {
 				panic("Settle found no settled rule")
 			}
 		}
@@ -193,15 +193,15 @@ func TestSettlementsKeepTheExactBounds(t *testing.T) {
 // TestSettleReachesNestedLimiters: Settle reports to every settled limiter
 // serving the request, and to none outside a limiter.
 func TestSettleReachesNestedLimiters(t *testing.T) {
-	if ratelimit.Settle(ratelimittest.NewDiscardWriter(), httptest.NewRequest("GET", "/", nil), 5) ||
-		ratelimit.Settle(nil, nil, 5) || ratelimit.SettleContext(context.Background(), 5) {
+	if ratelimit.Settle(httptest.NewRequest("GET", "/", nil).Context(), ratelimittest.NewDiscardWriter(), 5) ||
+		ratelimit.Settle(context.Background(), nil, 5) {
 		t.Fatal("Settle outside a limiter reported a settled rule")
 	}
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	outer := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true, Name: "outer"}}, ratelimit.WithClock(clock))
 	inner := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(50), Key: ratelimit.Global(), Settled: true, Name: "inner"}}, ratelimit.WithClock(clock))
 	h := outer.Handler(inner.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ratelimit.Settle(w, r, 11)
+		ratelimit.Settle(r.Context(), w, 11)
 	})))
 	serve(h, httptest.NewRequest("GET", "/", nil))
 	for _, l := range []*ratelimit.Limiter{outer, inner} {
@@ -265,7 +265,7 @@ func TestVerdictContextTwiceIsHarmless(t *testing.T) {
 	r := httptest.NewRequest("GET", "/", nil)
 	v := l.Check(r)
 	ctx := v.Context(v.Context(r.Context()))
-	if !ratelimit.SettleContext(ctx, 5) {
+	if !ratelimit.Settle(ctx, nil, 5) {
 		t.Fatal("Settle found no rule to settle")
 	}
 	v.Done()
@@ -299,7 +299,7 @@ func TestSettleContextIsItsParent(t *testing.T) {
 	if c1.Err() != context.Canceled || c2.Err() != nil {
 		t.Fatalf("errors %v, %v after the first parent's cancellation; want canceled, nil", c1.Err(), c2.Err())
 	}
-	if !ratelimit.SettleContext(c2, 3) || !ratelimit.SettleContext(c1, 5) {
+	if !ratelimit.Settle(c2, nil, 3) || !ratelimit.Settle(c1, nil, 5) {
 		t.Fatal("Settle found no rule to settle")
 	}
 	v.Done()
@@ -319,7 +319,7 @@ func TestSettleAfterTheResponseReportsFalse(t *testing.T) {
 		r *http.Request
 	)
 	serve(l.Handler(http.HandlerFunc(func(hw http.ResponseWriter, hr *http.Request) { w, r = hw, hr })), httptest.NewRequest("GET", "/", nil))
-	if ratelimit.Settle(w, r, 40) {
+	if ratelimit.Settle(r.Context(), w, 40) {
 		t.Fatal("Settle after the response reported a rule to settle")
 	}
 	if res, _ := l.AllowN(context.Background(), "global", 0); res.Remaining != 99 {
@@ -327,12 +327,12 @@ func TestSettleAfterTheResponseReportsFalse(t *testing.T) {
 	}
 }
 
-// TestHugeSettlementIsBounded: Settle(w, r, math.MaxInt) puts the key in
+// TestHugeSettlementIsBounded: Settle(r.Context(), w, math.MaxInt) puts the key in
 // the largest debt, and the next response's fields stay well-formed.
 func TestHugeSettlementIsBounded(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
 	l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerMinute(100), Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(clock))
-	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ratelimit.Settle(w, r, math.MaxInt) }))
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ratelimit.Settle(r.Context(), w, math.MaxInt) }))
 	serve(h, httptest.NewRequest("GET", "/", nil))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
@@ -376,9 +376,9 @@ func TestSettlementRefundWhileTheKeyIsInDebt(t *testing.T) {
 	if !a.Allowed() || !b.Allowed() {
 		t.Fatal("setup: both requests should be admitted")
 	}
-	ratelimit.SettleContext(a.Context(r.Context()), 200)
+	ratelimit.Settle(a.Context(r.Context()), nil, 200)
 	a.Done()
-	ratelimit.SettleContext(b.Context(r.Context()), 1)
+	ratelimit.Settle(b.Context(r.Context()), nil, 1)
 	b.Done()
 	res, err := l.AllowN(context.Background(), "global", 1)
 	// 201 units charged on a burst of 100: the next unit fits after 102
@@ -393,7 +393,7 @@ func TestSettlementRefundWhileTheKeyIsInDebt(t *testing.T) {
 // as an admission's does, so a rule bounds the requests it admits whatever
 // they settle: under PerMinute(10) with an estimate of 1, 100 requests
 // that each settle 0 (an LLM call that failed before producing a token)
-// are not all admitted, 10 are. Before, Settle(w, r, 0) gave the whole
+// are not all admitted, 10 are. Before, Settle(r.Context(), w, 0) gave the whole
 // estimate back and all 100 passed.
 func TestSettledRequestIsNeverFree(t *testing.T) {
 	clock := ratelimittest.NewClock(ratelimittest.Epoch())
@@ -438,7 +438,7 @@ func TestSettlementOfTheEstimateCallsNoStore(t *testing.T) {
 		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true,
 			Cost: func(*http.Request) int { return 5 }, Store: cs}}, ratelimit.WithClock(clock))
 		l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ratelimit.Settle(w, r, c.actual)
+			ratelimit.Settle(r.Context(), w, c.actual)
 		})).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 		if cs.Takes.Load() != int64(c.takes) || cs.Returns.Load() != int64(c.returns) {
 			t.Errorf("settling %d of 5: %d Take and %d Return calls; want %d and %d",

@@ -46,7 +46,7 @@ func TestSettledHandlerGetsTheRequestUnchanged(t *testing.T) {
 			var got *http.Request
 			settled := false
 			l.Handler(http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
-				got, settled = hr, ratelimit.Settle(w, hr, 10)
+				got, settled = hr, ratelimit.Settle(hr.Context(), w, 10)
 			})).ServeHTTP(httptest.NewRecorder(), r)
 			if got != r {
 				t.Error("the handler was given a copy of the request")
@@ -86,7 +86,7 @@ func TestSettleFollowsTheWritersUnwrap(t *testing.T) {
 			l := settledLimiter(ratelimit.WithClock, "tokens")
 			settled := !c.settled
 			l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				settled = ratelimit.Settle(c.wrap(w), r, 10)
+				settled = ratelimit.Settle(r.Context(), c.wrap(w), 10)
 			})).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 			if settled != c.settled {
 				t.Fatalf("Settle reported %v; want %v", settled, c.settled)
@@ -108,7 +108,7 @@ func TestSettleStopsOnAnUnwrapCycle(t *testing.T) {
 	l := settledLimiter(ratelimit.WithClock, "tokens")
 	settled := false
 	l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		settled = ratelimit.Settle(w, r, 10)
+		settled = ratelimit.Settle(r.Context(), w, 10)
 	})).ServeHTTP(&looping{httptest.NewRecorder()}, httptest.NewRequest("GET", "/", nil))
 	if !settled {
 		t.Fatal("Settle found no rule to settle")
@@ -125,7 +125,7 @@ func TestSettleReachesLimitersOnWriterAndContext(t *testing.T) {
 	inner := settledLimiter(ratelimit.WithClock, "inner")
 	h := outer.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = inner.ServeRoute(w, r, "/", nil, nil, func(r *http.Request) error {
-			if !ratelimit.Settle(w, r, 11) {
+			if !ratelimit.Settle(r.Context(), w, 11) {
 				t.Error("Settle found no rule to settle")
 			}
 			return nil
@@ -212,7 +212,7 @@ func TestConcurrentSettlesChargeEachRequestOnce(t *testing.T) {
 			var settlers sync.WaitGroup
 			for range 3 {
 				settlers.Go(func() {
-					if !ratelimit.Settle(w, r, cost) {
+					if !ratelimit.Settle(r.Context(), w, cost) {
 						lost.Add(1)
 					}
 				})
@@ -223,7 +223,7 @@ func TestConcurrentSettlesChargeEachRequestOnce(t *testing.T) {
 			late.Go(func() { // left behind: settles once the request is served
 				<-served
 				<-release // and, for the first half, while the second is
-				if ratelimit.Settle(w, r, poison) {
+				if ratelimit.Settle(r.Context(), w, poison) {
 					lateFound.Add(1)
 				}
 			})

@@ -224,10 +224,9 @@ func (v *Verdict) writeDefaultDenial(w http.ResponseWriter) {
 
 // Done gives back what an admitted request holds, once it has been served:
 // its Concurrency slots; to its settled rules, the difference between the
-// cost its handler reported (Settle, SettleContext, through
-// Verdict.Context) and the estimate; and its adaptive slots with the
-// response's status
-// for the adaptive rules' classifier, read from the ResponseWriter given to
+// cost its handler reported (Settle, through Verdict.Context) and the
+// estimate; and its adaptive slots with the response's status for the
+// adaptive rules' classifier, read from the ResponseWriter given to
 // Write when it reports one (a Status() int method, as the middleware's
 // and gin's writers have). Use DoneStatus to give the status explicitly.
 // Done does nothing for a request that holds nothing or was not admitted.

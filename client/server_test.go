@@ -68,7 +68,7 @@ func TestClientWithinEveryLimitIsNeverSlowed(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if c.cost > 0 {
-						ratelimit.Settle(w, r, c.cost)
+						ratelimit.Settle(r.Context(), w, c.cost)
 					}
 					io.WriteString(w, "ok")
 				})

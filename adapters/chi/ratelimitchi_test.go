@@ -274,7 +274,7 @@ func TestSettledCostReachesTheLimiter(t *testing.T) {
 	r.Use(ratelimitchi.Middleware(ratelimit.NewRulesLimiter([]ratelimit.Rule{{Limit: ratelimit.PerHour(100), Key: ratelimit.Global(), Settled: true}}, ratelimit.WithClock(clock))))
 	r.Get("/healthz", func(http.ResponseWriter, *http.Request) {})
 	r.Get("/", func(w http.ResponseWriter, req *http.Request) {
-		if !ratelimit.Settle(w, req, 10) {
+		if !ratelimit.Settle(req.Context(), w, 10) {
 			t.Error("Settle found no settled rule in the handler's context")
 		}
 	})

@@ -369,7 +369,7 @@ func TestSettledCostReachesTheLimiter(t *testing.T) {
 			e := echo.New()
 			e.Use(build(clock()))
 			e.GET("/", func(c echo.Context) error {
-				if !ratelimit.Settle(c.Response(), c.Request(), 10) {
+				if !ratelimit.Settle(c.Request().Context(), c.Response(), 10) {
 					t.Error("Settle found no settled rule in the handler's context")
 				}
 				return c.NoContent(http.StatusOK)

@@ -77,7 +77,7 @@
 //
 // Under a limiter that settles costs (ratelimit.Rule.Settled), handlers
 // report a request's actual cost with
-// ratelimit.Settle(c.Response(), c.Request(), n): the middleware sets the
+// ratelimit.Settle(c.Request().Context(), c.Response(), n): the middleware sets the
 // request to one carrying the context Settle reads.
 //
 // # Client IP

@@ -66,7 +66,7 @@
 //
 // Under a limiter that settles costs (ratelimit.Rule.Settled), handlers
 // report a request's actual cost with
-// ratelimit.Settle(c.Writer, c.Request, n): the middleware gives c.Request
+// ratelimit.Settle(c.Request.Context(), c.Writer, n): the middleware gives c.Request
 // the context Settle reads.
 //
 // # Client IP

@@ -199,7 +199,7 @@ func TestSettledCostReachesTheLimiter(t *testing.T) {
 			r := gin.New()
 			r.Use(build(clock()))
 			r.GET("/", func(c *gin.Context) {
-				if !ratelimit.Settle(c.Writer, c.Request, 10) {
+				if !ratelimit.Settle(c.Request.Context(), c.Writer, 10) {
 					t.Error("Settle found no settled rule in the handler's context")
 				}
 				c.Status(http.StatusOK)

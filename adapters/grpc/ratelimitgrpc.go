@@ -84,7 +84,7 @@
 // # Settled costs
 //
 // Under a limiter that settles costs (ratelimit.Rule.Settled), handlers
-// report a call's actual cost with ratelimit.SettleContext(ctx, n): unary
+// report a call's actual cost with ratelimit.Settle(ctx, nil, n): unary
 // handlers get a context carrying what it reads, and stream handlers a
 // stream whose Context does.
 //
@@ -208,7 +208,7 @@ func StreamServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.StreamSe
 // setHeader and returns the recorder whose ended method the caller must
 // call when the RPC ends (nil for an exempt method: ended does nothing)
 // and the context to serve it with (ctx, or ctx carrying what
-// ratelimit.SettleContext needs when the limiter settles costs), or the status
+// ratelimit.Settle needs when the limiter settles costs), or the status
 // error that ends it now.
 func (c *config) admit(ctx context.Context, fullMethod string, setHeader func(metadata.MD) error) (*recorder, context.Context, error) {
 	if _, ok := c.exempt[fullMethod]; ok {
@@ -217,7 +217,7 @@ func (c *config) admit(ctx context.Context, fullMethod string, setHeader func(me
 	w := &recorder{header: make(http.Header, 4)} // the fields of a denial
 	// One path for every limiter: the verdict's Done reads the outcome from
 	// w, the writer given to Write, and its context carries what
-	// SettleContext needs when the limiter settles costs.
+	// Settle needs when the limiter settles costs.
 	w.verdict = c.l.Check(newRequest(ctx, fullMethod))
 	w.verdict.Write(w)
 	ok := w.verdict.Allowed()
@@ -236,7 +236,7 @@ func (c *config) admit(ctx context.Context, fullMethod string, setHeader func(me
 }
 
 // settleStream is a stream whose context carries what
-// ratelimit.SettleContext needs.
+// ratelimit.Settle needs.
 type settleStream struct {
 	grpc.ServerStream
 	ctx context.Context

@@ -308,8 +308,8 @@ func TestQuotaFailureNamesEveryViolatedRule(t *testing.T) {
 // that settle 10 units under a settled limiter (estimate 1) are charged 10.
 func TestSettledCostReachesTheLimiter(t *testing.T) {
 	settle := func(ctx context.Context) error {
-		if !ratelimit.SettleContext(ctx, 10) {
-			return errors.New("SettleContext found no settled rule in the handler's context")
+		if !ratelimit.Settle(ctx, nil, 10) {
+			return errors.New("Settle found no settled rule in the handler's context")
 		}
 		return nil
 	}

@@ -114,7 +114,7 @@ func complete(m model) http.Handler {
 		c := m(requestFrom(r.Context()))
 		// The tokens are spent whether or not the client is still there:
 		// the settlement does not depend on its connection.
-		ratelimit.Settle(w, r, c.Usage.TotalTokens)
+		ratelimit.Settle(r.Context(), w, c.Usage.TotalTokens)
 		if r.Context().Err() != nil {
 			return // the client has gone: no one to answer
 		}
