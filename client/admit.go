@@ -9,14 +9,22 @@ import (
 	"golang.org/x/time/rate"
 )
 
+// ticket is a send reserve admitted: its sequence number, the slot to send
+// at (zero when there is nothing to wait for), and its waiter when it waits
+// on the server's policies (see replan.go), nil otherwise.
+type ticket struct {
+	seq  uint64
+	slot mono
+	w    *waiter
+}
+
 // reserve admits a send of req in partition p: it returns the send's
-// sequence number and the slot to send at (zero when there is nothing to
-// wait for), with the send counted against every policy; or a *WaitError
+// ticket, with the send counted against every policy; or a *WaitError
 // when the wait would not fit, with nothing counted. waited is how long the
 // request has already waited.
-func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited time.Duration) (uint64, mono, error) {
+func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited time.Duration) (ticket, error) {
 	if !p.gated.Load() {
-		return p.count.Add(1), 0, nil
+		return ticket{seq: p.count.Add(1)}, nil
 	}
 	now := t.now()
 	p.mu.Lock()
@@ -30,24 +38,24 @@ func (t *Transport) reserve(req *http.Request, p *partition, attempt int, waited
 		}
 		p.mu.Unlock()
 		t.observe(Event{Kind: WouldWait, Partition: p.name, Wait: wait, Attempt: attempt})
-		return 0, 0, &WaitError{Partition: p.name, Wait: wait, Bound: bound, Deadline: exceeds && byDeadline, queued: !exceeds}
+		return ticket{}, &WaitError{Partition: p.name, Wait: wait, Bound: bound, Deadline: exceeds && byDeadline, queued: !exceeds}
 	}
 	p.commit()
 	if p.ad != nil && p.ad.sched.on() && p.usesLocal() {
 		p.ad.sched = p.ad.schedNew
 	}
-	seq := p.count.Add(1)
+	tk := ticket{seq: p.count.Add(1), slot: slot}
 	if p.log != nil {
-		p.log.admit(seq, now, max(slot, now))
+		p.log.admit(tk.seq, now, max(slot, now))
 	}
 	if slot > now && len(p.policies) > 0 {
-		p.addWaiter(seq, slot)
+		tk.w = p.addWaiter(tk.seq, slot)
 	}
 	p.mu.Unlock()
 	if slot <= now {
-		slot = 0 // nothing to wait for
+		tk.slot = 0 // nothing to wait for
 	}
-	return seq, slot, nil
+	return tk, nil
 }
 
 // plan computes when a send admitted at now may happen, with the policies as
@@ -140,22 +148,31 @@ func (t *Transport) bound(req *http.Request, p *partition, now mono, waited time
 	return b, false
 }
 
-// wait blocks until slot, or the slot replan gives the send instead (see
-// replan.go), returning early with the context's error. If a throttle
-// blocked the partition in the meantime, it admits the send again and waits
-// for the new slot. It returns the send's sequence number.
-func (t *Transport) wait(req *http.Request, p *partition, attempt int, seq uint64, slot mono) (uint64, error) {
+// wait blocks until the ticket's slot, or the slot replan gives the send
+// instead (see replan.go), returning early with the context's error. If a
+// throttle blocked the partition in the meantime, it admits the send again
+// and waits for the new slot. It returns the send's sequence number.
+//
+// A wake takes the partition's lock once, to leave the waiting sends and
+// see whether a throttle came; a send takes it besides only when replan
+// moves its slot.
+func (t *Transport) wait(req *http.Request, p *partition, attempt int, tk ticket) (uint64, error) {
 	var waited time.Duration
 	observed := false
-	for slot != 0 {
-		s, moved := p.waiting(seq)
-		if moved != nil {
-			slot = s // the slot replan gave it (see replan.go)
+	for tk.slot != 0 {
+		var moved chan struct{} // nil when the send has no waiter: it is never moved
+		if tk.w != nil {
+			moved = tk.w.moved
+			select {
+			case <-moved: // moved since reserve
+				tk.slot = p.slotOf(tk.w)
+			default:
+			}
 		}
-		d := slot.sub(t.now())
+		d := tk.slot.sub(t.now())
 		if d <= 0 {
-			p.leave(seq)
-			return seq, nil
+			t.wake(p, tk.w)
+			return tk.seq, nil
 		}
 		if !observed {
 			t.observe(Event{Kind: Waited, Partition: p.name, Wait: d, Attempt: attempt})
@@ -168,25 +185,32 @@ func (t *Transport) wait(req *http.Request, p *partition, attempt int, seq uint6
 		case <-moved:
 			timer.Stop()
 			waited += time.Since(start)
+			tk.slot = p.slotOf(tk.w) // the slot replan gave it
 			continue
 		case <-req.Context().Done():
 			timer.Stop()
-			p.leave(seq)
+			t.wake(p, tk.w)
 			return 0, fmt.Errorf("ratelimit: %s: waiting for the rate limit: %w", p.name, req.Context().Err())
 		}
-		p.leave(seq)
 		waited += d
-		p.mu.Lock()
-		blocked := p.blocked > t.now()
-		p.mu.Unlock()
-		if !blocked {
-			return seq, nil
+		if !t.wake(p, tk.w) {
+			return tk.seq, nil
 		}
 		var err error
-		if seq, slot, err = t.reserve(req, p, attempt, waited); err != nil {
+		if tk, err = t.reserve(req, p, attempt, waited); err != nil {
 			return 0, err
 		}
 		observed = false
 	}
-	return seq, nil
+	return tk.seq, nil
+}
+
+// wake removes w, when not nil, from the waiting sends of p, and reports
+// whether a throttle blocks p now.
+func (t *Transport) wake(p *partition, w *waiter) (blocked bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.work.locks++
+	p.leave(w)
+	return p.blocked > t.now()
 }

@@ -49,6 +49,7 @@ type partition struct {
 	seen     seenFields    // the fields of the response applied last (see repeated.go)
 	log      *sendLog      // the latest sends, once a policy's quota fits it (see sendlog.go)
 	waiters  []*waiter     // sends waiting for their slot (see replan.go)
+	work     waitWork      // what the waiting sends cost under mu (see replan.go)
 }
 
 // adaptState is what the adaptive mode reads from a server without fields.

@@ -15,37 +15,50 @@ import (
 // throttle's Retry-After says a quota it finds spent is back sooner than
 // its reset (read from whole seconds, the reset can be a second late).
 
-// waiter is a send waiting for its slot.
+// waiter is a send waiting for its slot. A send keeps its waiter from
+// reserve to its wake, so that it finds its slot and leaves the waiting
+// sends without looking at the others: with thousands queued behind a
+// throttle, a wake costs what it costs with one.
 type waiter struct {
 	seq   uint64
-	slot  mono
-	moved chan struct{} // closed when replan gives the send another slot
+	slot  mono          // guarded by the partition's mu
+	at    int           // index in the partition's waiters, -1 once it left them; guarded by mu
+	moved chan struct{} // signalled, with a buffer of one, when replan gives the send another slot
 }
 
-// addWaiter registers the send numbered seq, given slot, as waiting. The
-// caller holds p.mu.
-func (p *partition) addWaiter(seq uint64, slot mono) {
-	p.waiters = append(p.waiters, &waiter{seq: seq, slot: slot, moved: make(chan struct{})})
+// waitWork counts what the sends waiting for their slot cost under their
+// partition's lock: the times they took it, and the waiters looked at
+// while holding it. Tests bound them per send.
+type waitWork struct{ locks, visits uint64 }
+
+// addWaiter registers the send numbered seq, given slot, as waiting, and
+// returns its waiter. The caller holds p.mu.
+func (p *partition) addWaiter(seq uint64, slot mono) *waiter {
+	w := &waiter{seq: seq, slot: slot, at: len(p.waiters), moved: make(chan struct{}, 1)}
+	p.waiters = append(p.waiters, w)
+	return w
 }
 
-// waiting returns the slot of the waiting send numbered seq and a channel
-// closed when it changes, or a nil channel when the send is not waiting.
-func (p *partition) waiting(seq uint64) (mono, chan struct{}) {
+// slotOf returns the slot of w, which replan may have changed.
+func (p *partition) slotOf(w *waiter) mono {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, w := range p.waiters {
-		if w.seq == seq {
-			return w.slot, w.moved
-		}
+	p.work.locks++
+	return w.slot
+}
+
+// leave removes w, when not nil, from the waiting sends, if it is still
+// among them: the last takes its place. The caller holds p.mu.
+func (p *partition) leave(w *waiter) {
+	if w == nil || w.at < 0 {
+		return
 	}
-	return 0, nil
-}
-
-// leave removes the send numbered seq from the waiting sends.
-func (p *partition) leave(seq uint64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.waiters = slices.DeleteFunc(p.waiters, func(w *waiter) bool { return w.seq == seq })
+	last := len(p.waiters) - 1
+	p.waiters[w.at] = p.waiters[last]
+	p.waiters[w.at].at = w.at
+	p.waiters[last] = nil
+	p.waiters = p.waiters[:last]
+	w.at = -1
 }
 
 // replan gives every send still waiting at now its slot again, on the
@@ -55,7 +68,17 @@ func (p *partition) leave(seq uint64) {
 // window is not known does not count a send that waits for its reset, so
 // that with one, the sends keep their slots. The caller holds p.mu.
 func (p *partition) replan(now mono) {
-	ws := slices.DeleteFunc(p.waiters, func(w *waiter) bool { return w.slot <= now })
+	p.work.visits += uint64(len(p.waiters))
+	ws := p.waiters[:0]
+	for _, w := range p.waiters {
+		if w.slot <= now {
+			w.at = -1 // its slot has come: it leaves
+			continue
+		}
+		w.at = len(ws)
+		ws = append(ws, w)
+	}
+	clear(p.waiters[len(ws):])
 	p.waiters = ws
 	if len(ws) == 0 || p.usesLocal() {
 		return
@@ -65,7 +88,11 @@ func (p *partition) replan(now mono) {
 			return // its waiting sends were not all counted: nothing to give back
 		}
 	}
-	slices.SortFunc(ws, func(a, b *waiter) int { return cmp.Compare(a.slot, b.slot) })
+	// In the order of their slots, and of their admission for equal ones.
+	slices.SortFunc(ws, func(a, b *waiter) int { return cmp.Or(cmp.Compare(a.slot, b.slot), cmp.Compare(a.seq, b.seq)) })
+	for i, w := range ws {
+		w.at = i
+	}
 	for i := range p.policies {
 		q := &p.policies[i]
 		for _, w := range ws {
@@ -87,7 +114,9 @@ func (p *partition) replan(now mono) {
 			p.log.add(w.seq, max(slot, now))
 		}
 		w.slot = slot
-		close(w.moved)
-		w.moved = make(chan struct{})
+		select {
+		case w.moved <- struct{}{}:
+		default: // signalled already, and not yet seen
+		}
 	}
 }

@@ -161,13 +161,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if retryable {
 		p.deposit(t.deposit, maxBudget)
 	}
-	seq, slot, err := t.reserve(req, p, 0, 0)
+	tk, err := t.reserve(req, p, 0, 0)
 	if err != nil {
 		closeBody(req)
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		if seq, err = t.wait(req, p, attempt, seq, slot); err != nil {
+		seq, err := t.wait(req, p, attempt, tk)
+		if err != nil {
 			if attempt == 0 {
 				closeBody(req)
 			}
@@ -192,7 +193,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			t.observe(Event{Kind: BudgetExhausted, Partition: p.name, Attempt: attempt, Status: resp.StatusCode})
 			return resp, nil
 		}
-		if seq, slot, err = t.reserve(req, p, attempt+1, 0); err != nil {
+		if tk, err = t.reserve(req, p, attempt+1, 0); err != nil {
 			p.deposit(1000, maxBudget) // not retried: give the retry back
 			return resp, nil
 		}
