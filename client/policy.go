@@ -45,13 +45,19 @@ func (p *policy) avg() time.Duration { return min(p.window/time.Duration(p.limit
 
 // apply updates the policy from q, reported by the response to the send
 // numbered seq and received at now, when count sends have been admitted so
-// far, and reports whether it did. A response older than the one last
-// applied (responses to concurrent requests can arrive out of order) is
-// ignored. No spacing exceeds maxGap.
-func (p *policy) apply(q *quota, seq, count uint64, now mono, maxGap time.Duration) bool {
+// far, and reports whether it did, and whether that made the policy faster
+// (sooner): its window shorter, or its reset sooner than q says. A
+// response older than the one last applied (responses to concurrent
+// requests can arrive out of order) is ignored. No spacing exceeds maxGap.
+//
+// until, when not zero, is when the throttle the response is ends, by its
+// Retry-After: a quota it reports spent is back then, when that is sooner
+// than its reset (read from whole seconds, the reset can be a second late).
+func (p *policy) apply(q *quota, seq, count uint64, now mono, maxGap time.Duration, until mono) (applied, sooner bool) {
 	if p.active && seq < p.seq {
-		return false
+		return false, false
 	}
+	window := p.window
 	resetAt := p.reset(q, now)
 	p.active, p.bounded, p.seq, p.maxGap = true, true, seq, maxGap
 	if q.limit > 0 {
@@ -68,6 +74,9 @@ func (p *policy) apply(q *quota, seq, count uint64, now mono, maxGap time.Durati
 		// whole seconds before them) and the server's clock is known to
 		// within maxSlack, so that the guess is rarely a second short.
 		resetAt = min(resetAt, now.add(p.window))
+	}
+	if until != 0 && q.remaining == 0 && until < resetAt {
+		resetAt, sooner = until, true
 	}
 	p.rem = q.remaining - int64(min(count-seq, maxCount))
 	p.resetAt, p.r = resetAt, q.remaining
@@ -91,7 +100,7 @@ func (p *policy) apply(q *quota, seq, count uint64, now mono, maxGap time.Durati
 		}
 	}
 	p.interval = min(p.interval, maxGap)
-	return true
+	return true, sooner || p.window < window
 }
 
 // reset returns when q, received at now, says the quota is restored. A

@@ -32,28 +32,26 @@ func (t *Transport) update(p *partition, resp *http.Response, seq uint64, sent m
 		return false
 	}
 	var block time.Duration
+	var until mono // the throttle's end, when it has a Retry-After
+	if throttled && obs.hasRetry {
+		until = now.add(obs.retryAfter)
+	}
 	p.mu.Lock()
 	count := p.count.Load()
 	applied, shorter := obs.n > 0, false // shorter: a policy's window or reset is sooner
 	for i := range obs.quotas[:obs.n] {
 		q := &obs.quotas[i]
 		pol := find(&p.policies, q.name)
-		var window time.Duration
-		if pol != nil {
-			window = pol.window
-		}
-		if pol == nil || !pol.apply(q, seq, count, now, t.maxDelay) {
+		if pol == nil {
 			applied = false
 			continue
 		}
-		shorter = shorter || pol.window < window
-		if throttled && obs.hasRetry && q.remaining == 0 {
-			// The throttle's Retry-After is when the quota it reports spent
-			// is back: a reset read from whole seconds can be a second later.
-			if until := now.add(obs.retryAfter); until < pol.resetAt {
-				pol.resetAt, shorter = until, true
-			}
+		ok, sooner := pol.apply(q, seq, count, now, t.maxDelay, until)
+		if !ok {
+			applied = false
+			continue
 		}
+		shorter = shorter || sooner
 		if p.log == nil && pol.logged() { // no policy is logOff before there is a log
 			p.log = newSendLog(now, count)
 		}
