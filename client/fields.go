@@ -30,6 +30,28 @@ const maxCount = 1 << 40
 // spacing it implies is.
 const maxWindow = 400 * 24 * time.Hour
 
+// The caps on what a hostile server could ask for, the one place they are
+// decided: every number a response gives a quota goes through one of them,
+// whether observation.add is given the quota or a template (see
+// template.go) reads the number.
+
+// capCount caps a number of requests: a quota, or the quota left.
+func capCount(n int64) int64 { return min(n, maxCount) }
+
+// capDelay caps a delay: a reset, or a Retry-After.
+func capDelay(d, maxDelay time.Duration) time.Duration { return min(d, maxDelay) }
+
+// capWindow caps a window, or what a reset says of one.
+func capWindow(d time.Duration) time.Duration { return min(d, maxWindow) }
+
+// setT sets what a RateLimit item's t parameter of n seconds says of q,
+// capped: the time to the reset, and that the window is at least as long.
+func (q *quota) setT(n int64, maxDelay time.Duration) {
+	d := secs(n)
+	q.reset, q.least = capDelay(d, maxDelay), capWindow(d)
+	q.exact = q.least
+}
+
 // quota is what one response says about one server policy.
 type quota struct {
 	name      string
@@ -118,12 +140,9 @@ func (o *observation) add(q quota, maxDelay time.Duration) {
 	if o.n == len(o.quotas) {
 		return
 	}
-	q.reset = min(q.reset, maxDelay)
-	q.window = min(q.window, maxWindow)
-	q.least = min(q.least, maxWindow)
-	q.exact = min(q.exact, maxWindow)
-	q.remaining = min(q.remaining, maxCount)
-	q.limit = min(q.limit, maxCount)
+	q.reset = capDelay(q.reset, maxDelay)
+	q.window, q.least, q.exact = capWindow(q.window), capWindow(q.least), capWindow(q.exact)
+	q.remaining, q.limit = capCount(q.remaining), capCount(q.limit)
 	o.quotas[o.n] = q
 	o.n++
 }
@@ -154,7 +173,9 @@ func parseRateLimit(rlLines, policyLines []string, maxDelay time.Duration, fc *f
 				continue
 			}
 			from[obs.n] = i
-			obs.add(quota{name: it.name, remaining: it.r, reset: secs(it.t), least: secs(it.t), exact: secs(it.t)}, maxDelay)
+			q := quota{name: it.name, remaining: it.r}
+			q.setT(it.t, maxDelay)
+			obs.add(q, maxDelay)
 		}
 	}
 	if obs.n == 0 {
@@ -187,9 +208,9 @@ func applyPolicy(lines []string, pol *listCache, obs *observation) {
 			}
 			for i := range obs.quotas[:obs.n] {
 				if q := &obs.quotas[i]; q.name == it.name {
-					q.limit = min(it.q, maxCount)
+					q.limit = capCount(it.q)
 					if it.w > 0 {
-						q.window = min(secs(it.w), maxWindow)
+						q.window = capWindow(secs(it.w))
 					}
 				}
 			}
@@ -313,13 +334,13 @@ func parseTriple(limit, remaining, reset []string, st serverTime, epoch bool) (q
 // server's clock.
 func parseRetryAfter(v string, server func() serverTime, maxDelay time.Duration) (time.Duration, bool) {
 	if n, ok := parseInt(v); ok {
-		return min(secs(n), maxDelay), true
+		return capDelay(secs(n), maxDelay), true
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
 		return 0, false
 	}
-	return min(max(t.Sub(server().lo), 0), maxDelay), true
+	return capDelay(max(t.Sub(server().lo), 0), maxDelay), true
 }
 
 // parseInt parses a non-negative decimal integer of at most 15 digits.

@@ -84,8 +84,8 @@ func (tp *template) samePolicy(lines []string) bool {
 	return tp.hasPolicy && lines[0] == tp.policy
 }
 
-// read stores in obs the quotas of the RateLimit value v, capped as
-// observation.add caps them, and reports whether v differs from the
+// read stores in obs the quotas of the RateLimit value v, capped as a
+// parse caps them (see capCount), and reports whether v differs from the
 // template's only in the digits of its numbers; obs keeps no quota when
 // it does not. It does not allocate.
 func (tp *template) read(v string, maxDelay time.Duration, obs *observation) bool {
@@ -109,10 +109,9 @@ func (tp *template) read(v string, maxDelay time.Duration, obs *observation) boo
 		if nb.quota >= 0 {
 			q := &obs.quotas[nb.quota]
 			if nb.t {
-				q.reset, q.least = min(secs(n), maxDelay), min(secs(n), maxWindow)
-				q.exact = q.least
+				q.setT(n, maxDelay)
 			} else {
-				q.remaining = min(n, maxCount)
+				q.remaining = capCount(n)
 			}
 		}
 		i, o = j, int(nb.at.to)
