@@ -144,37 +144,44 @@ func TestContextTimeoutClientCallsRunOnCallersGoroutine(t *testing.T) {
 }
 
 // TestDefaultClientHooksSeeEveryCommand: the hooks of a go-redis Client
-// with its default options see every script command the Store sends, the
-// first EVALSHA refused with NOSCRIPT and its EVAL included: the server's
-// count of them is the hook's. (go-redis's WithTimeout view of the client,
-// which would bound reads without a hand-off, fails this: it runs none of
-// the client's hooks.)
+// with its default options, one added before the Stores were made and one
+// after, see every script command the Stores send, the first EVALSHA
+// refused with NOSCRIPT and its EVAL included: the server's count of them
+// is each hook's. (go-redis's WithTimeout view of the client, which would
+// bound reads without a hand-off, fails this: it runs none of the
+// client's hooks.)
 func TestDefaultClientHooksSeeEveryCommand(t *testing.T) {
 	srv := redistest.NewServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { client.Close() })
-	hook := &scriptHook{}
-	client.AddHook(hook)
+	early, late := &scriptHook{}, &scriptHook{}
+	client.AddHook(early)
+	var all []*Store
 	for _, coalesce := range []bool{true, false} {
 		opts := []Option{WithoutDeniedCache()}
 		if !coalesce {
 			opts = append(opts, WithoutCoalescing())
 		}
-		s := newStore(client, opts...)
+		all = append(all, newStore(client, opts...))
+	}
+	client.AddHook(late)
+	for _, s := range all {
 		for i, c := range directCalls {
 			key := fmt.Sprintf("k%d", i)
 			for range 3 {
 				if err := c.call(s, key); err != nil {
-					t.Fatalf("coalescing=%v %s: %v", coalesce, c.name, err)
+					t.Fatalf("%s: %v", c.name, err)
 				}
 			}
 		}
 	}
-	seen, _ := hook.counts()
 	served := serverScriptCalls(t, srv.Addr)
-	t.Logf("script commands: the server ran %d, the hook saw %d", served, seen)
-	if seen != served {
-		t.Errorf("the hook saw %d script commands, the server ran %d", seen, served)
+	for name, h := range map[string]*scriptHook{"added before New": early, "added after New": late} {
+		seen, _ := h.counts()
+		t.Logf("script commands: the server ran %d, the hook %s saw %d", served, name, seen)
+		if seen != served {
+			t.Errorf("the hook %s saw %d script commands, the server ran %d", name, seen, served)
+		}
 	}
 }
 
