@@ -82,7 +82,9 @@ func (c *callContext) disarm() bool {
 // the read waits for the client's ReadTimeout. (go-redis's WithTimeout
 // view of a Client, which would bound the read by the budget on the
 // caller's goroutine, runs none of the Client's hooks: tracing and
-// metrics would not see the Store's calls.)
+// metrics would not see the Store's calls. docs/redis.md, "Why the
+// default client pays a hand-off", weighs the other ways and measures
+// what the hand-off costs.)
 func directClient(c redis.UniversalClient, ctxReads bool) redis.Scripter {
 	if ctxReads {
 		return c

@@ -23,7 +23,8 @@ import (
 // TestRetriedCallAppliesOnce: go-redis with MaxRetries resends EVALSHA when
 // a connection drops after the script ran (the proxy drops the reply).
 // Every kind of call is applied once, and the caller gets the first run's
-// reply.
+// reply, on a client with ContextTimeoutEnabled (calls on the caller's
+// goroutine) and on one without (calls handed to a goroutine of their own).
 func TestRetriedCallAppliesOnce(t *testing.T) {
 	requireShared(t)
 	cases := []struct {
@@ -41,37 +42,44 @@ func TestRetriedCallAppliesOnce(t *testing.T) {
 		{"take/sliding-log", withAlg(gcraReq("l", ratelimit.PerHour(10), 1), ratelimit.SlidingLog), take, 4},
 		{"return/sliding-log", withAlg(gcraReq("rl", ratelimit.PerHour(10), 1), ratelimit.SlidingLog), giveBack, 2},
 	}
-	for _, coalesce := range []bool{true, false} {
-		for _, c := range cases {
-			t.Run(fmt.Sprintf("coalescing=%v/%s", coalesce, c.name), func(t *testing.T) {
-				proxy := startProxy(t, sharedServer.Addr)
-				client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: 3, ContextTimeoutEnabled: true})
-				t.Cleanup(func() { client.Close() })
-				clock := ratelimittest.NewClock(ratelimittest.Epoch())
-				prefix := uniquePrefix(t)
-				opts := []Option{WithPrefix(prefix), WithClock(clock), WithoutDeniedCache()}
-				if !coalesce {
-					opts = append(opts, WithoutCoalescing())
-				}
-				s := newStore(client, opts...)
-				direct := newStore(standaloneClient(t), WithPrefix(prefix), WithClock(clock))
-				start := c.req
-				start.Cost = 3
-				mustTake(t, s, start) // also warms the connection and caches the script
-				proxy.DropReplies(1)
-				if err := c.call(s, c.req); err != nil {
-					t.Fatalf("call whose reply was dropped: %v (the client should have retried)", err)
-				}
-				select {
-				case <-proxy.dropped:
-				default:
-					t.Fatal("no reply was dropped")
-				}
-				if n := inUse(t, direct, c.req); n != c.want {
-					t.Errorf("%d units in use, want %d: the retried call was applied %s", n, c.want, map[bool]string{true: "twice", false: "wrongly"}[n != c.want])
-				}
-			})
+	for _, ctxTimeout := range []bool{true, false} {
+		for _, coalesce := range []bool{true, false} {
+			for _, c := range cases {
+				t.Run(fmt.Sprintf("ctxtimeout=%v/coalescing=%v/%s", ctxTimeout, coalesce, c.name), func(t *testing.T) {
+					retriedCallAppliesOnce(t, ctxTimeout, coalesce, c.req, c.call, c.want)
+				})
+			}
 		}
+	}
+}
+
+// retriedCallAppliesOnce is one case of TestRetriedCallAppliesOnce.
+func retriedCallAppliesOnce(t *testing.T, ctxTimeout, coalesce bool, req stores.Request, call func(*Store, stores.Request) error, want int) {
+	proxy := startProxy(t, sharedServer.Addr)
+	client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: 3, ContextTimeoutEnabled: ctxTimeout})
+	t.Cleanup(func() { client.Close() })
+	clock := ratelimittest.NewClock(ratelimittest.Epoch())
+	prefix := uniquePrefix(t)
+	opts := []Option{WithPrefix(prefix), WithClock(clock), WithoutDeniedCache()}
+	if !coalesce {
+		opts = append(opts, WithoutCoalescing())
+	}
+	s := newStore(client, opts...)
+	direct := newStore(standaloneClient(t), WithPrefix(prefix), WithClock(clock))
+	start := req
+	start.Cost = 3
+	mustTake(t, s, start) // also warms the connection and caches the script
+	proxy.DropReplies(1)
+	if err := call(s, req); err != nil {
+		t.Fatalf("call whose reply was dropped: %v (the client should have retried)", err)
+	}
+	select {
+	case <-proxy.dropped:
+	default:
+		t.Fatal("no reply was dropped")
+	}
+	if n := inUse(t, direct, req); n != want {
+		t.Errorf("%d units in use, want %d: the retried call was applied %s", n, want, map[bool]string{true: "twice", false: "wrongly"}[n != want])
 	}
 }
 
