@@ -218,13 +218,35 @@ func serverScriptCalls(t *testing.T, addr string) int {
 // TestDefaultClientBudgetWithResends: on a go-redis Client with its
 // default options, resends included (MaxRetries 3), each kind of call to a
 // server that never answers returns at the Store's budget, though the
-// client itself would read for its ReadTimeout (5s) on each attempt.
+// client itself would read for its ReadTimeout (5s) on each attempt. Reset
+// (which reads a split key's marker, then deletes) and the steps of the
+// hot-key protocol (WithHotKeys) go through the same bound.
 func TestDefaultClientBudgetWithResends(t *testing.T) {
 	addr := silentServer(t)
 	client := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true})
 	t.Cleanup(func() { client.Close() })
 	s := newStore(client, WithTimeout(100*time.Millisecond), WithoutCoalescing())
-	for _, c := range directCalls {
+	calls := append(directCalls[:len(directCalls):len(directCalls)], []struct {
+		name string
+		call func(s *Store, key string) error
+	}{
+		{"reset/gcra", func(s *Store, key string) error { return s.Reset(context.Background(), "r", key, stores.GCRA) }},
+		{"reset/window", func(s *Store, key string) error {
+			return s.Reset(context.Background(), "r", key, stores.FixedWindow)
+		}},
+		{"hot/marker", func(s *Store, key string) error {
+			ctx, cancel := s.hotBudget(context.Background()) // as hottake.go calls it
+			defer cancel()
+			_, _, err := s.readMarker(ctx, s.now(), key)
+			return err
+		}},
+		{"hot/part", func(s *Store, key string) error {
+			ctx, cancel := s.hotBudget(context.Background())
+			defer cancel()
+			return s.emptyPart(ctx, s.now(), key, 1000)
+		}},
+	}...)
+	for _, c := range calls {
 		done := make(chan error, 1)
 		go func() { done <- c.call(s, "k") }()
 		select {

@@ -147,7 +147,12 @@ func (s *Store) markerTTL(op string, sp *splitKey) time.Duration {
 }
 
 func (s *Store) runMarker(ctx context.Context, op string, now instant, sp *splitKey) (int64, error) {
-	return markerScript.Run(ctx, s.client, []string{sp.main}, s.markerArgs(op, now, sp)...).Int64()
+	var n int64
+	err := s.bounded(ctx, func() (err error) {
+		n, err = markerScript.Run(ctx, s.client, []string{sp.main}, s.markerArgs(op, now, sp)...).Int64()
+		return err
+	})
+	return n, err
 }
 
 // readMarker returns the parts n of the main key's active marker and the
@@ -157,7 +162,11 @@ func (s *Store) readMarker(ctx context.Context, now instant, main string) (int, 
 	if now.set {
 		at = now.us
 	}
-	vals, err := markerScript.Run(ctx, s.client, []string{main}, "g", at, 0, 0, 0, 0, 0).Int64Slice()
+	var vals []int64
+	err := s.bounded(ctx, func() (err error) {
+		vals, err = markerScript.Run(ctx, s.client, []string{main}, "g", at, 0, 0, 0, 0, 0).Int64Slice()
+		return err
+	})
 	if err != nil || len(vals) != 3 || vals[1] != 1 || vals[0] < 2 || vals[2] <= 0 {
 		return 0, 0, err
 	}
@@ -170,7 +179,9 @@ func (s *Store) emptyPart(ctx context.Context, now instant, key string, tau int6
 	if now.set {
 		at, slack = now.us, ClockTTLSlack.Milliseconds()
 	}
-	return markerScript.Run(ctx, s.client, []string{key}, "e", at, 0, 0, 0, tau, slack).Err()
+	return s.bounded(ctx, func() error {
+		return markerScript.Run(ctx, s.client, []string{key}, "e", at, 0, 0, 0, tau, slack).Err()
+	})
 }
 
 // hotBudget is the context of a protocol step: the Store's budget, even

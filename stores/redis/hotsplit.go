@@ -87,7 +87,7 @@ func (s *Store) resetSplit(ctx context.Context, req *stores.Request) (bool, erro
 		return false, nil
 	}
 	for _, k := range append(splitPartKeys(s.prefix, main, req.Rule, n), holesKey(main)) {
-		if err := s.client.Del(ctx, k).Err(); err != nil { // parts are in other slots: one at a time
+		if err := s.bounded(ctx, func() error { return s.client.Del(ctx, k).Err() }); err != nil { // parts are in other slots: one at a time
 			return true, fmt.Errorf("ratelimit: redis: reset: %w", err)
 		}
 	}

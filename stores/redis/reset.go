@@ -42,7 +42,7 @@ func (s *Store) Reset(ctx context.Context, rule, key string, alg stores.Algorith
 	if alg == stores.GCRA { // and its holes (script.lua), in the same slot
 		keys = append(keys, holesKey(keys[0]))
 	}
-	if err := s.client.Del(ctx, keys...).Err(); err != nil {
+	if err := s.bounded(ctx, func() error { return s.client.Del(ctx, keys...).Err() }); err != nil {
 		return fmt.Errorf("ratelimit: redis: reset: %w", err)
 	}
 	return nil

@@ -224,23 +224,44 @@ func callError(ctx context.Context, err error) error {
 	return fmt.Errorf("ratelimit: redis: %w", err)
 }
 
-// eval runs the script. A caller never waits past ctx's deadline: when
-// the client may not bound its socket reads by ctx (go-redis without
-// ContextTimeoutEnabled waits for its ReadTimeout, 5s by default), the
-// call runs on its own goroutine, which ends when the client gives up.
+// eval runs the script. A caller never waits past ctx's deadline: see
+// bounded. The call on the caller's goroutine is written out here, so that
+// it allocates no closure.
 func (s *Store) eval(ctx context.Context, keys []string, args []any) *redis.Cmd {
-	if s.ctxReads || ctx.Done() == nil {
+	if s.onCaller(ctx) {
 		return script.Run(ctx, s.client, keys, args...)
 	}
-	done := make(chan *redis.Cmd, 1)
-	go func() { done <- script.Run(ctx, s.client, keys, args...) }()
+	var cmd *redis.Cmd
+	if err := s.bounded(ctx, func() error { cmd = script.Run(ctx, s.client, keys, args...); return nil }); err != nil {
+		cmd = redis.NewCmd(ctx)
+		cmd.SetErr(err)
+	}
+	return cmd
+}
+
+// onCaller reports whether a call under ctx may run on its caller's
+// goroutine with ctx's deadline kept: the client bounds its socket reads
+// by ctx (go-redis's ContextTimeoutEnabled), or ctx has no end.
+func (s *Store) onCaller(ctx context.Context) bool { return s.ctxReads || ctx.Done() == nil }
+
+// bounded runs call, which sends commands on s.client under ctx, and
+// returns its error, or ctx's once ctx ends first. A client that does not
+// bound its socket reads by ctx (go-redis without ContextTimeoutEnabled
+// waits for its ReadTimeout, 5s by default, and resends after it) runs
+// call on a goroutine of its own, which ends when the client gives up: the
+// caller returns at its deadline. What call writes is read only when it
+// returned nil.
+func (s *Store) bounded(ctx context.Context, call func() error) error {
+	if s.onCaller(ctx) {
+		return call()
+	}
+	done := make(chan error, 1)
+	go func() { done <- call() }()
 	select {
-	case cmd := <-done:
-		return cmd
+	case err := <-done:
+		return err
 	case <-ctx.Done():
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(ctx.Err())
-		return cmd
+		return ctx.Err()
 	}
 }
 
