@@ -31,8 +31,12 @@ type adaptiveStop struct {
 
 // enterAdaptive is the step of the adaptive rule ru for r: it takes a slot
 // of the controller of r's key (h), lets r pass without one (a shadow
-// rule's rejection or key error: h is zero), or stops it (stop).
-func (l *Limiter) enterAdaptive(r *http.Request, ru *rule) (h adaptiveHeld, stop adaptiveStop) {
+// rule's rejection or key error: h is zero), or stops it, setting *stop,
+// the caller's zero adaptiveStop. The stop is written through a pointer
+// rather than returned: the slot alone comes back in registers, the two
+// together would not fit and would come back through memory, a cost on
+// every admitted request.
+func (l *Limiter) enterAdaptive(r *http.Request, ru *rule, stop *adaptiveStop) (h adaptiveHeld) {
 	s := ru.adaptive.Load()
 	key, err := ru.Key(r)
 	var lim *adaptive.Limiter
@@ -41,10 +45,11 @@ func (l *Limiter) enterAdaptive(r *http.Request, ru *rule) (h adaptiveHeld, stop
 		lim = s.limiter(compactKey(key))
 	case ru.Shadow:
 		l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
-		return h, stop
+		return h
 	case !ru.onKeyError.Shared:
 		l.observers.observe(Event{Rule: ru.Name, KeyKind: ru.KeyKind, Outcome: OutcomeKeyError, Err: err, Request: r})
-		return h, adaptiveStop{kind: verdictKeyError, ru: ru, err: err}
+		*stop = adaptiveStop{kind: verdictKeyError, ru: ru, err: err}
+		return h
 	default:
 		lim = s.sharedLimiter()
 	}
@@ -54,12 +59,13 @@ func (l *Limiter) enterAdaptive(r *http.Request, ru *rule) (h adaptiveHeld, stop
 		if len(l.observers) > 0 {
 			l.observeAdmitted(r, ru, h, lim)
 		}
-		return h, stop
+		return h
 	case ru.Shadow:
 		l.observers.result(r, ru, adaptiveResult(lim, false), OutcomeShadowDenied, 0)
-		return adaptiveHeld{}, stop
+		return adaptiveHeld{}
 	}
-	return adaptiveHeld{}, adaptiveStop{kind: verdictAdaptive, ru: ru, lim: lim}
+	*stop = adaptiveStop{kind: verdictAdaptive, ru: ru, lim: lim}
+	return adaptiveHeld{}
 }
 
 // observeAdmitted reports r's admission under ru to the observers, giving
@@ -189,7 +195,8 @@ func (d *adaptiveDone) release(sampled bool, status int) {
 func (l *Limiter) acquireAdaptive(r *http.Request, v *Verdict, d *adaptiveDone) bool {
 	d.r = r
 	for _, ru := range l.adaptive {
-		h, stop := l.enterAdaptive(r, ru)
+		var stop adaptiveStop
+		h := l.enterAdaptive(r, ru, &stop)
 		if stop.kind != verdictPass {
 			*v = stop.verdict(l, r)
 			d.release(false, 0)
@@ -208,7 +215,8 @@ func (l *Limiter) adaptiveStep(w http.ResponseWriter, r *http.Request, d *adapti
 	if len(l.adaptive) > 1 {
 		return l.adaptiveRulesStep(w, r, d)
 	}
-	h, stop := l.enterAdaptive(r, l.adaptive[0])
+	var stop adaptiveStop
+	h := l.enterAdaptive(r, l.adaptive[0], &stop)
 	if stop.kind != verdictPass {
 		l.stopAdaptive(w, r, &stop)
 		return false
@@ -265,7 +273,8 @@ func (l *Limiter) serveAdapting(w http.ResponseWriter, r *http.Request, next htt
 		l.serveAdaptingRules(w, r, next)
 		return
 	}
-	h, stop := l.enterAdaptive(r, l.adaptive[0])
+	var stop adaptiveStop
+	h := l.enterAdaptive(r, l.adaptive[0], &stop)
 	if stop.kind != verdictPass {
 		l.stopAdaptive(w, r, &stop)
 		return
