@@ -290,9 +290,13 @@ func (q *ring) gone(cutoff int64) int {
 
 // deny writes into res the Result at now of a request of cost need that
 // takes nothing: a denial, or a read (cost 0) when it fits. The gone
-// oldest events have left the window and count remain. Field by field, as
-// result: a Result returned or built as a composite literal is built aside
-// and copied, and the copy's loads wait on the stores just made.
+// oldest events have left the window and count remain.
+//
+// It and result write res field by field, as try does, rather than return
+// a Result: a Result (or a ring) returned, or built as a composite literal,
+// is built on the stack and then copied 16 bytes at a time, and a 16-byte
+// load of two 8-byte stores just made waits until they reach the cache (a
+// store is forwarded to a load only whole). On every check of every core.
 func (q *ring) deny(res *Result, gone int, count, need, now, p, rate int64) {
 	q.result(res, gone, now, p, rate)
 	if res.Allowed = count+need <= rate; !res.Allowed {

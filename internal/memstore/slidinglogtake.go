@@ -18,10 +18,7 @@ func (g *eventLog) try(r *Request, now int64, res *Result, locked bool) bool {
 		if w.held() || !locked && !w.hot() {
 			return false
 		}
-		// The ring as head and length, not a ring value: the checks of a
-		// hot key run this loop on every core, and a copied view costs
-		// stores that the next loads wait on.
-		head, n := w.head(), w.len()
+		head, n := w.head(), w.len() // not a ring value, copied: see ring.deny
 		floor := g.floor.Load()
 		newest := floor // a hot log's floor is at or after its newest stamp
 		if !w.hot() && n > 0 {
@@ -57,12 +54,7 @@ func (g *eventLog) try(r *Request, now int64, res *Result, locked bool) bool {
 		if count+max(r.Cost, 1) > rate || r.Cost == 0 {
 			if written < n { // the fields read the newest events
 				g.await(w)
-				continue
-			}
-			var q ring // field by field, as res below
-			q.t, q.head, q.n = g.t, head, n
-			q.deny(res, gone, count, max(r.Cost, 1), now, p, rate)
-			if logState(g.state.Load()) == w {
+			} else if g.deny(w, res, gone, count, max(r.Cost, 1), now, p, rate) {
 				return true
 			}
 			continue
@@ -93,11 +85,21 @@ func (g *eventLog) try(r *Request, now int64, res *Result, locked bool) bool {
 		} else if !g.claim(w, next, at, int(r.Cost), floor, now) {
 			continue
 		}
-		// Field by field: a composite literal is built aside and copied.
+		// Field by field, as ring.deny.
 		res.Allowed, res.Remaining, res.RetryAfter = true, rate-count-r.Cost, 0
 		res.ResetAfter, res.Delay, res.Slot, res.Next = p, 0, uint64(now), oldest+p-now
 		return true
 	}
+}
+
+// deny writes into res the Result of a request of cost need that takes
+// nothing, decided at now on w, whose events are all written and whose
+// gone oldest have left the window, and reports whether w still stands.
+func (g *eventLog) deny(w logState, res *Result, gone int, count, need, now, p, rate int64) bool {
+	var q ring // field by field: see ring.deny
+	q.t, q.head, q.n = g.t, w.head(), w.len()
+	q.deny(res, gone, count, need, now, p, rate)
+	return logState(g.state.Load()) == w
 }
 
 // claim swaps next, the state after a take of k events stamped now from
