@@ -131,8 +131,10 @@ func pendingBits(v uint64, k int) logState {
 	return logState((m|m>>logPendBits)&logPendMask) << logPendShift
 }
 func (w logState) hot() bool { return w&logHot != 0 }
+func (w logState) head() int { return int(w>>(logNShift+logHeadBits)) & logHeadMask }
+func (w logState) len() int  { return int(w>>logNShift) & logHeadMask }
 func (w logState) ring(t []atomic.Int64) ring {
-	return ring{t: t, head: int(w>>(logNShift+logHeadBits)) & logHeadMask, n: int(w>>logNShift) & logHeadMask}
+	return ring{t: t, head: w.head(), n: w.len()}
 }
 
 // newLog returns an empty log of capacity rate for the key of hash h,
@@ -245,6 +247,14 @@ func (g *eventLog) makeCold() {
 	}
 }
 
+// at is the stamp of the i-th oldest of the events from slot head.
+func (g *eventLog) at(head, i int) int64 {
+	if head += i; head >= len(g.t) {
+		head -= len(g.t)
+	}
+	return g.t[head].Load()
+}
+
 // ring is a view of a log's events: n of them from index head of t.
 type ring struct {
 	t       []atomic.Int64
@@ -278,29 +288,35 @@ func (q *ring) gone(cutoff int64) int {
 	return k
 }
 
-// deny is the Result at now of a request of cost need that takes nothing:
-// a denial, or a read (cost 0) when it fits. The gone oldest events have
-// left the window and count remain.
-func (q *ring) deny(gone int, count, need, now, p, rate int64) Result {
-	res := q.result(gone, now, p, rate)
+// deny writes into res the Result at now of a request of cost need that
+// takes nothing: a denial, or a read (cost 0) when it fits. The gone
+// oldest events have left the window and count remain.
+//
+// It and result write res field by field, as try does, rather than return
+// a Result: a Result (or a ring) returned, or built as a composite literal,
+// is built on the stack and then copied 16 bytes at a time, and a 16-byte
+// load of two 8-byte stores just made waits until they reach the cache (a
+// store is forwarded to a load only whole). On every check of every core.
+func (q *ring) deny(res *Result, gone int, count, need, now, p, rate int64) {
+	q.result(res, gone, now, p, rate)
 	if res.Allowed = count+need <= rate; !res.Allowed {
 		res.RetryAfter = q.at(gone+int(count+need-rate-1)) + p - now
 	}
-	return res
 }
 
-// result is the state at now of q, whose gone oldest events have left the
-// window: Remaining, ResetAfter (when the newest event leaves) and Next
-// (when the oldest in the window does, freeing one more unit).
-func (q *ring) result(gone int, now, p, rate int64) Result {
+// result writes into res the state at now of q, whose gone oldest events
+// have left the window: Remaining, ResetAfter (when the newest event
+// leaves) and Next (when the oldest in the window does, freeing one more
+// unit); its other fields are zeroed.
+func (q *ring) result(res *Result, gone int, now, p, rate int64) {
+	res.Allowed, res.RetryAfter, res.Delay, res.Slot = false, 0, 0, 0
 	if q.n == gone {
-		return Result{Remaining: rate}
+		res.Remaining, res.ResetAfter, res.Next = rate, 0, 0
+		return
 	}
-	return Result{
-		Remaining:  max(0, rate-int64(q.n-gone)),
-		ResetAfter: q.newest() + p - now,
-		Next:       q.at(gone) + p - now,
-	}
+	res.Remaining = max(0, rate-int64(q.n-gone))
+	res.ResetAfter = q.newest() + p - now
+	res.Next = q.at(gone) + p - now
 }
 
 // forget forgets the k oldest events, k <= n.

@@ -102,6 +102,49 @@ func matchModel(t *testing.T, hot bool) {
 	}
 }
 
+// TestSlidingLogCheckWritesEveryFieldOfItsResult: a check writes its
+// Result field by field into the caller's (see ring.deny), so every path
+// (an allowed take, a denial, a read; on a hot log without the lock and on
+// a log checked under it) must write every field: replayed against the
+// model with a Result that holds another request's fields every time, as
+// one does when a check is decided again under the lock after a lock-free
+// attempt that wrote it and then needed the lock.
+func TestSlidingLogCheckWritesEveryFieldOfItsResult(t *testing.T) {
+	stale := Result{Allowed: true, Remaining: -1, RetryAfter: -2, ResetAfter: -3, Delay: -4, Slot: 5, Next: -6}
+	for _, hot := range []bool{false, true} {
+		rng := rand.New(rand.NewPCG(3, 5))
+		const rate, period = 6, 1000
+		s := New(Config{})
+		r := Request{Key: "k", Alg: SlidingLog, Limit: Limit{Rate: rate, Period: period, Capacity: rate}, Cost: 1}
+		var g *eventLog
+		if hot {
+			g = hotLog(t, s, &r, 10_000)
+		} else {
+			s.Take(&r, 10_000)
+			h := s.hash(&r)
+			g, _ = s.logs[s.index(h)].t.get(h)
+		}
+		m := logModel{stamps: []int64{10_000}}
+		sh := &s.logs[s.index(s.hash(&r))]
+		now := int64(10_000)
+		for op := range 2_000 {
+			now += rng.Int64N(period/2) - period/10 // sometimes back
+			r.Cost = rng.Int64N(logPendBits + 1)
+			got := stale
+			if !hot {
+				sh.mu.Lock()
+			}
+			ok := g.try(&r, now, &got, !hot)
+			if !hot {
+				sh.mu.Unlock()
+			}
+			if want := m.decide(now, &r); !ok || got != want {
+				t.Fatalf("hot %v, op %d at %d, cost %d: decided %v\n got %+v\nwant %+v", hot, op, now, r.Cost, ok, got, want)
+			}
+		}
+	}
+}
+
 // requireRateInEveryWindow fails t if the sorted event times hold more
 // than rate events in a window [e, e+period) that starts at an event e:
 // the windows that hold the most events start at one.

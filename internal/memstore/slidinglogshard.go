@@ -70,7 +70,8 @@ func (sh *logShard) apply(capacity int, h uint64, r *Request, now int64, keep bo
 	count := int64(q.n - gone)
 	need := max(r.Cost, 1)
 	if !r.Force && count+need > rate || r.Cost == 0 {
-		res := q.deny(gone, count, need, now, p, rate)
+		var res Result
+		q.deny(&res, gone, count, need, now, p, rate)
 		if g != nil && !keep {
 			g.release()
 		}
@@ -86,7 +87,7 @@ func (sh *logShard) apply(capacity int, h uint64, r *Request, now int64, keep bo
 	}
 	g.period.Store(p)
 	g.put(q)
-	// q.result(0, now, p, rate), knowing that q holds an event and that
+	// q.result(&res, 0, now, p, rate), knowing that q holds an event and that
 	// the newest is stamped now.
 	res := Result{Remaining: max(0, rate-int64(q.n)), ResetAfter: p, Next: q.at(0) + p - now}
 	res.Allowed = count+r.Cost <= rate

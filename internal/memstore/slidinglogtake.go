@@ -18,31 +18,31 @@ func (g *eventLog) try(r *Request, now int64, res *Result, locked bool) bool {
 		if w.held() || !locked && !w.hot() {
 			return false
 		}
-		q := w.ring(g.t)
+		head, n := w.head(), w.len() // not a ring value, copied: see ring.deny
 		floor := g.floor.Load()
 		newest := floor // a hot log's floor is at or after its newest stamp
-		if !w.hot() && q.n > 0 {
-			newest = q.at(q.n - 1) // no slot of a log that is not hot is pending
+		if !w.hot() && n > 0 {
+			newest = g.at(head, n-1) // no slot of a log that is not hot is pending
 		}
 		now = max(t0, floor, newest)
 		// written is how many of the oldest events have their stamps
 		// written: all but those from the oldest pending one on.
-		written := q.n - w.depth()
+		written := n - w.depth()
 		// gone is how many of the oldest events have left the window: all
 		// of them on an idle key, else found by a walk from the oldest.
 		// On a hot log newest is the floor, which may be past every event,
 		// so the walk is bounded, by the first pending slot too: its stamp
 		// cannot be read.
-		gone := q.n
+		gone := n
 		if gone > 0 && newest > now-p {
 			gone = 0
-			for j := q.head; gone < written && g.t[j].Load() <= now-p; gone++ {
+			for j := head; gone < written && g.t[j].Load() <= now-p; gone++ {
 				if j++; j == len(g.t) {
 					j = 0
 				}
 			}
 		}
-		if written < q.n && gone >= written {
+		if written < n && gone >= written {
 			// Every written event has left the window: whether the
 			// pending ones have too, and the stamp a denial's fields would
 			// read, are their takers' to write; and a slot is not freed
@@ -50,14 +50,11 @@ func (g *eventLog) try(r *Request, now int64, res *Result, locked bool) bool {
 			g.await(w)
 			continue
 		}
-		count := int64(q.n - gone)
+		count := int64(n - gone)
 		if count+max(r.Cost, 1) > rate || r.Cost == 0 {
-			if written < q.n { // the fields read the newest events
+			if written < n { // the fields read the newest events
 				g.await(w)
-				continue
-			}
-			*res = q.deny(gone, count, max(r.Cost, 1), now, p, rate)
-			if logState(g.state.Load()) == w {
+			} else if g.deny(w, res, gone, count, max(r.Cost, 1), now, p, rate) {
 				return true
 			}
 			continue
@@ -67,14 +64,19 @@ func (g *eventLog) try(r *Request, now int64, res *Result, locked bool) bool {
 		}
 		oldest := now // the oldest event in the window after the take
 		if count > 0 {
-			oldest = q.at(gone)
+			oldest = g.at(head, gone)
 		}
-		q.forget(gone)
-		at := q.head + q.n // the first slot claimed
+		// Forget the gone events; the first slot claimed follows the rest.
+		if n -= gone; n == 0 {
+			head = 0
+		} else if head += gone; head >= len(g.t) {
+			head -= len(g.t)
+		}
+		at := head + n
 		if at >= len(g.t) {
 			at -= len(g.t)
 		}
-		next := packLog(w.ver()+uint64(r.Cost), q.head, q.n+int(r.Cost)) | w&logHot
+		next := packLog(w.ver()+uint64(r.Cost), head, n+int(r.Cost)) | w&logHot
 		if !w.hot() {
 			// Checked under the shard's lock only, by one taker at a
 			// time: the stamps go into the free slots, then the state.
@@ -83,12 +85,21 @@ func (g *eventLog) try(r *Request, now int64, res *Result, locked bool) bool {
 		} else if !g.claim(w, next, at, int(r.Cost), floor, now) {
 			continue
 		}
-		*res = Result{
-			Allowed: true, Remaining: rate - count - r.Cost, ResetAfter: p,
-			Next: oldest + p - now, Slot: uint64(now),
-		}
+		// Field by field, as ring.deny.
+		res.Allowed, res.Remaining, res.RetryAfter = true, rate-count-r.Cost, 0
+		res.ResetAfter, res.Delay, res.Slot, res.Next = p, 0, uint64(now), oldest+p-now
 		return true
 	}
+}
+
+// deny writes into res the Result of a request of cost need that takes
+// nothing, decided at now on w, whose events are all written and whose
+// gone oldest have left the window, and reports whether w still stands.
+func (g *eventLog) deny(w logState, res *Result, gone int, count, need, now, p, rate int64) bool {
+	var q ring // field by field: see ring.deny
+	q.t, q.head, q.n = g.t, w.head(), w.len()
+	q.deny(res, gone, count, need, now, p, rate)
+	return logState(g.state.Load()) == w
 }
 
 // claim swaps next, the state after a take of k events stamped now from
