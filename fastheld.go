@@ -59,7 +59,7 @@ func (f *fastRule) takeHolding(w http.ResponseWriter, r *http.Request, ru *rule,
 	if f.slots {
 		res = f.check.TakeHeld(key, now, &d.hold)
 	} else {
-		res = f.check.Take(key, now)
+		f.check.TakeInto(key, now, &res)
 	}
 	if !res.Allowed {
 		if f.slots && res.Remaining > 0 {

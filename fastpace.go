@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicehq/ratelimit/internal/memstore"
 	"github.com/sluicehq/ratelimit/stores"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
@@ -39,12 +40,13 @@ func (f *fastRule) admitPaced(w http.ResponseWriter, r *http.Request, ru *rule) 
 	p := f.pace
 	start := f.obs.start()
 	now := f.now()
-	res := f.check.Take(key, now) // the prepared check has no horizon: TakeDelayed's 0
+	var res memstore.Result
+	f.check.TakeInto(key, now, &res) // the prepared check has no horizon: TakeDelayed's 0
 	var horizon time.Duration
 	if !res.Allowed && time.Duration(res.RetryAfter) <= p.pc.maxDelay && p.pc.enter(key) {
 		defer p.pc.leave(key)
 		if horizon = p.pc.horizon(r.Context()); time.Duration(res.RetryAfter) <= horizon {
-			res = f.check.TakeDelayed(key, now, int64(horizon))
+			f.check.TakeDelayed(key, now, int64(horizon), &res)
 		}
 	}
 	f.observe(r, ru, &res, start)

@@ -109,7 +109,8 @@ func (f *fastRule) admit(w http.ResponseWriter, r *http.Request, ru *rule) (ok, 
 		return false, false
 	}
 	now := f.now()
-	res := f.check.Take(compactKey(key), now)
+	var res memstore.Result
+	f.check.TakeInto(compactKey(key), now, &res)
 	if res.Allowed {
 		next := res.Next // a window's: see nextAfter
 		if f.gcra {

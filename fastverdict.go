@@ -1,6 +1,10 @@
 package ratelimit
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/sluicehq/ratelimit/internal/memstore"
+)
 
 // direct returns the limiter's direct path, or nil when its requests take
 // the general one: it has a single rule whose check was prepared when the
@@ -57,7 +61,8 @@ func (l *Limiter) checkDirect(f *fastRule, r *http.Request, v *Verdict) bool {
 func (l *Limiter) allowDirect(f *fastRule, key string) Result {
 	ru := l.rules[0]
 	start := f.obs.start()
-	res := f.check.Take(compactKey(key), f.now())
+	var res memstore.Result
+	f.check.TakeInto(compactKey(key), f.now(), &res)
 	f.observe(nil, ru, &res, start)
 	return res.Under(ru.Limit)
 }

@@ -49,52 +49,67 @@ func (s *Store) mix(r *Request) uint64 {
 // if allowed: the same decision, on the same state, as Store.Take of p's
 // request for key.
 func (p *Prepared) Take(key string, now int64) Result {
+	var res Result
+	p.TakeInto(key, now, &res)
+	return res
+}
+
+// TakeInto is Take that writes the Result into *res, every field: the
+// middleware's direct path holds it on its stack. A Result (seven words)
+// is too large for the compiler to keep in registers, so one returned by
+// value is copied at each return by 16-byte moves that wait for the 8-byte
+// stores that built it; written in place, it is not copied at all
+// (BenchmarkPreparedTake's into and value cases).
+func (p *Prepared) TakeInto(key string, now int64, res *Result) {
 	s := p.s
 	h := s.keyHash(key, p.mix)
 	if a := p.req.Alg; a == FixedWindow || a == SlidingWindow {
-		// wshard.take, written out for the same reason as GCRA's below,
-		// and so that the Result is built where it is returned (see
-		// windowResult)
+		// wshard.take, written out for the same reason as GCRA's below
 		sh := &s.windows[s.index(h)]
 		if c := sh.hot.Load(); c != nil && c.h == h {
 			if n, weighted, ok := c.take(&p.req, now); ok {
-				return windowResult(c.decided(n, weighted, &p.req, now))
+				res.setWindow(c.decided(n, weighted, &p.req, now))
+				return
 			}
 		}
-		if res, ok := sh.tryTake(h, &p.req, now); ok {
-			return res
+		if r, ok := sh.tryTake(h, &p.req, now); ok {
+			*res = r
+			return
 		}
 		sh.lockFor(h)
-		res := applyWindow(&sh.shard, s.perCap, h, &p.req, now)
+		*res = applyWindow(&sh.shard, s.perCap, h, &p.req, now)
 		sh.promote(h, &p.req)
 		sh.mu.Unlock()
-		return res
+		return
 	}
 	if p.req.Alg != GCRA {
 		if p.req.Alg == SlidingLog {
-			return s.takeLog(h, &p.req, now) // takeHashed's case, one call fewer
+			s.takeLog(h, &p.req, now, res) // takeHashed's case, one call fewer
+			return
 		}
-		return s.takeHashed(&p.req, h, now)
+		*res = s.takeHashed(&p.req, h, now)
+		return
 	}
 	// takeHashed's GCRA case, written out: a shared helper is too large to
 	// inline, and calling it costs the direct path about 7% (measured).
 	d := s.gcra[s.index(h)].take(s.perCap, tagged(h, uint64(p.req.tag)), &p.req, s.tags, now)
-	return d.result(now, &p.req)
+	d.write(now, &p.req, res)
 }
 
-// TakeDelayed is Take with a reservation horizon of maxDelay nanoseconds
-// (Request.MaxDelay) in place of p's own: a paced rule's horizon is cut to
-// each request's deadline.
-func (p *Prepared) TakeDelayed(key string, now, maxDelay int64) Result {
+// TakeDelayed is TakeInto with a reservation horizon of maxDelay
+// nanoseconds (Request.MaxDelay) in place of p's own: a paced rule's
+// horizon is cut to each request's deadline.
+func (p *Prepared) TakeDelayed(key string, now, maxDelay int64, res *Result) {
 	req := p.req
 	req.MaxDelay = maxDelay
 	s := p.s
 	h := s.keyHash(key, p.mix)
 	if req.Alg != GCRA {
-		return s.takeHashed(&req, h, now)
+		*res = s.takeHashed(&req, h, now)
+		return
 	}
 	d := s.gcra[s.index(h)].take(s.perCap, tagged(h, uint64(req.tag)), &req, s.tags, now)
-	return d.result(now, &req)
+	d.write(now, &req, res)
 }
 
 // Release gives back the Concurrency slot that Take's result named slot

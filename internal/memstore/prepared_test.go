@@ -7,11 +7,17 @@ import (
 	"time"
 )
 
+// stale is a Result no check gives, written into the Result that
+// TakeInto and TakeDelayed are given, so that a field they leave unwritten
+// shows.
+var stale = Result{Allowed: true, Remaining: -7, RetryAfter: -7, ResetAfter: -7, Delay: -7, Slot: 7, Next: -7}
+
 // TestPreparedTakesAsTake: a prepared check decides exactly as Take of the
 // same request, on the same state: the two interleaved on one store agree
-// with Take alone on a twin store, for every algorithm Prepare accepts.
+// with Take alone on a twin store, for every algorithm Prepare accepts,
+// and TakeInto writes every field of the Result it is given.
 func TestPreparedTakesAsTake(t *testing.T) {
-	for _, alg := range []Alg{GCRA, SlidingWindow, FixedWindow} {
+	for _, alg := range []Alg{GCRA, SlidingWindow, FixedWindow, SlidingLog} {
 		l := Limit{Rate: 5, Period: int64(time.Second), Capacity: 5}
 		if alg == GCRA {
 			l.Capacity = 8
@@ -24,9 +30,9 @@ func TestPreparedTakesAsTake(t *testing.T) {
 			now += rng.Int64N(int64(time.Second)/8) - int64(time.Second)/80 // now and then back
 			key := fmt.Sprint("k", rng.IntN(50))
 			req := Request{Rule: "r", Key: key, Alg: alg, Limit: l, Cost: 1}
-			var got Result
+			got := stale
 			if i%2 == 0 {
-				got = p.Take(key, now)
+				p.TakeInto(key, now, &got)
 			} else {
 				got = a.Take(&req, now)
 			}
@@ -71,7 +77,8 @@ func TestPreparedTakeDelayedReservesAsTake(t *testing.T) {
 		key := fmt.Sprint("k", rng.IntN(20))
 		maxDelay := rng.Int64N(int64(time.Second))
 		req := Request{Rule: "r", Key: key, Alg: GCRA, Limit: l, Cost: 1, MaxDelay: maxDelay}
-		got := p.TakeDelayed(key, now, maxDelay)
+		got := stale
+		p.TakeDelayed(key, now, maxDelay, &got)
 		if want := b.Take(&req, now); got != want {
 			t.Fatalf("request %d (%s at %d, horizon %d): got %+v, want %+v", i, key, now, maxDelay, got, want)
 		}

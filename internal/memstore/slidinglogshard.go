@@ -23,13 +23,14 @@ type logShard struct {
 	_     [24]byte // two whole cache lines
 }
 
-// takeLog decides r, a SlidingLog request, for the key of hash h: on the
-// shard's hot log without the lock when it is h's, otherwise under the
-// lock, lock-free still (see eventLog) unless the request needs more.
-func (s *Store) takeLog(h uint64, r *Request, now int64) (res Result) {
+// takeLog decides r, a SlidingLog request, for the key of hash h, into
+// *res: on the shard's hot log without the lock when it is h's, otherwise
+// under the lock, lock-free still (see eventLog) unless the request needs
+// more.
+func (s *Store) takeLog(h uint64, r *Request, now int64, res *Result) {
 	sh := &s.logs[s.index(h)]
-	if g := sh.hot.Load(); g != nil && g.h == h && g.try(r, now, &res, false) {
-		return res
+	if g := sh.hot.Load(); g != nil && g.h == h && g.try(r, now, res, false) {
+		return
 	}
 	contended := !sh.mu.TryLock()
 	if contended {
@@ -40,14 +41,13 @@ func (s *Store) takeLog(h uint64, r *Request, now int64) (res Result) {
 		if contended {
 			sh.promote(g)
 		}
-		if g.try(r, now, &res, true) {
+		if g.try(r, now, res, true) {
 			sh.mu.Unlock()
-			return res
+			return
 		}
 	}
-	res = sh.apply(s.perCap, h, r, now, false)
+	*res = sh.apply(s.perCap, h, r, now, false)
 	sh.mu.Unlock()
-	return res
 }
 
 // apply decides r at now under the lock, with the key's log held. A take

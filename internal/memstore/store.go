@@ -218,7 +218,9 @@ func (s *Store) takeHashed(r *Request, h uint64, now int64) Result {
 		return s.conc[i].take(s.perCap, h, r, now)
 	}
 	if r.Alg == SlidingLog {
-		return s.takeLog(h, r, now)
+		var res Result
+		s.takeLog(h, r, now, &res)
+		return res
 	}
 	return s.windows[i].take(s.perCap, h, r, now)
 }

@@ -77,8 +77,26 @@ func BenchmarkPreparedTake(b *testing.B) {
 				s := New(Config{})
 				l := Limit{Rate: 1 << 30, Period: int64(time.Hour), Capacity: 1 << 30}
 				p := s.Prepare(Request{Rule: "r", Alg: a.alg, Limit: l, Cost: 1})
-				parallelOnKeys(b, keys, func() func(string, int64) {
-					return func(key string, now int64) { p.Take(key, now) }
+				// as the direct path takes it: the Result where the caller
+				// holds it (into), or returned (value)
+				b.Run("into", func(b *testing.B) {
+					parallelOnKeys(b, keys, func() func(string, int64) {
+						var res Result
+						return func(key string, now int64) {
+							if p.TakeInto(key, now, &res); !res.Allowed {
+								b.Fatal(res)
+							}
+						}
+					})
+				})
+				b.Run("value", func(b *testing.B) {
+					parallelOnKeys(b, keys, func() func(string, int64) {
+						return func(key string, now int64) {
+							if res := p.Take(key, now); !res.Allowed {
+								b.Fatal(res)
+							}
+						}
+					})
 				})
 			})
 		}
