@@ -59,18 +59,22 @@ type stack struct {
 // per call, and the Redis commands per call; after the services at each
 // step, "redis-ping" sends a bare PING per call from as many callers to a
 // redis-server of its own: the Redis CPU of one round trip per call, the
-// floor of any service that asks Redis on every call; then "grpc-floor"
+// floor of any service that asks Redis on every call (and, as
+// client-cpu-µs/op, the CPU the benchmark's process spent making those
+// round trips through go-redis: the client side of one); then "grpc-floor"
 // makes the same calls to a process of internal/grpcfloor, a gRPC server
 // with the command's grpc-go and server settings whose ShouldRateLimit
 // answers OK with no work: the service CPU of the gRPC stack per call,
 // the floor of any service of the protocol. It runs only with
 // ENVOY_BENCH=1 (it builds both); ENVOY_BASELINE_BIN adds a build
 // of the command from another tree (say, main), as "before", interleaved
-// with this one:
+// with this one; ENVOY_BENCH_CPUPROFILE=file has this tree's command
+// write its CPU profile there (-cpuprofile). -count repeats each row in
+// place; for rounds interleaved across rows, repeat the run instead:
 //
-//	ENVOY_BENCH=1 ENVOY_REFERENCE_BIN=/path/to/service_cmd \
+//	for i in 1 2 3; do ENVOY_BENCH=1 ENVOY_REFERENCE_BIN=/path/to/service_cmd \
 //	  ENVOY_BASELINE_BIN=/path/to/old/envoy-ratelimit \
-//	  go test -run '^$' -bench SideBySide -benchtime 20000x ./envoy
+//	  go test -run '^$' -bench SideBySide -benchtime 20000x ./envoy; done
 func BenchmarkSideBySide(b *testing.B) {
 	if os.Getenv("ENVOY_BENCH") == "" {
 		b.Skip("ENVOY_BENCH is not set: the side-by-side benchmark builds and starts processes")
@@ -152,6 +156,8 @@ func runCallers(b *testing.B, s *stack, domain string, callers int) {
 	tick := float64(time.Second/time.Microsecond) / 100 // USER_HZ is 100 on Linux
 	if s.ping == nil {
 		b.ReportMetric(float64(svc1-svc0)*tick/float64(b.N), "svc-cpu-µs/op")
+	} else { // go-redis's side of a round trip, with the callers' loop
+		b.ReportMetric(float64(svc1-svc0)*tick/float64(b.N), "client-cpu-µs/op")
 	}
 	if s.floor {
 		return
@@ -168,10 +174,11 @@ func (s *stack) call(req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
 	return s.client.ShouldRateLimit(context.Background(), req)
 }
 
-// svcTicks is the CPU time of the stack's service process, 0 for PING.
+// svcTicks is the CPU time of the stack's service process; for PING, of
+// the benchmark's own process, whose callers make the round trips.
 func (s *stack) svcTicks(tb testing.TB) int64 {
 	if s.ping != nil {
-		return 0
+		return cpuTicks(tb, os.Getpid())
 	}
 	return cpuTicks(tb, s.svcPID)
 }
