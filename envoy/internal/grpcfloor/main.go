@@ -33,15 +33,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ratelimit: -grpc-addr:", err)
 		os.Exit(2)
 	}
+	if err := newServer().Serve(lis); err != nil {
+		fmt.Fprintln(os.Stderr, "ratelimit:", err)
+		os.Exit(2)
+	}
+}
+
+// newServer is the floor's gRPC server: the command's settings, the floor
+// as its RateLimitService, and a health service that answers SERVING.
+func newServer() *grpc.Server {
 	srv := grpc.NewServer(grpcserve.ServerOptions()...)
 	pb.RegisterRateLimitServiceServer(srv, floor{})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	if err := srv.Serve(lis); err != nil {
-		fmt.Fprintln(os.Stderr, "ratelimit:", err)
-		os.Exit(2)
-	}
+	return srv
 }
 
 // floor answers every call OK, with no work.
