@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,9 +38,12 @@ const (
 
 // stack is one service process on its own redis-server, or (with ping)
 // the benchmark's own Redis client sending a PING per call: the Redis CPU
-// of one round trip per call at the same concurrency.
+// of one round trip per call at the same concurrency, or (with floor) a
+// gRPC server that answers OK with no work and no Redis: the service CPU
+// of the gRPC stack per call.
 type stack struct {
 	ping      *redis.Client
+	floor     bool
 	name      string
 	svcPID    int
 	redisPID  int
@@ -55,14 +59,22 @@ type stack struct {
 // per call, and the Redis commands per call; after the services at each
 // step, "redis-ping" sends a bare PING per call from as many callers to a
 // redis-server of its own: the Redis CPU of one round trip per call, the
-// floor of any service that asks Redis on every call. It runs only with
-// ENVOY_BENCH=1 (it builds the command); ENVOY_BASELINE_BIN adds a build
+// floor of any service that asks Redis on every call (and, as
+// client-cpu-µs/op, the CPU the benchmark's process spent making those
+// round trips through go-redis: the client side of one); then "grpc-floor"
+// makes the same calls to a process of internal/grpcfloor, a gRPC server
+// with the command's grpc-go and server settings whose ShouldRateLimit
+// answers OK with no work: the service CPU of the gRPC stack per call,
+// the floor of any service of the protocol. It runs only with
+// ENVOY_BENCH=1 (it builds both); ENVOY_BASELINE_BIN adds a build
 // of the command from another tree (say, main), as "before", interleaved
-// with this one:
+// with this one; ENVOY_BENCH_CPUPROFILE=file has this tree's command
+// write its CPU profile there (-cpuprofile). -count repeats each row in
+// place; for rounds interleaved across rows, repeat the run instead:
 //
-//	ENVOY_BENCH=1 ENVOY_REFERENCE_BIN=/path/to/service_cmd \
+//	for i in 1 2 3; do ENVOY_BENCH=1 ENVOY_REFERENCE_BIN=/path/to/service_cmd \
 //	  ENVOY_BASELINE_BIN=/path/to/old/envoy-ratelimit \
-//	  go test -run '^$' -bench SideBySide -benchtime 20000x ./envoy
+//	  go test -run '^$' -bench SideBySide -benchtime 20000x ./envoy; done
 func BenchmarkSideBySide(b *testing.B) {
 	if os.Getenv("ENVOY_BENCH") == "" {
 		b.Skip("ENVOY_BENCH is not set: the side-by-side benchmark builds and starts processes")
@@ -81,6 +93,7 @@ func BenchmarkSideBySide(b *testing.B) {
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true}) // as the command's
 	b.Cleanup(func() { _ = rc.Close() })
 	ping := &stack{name: "redis-ping", ping: rc, redisPID: redisPID(b, srv), redisAddr: srv.Addr}
+	floor := startFloor(b)
 	for _, s := range stacks { // charge every deny value once
 		for v := range benchValues {
 			if _, err := s.client.ShouldRateLimit(context.Background(), request("deny", [][]string{{"user", strconv.Itoa(v)}}, 1)); err != nil {
@@ -90,7 +103,7 @@ func BenchmarkSideBySide(b *testing.B) {
 	}
 	for _, domain := range []string{"allow", "deny"} {
 		for _, callers := range []int{1, 16, 64} {
-			for _, s := range append(stacks, ping) {
+			for _, s := range append(stacks, ping, floor) {
 				b.Run(fmt.Sprintf("%s/callers=%d/%s", domain, callers, s.name), func(b *testing.B) {
 					runCallers(b, s, domain, callers)
 				})
@@ -107,8 +120,8 @@ func runCallers(b *testing.B, s *stack, domain string, callers int) {
 		want = pb.RateLimitResponse_OVER_LIMIT
 	}
 	lat := make([][]time.Duration, callers)
-	cmds0 := commandStats(b, s.redisAddr)
-	svc0, redis0 := s.svcTicks(b), cpuTicks(b, s.redisPID)
+	cmds0 := s.commandStats(b)
+	svc0, redis0 := s.svcTicks(b), s.redisTicks(b)
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for c := range callers {
@@ -119,11 +132,14 @@ func runCallers(b *testing.B, s *stack, domain string, callers int) {
 		wg.Go(func() {
 			ls := make([]time.Duration, 0, n)
 			for i := range n {
-				req := request(domain, [][]string{{"user", strconv.Itoa((c*7919 + i) % benchValues)}}, 1)
+				var req *pb.RateLimitRequest // none for PING: its client CPU is the round trip's
+				if s.ping == nil {
+					req = request(domain, [][]string{{"user", strconv.Itoa((c*7919 + i) % benchValues)}}, 1)
+				}
 				start := time.Now()
 				resp, err := s.call(req)
 				ls = append(ls, time.Since(start))
-				if err != nil || s.ping == nil && resp.OverallCode != want {
+				if err != nil || s.ping == nil && !s.floor && resp.OverallCode != want {
 					b.Errorf("%s %s: %v %v", s.name, domain, resp.GetOverallCode(), err)
 					return
 				}
@@ -133,8 +149,8 @@ func runCallers(b *testing.B, s *stack, domain string, callers int) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	svc1, redis1 := s.svcTicks(b), cpuTicks(b, s.redisPID)
-	cmds := commandStats(b, s.redisAddr)
+	svc1, redis1 := s.svcTicks(b), s.redisTicks(b)
+	cmds := s.commandStats(b)
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	if len(all) > 0 {
@@ -143,6 +159,11 @@ func runCallers(b *testing.B, s *stack, domain string, callers int) {
 	tick := float64(time.Second/time.Microsecond) / 100 // USER_HZ is 100 on Linux
 	if s.ping == nil {
 		b.ReportMetric(float64(svc1-svc0)*tick/float64(b.N), "svc-cpu-µs/op")
+	} else { // go-redis's side of a round trip, with the callers' loop
+		b.ReportMetric(float64(svc1-svc0)*tick/float64(b.N), "client-cpu-µs/op")
+	}
+	if s.floor {
+		return
 	}
 	b.ReportMetric(float64(redis1-redis0)*tick/float64(b.N), "redis-cpu-µs/op")
 	reportCommands(b, cmds0, cmds)
@@ -156,12 +177,29 @@ func (s *stack) call(req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
 	return s.client.ShouldRateLimit(context.Background(), req)
 }
 
-// svcTicks is the CPU time of the stack's service process, 0 for PING.
+// svcTicks is the CPU time of the stack's service process; for PING, of
+// the benchmark's own process, whose callers make the round trips.
 func (s *stack) svcTicks(tb testing.TB) int64 {
 	if s.ping != nil {
-		return 0
+		return cpuTicks(tb, os.Getpid())
 	}
 	return cpuTicks(tb, s.svcPID)
+}
+
+// redisTicks is the CPU time of the stack's redis-server, 0 for the floor.
+func (s *stack) redisTicks(tb testing.TB) int64 {
+	if s.floor {
+		return 0
+	}
+	return cpuTicks(tb, s.redisPID)
+}
+
+// commandStats is the stack's Redis commands by name, none for the floor.
+func (s *stack) commandStats(tb testing.TB) map[string]int64 {
+	if s.floor {
+		return nil
+	}
+	return commandStats(tb, s.redisAddr)
 }
 
 // reportCommands reports the Redis commands the calls cost (clients' and
@@ -218,10 +256,11 @@ func cpuTicks(tb testing.TB, pid int) int64 {
 // name; an empty bin builds the command from this tree.
 func startOurs(b *testing.B, name, bin string) *stack {
 	dir := b.TempDir()
+	var profile []string
 	if bin == "" {
-		bin = filepath.Join(dir, "envoy-ratelimit")
-		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/envoy-ratelimit").CombinedOutput(); err != nil {
-			b.Fatalf("build the command: %v\n%s", err, out)
+		bin = build(b, "./cmd/envoy-ratelimit")
+		if p := os.Getenv("ENVOY_BENCH_CPUPROFILE"); p != "" {
+			profile = []string{"-cpuprofile", p}
 		}
 	}
 	cfg := filepath.Join(dir, "config")
@@ -234,25 +273,60 @@ func startOurs(b *testing.B, name, bin string) *stack {
 		}
 	}
 	srv, _ := startRedisServer(b)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(b)))
 	// A store error fails the call (and the benchmark) rather than passing
 	// for a decision: the reference has no budget, and a loaded machine
 	// may exceed the default 50ms.
-	cmd := exec.Command(bin, "-config", cfg, "-redis", srv.Addr, "-grpc-addr", addr, "-redis-timeout", "2s", "-failure", "error")
+	s := startGRPC(b, bin, append(profile, "-config", cfg, "-redis", srv.Addr, "-redis-timeout", "2s", "-failure", "error")...)
+	s.name, s.redisPID, s.redisAddr = name, redisPID(b, srv), srv.Addr
+	return s
+}
+
+// startFloor builds and runs internal/grpcfloor as the stack "grpc-floor".
+func startFloor(b *testing.B) *stack {
+	s := startGRPC(b, build(b, "./internal/grpcfloor"))
+	s.name, s.floor = "grpc-floor", true
+	return s
+}
+
+// build builds the main package pkg of this module into a temporary
+// directory and returns the binary's path.
+func build(b *testing.B, pkg string) string {
+	bin := filepath.Join(b.TempDir(), filepath.Base(pkg))
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		b.Fatalf("build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+// startGRPC runs bin with args and -grpc-addr on a free loopback port,
+// until b's cleanup, and returns its stack once its health check answers
+// SERVING. Cleanup asks the process to stop (SIGTERM) and waits for it, so
+// that a profile it writes on the way out is complete.
+func startGRPC(b *testing.B, bin string, args ...string) *stack {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(b)))
+	cmd := exec.Command(bin, append(args, "-grpc-addr", addr)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	b.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close() })
 	waitServing(b, conn, exited)
-	return &stack{name: name, svcPID: cmd.Process.Pid, redisPID: redisPID(b, srv), redisAddr: srv.Addr, client: pb.NewRateLimitServiceClient(conn)}
+	return &stack{svcPID: cmd.Process.Pid, client: pb.NewRateLimitServiceClient(conn)}
 }
 
 // waitServing waits until the gRPC health check of conn answers SERVING,

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/breaker"
 	"github.com/sluicehq/ratelimit/envoy"
+	"github.com/sluicehq/ratelimit/envoy/internal/grpcserve"
 	ratelimitprom "github.com/sluicehq/ratelimit/metrics/prometheus"
 	"github.com/sluicehq/ratelimit/stores/memory"
 	redisstore "github.com/sluicehq/ratelimit/stores/redis"
@@ -35,7 +37,7 @@ import (
 )
 
 func main() {
-	tuneGC(os.Getenv)
+	grpcserve.TuneGC(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
@@ -47,6 +49,7 @@ func main() {
 // flags are the command's settings.
 type flags struct {
 	config, redis, grpcAddr, metricsAddr string
+	cpuProfile                           string
 	algorithm, failure                   string
 	timeout, redisTimeout, reload        time.Duration
 	shadow, noHeaders, noBreaker         bool
@@ -67,6 +70,7 @@ func parseFlags(args []string, out io.Writer) (*flags, error) {
 	fs.DurationVar(&f.reload, "reload-interval", 2*time.Second, "how often the configuration is checked for changes")
 	fs.BoolVar(&f.shadow, "shadow", false, "global shadow mode: answer OK whatever the limits say")
 	fs.BoolVar(&f.noHeaders, "no-headers", false, "do not ask Envoy to add RateLimit, RateLimit-Policy and Retry-After")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the process to this file, from start to shutdown (SIGTERM), for go tool pprof")
 	fs.BoolVar(&f.noBreaker, "no-breaker", false, "call Redis even after repeated failures (no circuit breaker)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -133,6 +137,13 @@ func run(ctx context.Context, args []string, logOut io.Writer, ready func(grpcAd
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(logOut, nil))
+	if f.cpuProfile != "" {
+		stopProfile, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 	opts, err := f.options()
 	if err != nil {
 		return err
@@ -157,7 +168,7 @@ func run(ctx context.Context, args []string, logOut io.Writer, ready func(grpcAd
 	if err != nil {
 		return fmt.Errorf("ratelimit: -grpc-addr: %w", err)
 	}
-	srv := grpc.NewServer(serverOptions()...)
+	srv := grpc.NewServer(grpcserve.ServerOptions()...)
 	svc.Register(srv)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
@@ -186,33 +197,6 @@ func run(ctx context.Context, args []string, logOut io.Writer, ready func(grpcAd
 		return err
 	}
 }
-
-// serverOptions tune the gRPC server for many small calls:
-//
-//   - a pool of streamWorkers goroutines serves the calls, so that a call
-//     runs on a goroutine whose stack has already grown to what a call
-//     needs, rather than on a new one that grows (and copies) its stack
-//     every time; a call that finds every worker busy gets a goroutine of
-//     its own, as without a pool;
-//   - the flow-control windows are HTTP/2's default 64 KiB, fixed: a
-//     dynamic window makes the server send a PING (and read its ack) for
-//     nearly every call to estimate a bandwidth that messages of a few
-//     hundred bytes never need.
-//
-// A worker waits on Redis for most of a call, so the pool is sized for the
-// calls in flight, not for the CPUs; an idle worker costs its stack.
-func serverOptions() []grpc.ServerOption {
-	const window = 1 << 16
-	return []grpc.ServerOption{
-		grpc.NumStreamWorkers(streamWorkers),
-		grpc.InitialWindowSize(window),
-		grpc.InitialConnWindowSize(window),
-	}
-}
-
-// streamWorkers is the number of goroutines that serve calls: more than
-// the calls in flight from the gateways of most fleets.
-const streamWorkers = 128
 
 // store is the memory store without -redis, else the Redis store (behind
 // a circuit breaker unless -no-breaker, its state on obs), with coalescing
@@ -274,4 +258,18 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func
 		}
 	}()
 	return func() { _ = hsrv.Close() }, nil
+}
+
+// startCPUProfile profiles the process's CPU into the file path until the
+// returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit: -cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("ratelimit: -cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }

@@ -138,3 +138,29 @@ func TestRedisAddressForms(t *testing.T) {
 		}
 	}
 }
+
+// -cpuprofile writes a CPU profile that go tool pprof reads (gzipped
+// protobuf) once the command stops; an unwritable path stops it at start.
+func TestCommandWritesItsCPUProfileOnShutdown(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte("domain: d\ndescriptors:\n  - key: k\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(ctx, []string{"-config", dir, "-grpc-addr", "127.0.0.1:0", "-cpuprofile", path}, io.Discard, func(string) { cancel() })
+	}()
+	if err := <-errc; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Fatalf("profile: %d bytes %x, err %v; want a gzipped profile", len(data), data[:min(len(data), 2)], err)
+	}
+	bad := filepath.Join(t.TempDir(), "missing", "cpu.pprof")
+	if err := run(context.Background(), []string{"-config", dir, "-grpc-addr", "127.0.0.1:0", "-cpuprofile", bad}, io.Discard, nil); err == nil || !strings.Contains(err.Error(), "-cpuprofile") {
+		t.Fatalf("run with %s: %v, want a -cpuprofile error", bad, err)
+	}
+}

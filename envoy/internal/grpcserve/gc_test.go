@@ -1,19 +1,19 @@
-package main
+package grpcserve
 
 import (
 	"runtime/debug"
 	"testing"
 )
 
-// The command collects garbage at defaultGCPercent, unless GOGC is set.
+// The process collects garbage at DefaultGCPercent, unless GOGC is set.
 func TestCommandGCPercentDefaultsUnlessGOGCIsSet(t *testing.T) {
 	prev := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(prev)
-	tuneGC(func(string) string { return "" })
-	if got := debug.SetGCPercent(100); got != defaultGCPercent {
-		t.Errorf("GOGC unset: the collector's percent is %d, want %d", got, defaultGCPercent)
+	TuneGC(func(string) string { return "" })
+	if got := debug.SetGCPercent(100); got != DefaultGCPercent {
+		t.Errorf("GOGC unset: the collector's percent is %d, want %d", got, DefaultGCPercent)
 	}
-	tuneGC(func(k string) string {
+	TuneGC(func(k string) string {
 		if k == "GOGC" {
 			return "100"
 		}
