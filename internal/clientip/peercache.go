@@ -29,6 +29,10 @@ import (
 // The zero value is an empty cache, safe for concurrent use. Entries are
 // immutable once put.
 type PeerCache struct {
+	// at is where the bytes of each slot's address are, so that a miss
+	// reads no entry; an entry is put before its at, and trusted only
+	// when its own address is the one asked about.
+	at    [PeerCacheSlots]atomic.Uintptr
 	slots [PeerCacheSlots]atomic.Pointer[peerEntry]
 }
 
@@ -44,17 +48,19 @@ type peerEntry struct {
 	addr, key string
 }
 
-// slot is the slot of addr, by the address of its bytes: the strings that
+// slot is the slot of addr, by where its bytes are: the strings that
 // share their bytes (one connection's RemoteAddr) share a slot.
-func (c *PeerCache) slot(addr string) *atomic.Pointer[peerEntry] {
-	p := uint64(uintptr(unsafe.Pointer(unsafe.StringData(addr))))
-	return &c.slots[(p*0x9e3779b97f4a7c15)>>56] // the top 8 bits: 256 slots
+func slot(addr string) (i int, at uintptr) {
+	at = uintptr(unsafe.Pointer(unsafe.StringData(addr)))
+	return int(uint64(at) * 0x9e3779b97f4a7c15 >> 56), at // the top 8 bits: 256 slots
 }
 
 // Get returns the cached key of addr, and whether there was one.
 func (c *PeerCache) Get(addr string) (string, bool) {
-	if e := c.slot(addr).Load(); e != nil && sameString(e.addr, addr) {
-		return e.key, true
+	if i, at := slot(addr); c.at[i].Load() == at {
+		if e := c.slots[i].Load(); e != nil && sameString(e.addr, addr) {
+			return e.key, true
+		}
 	}
 	return "", false
 }
@@ -68,9 +74,13 @@ func sameString(a, b string) bool {
 // Put caches key as the key of addr, after a miss of Get: into an empty
 // slot always, otherwise for one miss in peerCacheAdmit.
 func (c *PeerCache) Put(addr, key string) {
-	s := c.slot(addr)
-	if s.Load() != nil && rand.Uint32()%peerCacheAdmit != 0 {
-		return
+	if i, at := slot(addr); c.at[i].Load() == 0 || rand.Uint32()%peerCacheAdmit == 0 {
+		c.put(i, at, addr, key)
 	}
-	s.Store(&peerEntry{addr: addr, key: key})
+}
+
+// put puts the entry of addr into slot i, at being where addr's bytes are.
+func (c *PeerCache) put(i int, at uintptr, addr, key string) {
+	c.slots[i].Store(&peerEntry{addr: addr, key: key})
+	c.at[i].Store(at)
 }
