@@ -43,9 +43,14 @@ const PeerCacheSlots = 256
 // slot.
 const peerCacheAdmit = 64
 
-// peerEntry is the key of the peer address addr.
+// peerEntry is the key of the peer address addr. It fills a cache line of
+// its own (the allocator puts an object of 64 bytes on a line boundary): a
+// connection's every request reads it, and a smaller object shares its
+// line with others of its size, such as a response's header slices, which
+// other cores write.
 type peerEntry struct {
 	addr, key string
+	_         [32]byte
 }
 
 // slot is the slot of addr, by where its bytes are: the strings that

@@ -121,3 +121,17 @@ func putAll(c *PeerCache, n int) []weak.Pointer[byte] {
 	}
 	return alive
 }
+
+// TestPeerEntryFillsACacheLine: a cached key is read by every request of its
+// connection, on every core, and written by none; were its entry to share a
+// cache line with objects that other cores write (a response's header
+// slices are of the next smaller size class), each such write would take the
+// line from the readers.
+func TestPeerEntryFillsACacheLine(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the padding is sized for 64-bit platforms")
+	}
+	if n := unsafe.Sizeof(peerEntry{}); n != 64 {
+		t.Errorf("peerEntry is %d bytes, want 64", n)
+	}
+}
