@@ -182,16 +182,15 @@ func (f *fastRule) deny(h http.Header, res *memstore.Result, now int64) {
 func (f *fastRule) setFields(h http.Header, remaining, t, now int64) {
 	remaining = max(0, remaining)
 	var vals *[2]string
+	// A new object's fields are written without write barriers.
 	if v := f.values.get(remaining, t); v != nil {
-		vals = new([2]string)
-		vals[1] = v.s
+		vals = &[2]string{f.policy, v.s}
 	} else if s, ok := f.runValue(remaining, t); ok {
-		vals = new([2]string)
-		vals[1] = s
+		vals = &[2]string{f.policy, s}
 	} else {
 		vals = f.buildValue(remaining, t, admitValue(now))
+		vals[0] = f.policy
 	}
-	vals[0] = f.policy
 	h[hdrPolicy] = vals[0:1:1]
 	h[hdrRateLimit] = vals[1:2:2]
 }

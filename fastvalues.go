@@ -168,7 +168,8 @@ func (f *fastRule) runValue(remaining, t int64) (string, bool) {
 var pendingRun = &valueRun{lo: 1, hi: -1 - runLen}
 
 // newRun formats the run of values from hi down, as many of runLen as have
-// as many digits as hi: copies of hi's value, each with its own count.
+// as many digits as hi: copies of hi's value, each with its own count,
+// whose digits differ from hi's in the last few only.
 func (f *fastRule) newRun(hi, t int64) *valueRun {
 	var first [96]byte
 	b := f.appendValue(first[:0], hi, t)
@@ -178,18 +179,15 @@ func (f *fastRule) newRun(hi, t int64) *valueRun {
 		lo = max(lo, pow10(d-1))
 	}
 	buf := bytes.Repeat(b, int(hi-lo+1)) // not cleared first
-	stride, at := len(b), len(f.quotedR)
-	var count [20]byte
-	copy(count[:d], b[at:at+d])
-	for i := stride; i < len(buf); i += stride {
-		for j := d - 1; ; j-- { // a count above lo: no digit to shed
-			if count[j] != '0' {
-				count[j]--
-				break
-			}
-			count[j] = '9'
+	stride, end := len(b), len(f.quotedR)+d
+	for k, i := int64(1), stride; i < len(buf); k, i = k+1, i+stride {
+		// count and hi have d digits: those left of the last that
+		// differ are the same
+		count, h := hi-k, hi
+		for j := i + end - 1; count != h; j-- {
+			buf[j] = byte('0' + count%10)
+			count, h = count/10, h/10
 		}
-		copy(buf[i+at:i+at+d], count[:d])
 	}
 	return &valueRun{t: t, lo: lo, hi: hi, stride: stride, buf: unsafe.String(&buf[0], len(buf))}
 }

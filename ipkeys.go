@@ -46,6 +46,10 @@ const (
 //
 // An IPv4 key is a substring of the request (RemoteAddr or the header) and
 // costs no allocation; an IPv6 or prefixed key allocates one small string.
+// A peer key function remembers the keys of recent connections' addresses
+// (a fixed number of them), so that the requests of a keep-alive
+// connection, which share one RemoteAddr, parse it and allocate its key
+// once; a remembered key is used only for an address equal to its own.
 //
 // The port is stripped. A RemoteAddr that is not an IP address (a Unix
 // socket, a request built by hand) gives an error wrapping ErrNoKey.
@@ -65,13 +69,24 @@ func parseNAT64(fn string, prefixes []string) *clientip.Translators {
 	return &nat
 }
 
+// peerKey is the KeyFunc of the peer's address, RemoteAddr, grouped by the
+// prefix lengths v4 and v6, with nat's translators. The keys of recent
+// addresses are cached (see clientip.PeerCache), so that a connection's
+// requests parse its address once: a key depends on the address's text
+// alone.
 func peerKey(fn string, v4, v6 int, nat *clientip.Translators) KeyFunc {
 	errPeer := fmt.Errorf("%w: %s: %v", ErrNoKey, fn, clientip.BadPeer)
+	cache := new(clientip.PeerCache)
 	return func(r *http.Request) (string, error) {
+		if key, ok := cache.Get(r.RemoteAddr); ok {
+			return key, nil
+		}
 		host, addr, canon, ok := clientip.ParseHostPort(r.RemoteAddr)
 		if !ok {
 			return "", errPeer
 		}
-		return clientip.Key(clientip.Node{Host: host, Addr: addr, Canon: canon}, v4, v6, nat), nil
+		key := clientip.Key(clientip.Node{Host: host, Addr: addr, Canon: canon}, v4, v6, nat)
+		cache.Put(r.RemoteAddr, key)
+		return key, nil
 	}
 }

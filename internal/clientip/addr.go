@@ -190,30 +190,36 @@ func ParseHostPort(s string) (host string, addr netip.Addr, canon, ok bool) {
 // s: four decimal octets of one to three digits, no leading zeros, at most
 // 255. It returns the address and its length in bytes, or ok false if s does
 // not start with one. It accepts exactly what netip.ParseAddr accepts as
-// IPv4, faster.
+// IPv4, faster. What follows the address is the caller's to check: in
+// "192.0.2.01" the address is "192.0.2.0", followed by "1".
 func parseDottedQuad(s string) (a [4]byte, n int, ok bool) {
-	i := 0
-	for k := range 4 {
+	for k := range a {
 		if k > 0 {
-			if i == len(s) || s[i] != '.' {
+			if n == len(s) || s[n] != '.' {
 				return a, 0, false
 			}
-			i++
+			n++
 		}
-		start, v := i, 0
-		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-			if i-start == 3 {
-				return a, 0, false
-			}
-			v = v*10 + int(s[i]-'0')
-			i++
-		}
-		if i == start || v > 255 || (s[start] == '0' && i-start > 1) {
+		// An octet: a zero, or one to three digits not starting with
+		// zero, at most 255; the digits of one are read while they come.
+		if n == len(s) || s[n]-'0' > 9 {
 			return a, 0, false
+		}
+		v := uint(s[n] - '0')
+		n++
+		if v != 0 && n < len(s) && s[n]-'0' <= 9 {
+			v = v*10 + uint(s[n]-'0')
+			n++
+			if n < len(s) && s[n]-'0' <= 9 {
+				if v = v*10 + uint(s[n]-'0'); v > 255 {
+					return a, 0, false
+				}
+				n++
+			}
 		}
 		a[k] = byte(v)
 	}
-	return a, i, true
+	return a, n, true
 }
 
 // v4 returns the IPv4 address a, rejecting 0.0.0.0.
