@@ -152,7 +152,10 @@ func (s *Store) runMarker(ctx context.Context, op string, now instant, sp *split
 		n, err = markerScript.Run(ctx, s.client, []string{sp.main}, s.markerArgs(op, now, sp)...).Int64()
 		return err
 	})
-	return n, err
+	if err != nil {
+		return 0, err // n is the call's goroutine's, which may yet write it
+	}
+	return n, nil
 }
 
 // readMarker returns the parts n of the main key's active marker and the

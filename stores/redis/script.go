@@ -233,8 +233,10 @@ func (s *Store) eval(ctx context.Context, keys []string, args []any) *redis.Cmd 
 	}
 	var cmd *redis.Cmd
 	if err := s.bounded(ctx, func() error { cmd = script.Run(ctx, s.client, keys, args...); return nil }); err != nil {
-		cmd = redis.NewCmd(ctx)
-		cmd.SetErr(err)
+		// Not into cmd, which the call's goroutine may yet write.
+		failed := redis.NewCmd(ctx)
+		failed.SetErr(err)
+		return failed
 	}
 	return cmd
 }
@@ -249,8 +251,8 @@ func (s *Store) onCaller(ctx context.Context) bool { return s.ctxReads || ctx.Do
 // bound its socket reads by ctx (go-redis without ContextTimeoutEnabled
 // waits for its ReadTimeout, 5s by default, and resends after it) runs
 // call on a goroutine of its own, which ends when the client gives up: the
-// caller returns at its deadline. What call writes is read only when it
-// returned nil.
+// caller returns at its deadline. What call writes is read, or written,
+// by its caller only when bounded returned nil.
 func (s *Store) bounded(ctx context.Context, call func() error) error {
 	if s.onCaller(ctx) {
 		return call()
