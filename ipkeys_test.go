@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/sluicehq/ratelimit"
 )
@@ -69,4 +70,36 @@ func TestPeerKeyGivesEachConnectionItsOwnAddressesKey(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestPeerKeyOfAnAddressInAReusedBuffer: a server or adaptor that gives
+// RemoteAddr the bytes of a buffer it reuses after the handler returns
+// (fasthttpadaptor's documented contract for its request's memory) hands
+// a later client's address in the same bytes, at the same place and of
+// the same length. That client must get its own key, not the one cached
+// for the address the bytes held before.
+func TestPeerKeyOfAnAddressInAReusedBuffer(t *testing.T) {
+	for _, c := range []struct {
+		prefix int
+		peers  []string // each of the same length
+		want   []string
+	}{
+		// A key that is a substring of RemoteAddr: the second client's
+		// would read "1.2.3.4", the first's key, out of its own bytes.
+		{32, []string{"1.2.3.4:56789", "1.2.3.44:5678", "1.2.3.4:56789"}, []string{"1.2.3.4", "1.2.3.44", "1.2.3.4"}},
+		// A key of its own: the second client would get the first's.
+		{24, []string{"192.0.2.1:1234", "203.0.113.9:12"}, []string{"192.0.2.0/24", "203.0.113.0/24"}},
+	} {
+		kf := ratelimit.ClientIPConfig{Source: ratelimit.SourcePeer, IPv4Prefix: c.prefix}.KeyFunc()
+		buf := make([]byte, 0, 32)
+		for i, peer := range c.peers {
+			buf = append(buf[:0], peer...)
+			r := kfReq(unsafe.String(unsafe.SliceData(buf), len(buf)))
+			for range 3 { // a connection's requests
+				if key, err := kf(r); err != nil || key != c.want[i] {
+					t.Fatalf("/%d: key of %s in a reused buffer: %q, %v, want %q", c.prefix, peer, key, err, c.want[i])
+				}
+			}
+		}
+	}
 }

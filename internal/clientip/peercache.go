@@ -10,14 +10,19 @@ import (
 // (http.Request.RemoteAddr), so that the requests of one connection parse
 // its address once rather than each time. net/http gives every request of
 // a connection the same RemoteAddr string, formatted once when the
-// connection was accepted: the cache knows an address by that string's
-// bytes, where they are and how many, which costs no hashing and no
-// comparison of the text. An entry holds its address, so those bytes are
-// not freed and reused while it is cached; strings are immutable, so a
-// string with the same bytes, at the same place, is the same text. A key
-// is a function of that text alone (under the key function that owns the
-// cache), so an entry never gives an address the key of another. An equal
-// address in a string of its own (formatted again) is another entry.
+// connection was accepted: the cache finds an address's slot by where
+// that string's bytes are, which costs no hashing, and an entry is used
+// only for a string at the same place, of the same length and of the same
+// text as the copy the entry keeps of its own. The text is compared, not
+// trusted for being at the same place: a server or adaptor may give
+// RemoteAddr the bytes of a buffer it reuses once the handler returns
+// (unsafe.String over a []byte, as fasthttp's adaptor does with its
+// request's memory), so that a later client's address of the same length
+// lies in the same bytes. An entry keeps copies of its address and key,
+// and so holds none of the caller's memory. A key is a function of the
+// address's text alone (under the key function that owns the cache), so an
+// entry never gives an address the key of another. An equal address in a
+// string of its own (formatted again) is another entry.
 //
 // It is direct-mapped and bounded: PeerCacheSlots entries, each replacing
 // the one in its slot. A miss puts its entry when the slot is empty, and
@@ -49,8 +54,9 @@ const peerCacheAdmit = 64
 // line with others of its size, such as a response's header slices, which
 // other cores write.
 type peerEntry struct {
-	addr, key string
-	_         [32]byte
+	addr, key string  // copies: see put
+	at        uintptr // where the bytes of the address put were
+	_         [24]byte
 }
 
 // slot is the slot of addr, by where its bytes are: the strings that
@@ -63,17 +69,11 @@ func slot(addr string) (i int, at uintptr) {
 // Get returns the cached key of addr, and whether there was one.
 func (c *PeerCache) Get(addr string) (string, bool) {
 	if i, at := slot(addr); c.at[i].Load() == at {
-		if e := c.slots[i].Load(); e != nil && sameString(e.addr, addr) {
+		if e := c.slots[i].Load(); e != nil && e.at == at && e.addr == addr {
 			return e.key, true
 		}
 	}
 	return "", false
-}
-
-// sameString reports whether a and b are the same bytes of memory, and so
-// the same text.
-func sameString(a, b string) bool {
-	return unsafe.StringData(a) == unsafe.StringData(b) && len(a) == len(b)
 }
 
 // Put caches key as the key of addr, after a miss of Get: into an empty
@@ -85,7 +85,14 @@ func (c *PeerCache) Put(addr, key string) {
 }
 
 // put puts the entry of addr into slot i, at being where addr's bytes are.
+// The entry's address and key are copies, in one allocation: a key may be
+// a substring of addr (an IPv4 address's), and addr's bytes may be
+// rewritten once its request is done.
 func (c *PeerCache) put(i int, at uintptr, addr, key string) {
-	c.slots[i].Store(&peerEntry{addr: addr, key: key})
+	b := make([]byte, len(addr)+len(key))
+	copy(b, addr)
+	copy(b[len(addr):], key)
+	text := unsafe.String(unsafe.SliceData(b), len(b))
+	c.slots[i].Store(&peerEntry{addr: text[:len(addr)], key: text[len(addr):], at: at})
 	c.at[i].Store(at)
 }
