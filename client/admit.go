@@ -2,6 +2,7 @@ package ratelimitclient
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -171,7 +172,10 @@ func (t *Transport) wait(req *http.Request, p *partition, attempt int, tk ticket
 		}
 		d := tk.slot.sub(t.now())
 		if d <= 0 {
-			t.wake(p, tk.w)
+			if later := t.wake(p, tk.w, tk.slot, nil); later != 0 {
+				tk.slot = later
+				continue
+			}
 			return tk.seq, nil
 		}
 		if !observed {
@@ -189,11 +193,16 @@ func (t *Transport) wait(req *http.Request, p *partition, attempt int, tk ticket
 			continue
 		case <-req.Context().Done():
 			timer.Stop()
-			t.wake(p, tk.w)
+			t.wake(p, tk.w, math.MaxInt64, nil) // it leaves, whatever its slot
 			return 0, fmt.Errorf("ratelimit: %s: waiting for the rate limit: %w", p.name, req.Context().Err())
 		}
 		waited += d
-		if !t.wake(p, tk.w) {
+		var blocked bool
+		if later := t.wake(p, tk.w, tk.slot, &blocked); later != 0 {
+			tk.slot = later // moved as its timer fired: select took the timer
+			continue
+		}
+		if !blocked {
 			return tk.seq, nil
 		}
 		var err error
@@ -205,12 +214,22 @@ func (t *Transport) wait(req *http.Request, p *partition, attempt int, tk ticket
 	return tk.seq, nil
 }
 
-// wake removes w, when not nil, from the waiting sends of p, and reports
-// whether a throttle blocks p now.
-func (t *Transport) wake(p *partition, w *waiter) (blocked bool) {
+// wake removes w, when not nil, from the waiting sends of p, once its
+// slot, which the send last read as slot, has come, and sets *blocked (when
+// not nil) to whether a throttle blocks p now. When replan has given w a
+// later slot meanwhile (its signal and the send's timer came together, and
+// the send's select took the timer), w stays among the waiting sends and
+// wake returns that slot: the send waits for it, as replan counted it.
+func (t *Transport) wake(p *partition, w *waiter, slot mono, blocked *bool) (later mono) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.work.locks++
+	if w != nil && w.at >= 0 && w.slot > slot {
+		return w.slot
+	}
 	p.leave(w)
-	return p.blocked > t.now()
+	if blocked != nil {
+		*blocked = p.blocked > t.now()
+	}
+	return 0
 }

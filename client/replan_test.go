@@ -70,3 +70,42 @@ func TestQueuedSendWakesWithoutScanningQueue(t *testing.T) {
 		})
 	}
 }
+
+// TestSendMovedAsItsTimerFiresWaitsForItsNewSlot: when replan gives a
+// waiting send a later slot just as the send's timer for its old one fires,
+// the send's select may take the timer; its wake, under the partition's
+// lock, then finds the new slot and keeps the send waiting for it, as
+// replan counted it, instead of sending it one slot early. A send whose
+// slot was moved earlier, or not at all, leaves the waiting sends.
+func TestSendMovedAsItsTimerFiresWaitsForItsNewSlot(t *testing.T) {
+	tr := &Transport{}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.test/", nil)
+	p := tr.partition(req)
+	const old, moved = mono(1_000), mono(5_000)
+	for _, c := range []struct {
+		name      string
+		slot      mono // what replan left the waiter at
+		wantLater mono
+	}{
+		{"moved-later", moved, moved},
+		{"not-moved", old, 0},
+		{"moved-earlier", old / 2, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p.mu.Lock()
+			w := p.addWaiter(1, old)
+			w.slot = c.slot // as replan would, with the send's timer firing
+			p.mu.Unlock()
+			var blocked bool
+			if later := tr.wake(p, w, old, &blocked); later != c.wantLater {
+				t.Fatalf("wake returned %d, want %d", later, c.wantLater)
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if still := w.at >= 0; still != (c.wantLater != 0) {
+				t.Errorf("still waiting: %v, want %v", still, c.wantLater != 0)
+			}
+			p.leave(w)
+		})
+	}
+}
