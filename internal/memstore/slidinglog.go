@@ -247,12 +247,27 @@ func (g *eventLog) makeCold() {
 	}
 }
 
-// at is the stamp of the i-th oldest of the events from slot head.
-func (g *eventLog) at(head, i int) int64 {
-	if head += i; head >= len(g.t) {
-		head -= len(g.t)
+// stampAt is the stamp of the i-th oldest of the events of ring t from
+// slot head: ring.at, for a caller that holds head without a ring (see
+// ring.deny).
+func stampAt(t []atomic.Int64, head, i int) int64 {
+	if head += i; head >= len(t) {
+		head -= len(t)
 	}
-	return g.t[head].Load()
+	return t[head].Load()
+}
+
+// forgotten is the head and length of n events from slot head of a ring
+// of size slots once its k oldest are forgotten, k <= n: ring.forget, for
+// a caller that holds head and n without a ring.
+func forgotten(head, n, k, size int) (int, int) {
+	if n -= k; n == 0 {
+		return 0, 0
+	}
+	if head += k; head >= size {
+		head -= size
+	}
+	return head, n
 }
 
 // ring is a view of a log's events: n of them from index head of t.
@@ -262,13 +277,7 @@ type ring struct {
 }
 
 // at is the i-th oldest event held, 0 <= i < n.
-func (q *ring) at(i int) int64 {
-	j := q.head + i
-	if j >= len(q.t) {
-		j -= len(q.t)
-	}
-	return q.t[j].Load()
-}
+func (q *ring) at(i int) int64 { return stampAt(q.t, q.head, i) }
 
 func (q *ring) newest() int64 { return q.at(q.n - 1) }
 
@@ -320,15 +329,7 @@ func (q *ring) result(res *Result, gone int, now, p, rate int64) {
 }
 
 // forget forgets the k oldest events, k <= n.
-func (q *ring) forget(k int) {
-	if q.n -= k; q.n == 0 {
-		q.head = 0
-		return
-	}
-	if q.head += k; q.head >= len(q.t) {
-		q.head -= len(q.t)
-	}
-}
+func (q *ring) forget(k int) { q.head, q.n = forgotten(q.head, q.n, k, len(q.t)) }
 
 // push appends k events stamped at, dropping the oldest if the ring is full
 // (only a forced take overfills it).

@@ -22,7 +22,7 @@ func (g *eventLog) try(r *Request, now int64, res *Result, locked bool) bool {
 		floor := g.floor.Load()
 		newest := floor // a hot log's floor is at or after its newest stamp
 		if !w.hot() && n > 0 {
-			newest = g.at(head, n-1) // no slot of a log that is not hot is pending
+			newest = stampAt(g.t, head, n-1) // no slot of a log that is not hot is pending
 		}
 		now = max(t0, floor, newest)
 		// written is how many of the oldest events have their stamps
@@ -64,14 +64,9 @@ func (g *eventLog) try(r *Request, now int64, res *Result, locked bool) bool {
 		}
 		oldest := now // the oldest event in the window after the take
 		if count > 0 {
-			oldest = g.at(head, gone)
+			oldest = stampAt(g.t, head, gone)
 		}
-		// Forget the gone events; the first slot claimed follows the rest.
-		if n -= gone; n == 0 {
-			head = 0
-		} else if head += gone; head >= len(g.t) {
-			head -= len(g.t)
-		}
+		head, n = forgotten(head, n, gone, len(g.t)) // the first slot claimed follows the rest
 		at := head + n
 		if at >= len(g.t) {
 			at -= len(g.t)
