@@ -5,8 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-
-	"github.com/sluicehq/ratelimit/internal/blocks"
 )
 
 // settleWriter is the ResponseWriter that Limiter.Handler gives the
@@ -15,8 +13,8 @@ import (
 // writer's Unwrap chain, and on the direct path the response's two field
 // slices, whose strings are shared as a plain rule's are (the rule's cache
 // or a hot key's run; see allowedIn). The request is passed on unchanged,
-// so admitting it copies nothing of it. It is kept to 64 bytes: a block
-// of them is allocated and cleared at every 32 requests.
+// so admitting it copies nothing of it. It is the one allocation of a
+// settled request, kept to 64 bytes.
 //
 // Like net/http's own writer, it must not be used once its handler has
 // returned. One that is (a goroutine the handler left it to) is harmless:
@@ -53,16 +51,13 @@ func (w *settleWriter) ReadFrom(src io.Reader) (int64, error) {
 	return io.Copy(w.ResponseWriter, src)
 }
 
-// settleWriterBlocks hands out settleWriters 32 at a time: a settled request's
-// writer costs a thirty-second of an allocation, and none is ever given to
-// two requests.
-var settleWriterBlocks = blocks.New[settleWriter](32)
-
 // newSettleWriter returns a settleWriter around w, with nothing settled.
+// Each is allocated on its own: handing them out a block at a time from a
+// sync.Pool cost more at two processors (the pool's Get and Put, and a
+// 2 KiB block's allocation and clearing) than the small allocation it
+// saved.
 func newSettleWriter(w http.ResponseWriter) *settleWriter {
-	sw := settleWriterBlocks.Get()
-	sw.ResponseWriter = w
-	return sw
+	return &settleWriter{ResponseWriter: w}
 }
 
 // settleWriter returns w wrapped in a settleWriter that carries h's state,
