@@ -12,11 +12,20 @@
 //	every other row          3x go-limiter
 //	allocations              at most 1 on allow, 0 on deny
 //
+// A process measures each cell -count times in a row and is judged by
+// the median of them: a burst of load on a shared machine lasts a moment
+// and moves one of the three, while a memory layout lasts the whole
+// process and moves all three, so the median keeps what the check is for
+// and drops what it is not.
+//
 // With -base, a second test binary (built from an earlier commit) runs in
 // the same rounds, interleaved, and each row's median is compared with its
 // median there.
 //
 //	cd bench && go test -c -o /tmp/bench.test . && go run ./cmd/matrixcheck -bin /tmp/bench.test -runs 10
+//
+// With -out, each process's output is kept in that directory (new-N.txt,
+// base-N.txt), to be read again or charted.
 //
 // It prints one line per row, case and -cpu and exits 1 if a bar was
 // missed in any process.
@@ -31,6 +40,7 @@ import (
 	"log"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -42,7 +52,9 @@ var (
 	base      = flag.String("base", "", "an earlier build of the same binary, run interleaved for comparison")
 	runs      = flag.Int("runs", 10, "separate processes per binary")
 	cpus      = flag.String("cpu", "1,2", "the -test.cpu list of each process")
-	benchtime = flag.String("benchtime", "300ms", "the -test.benchtime of each process")
+	benchtime = flag.String("benchtime", "150ms", "the -test.benchtime of each process")
+	count     = flag.Int("count", 3, "the -test.count of each process: each cell is the median of as many samples")
+	outDir    = flag.String("out", "", "a directory to keep each process's output in")
 	match     = flag.String("bench", "^BenchmarkConfigurations/", "the -test.bench pattern")
 )
 
@@ -55,13 +67,13 @@ func main() {
 	}
 	var cur, old []process
 	for i := range *runs {
-		p, err := run(*bin)
+		p, err := run(*bin, "new", i+1)
 		if err != nil {
 			log.Fatalf("run %d of %s: %v", i+1, *bin, err)
 		}
 		cur = append(cur, p)
 		if *base != "" {
-			p, err := run(*base)
+			p, err := run(*base, "base", i+1)
 			if err != nil {
 				log.Fatalf("run %d of %s: %v", i+1, *base, err)
 			}
@@ -74,19 +86,27 @@ func main() {
 	}
 }
 
-// run runs exe once and parses its benchmark lines.
-func run(exe string) (process, error) {
+// run runs exe once and parses its benchmark lines; with -out, it keeps
+// the output as <-out>/<name>-<i>.txt.
+func run(exe, name string, i int) (process, error) {
 	cmd := exec.Command(exe, "-test.run", "^$", "-test.bench", *match,
-		"-test.benchtime", *benchtime, "-test.cpu", *cpus, "-test.benchmem")
+		"-test.benchtime", *benchtime, "-test.cpu", *cpus, "-test.benchmem",
+		"-test.count", strconv.Itoa(*count))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, out.String())
 	}
+	if *outDir != "" {
+		if err := os.WriteFile(filepath.Join(*outDir, fmt.Sprintf("%s-%d.txt", name, i)), out.Bytes(), 0o644); err != nil {
+			return nil, err
+		}
+	}
 	return parse(&out)
 }
 
-// cell is one benchmark line: a row's case at one -cpu.
+// cell is a row's case at one -cpu in one process: the median of its
+// samples' ns/op, and the most allocations any of them made.
 type cell struct {
 	ns, allocs float64
 }
@@ -97,6 +117,7 @@ type process map[string]cell
 var line = regexp.MustCompile(`^BenchmarkConfigurations/([^/]+)/((?:allow|deny)/keys=\d+)(?:-(\d+))?\s+\d+\s+([\d.]+) ns/op.*?([\d.]+) allocs/op`)
 
 func parse(r io.Reader) (process, error) {
+	samples := map[string][]float64{}
 	p := process{}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -110,7 +131,9 @@ func parse(r io.Reader) (process, error) {
 		}
 		ns, _ := strconv.ParseFloat(m[4], 64)
 		allocs, _ := strconv.ParseFloat(m[5], 64)
-		p[m[1]+"/"+m[2]+"@"+cpu] = cell{ns, allocs}
+		k := m[1] + "/" + m[2] + "@" + cpu
+		samples[k] = append(samples[k], ns)
+		p[k] = cell{median(samples[k]), max(p[k].allocs, allocs)}
 	}
 	if len(p) == 0 {
 		return nil, fmt.Errorf("no BenchmarkConfigurations line in the output")

@@ -75,3 +75,27 @@ func TestRowMissingFromAProcessFails(t *testing.T) {
 		t.Fatalf("a row missing from one process was not reported:\n%s", out.String())
 	}
 }
+
+// A process's cell is the median of its samples: a burst of load that
+// slows one sample of three does not fail a row, a slowdown that lasts
+// (two of three) does, and an allocation in any sample counts.
+func TestCellIsTheMedianOfItsSamples(t *testing.T) {
+	const peer = "BenchmarkConfigurations/go-limiter/allow/keys=1-2 1000 480.0 ns/op 700 B/op 9 allocs/op\n"
+	sample := func(ns string, allocs string) string {
+		return "BenchmarkConfigurations/default/allow/keys=1-2 1000 " + ns + " ns/op 32 B/op " + allocs + " allocs/op\n"
+	}
+	for _, c := range []struct {
+		name, out, want string
+	}{
+		{"one burst", peer + sample("150.0", "1") + sample("155.0", "1") + sample("400.0", "1"), "ok"},
+		{"lasting", peer + sample("150.0", "1") + sample("400.0", "1") + sample("390.0", "1"), "BELOW 3x in 1 of 1"},
+		{"one allocation too many", peer + sample("150.0", "1") + sample("150.0", "2") + sample("150.0", "1"), "2 allocs > 1"},
+	} {
+		p := mustParse(t, c.out)
+		var out strings.Builder
+		report(&out, []process{p}, nil)
+		if !strings.Contains(out.String(), c.want) {
+			t.Errorf("%s: got\n%s\nwant it to say %q", c.name, out.String(), c.want)
+		}
+	}
+}
