@@ -1,10 +1,13 @@
-// Command matrixcheck runs the configuration matrix (BenchmarkConfigurations)
-// in separate benchmark processes and checks every row against its bar in
-// each one: a figure that holds in one process and not in another (a memory
-// layout, a neighbour's load) is not a figure.
+// Command matrixcheck runs the configuration matrix in separate benchmark
+// processes and checks every row against its bar in each one: a figure
+// that holds in one process and not in another (a memory layout, a
+// neighbour's load) is not a figure.
 //
 // Each process measures go-limiter and every row side by side, so each row is
-// judged by its ratio to go-limiter in the same process:
+// judged by its ratio to go-limiter in the same process. By default it runs
+// BenchmarkConfigurationPairs, which measures each row and go-limiter turn
+// about within the same second; with -bench '^BenchmarkConfigurations/' it
+// runs the matrix that measures go-limiter once, before every row.
 //
 //	row                      bar, allow and deny, 1 key and 10,000 keys
 //	stacked                  2x go-limiter
@@ -12,11 +15,9 @@
 //	every other row          3x go-limiter
 //	allocations              at most 1 on allow, 0 on deny
 //
-// A process measures each cell -count times in a row and is judged by
-// the median of them: a burst of load on a shared machine lasts a moment
-// and moves one of the three, while a memory layout lasts the whole
-// process and moves all three, so the median keeps what the check is for
-// and drops what it is not.
+// A process measures each cell -count times in a row and is judged by the
+// median of them (and of go-limiter's paired figures): a burst of load
+// moves one sample, a memory layout that lasts the process moves them all.
 //
 // With -base, a second test binary (built from an earlier commit) runs in
 // the same rounds, interleaved, and each row's median is compared with its
@@ -53,9 +54,9 @@ var (
 	runs      = flag.Int("runs", 10, "separate processes per binary")
 	cpus      = flag.String("cpu", "1,2", "the -test.cpu list of each process")
 	benchtime = flag.String("benchtime", "150ms", "the -test.benchtime of each process")
-	count     = flag.Int("count", 3, "the -test.count of each process: each cell is the median of as many samples")
+	count     = flag.Int("count", 2, "the -test.count of each process: each cell is the median of as many samples")
 	outDir    = flag.String("out", "", "a directory to keep each process's output in")
-	match     = flag.String("bench", "^BenchmarkConfigurations/", "the -test.bench pattern")
+	match     = flag.String("bench", "^BenchmarkConfigurationPairs/", "the -test.bench pattern")
 )
 
 func main() {
@@ -107,17 +108,22 @@ func run(exe, name string, i int) (process, error) {
 
 // cell is a row's case at one -cpu in one process: the median of its
 // samples' ns/op, and the most allocations any of them made.
+// peer is go-limiter's paired figure, when the line carries one
+// (BenchmarkConfigurationPairs).
 type cell struct {
-	ns, allocs float64
+	ns, allocs, peer float64
 }
 
 // process is one benchmark process's cells, keyed "row/case@cpu".
 type process map[string]cell
 
-var line = regexp.MustCompile(`^BenchmarkConfigurations/([^/]+)/((?:allow|deny)/keys=\d+)(?:-(\d+))?\s+\d+\s+([\d.]+) ns/op.*?([\d.]+) allocs/op`)
+var (
+	line     = regexp.MustCompile(`^BenchmarkConfiguration(?:s|Pairs)/([^/]+)/((?:allow|deny)/keys=\d+)(?:-(\d+))?\s+\d+\s+([\d.]+) ns/op.*?([\d.]+) allocs/op`)
+	peerLine = regexp.MustCompile(`\s([\d.]+) go-limiter-ns/op`)
+)
 
 func parse(r io.Reader) (process, error) {
-	samples := map[string][]float64{}
+	samples, peers := map[string][]float64{}, map[string][]float64{}
 	p := process{}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -133,10 +139,14 @@ func parse(r io.Reader) (process, error) {
 		allocs, _ := strconv.ParseFloat(m[5], 64)
 		k := m[1] + "/" + m[2] + "@" + cpu
 		samples[k] = append(samples[k], ns)
-		p[k] = cell{median(samples[k]), max(p[k].allocs, allocs)}
+		if pm := peerLine.FindStringSubmatch(sc.Text()); pm != nil {
+			peer, _ := strconv.ParseFloat(pm[1], 64)
+			peers[k] = append(peers[k], peer)
+		}
+		p[k] = cell{median(samples[k]), max(p[k].allocs, allocs), median(peers[k])}
 	}
 	if len(p) == 0 {
-		return nil, fmt.Errorf("no BenchmarkConfigurations line in the output")
+		return nil, fmt.Errorf("no BenchmarkConfigurations or BenchmarkConfigurationPairs line in the output")
 	}
 	return p, sc.Err()
 }
@@ -171,6 +181,9 @@ func report(w io.Writer, cur, old []process) bool {
 		allocs, below := 0.0, 0
 		for _, p := range cur {
 			c, pc := p[k], p[peer]
+			if c.peer > 0 {
+				pc.ns = c.peer
+			}
 			if c.ns > 0 {
 				ns = append(ns, c.ns)
 			}

@@ -99,3 +99,27 @@ func TestCellIsTheMedianOfItsSamples(t *testing.T) {
 		}
 	}
 }
+
+// A paired line (BenchmarkConfigurationPairs) is judged against the
+// go-limiter figure measured in turn with it, not against a go-limiter
+// line of the process.
+func TestPairedLineIsJudgedAgainstItsOwnPeer(t *testing.T) {
+	const out = "BenchmarkConfigurationPairs/default/allow/keys=1-2 1000 150.0 ns/op 600.0 go-limiter-ns/op 4.0 x-go-limiter 32 B/op 1 allocs/op\n" +
+		"BenchmarkConfigurationPairs/default/allow/keys=10000-2 1000 150.0 ns/op 300.0 go-limiter-ns/op 2.0 x-go-limiter 32 B/op 1 allocs/op\n"
+	var got strings.Builder
+	report(&got, []process{mustParse(t, out)}, nil)
+	lines := map[string]string{}
+	for _, l := range strings.Split(got.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			lines[f[0]] = l
+		}
+	}
+	for key, want := range map[string]string{
+		"default/allow/keys=1@2":     "ok",
+		"default/allow/keys=10000@2": "BELOW 3x in 1 of 1",
+	} {
+		if !strings.Contains(lines[key], want) {
+			t.Errorf("%s: %q, want it to say %q", key, lines[key], want)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/ratelimit/ratelimittest"
+)
+
+// pairSlices is how many turns each side of a pair takes in one run of a
+// BenchmarkConfigurationPairs cell: at -benchtime 150ms, about 19 ms a
+// turn, short beside the episodes of load a shared machine goes through
+// (seconds, slowing whatever runs then by up to 2x).
+const pairSlices = 8
+
+// peerShare is the part of our requests' count that go-limiter serves in
+// its turn: about its time at 3-5x slower, so that both sides take the
+// load of the machine for about as long.
+const peerShare = 4
+
+// BenchmarkConfigurationPairs measures every row of the configuration matrix
+// and go-limiter on the same case in alternating turns, in the same
+// process, and reports go-limiter's time a request (go-limiter-ns/op) and
+// the row's multiple of its speed (x-go-limiter) beside the row's own
+// figures (ns/op, allocs/op: the row's requests only).
+//
+// BenchmarkConfigurations measures go-limiter once, before every row; on a
+// machine whose neighbours load it in episodes of seconds, the rows measured
+// in one episode and the peer in another give a ratio that says nothing of
+// either library. Here both sides run within the same second, turn about,
+// each turn from the state the side would be in running alone: the
+// garbage of the other side collected (go-limiter makes five times ours:
+// its collections would otherwise run on in our turns) and the side's own
+// requests served once, untimed, so that its keys and requests are back in
+// the cache the other side's turn took:
+//
+//	go test -run '^$' -bench ConfigurationPairs -cpu 1,2 ./bench
+func BenchmarkConfigurationPairs(b *testing.B) {
+	peer := goLimiterLibrary()
+	for _, cfg := range Configurations() {
+		for _, c := range Cases {
+			if c.Deny && !cfg.Denies {
+				continue
+			}
+			b.Run(cfg.Name+"/"+c.String(), func(b *testing.B) {
+				p, err := PrepareConfiguration(cfg, c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close()
+				q, err := Prepare(peer, c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer q.Close()
+				peerNs := runPaired(b, p, q)
+				b.ReportMetric(peerNs, "go-limiter-ns/op")
+				if ours := float64(b.Elapsed().Nanoseconds()) / float64(b.N); ours > 0 {
+					b.ReportMetric(peerNs/ours, "x-go-limiter")
+				}
+			})
+		}
+	}
+}
+
+// runPaired serves b.N of ours's requests, timed, in pairSlices turns, and
+// before each of them a peerShare-th as many of peer's, untimed by b; it
+// returns peer's time a request. Each turn runs on GOMAXPROCS goroutines,
+// as b.RunParallel would, and both sides use the same loop and start a
+// turn alike (see turn). It fails b if a response was not what its side
+// wants.
+func runPaired(b *testing.B, ours, peer *Prepared) float64 {
+	procs := runtime.GOMAXPROCS(0)
+	ws := make([]*ratelimittest.DiscardWriter, procs)
+	for i := range ws {
+		ws[i] = ratelimittest.NewDiscardWriter()
+	}
+	var peerTime time.Duration
+	peerN := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.StopTimer()
+	for s := range pairSlices {
+		n := b.N / pairSlices
+		if s < b.N%pairSlices {
+			n++
+		}
+		m := max(1, n/peerShare)
+		if bad := turn(peer, ws, m); bad > 0 {
+			b.Fatalf("go-limiter: %d responses were not %d", bad, peer.Want)
+		}
+		start := time.Now()
+		if bad := serveTurn(peer, ws, m); bad > 0 {
+			b.Fatalf("go-limiter: %d responses were not %d", bad, peer.Want)
+		}
+		peerTime += time.Since(start)
+		peerN += m
+		if n == 0 {
+			continue
+		}
+		if bad := turn(ours, ws, n); bad > 0 {
+			b.Fatalf("%d responses were not %d", bad, ours.Want)
+		}
+		b.StartTimer()
+		bad := serveTurn(ours, ws, n)
+		b.StopTimer()
+		if bad > 0 {
+			b.Fatalf("%d responses were not %d", bad, ours.Want)
+		}
+	}
+	return float64(peerTime.Nanoseconds()) / float64(peerN)
+}
+
+// turn readies p for a timed turn of n requests: the other side's garbage
+// collected, and as many of p's requests as the turn will reach, up to
+// all of them, served once. It returns how many responses were not p.Want.
+func turn(p *Prepared, ws []*ratelimittest.DiscardWriter, n int) int64 {
+	runtime.GC()
+	return serveTurn(p, ws, min(n, len(p.Reqs)))
+}
+
+// serveTurn serves n of p's requests on len(ws) goroutines, each with its
+// writer of ws, taking the requests round-robin from a start of its own as
+// runParallel does, and returns how many responses were not p.Want.
+func serveTurn(p *Prepared, ws []*ratelimittest.DiscardWriter, n int) int64 {
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	reqs := p.Reqs
+	for g, w := range ws {
+		k := n / len(ws)
+		if g < n%len(ws) {
+			k++
+		}
+		wg.Go(func() {
+			i := uint64(g+1) * 7919
+			for range k {
+				w.Reset()
+				i++
+				p.Handler.ServeHTTP(w, reqs[i%uint64(len(reqs))])
+				if w.Code != p.Want && w.Status() != p.Want {
+					bad.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return bad.Load()
+}
