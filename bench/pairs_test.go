@@ -25,7 +25,10 @@ const peerShare = 4
 // and go-limiter on the same case in alternating turns, in the same
 // process, and reports go-limiter's time a request (go-limiter-ns/op) and
 // the row's multiple of its speed (x-go-limiter) beside the row's own
-// figures (ns/op, allocs/op: the row's requests only).
+// figures (ns/op, allocs/op: the row's requests only), and the slowest
+// move of a cache line between two cores that a probe before each turn
+// found (xcore-ns; see CrossCoreNs), which says whether the cell ran while
+// the machine's cores were far apart.
 //
 // BenchmarkConfigurations measures go-limiter once, before every row; on a
 // machine whose neighbours load it in episodes of seconds, the rows measured
@@ -56,8 +59,9 @@ func BenchmarkConfigurationPairs(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer q.Close()
-				peerNs := runPaired(b, p, q)
+				peerNs, xcore := runPaired(b, p, q)
 				b.ReportMetric(peerNs, "go-limiter-ns/op")
+				b.ReportMetric(xcore, "xcore-ns")
 				if ours := float64(b.Elapsed().Nanoseconds()) / float64(b.N); ours > 0 {
 					b.ReportMetric(peerNs/ours, "x-go-limiter")
 				}
@@ -68,11 +72,12 @@ func BenchmarkConfigurationPairs(b *testing.B) {
 
 // runPaired serves b.N of ours's requests, timed, in pairSlices turns, and
 // before each of them a peerShare-th as many of peer's, untimed by b; it
-// returns peer's time a request. Each turn runs on GOMAXPROCS goroutines,
+// returns peer's time a request and the slowest cross-core hand-over
+// found by a probe before each of ours's turns (untimed). Each turn runs on GOMAXPROCS goroutines,
 // as b.RunParallel would, and both sides use the same loop and start a
 // turn alike (see turn). It fails b if a response was not what its side
 // wants.
-func runPaired(b *testing.B, ours, peer *Prepared) float64 {
+func runPaired(b *testing.B, ours, peer *Prepared) (peerNs, xcore float64) {
 	procs := runtime.GOMAXPROCS(0)
 	ws := make([]*ratelimittest.DiscardWriter, procs)
 	for i := range ws {
@@ -104,6 +109,7 @@ func runPaired(b *testing.B, ours, peer *Prepared) float64 {
 		if bad := turn(ours, ws, n); bad > 0 {
 			b.Fatalf("%d responses were not %d", bad, ours.Want)
 		}
+		xcore = max(xcore, CrossCoreNs(probeHandOvers))
 		b.StartTimer()
 		bad := serveTurn(ours, ws, n)
 		b.StopTimer()
@@ -111,8 +117,11 @@ func runPaired(b *testing.B, ours, peer *Prepared) float64 {
 			b.Fatalf("%d responses were not %d", bad, ours.Want)
 		}
 	}
-	return float64(peerTime.Nanoseconds()) / float64(peerN)
+	return float64(peerTime.Nanoseconds()) / float64(peerN), xcore
 }
+
+// probeHandOvers is the size of the probe before each turn: 0.1 to 0.8 ms.
+const probeHandOvers = 2000
 
 // turn readies p for a timed turn of n requests: the other side's garbage
 // collected, and as many of p's requests as the turn will reach, up to

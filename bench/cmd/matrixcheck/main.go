@@ -28,11 +28,12 @@
 // With -out, each process's output is kept in that directory (new-N.txt,
 // base-N.txt), to be read again or charted.
 //
-// Before and after each process of -bin it measures how long a cache line
-// takes to move between two cores (see crossCoreNs), prints it, and counts
-// a process during which it reached -far as one run on far cores: a row's
-// verdict says how many of the processes it missed its bar in were. That
-// explains a miss; it does not excuse one.
+// A paired line also carries the slowest move of a cache line between two
+// cores that the benchmark's probes found while it ran (xcore-ns, see
+// bench.CrossCoreNs): from -far on, the cell ran while the cores were far
+// apart (or busy with other work), and a row's verdict says in how many of
+// the processes it missed its bar in that was so. That explains a miss; it
+// does not excuse one.
 //
 // It prints one line per row, case and -cpu and exits 1 if a bar was
 // missed in any process.
@@ -62,7 +63,7 @@ var (
 	benchtime = flag.String("benchtime", "150ms", "the -test.benchtime of each process")
 	count     = flag.Int("count", 2, "the -test.count of each process: each cell is the median of as many samples")
 	outDir    = flag.String("out", "", "a directory to keep each process's output in")
-	farNs     = flag.Float64("far", 100, "the cross-core hand-over time (ns) from which a process ran on far cores")
+	farNs     = flag.Float64("far", 100, "the cross-core hand-over time (ns) from which a cell ran on far (or busy) cores")
 	match     = flag.String("bench", "^BenchmarkConfigurationPairs/", "the -test.bench pattern")
 )
 
@@ -74,17 +75,12 @@ func main() {
 		log.Fatal("-bin is required: cd bench && go test -c -o /tmp/bench.test .")
 	}
 	var cur, old []process
-	var far []bool
 	for i := range *runs {
-		before := crossCoreNs(probeN)
 		p, err := run(*bin, "new", i+1)
 		if err != nil {
 			log.Fatalf("run %d of %s: %v", i+1, *bin, err)
 		}
-		after := crossCoreNs(probeN)
 		cur = append(cur, p)
-		far = append(far, max(before, after) >= *farNs)
-		fmt.Printf("process %d: a line moves between cores in %.0f ns before, %.0f ns after\n", i+1, before, after)
 		if *base != "" {
 			p, err := run(*base, "base", i+1)
 			if err != nil {
@@ -94,14 +90,10 @@ func main() {
 		}
 		fmt.Fprintf(os.Stderr, "round %d of %d done\n", i+1, *runs)
 	}
-	if !report(os.Stdout, cur, old, far) {
+	if !report(os.Stdout, cur, old, *farNs) {
 		os.Exit(1)
 	}
 }
-
-// probeN is how many hand-overs a probe of crossCoreNs makes each way:
-// from 5 to 40 ms on a quiet machine.
-const probeN = 100_000
 
 // run runs exe once and parses its benchmark lines; with -out, it keeps
 // the output as <-out>/<name>-<i>.txt.
@@ -124,10 +116,11 @@ func run(exe, name string, i int) (process, error) {
 
 // cell is a row's case at one -cpu in one process: the median of its
 // samples' ns/op, and the most allocations any of them made.
-// peer is go-limiter's paired figure, when the line carries one
+// peer is go-limiter's paired figure and xcore the slowest cross-core
+// hand-over found while the cell ran, when the line carries them
 // (BenchmarkConfigurationPairs).
 type cell struct {
-	ns, allocs, peer float64
+	ns, allocs, peer, xcore float64
 }
 
 // process is one benchmark process's cells, keyed "row/case@cpu".
@@ -136,6 +129,7 @@ type process map[string]cell
 var (
 	line     = regexp.MustCompile(`^BenchmarkConfiguration(?:s|Pairs)/([^/]+)/((?:allow|deny)/keys=\d+)(?:-(\d+))?\s+\d+\s+([\d.]+) ns/op.*?([\d.]+) allocs/op`)
 	peerLine = regexp.MustCompile(`\s([\d.]+) go-limiter-ns/op`)
+	coreLine = regexp.MustCompile(`\s([\d.]+) xcore-ns`)
 )
 
 func parse(r io.Reader) (process, error) {
@@ -159,7 +153,12 @@ func parse(r io.Reader) (process, error) {
 			peer, _ := strconv.ParseFloat(pm[1], 64)
 			peers[k] = append(peers[k], peer)
 		}
-		p[k] = cell{median(samples[k]), max(p[k].allocs, allocs), median(peers[k])}
+		xcore := p[k].xcore
+		if cm := coreLine.FindStringSubmatch(sc.Text()); cm != nil {
+			v, _ := strconv.ParseFloat(cm[1], 64)
+			xcore = max(xcore, v)
+		}
+		p[k] = cell{median(samples[k]), max(p[k].allocs, allocs), median(peers[k]), xcore}
 	}
 	if len(p) == 0 {
 		return nil, fmt.Errorf("no BenchmarkConfigurations or BenchmarkConfigurationPairs line in the output")
@@ -177,9 +176,9 @@ func bar(row string) float64 {
 }
 
 // report prints each row's figures over the processes and reports whether
-// every bar held in every process; far, when known, says which of cur ran
-// on far cores.
-func report(w io.Writer, cur, old []process, far []bool) bool {
+// every bar held in every process; a cell whose xcore reached farNs ran
+// while the cores were far apart or busy.
+func report(w io.Writer, cur, old []process, farNs float64) bool {
 	var keys []string
 	for _, p := range cur {
 		for k := range p {
@@ -195,8 +194,8 @@ func report(w io.Writer, cur, old []process, far []bool) bool {
 		row, rest, _ := strings.Cut(k, "/")
 		peer := "go-limiter/" + rest
 		var ns, ratios []float64
-		allocs, below, belowFar := 0.0, 0, 0
-		for i, p := range cur {
+		allocs, below, belowFar, probed := 0.0, 0, 0, false
+		for _, p := range cur {
 			c, pc := p[k], p[peer]
 			if c.peer > 0 {
 				pc.ns = c.peer
@@ -204,13 +203,14 @@ func report(w io.Writer, cur, old []process, far []bool) bool {
 			if c.ns > 0 {
 				ns = append(ns, c.ns)
 			}
+			probed = probed || c.xcore > 0
 			allocs = max(allocs, c.allocs)
 			if pc.ns > 0 && c.ns > 0 {
 				r := pc.ns / c.ns
 				ratios = append(ratios, r)
 				if r < bar(row) {
 					below++
-					if i < len(far) && far[i] {
+					if c.xcore >= farNs {
 						belowFar++
 					}
 				}
@@ -227,8 +227,8 @@ func report(w io.Writer, cur, old []process, far []bool) bool {
 		}
 		if below > 0 {
 			verdict = strings.TrimPrefix(verdict+fmt.Sprintf(", BELOW %.0fx in %d of %d", bar(row), below, len(cur)), "ok, ")
-			if len(far) > 0 {
-				verdict += fmt.Sprintf(" (%d on far cores)", belowFar)
+			if probed {
+				verdict += fmt.Sprintf(" (%d with slow cross-core hand-overs)", belowFar)
 			}
 		}
 		if allocs > maxAllocs {

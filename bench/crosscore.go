@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"runtime"
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// crossCoreNs measures how long a cache line written on one core takes to
+// CrossCoreNs measures how long a cache line written on one core takes to
 // be read on another: two goroutines, on two threads, hand a counter back
 // and forth n times each (each waits for the other's write and answers
 // it), and the time of one hand-over is returned, in nanoseconds. It
@@ -20,8 +20,10 @@ import (
 // the time and 165-195 ns for episodes of tens of seconds. A request that
 // moves a line between the cores (a lock, a key's state, written by both)
 // costs that much more for each line, so a row measured at -cpu 2 in such
-// an episode is slower than in the next process for no reason of its own.
-func crossCoreNs(n int64) float64 {
+// an episode is slower than outside it by as many hand-overs as its
+// requests make. BenchmarkConfigurationPairs probes before each of its
+// turns and reports the slowest hand-over it found (xcore-ns).
+func CrossCoreNs(n int64) float64 {
 	if runtime.GOMAXPROCS(0) < 2 {
 		return 0
 	}
