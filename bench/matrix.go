@@ -85,6 +85,29 @@ func Configurations() []Configuration {
 	}
 }
 
+// Cell is one cell of the matrix: a row on one of the cases.
+type Cell struct {
+	Config Configuration
+	Case   Case
+}
+
+// Name is the cell's benchmark name, row/case.
+func (c Cell) Name() string { return c.Config.Name + "/" + c.Case.String() }
+
+// Cells returns every cell of the matrix, row by row: each row on each of
+// Cases, but the deny cases of a row that cannot deny.
+func Cells() []Cell {
+	var cells []Cell
+	for _, cfg := range Configurations() {
+		for _, c := range Cases {
+			if !c.Deny || cfg.Denies {
+				cells = append(cells, Cell{cfg, c})
+			}
+		}
+	}
+	return cells
+}
+
 // PrepareConfiguration builds cfg's middleware for c and checks it as
 // Prepare checks a library: every key's first request allowed, the second
 // one given c's status, with rate-limit fields where cfg claims them.

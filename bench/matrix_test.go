@@ -12,19 +12,8 @@ import (
 // trusted: 10,000 distinct keys, the allow path allowed, the deny path denied
 // on the second request of each key, fields where the row sends them.
 func TestConfigurationMatrix(t *testing.T) {
-	for _, cfg := range Configurations() {
-		for _, c := range Cases {
-			if c.Deny && !cfg.Denies {
-				continue
-			}
-			t.Run(cfg.Name+"/"+c.String(), func(t *testing.T) {
-				p, err := PrepareConfiguration(cfg, c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				p.Close()
-			})
-		}
+	for _, cell := range Cells() {
+		t.Run(cell.Name(), func(t *testing.T) { prepareCell(t, cell) })
 	}
 }
 
@@ -46,20 +35,11 @@ func BenchmarkConfigurations(b *testing.B) {
 			runParallel(b, p.Handler, p.Reqs, p.Want)
 		})
 	}
-	for _, cfg := range Configurations() {
-		for _, c := range Cases {
-			if c.Deny && !cfg.Denies {
-				continue
-			}
-			b.Run(cfg.Name+"/"+c.String(), func(b *testing.B) {
-				p, err := PrepareConfiguration(cfg, c)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer p.Close()
-				runParallel(b, p.Handler, p.Reqs, p.Want)
-			})
-		}
+	for _, cell := range Cells() {
+		b.Run(cell.Name(), func(b *testing.B) {
+			p := prepareCell(b, cell)
+			runParallel(b, p.Handler, p.Reqs, p.Want)
+		})
 	}
 }
 
@@ -87,4 +67,15 @@ func runParallel(b *testing.B, h http.Handler, reqs []*http.Request, want int) {
 	if k := bad.Load(); k > 0 {
 		b.Fatalf("%d responses were not %d", k, want)
 	}
+}
+
+// prepareCell is PrepareConfiguration of cell, closed when tb ends; it
+// fails tb if the cell's middleware does not behave as the cell claims.
+func prepareCell(tb testing.TB, cell Cell) *Prepared {
+	p, err := PrepareConfiguration(cell.Config, cell.Case)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Close)
+	return p
 }
