@@ -195,8 +195,8 @@ func TestSettledHandlerWriterKeepsTheServersMethods(t *testing.T) {
 // goroutines of its own at once, some of them hijacking the connection or
 // panicking once settled, and leaving goroutines behind that settle a
 // poison cost with the served request's writer and request while later
-// requests are served (on writers handed out from the same blocks, the
-// first half's called on while the second half is served). Each
+// requests are served (the first half's writers called on while the
+// second half is served). Each
 // request is charged its own cost once, every Settle in a handler finds
 // its rule and every late one finds none: on the direct path and the
 // general one, through Handler and ServeRoute.

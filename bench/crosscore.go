@@ -13,7 +13,7 @@ import (
 // it), and the time of one hand-over is returned, in nanoseconds. It
 // returns 0 when GOMAXPROCS is 1. Both goroutines spin: on a machine busy
 // with other work, a hand-over waits for the operating system to run the
-// other thread, and the probe says so by taking that long.
+// other thread, and the probe says so, within probeLimit.
 //
 // On a virtual machine this changes with where the hypervisor runs the
 // virtual processors: on one 2-core machine it measured 25-35 ns most of
@@ -28,6 +28,9 @@ func CrossCoreNs(n int64) float64 {
 		return 0
 	}
 	var turn atomic.Int64
+	var stop atomic.Bool
+	timer := time.AfterFunc(probeLimit, func() { stop.Store(true) })
+	defer timer.Stop()
 	var wg sync.WaitGroup
 	start := time.Now()
 	for g := range int64(2) {
@@ -35,11 +38,19 @@ func CrossCoreNs(n int64) float64 {
 			for k := range n {
 				mine := 2*k + g
 				for turn.Load() != mine {
+					if stop.Load() {
+						return
+					}
 				}
 				turn.Store(mine + 1)
 			}
 		})
 	}
 	wg.Wait()
-	return float64(time.Since(start).Nanoseconds()) / float64(2*n)
+	return float64(time.Since(start).Nanoseconds()) / float64(max(1, turn.Load()))
 }
+
+// probeLimit bounds a probe's time: on a machine so busy that the two
+// threads seldom run at once, a hand-over waits for the operating system,
+// and the probe stops and reports the time of the hand-overs it made.
+const probeLimit = 20 * time.Millisecond

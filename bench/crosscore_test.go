@@ -3,6 +3,7 @@ package bench
 import (
 	"runtime"
 	"testing"
+	"time"
 )
 
 // The probe measures a hand-over between two threads: a positive time,
@@ -22,5 +23,23 @@ func TestCrossCoreProbeMeasuresAHandOver(t *testing.T) {
 	defer runtime.GOMAXPROCS(prev)
 	if ns := CrossCoreNs(1000); ns != 0 {
 		t.Fatalf("CrossCoreNs = %.0f with GOMAXPROCS 1, want 0", ns)
+	}
+}
+
+// A probe stops at its time limit, however many hand-overs it was asked
+// for, and reports the time of those it made.
+func TestCrossCoreProbeStopsAtItsLimit(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("the probe needs two processors")
+	}
+	done := make(chan float64, 1)
+	go func() { done <- CrossCoreNs(1 << 50) }()
+	select {
+	case ns := <-done:
+		if ns <= 0 {
+			t.Fatalf("CrossCoreNs = %.0f ns, want a positive time", ns)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("a probe of 2^50 hand-overs did not stop at its %v limit", probeLimit)
 	}
 }

@@ -15,9 +15,10 @@
 //	every other row          3x go-limiter
 //	allocations              at most 1 on allow, 0 on deny
 //
-// A process measures each cell -count times in a row and is judged by the
-// median of them (and of go-limiter's paired figures): a burst of load
-// moves one sample, a memory layout that lasts the process moves them all.
+// With -count, a process measures each cell as many times in a row and is
+// judged by the median of them: for paired lines, the median of each
+// sample's own ratio to go-limiter. A burst of load moves one sample of
+// three; a memory layout that lasts the process moves them all.
 //
 // With -base, a second test binary (built from an earlier commit) runs in
 // the same rounds, interleaved, and each row's median is compared with its
@@ -61,7 +62,7 @@ var (
 	runs      = flag.Int("runs", 10, "separate processes per binary")
 	cpus      = flag.String("cpu", "1,2", "the -test.cpu list of each process")
 	benchtime = flag.String("benchtime", "150ms", "the -test.benchtime of each process")
-	count     = flag.Int("count", 2, "the -test.count of each process: each cell is the median of as many samples")
+	count     = flag.Int("count", 1, "the -test.count of each process: each cell is judged by the median of as many samples")
 	outDir    = flag.String("out", "", "a directory to keep each process's output in")
 	farNs     = flag.Float64("far", 100, "the cross-core hand-over time (ns) from which a cell ran on far (or busy) cores")
 	match     = flag.String("bench", "^BenchmarkConfigurationPairs/", "the -test.bench pattern")
@@ -116,49 +117,63 @@ func run(exe, name string, i int) (process, error) {
 
 // cell is a row's case at one -cpu in one process: the median of its
 // samples' ns/op, and the most allocations any of them made.
-// peer is go-limiter's paired figure and xcore the slowest cross-core
-// hand-over found while the cell ran, when the line carries them
-// (BenchmarkConfigurationPairs).
+// On paired lines (BenchmarkConfigurationPairs), ratio is the median of
+// each sample's go-limiter time over its own, and xcore the slowest
+// cross-core hand-over found while the cell ran.
 type cell struct {
-	ns, allocs, peer, xcore float64
+	ns, allocs, ratio, xcore float64
 }
 
 // process is one benchmark process's cells, keyed "row/case@cpu".
 type process map[string]cell
 
 var (
-	line     = regexp.MustCompile(`^BenchmarkConfiguration(?:s|Pairs)/([^/]+)/((?:allow|deny)/keys=\d+)(?:-(\d+))?\s+\d+\s+([\d.]+) ns/op.*?([\d.]+) allocs/op`)
+	line     = regexp.MustCompile(`^Benchmark(Configurations|ConfigurationPairs)/([^/]+)/((?:allow|deny)/keys=\d+)(?:-(\d+))?\s+\d+\s+([\d.]+) ns/op.*?([\d.]+) allocs/op`)
 	peerLine = regexp.MustCompile(`\s([\d.]+) go-limiter-ns/op`)
 	coreLine = regexp.MustCompile(`\s([\d.]+) xcore-ns`)
 )
 
+// parse reads a process's output. It refuses output that mixes the two
+// benchmarks (their cells have the same names), and a paired line without
+// go-limiter's figure.
 func parse(r io.Reader) (process, error) {
-	samples, peers := map[string][]float64{}, map[string][]float64{}
+	samples, ratios := map[string][]float64{}, map[string][]float64{}
 	p := process{}
+	kind := ""
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		m := line.FindStringSubmatch(sc.Text())
 		if m == nil {
 			continue
 		}
-		cpu := m[3]
+		if kind != "" && m[1] != kind {
+			return nil, fmt.Errorf("the output mixes Benchmark%s and Benchmark%s: choose one with -bench", kind, m[1])
+		}
+		kind = m[1]
+		cpu := m[4]
 		if cpu == "" {
 			cpu = "1"
 		}
-		ns, _ := strconv.ParseFloat(m[4], 64)
-		allocs, _ := strconv.ParseFloat(m[5], 64)
-		k := m[1] + "/" + m[2] + "@" + cpu
+		ns, _ := strconv.ParseFloat(m[5], 64)
+		allocs, _ := strconv.ParseFloat(m[6], 64)
+		k := m[2] + "/" + m[3] + "@" + cpu
 		samples[k] = append(samples[k], ns)
-		if pm := peerLine.FindStringSubmatch(sc.Text()); pm != nil {
+		c := p[k]
+		if kind == "ConfigurationPairs" {
+			pm := peerLine.FindStringSubmatch(sc.Text())
+			if pm == nil || ns <= 0 {
+				return nil, fmt.Errorf("a paired line without go-limiter-ns/op: %s", sc.Text())
+			}
 			peer, _ := strconv.ParseFloat(pm[1], 64)
-			peers[k] = append(peers[k], peer)
+			ratios[k] = append(ratios[k], peer/ns)
+			c.ratio = median(ratios[k])
 		}
-		xcore := p[k].xcore
 		if cm := coreLine.FindStringSubmatch(sc.Text()); cm != nil {
 			v, _ := strconv.ParseFloat(cm[1], 64)
-			xcore = max(xcore, v)
+			c.xcore = max(c.xcore, v)
 		}
-		p[k] = cell{median(samples[k]), max(p[k].allocs, allocs), median(peers[k]), xcore}
+		c.ns, c.allocs = median(samples[k]), max(c.allocs, allocs)
+		p[k] = c
 	}
 	if len(p) == 0 {
 		return nil, fmt.Errorf("no BenchmarkConfigurations or BenchmarkConfigurationPairs line in the output")
@@ -197,16 +212,16 @@ func report(w io.Writer, cur, old []process, farNs float64) bool {
 		allocs, below, belowFar, probed := 0.0, 0, 0, false
 		for _, p := range cur {
 			c, pc := p[k], p[peer]
-			if c.peer > 0 {
-				pc.ns = c.peer
-			}
 			if c.ns > 0 {
 				ns = append(ns, c.ns)
 			}
 			probed = probed || c.xcore > 0
 			allocs = max(allocs, c.allocs)
-			if pc.ns > 0 && c.ns > 0 {
-				r := pc.ns / c.ns
+			r := c.ratio
+			if r == 0 && pc.ns > 0 && c.ns > 0 {
+				r = pc.ns / c.ns
+			}
+			if r > 0 {
 				ratios = append(ratios, r)
 				if r < bar(row) {
 					below++

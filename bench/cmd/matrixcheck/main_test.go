@@ -140,3 +140,34 @@ func TestMissesOnFarCoresAreCounted(t *testing.T) {
 		t.Fatalf("got\n%s\nwant it to say %q", out.String(), want)
 	}
 }
+
+// A paired cell is judged by the median of its samples' own ratios, not
+// by the ratio of two medians taken from different samples: two samples
+// of three below 3x fail it.
+func TestPairedSamplesKeepTheirPairing(t *testing.T) {
+	paired := func(ns, peer string) string {
+		return "BenchmarkConfigurationPairs/default/allow/keys=1-2 1000 " + ns + " ns/op " + peer + " go-limiter-ns/op 32 B/op 1 allocs/op\n"
+	}
+	p := mustParse(t, paired("100.0", "290.0")+paired("300.0", "880.0")+paired("200.0", "1000.0"))
+	var out strings.Builder
+	if report(&out, []process{p}, nil, 100) {
+		t.Fatalf("a cell whose median sample is below 3x passed:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "BELOW 3x in 1 of 1") {
+		t.Fatalf("got\n%s\nwant BELOW 3x in 1 of 1", out.String())
+	}
+}
+
+// Output that mixes the two benchmarks, whose cells have the same names,
+// and a paired line without go-limiter's figure are errors, not figures.
+func TestAmbiguousOutputIsRefused(t *testing.T) {
+	for name, out := range map[string]string{
+		"mixed": "BenchmarkConfigurations/default/allow/keys=1-2 1000 150.0 ns/op 32 B/op 1 allocs/op\n" +
+			"BenchmarkConfigurationPairs/default/allow/keys=1-2 1000 150.0 ns/op 600.0 go-limiter-ns/op 32 B/op 1 allocs/op\n",
+		"no peer": "BenchmarkConfigurationPairs/default/allow/keys=1-2 1000 150.0 ns/op 32 B/op 1 allocs/op\n",
+	} {
+		if _, err := parse(strings.NewReader(out)); err == nil {
+			t.Errorf("%s: parsed without an error", name)
+		}
+	}
+}
