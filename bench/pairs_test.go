@@ -38,9 +38,9 @@ const peerShare = 4
 // that its keys and requests are back in the cache the other side's turn
 // took. Collections are not forced between turns: one forced before a
 // turn gave the side that allocates less (ours) turns with no collection
-// at all, 10-15% off its figures at 10,000 keys; left alone, each side
-// pays for collections as they come, the other side's garbage included,
-// which weighs on the side that allocates less (ours) if anything:
+// at all, 10-15% off its figures at 10,000 keys; left alone, each turn
+// pays for the collections that fall in it, the other side's garbage
+// included:
 //
 //	go test -run '^$' -bench ConfigurationPairs -cpu 1,2 ./bench
 func BenchmarkConfigurationPairs(b *testing.B) {
