@@ -21,8 +21,8 @@ import (
 // moves a line between the cores (a lock, a key's state, written by both)
 // costs that much more for each line, so a row measured at -cpu 2 in such
 // an episode is slower than outside it by as many hand-overs as its
-// requests make. BenchmarkConfigurationPairs probes before each of its
-// turns and reports the slowest hand-over it found (xcore-ns).
+// requests make. BenchmarkConfigurationPairs probes before each of the
+// row's turns and reports the slowest hand-over it found (xcore-ns).
 func CrossCoreNs(n int64) float64 {
 	if runtime.GOMAXPROCS(0) < 2 {
 		return 0

@@ -65,11 +65,11 @@ func BenchmarkConfigurationPairs(b *testing.B) {
 
 // runPaired serves b.N of ours's requests, timed, in pairSlices turns, and
 // before each of them a peerShare-th as many of peer's, untimed by b; it
-// returns peer's time a request and the slowest cross-core hand-over
-// found by a probe before each of ours's turns (untimed). Each turn runs on GOMAXPROCS goroutines,
-// as b.RunParallel would, and both sides use the same loop and start a
-// turn alike (see turn). It fails b if a response was not what its side
-// wants.
+// returns peer's time a request and the slowest cross-core hand-over found
+// by a probe before each of ours's turns (untimed). Each turn runs on
+// GOMAXPROCS goroutines, as b.RunParallel would; both sides use the same
+// loop and are warmed alike before a turn (see warm). It fails b if a
+// response was not what its side wants.
 func runPaired(b *testing.B, ours, peer *Prepared) (peerNs, xcore float64) {
 	procs := runtime.GOMAXPROCS(0)
 	ws := make([]*ratelimittest.DiscardWriter, procs)
@@ -87,7 +87,7 @@ func runPaired(b *testing.B, ours, peer *Prepared) (peerNs, xcore float64) {
 			n++
 		}
 		m := max(1, n/peerShare)
-		if bad := turn(peer, ws, m); bad > 0 {
+		if bad := warm(peer, ws, m); bad > 0 {
 			b.Fatalf("go-limiter: %d responses were not %d", bad, peer.Want)
 		}
 		start := time.Now()
@@ -99,7 +99,7 @@ func runPaired(b *testing.B, ours, peer *Prepared) (peerNs, xcore float64) {
 		if n == 0 {
 			continue
 		}
-		if bad := turn(ours, ws, n); bad > 0 {
+		if bad := warm(ours, ws, n); bad > 0 {
 			b.Fatalf("%d responses were not %d", bad, ours.Want)
 		}
 		xcore = max(xcore, CrossCoreNs(probeHandOvers))
@@ -116,10 +116,10 @@ func runPaired(b *testing.B, ours, peer *Prepared) (peerNs, xcore float64) {
 // probeHandOvers is the size of the probe before each turn: 0.1 to 0.8 ms.
 const probeHandOvers = 2000
 
-// turn readies p for a timed turn of n requests: as many of p's requests
+// warm readies p for a timed turn of n requests: as many of p's requests
 // as the turn will reach, up to all of them, served once. It returns how
 // many responses were not p.Want.
-func turn(p *Prepared, ws []*ratelimittest.DiscardWriter, n int) int64 {
+func warm(p *Prepared, ws []*ratelimittest.DiscardWriter, n int) int64 {
 	return serveTurn(p, ws, min(n, len(p.Reqs)))
 }
 
