@@ -101,7 +101,8 @@ func TestHotWindowDecidesAsTheLockedPath(t *testing.T) {
 			} else {
 				got = s.Take(&r, now)
 			}
-			want := applyWindow(ref, s.perCap, h, &r, now)
+			want := Result{Allowed: true, Remaining: -1, RetryAfter: -1, ResetAfter: -1, Delay: -1, Slot: 1, Next: -1} // every field overwritten
+			applyWindow(ref, s.perCap, h, &r, now, &want)
 			if got != want {
 				t.Fatalf("%v check %d (%+v at %d): got %+v, want %+v", alg, i, r, now, got, want)
 			}

@@ -18,7 +18,8 @@ func (sh *wshard) takeLocked(capacity int, h uint64, r *Request, now int64) Resu
 		return res
 	}
 	sh.lockFor(h)
-	res := applyWindow(&sh.shard, capacity, h, r, now)
+	var res Result
+	applyWindow(&sh.shard, capacity, h, r, now, &res)
 	sh.promote(h, r)
 	sh.mu.Unlock()
 	return res

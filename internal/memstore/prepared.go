@@ -77,7 +77,7 @@ func (p *Prepared) TakeInto(key string, now int64, res *Result) {
 			return
 		}
 		sh.lockFor(h)
-		*res = applyWindow(&sh.shard, s.perCap, h, &p.req, now)
+		applyWindow(&sh.shard, s.perCap, h, &p.req, now, res)
 		sh.promote(h, &p.req)
 		sh.mu.Unlock()
 		return

@@ -157,7 +157,7 @@ func (b *PreparedBatch) takeSwapping(hashes *[MaxPrepared]uint64, results []Resu
 	for j := range b.n {
 		if j != g {
 			log[j] = s.remember(&b.reqs[j], hashes[j])
-			results[j] = s.apply(hashes[j], &b.reqs[j], now)
+			s.apply(hashes[j], &b.reqs[j], now, &results[j])
 			denied = denied || !results[j].Allowed
 		}
 	}
@@ -204,7 +204,7 @@ func (b *PreparedBatch) peek(hashes *[MaxPrepared]uint64, results []Result, now 
 		if j != b.g {
 			peek := b.reqs[j]
 			peek.Cost = 0
-			results[j] = b.s.apply(hashes[j], &peek, now)
+			b.s.apply(hashes[j], &peek, now, &results[j])
 		}
 	}
 	return true

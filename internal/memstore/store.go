@@ -250,7 +250,10 @@ func applySlots(sh *cshard, capacity int, h uint64, r *Request, now int64) Resul
 	return res
 }
 
-func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int64) Result {
+// applyWindow decides r for key h into *res, every field, and stores the
+// key's new state when r is allowed; the caller holds the shard's lock.
+// (res is written where the caller holds it: see Result.setWindow.)
+func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int64, res *Result) {
 	slot, old := sh.t.lookup(h)
 	start, end := r.WinStart, r.WinEnd
 	if slot < 0 {
@@ -259,11 +262,12 @@ func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int6
 	if r.Force {
 		rs := *r
 		rs.WinStart, rs.WinEnd = start, end
-		next, res := settleWindow(old, now, &rs, r.Cost)
+		next, settled := settleWindow(old, now, &rs, r.Cost)
 		if next != old {
 			store(sh, capacity, h, slot, next, now)
 		}
-		return res
+		*res = settled
+		return
 	}
 	// slidingWindow and fixedWindow, written out to build the Result once
 	// (see windowResult)
@@ -290,7 +294,7 @@ func applyWindow(sh *shard[window], capacity int, h uint64, r *Request, now int6
 	if ok && cost > 0 {
 		store(sh, capacity, h, slot, next, now)
 	}
-	return windowResult(ok, remaining, retryAfter, resetAfter, nextAfter, taken)
+	res.setWindow(ok, remaining, retryAfter, resetAfter, nextAfter, taken)
 }
 
 // afterSwept moves a request for an absent key to the shard's swept time

@@ -50,19 +50,20 @@ func tableOf(a Alg) int {
 	return windowTable
 }
 
-// apply decides r in the window or Concurrency table; the caller holds the
-// shard's lock.
-func (s *Store) apply(h uint64, r *Request, now int64) Result {
+// apply decides r in the window or Concurrency table into *res; the caller
+// holds the shard's lock.
+func (s *Store) apply(h uint64, r *Request, now int64, res *Result) {
 	i := s.index(h)
-	if r.Alg == Concurrency {
+	switch r.Alg {
+	case Concurrency:
 		// Not hot while the batch holds its shard: see cshard.
 		s.conc[i].demoteKey(h)
-		return applySlots(&s.conc[i], s.perCap, h, r, now)
+		*res = applySlots(&s.conc[i], s.perCap, h, r, now)
+	case SlidingLog:
+		*res = s.logs[i].apply(s.perCap, h, r, now, true) // released by releaseLogs
+	default:
+		applyWindow(&s.windows[i].shard, s.perCap, h, r, now, res)
 	}
-	if r.Alg == SlidingLog {
-		return s.logs[i].apply(s.perCap, h, r, now, true) // released by releaseLogs
-	}
-	return applyWindow(&s.windows[i].shard, s.perCap, h, r, now)
 }
 
 // TakeAll checks every request at now and consumes them only if all are
@@ -131,7 +132,7 @@ func (s *Store) takeAll(reqs []Request, hashes []uint64, results []Result, now i
 			results[i] = d.result(now, r)
 		} else {
 			sc.log[i] = s.remember(r, hashes[i])
-			results[i] = s.apply(hashes[i], r, now)
+			s.apply(hashes[i], r, now, &results[i])
 		}
 		denied = denied || !results[i].Allowed
 	}
@@ -237,7 +238,7 @@ func (s *Store) rollback(reqs []Request, hs []held, which []uint8, log []undo, r
 			_, d := gcraDecide(hs[j-1].orig, now, &peek)
 			results[i] = d.result(now, &peek)
 		} else {
-			results[i] = s.apply(log[i].h, &peek, now)
+			s.apply(log[i].h, &peek, now, &results[i])
 		}
 		results[i].Allowed = true
 	}
