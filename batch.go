@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/ratelimit/stores"
@@ -176,12 +175,11 @@ type held struct {
 	slots    []heldSlot
 	adaptive adaptiveDone        // its held is empty without adaptive rules
 	w        http.ResponseWriter // given to Verdict.Write: asked for the status
-	once     atomic.Bool
-	// settlements are the settled rules' admissions; settle is the state
-	// that Settle reaches once the request is carried (Verdict.Context),
-	// which outlives h: see settleState.
+	// settlements are the settled rules' admissions; the carriage's state
+	// is what Settle reaches once the request is carried
+	// (Verdict.Context), which outlives h: see settleState.
 	settlements []settlement
-	settle      atomic.Pointer[settleState]
+	carriage
 	// slot1 and settle1 hold the first slot and settlement: with one rule
 	// holding something, as nearly always, no slice is allocated.
 	slot1   [1]heldSlot
@@ -208,11 +206,10 @@ func (h *held) context() context.Context {
 }
 
 type heldSlot struct {
-	ru     *rule
-	store  Store
-	req    stores.Request
-	slot   uint64
-	direct *fastRule // the direct path's rule that took the slot (admitHolding), which releases it; req holds only its key
+	ru    *rule
+	store Store
+	req   stores.Request
+	slot  uint64
 }
 
 // hold returns what the admitted request of d holds, or nil.
@@ -280,10 +277,6 @@ func (h *held) done(status int) {
 	}
 	h.settleAll()
 	for _, s := range h.slots {
-		if s.direct != nil {
-			s.direct.release(s.req.Key, s.slot)
-			continue
-		}
 		h.l.release(h.context(), h.r, s.ru, s.store, s.req, s.slot)
 	}
 	h.adaptive.release(true, status)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluicehq/ratelimit/internal/fieldval"
 	"github.com/sluicehq/ratelimit/internal/memstore"
-	"github.com/sluicehq/ratelimit/stores"
 )
 
 // noDelay is the delay of a Concurrency rule's RateLimit value, which has
@@ -31,6 +30,9 @@ type directHeld struct {
 	sw     *settleWriter
 	sr     *settledRequest
 	routed bool
+	// detached is set before the decision for an admission that outlives
+	// the call (Admit): no writer carries it to a handler.
+	detached bool
 	// hold is a Concurrency admission's way back to its slot (see
 	// memstore.Held): its release neither hashes the key nor, when the
 	// key is hot, takes a lock.
@@ -91,37 +93,22 @@ func (f *fastRule) takeHolding(w http.ResponseWriter, r *http.Request, ru *rule,
 	return true, true
 }
 
-// admitHolding is takeHolding for Admit, whose done function outlives the
-// call: what the request holds is returned as a held.
-func (f *fastRule) admitHolding(w http.ResponseWriter, r *http.Request, l *Limiter) (_ *held, ok, handled bool) {
-	var d directHeld
-	ru := l.rules[0]
-	if ok, handled := f.takeHolding(w, r, ru, &d, false); !ok {
-		return nil, false, handled
-	}
-	return l.heldOf(r, f, ru, &d), true, true
+// directDone is what Check and Admit hand back for a request admitted on
+// the direct path of a rule that holds something: its directHeld, given
+// back or settled by the first Done. It is the request's own and never
+// reused, since the caller may keep the Verdict or call Done again; about
+// a fifth of a held, which the general path needs.
+type directDone struct {
+	carriage
+	l *Limiter
+	d directHeld
 }
 
-// heldOf is a held record of what d holds under ru, f's rule, for a request
-// whose holding outlives the call that admitted it (Admit, Check): its
-// Concurrency slot, or its settled admission.
-func (l *Limiter) heldOf(r *http.Request, f *fastRule, ru *rule, d *directHeld) *held {
-	hd := l.newHeld(r)
-	if f.slots {
-		hd.slots = hd.slot1[:1]
-		hd.slots[0] = heldSlot{ru: ru, direct: f, slot: d.slot}
-		hd.slots[0].req.Key = d.key
-		return hd
+// done gives back what dd holds, once.
+func (dd *directDone) done() {
+	if dd.once.CompareAndSwap(false, true) {
+		dd.d.finish(dd.l, dd.settle.Load())
 	}
-	hd.settlements = hd.settle1[:1]
-	hd.settlements[0] = d.settlement(ru)
-	return hd
-}
-
-// settlement is the settled rule ru's admission that d holds.
-func (d *directHeld) settlement(ru *rule) settlement {
-	return settlement{ru: ru, store: ru.Store, slot: d.slot,
-		req: stores.Request{Rule: ru.Name, Key: d.key, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}}
 }
 
 // serveHolding is the middleware's request path (serve) for a limiter
@@ -177,12 +164,23 @@ func (d *directHeld) done(l *Limiter) {
 		s = &d.sw.settleState
 	case d.sr != nil:
 		s = &d.sr.ctx.settleState
-	default:
+	}
+	d.finish(l, s)
+}
+
+// finish is done with the settle state s that carried d's settled
+// admission to its handler: nil for a Concurrency slot, and for a settled
+// admission that nothing carried, which settles nothing.
+func (d *directHeld) finish(l *Limiter, s *settleState) {
+	if d.f.slots {
 		// At the admission's time, which saves a clock read: the slot is
 		// found by its token, and entries that expired since the
 		// admission are dropped by the key's next take, as by this
 		// release at a later time.
 		d.f.check.ReleaseHeld(&d.hold, d.slot, d.now)
+		return
+	}
+	if s == nil {
 		return
 	}
 	if a := s.serve(); a != 0 {
@@ -221,9 +219,4 @@ func (f *fastRule) allowedIn(h http.Header, res *memstore.Result, vals *[2]strin
 	vals[0] = f.policy
 	h[hdrPolicy] = vals[0:1:1]
 	h[hdrRateLimit] = vals[1:2:2]
-}
-
-// release gives back the slot that admitHolding took for key.
-func (f *fastRule) release(key string, slot uint64) {
-	f.check.Release(key, slot, f.now())
 }

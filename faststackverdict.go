@@ -68,7 +68,7 @@ func (s *fastStack) allow(key string) Result {
 }
 
 // checkHolding is Check's decision on the direct path of a rule that holds
-// something once admitted (see admitHolding): the verdict as the general
+// something once admitted (see takeHolding): the verdict as the general
 // path writes it, holding the Concurrency slot or the settled admission
 // that Done gives back or settles. It reports false, having consumed
 // nothing, when r needs the general path (its key function failed).
@@ -78,13 +78,14 @@ func (l *Limiter) checkHolding(f *fastRule, r *http.Request, v *Verdict) bool {
 	if err != nil {
 		return false
 	}
-	key = compactKey(key)
-	res := f.check.Take(key, f.now())
+	d := directHeld{f: f, key: compactKey(key), now: f.now(), detached: true}
+	res := f.check.TakeHeld(d.key, d.now, &d.hold)
 	*v = Verdict{l: l, r: r, kind: verdictDenied, top: ru, res: res.Under(ru.Limit), limit: ru.Limit}
 	if !res.Allowed {
 		return true
 	}
 	v.kind = verdictAllowed
-	v.held = l.heldOf(r, f, ru, &directHeld{key: key, slot: res.Slot})
+	d.slot = res.Slot
+	v.direct = &directDone{l: l, d: d}
 	return true
 }

@@ -309,8 +309,12 @@ func (l *Limiter) AdmitRoute(w http.ResponseWriter, r *http.Request, route strin
 }
 
 func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (done func(), ok bool) {
-	h, ok := l.admitHeld(w, r, rt, nil)
-	if h == nil {
+	d := directHeld{detached: true}
+	h, ok := l.admitHeld(w, r, rt, &d)
+	switch {
+	case d.f != nil:
+		return (&directDone{l: l, d: d}).done, ok
+	case h == nil:
 		return noop, ok
 	}
 	return h.doneRecorded, ok
@@ -319,14 +323,14 @@ func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (don
 // admitHeld is admit returning what the request holds (nil when nothing is
 // to be released) rather than a function, which would allocate. With d
 // not nil, a request admitted on the direct path of a rule that holds
-// something holds it in *d instead, for the caller to serve with
-// serveHolding.
+// something holds it in *d instead (d.f set), for the caller to serve with
+// serveHolding or, d being detached, to give back with a directDone.
 func (l *Limiter) admitHeld(w http.ResponseWriter, r *http.Request, rt routing, d *directHeld) (*held, bool) {
 	if l.skip(r, rt) {
 		l.observers.observe(Event{Outcome: OutcomeSkipped, Request: r})
 		return nil, true
 	}
-	if l.adaptive != nil { // then l.direct() is nil, and so is d
+	if l.adaptive != nil { // then l.direct() is nil: d stays empty
 		return l.admitAdapting(w, r)
 	}
 	return l.admitRules(w, r, d)
@@ -342,11 +346,9 @@ func (l *Limiter) admitRules(w http.ResponseWriter, r *http.Request, d *directHe
 				return nil, ok
 			}
 		} else if d != nil {
-			if ok, handled := f.takeHolding(w, r, l.rules[0], d, l.settled); handled {
+			if ok, handled := f.takeHolding(w, r, l.rules[0], d, l.settled && !d.detached); handled {
 				return nil, ok
 			}
-		} else if hd, ok, handled := f.admitHolding(w, r, l); handled {
-			return hd, ok
 		}
 	} else if s := l.stack; s != nil {
 		if ok, handled := s.admit(w, r); handled {

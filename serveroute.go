@@ -77,7 +77,22 @@ func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route strin
 	if !v.Allowed() {
 		return false, nil
 	}
+	if v.direct != nil {
+		return true, l.serveDirect(r, v.direct, next)
+	}
 	return true, l.serveHeld(r, v.held, next)
+}
+
+// serveDirect is serveHeld for a request admitted on a direct path by
+// check, holding dd.
+func (l *Limiter) serveDirect(r *http.Request, dd *directDone, next func(*http.Request) error) error {
+	defer dd.done()
+	if l.settled {
+		sr := newSettledRequest(r)
+		dd.adopt(&sr.ctx.settleState)
+		r = &sr.req
+	}
+	return next(r)
 }
 
 // serveHeld runs next for an admitted request holding h (nil when it holds

@@ -174,10 +174,10 @@ func newSettledRequest(r *http.Request) *settledRequest {
 // handler (as the request's context) when the limiter settles costs. It
 // returns ctx itself otherwise.
 func (v Verdict) Context(ctx context.Context) context.Context {
-	if v.held == nil || !v.l.settled {
+	h := v.carried()
+	if h == nil || !v.l.settled {
 		return ctx
 	}
-	h := v.held
 	if s := h.settle.Load(); s != nil {
 		for o, _ := ctx.Value(settleKey{}).(*settleState); o != nil; o = o.outer {
 			if o == s { // already carried (Context called twice)
@@ -194,15 +194,36 @@ func (v Verdict) Context(ctx context.Context) context.Context {
 	return c
 }
 
-// adopt makes s the state that Settle reaches for h, unless h has one
+// carried is the carriage of what v's request holds, or nil when it holds
+// nothing.
+func (v *Verdict) carried() *carriage {
+	switch {
+	case v.held != nil:
+		return &v.held.carriage
+	case v.direct != nil:
+		return &v.direct.carriage
+	}
+	return nil
+}
+
+// carriage is what an admission that outlives its call keeps for Done and
+// Verdict.Context: whether it is done, and the state that Settle reaches
+// once a context carries the request. Its zero value is an admission
+// neither done nor carried.
+type carriage struct {
+	once   atomic.Bool                 // set by the first Done
+	settle atomic.Pointer[settleState] // nil until carried
+}
+
+// adopt makes s the state that Settle reaches for c, unless c has one
 // already. A request served before it is carried is marked served: done
-// reads the state after marking h done, adopt marks h's state after
+// reads the state after marking c done, adopt marks c's state after
 // storing it, so that one of the two sees the other.
-func (h *held) adopt(s *settleState) bool {
-	if !h.settle.CompareAndSwap(nil, s) {
+func (c *carriage) adopt(s *settleState) bool {
+	if !c.settle.CompareAndSwap(nil, s) {
 		return false
 	}
-	if h.once.Load() {
+	if c.once.Load() {
 		s.serve()
 	}
 	return true

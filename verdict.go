@@ -30,6 +30,7 @@ type Verdict struct {
 	violated []string // on a denial by several rules: all of them, most restrictive first
 	err      error
 	held     *held
+	direct   *directDone // what a request admitted on a direct path holds, in place of held
 }
 
 type verdictKind uint8
@@ -233,6 +234,8 @@ func (v *Verdict) writeDefaultDenial(w http.ResponseWriter) {
 func (v Verdict) Done() {
 	if v.held != nil {
 		v.held.doneRecorded()
+	} else if v.direct != nil {
+		v.direct.done()
 	}
 }
 
@@ -240,5 +243,7 @@ func (v Verdict) Done() {
 func (v Verdict) DoneStatus(status int) {
 	if v.held != nil {
 		v.held.done(status)
+	} else if v.direct != nil {
+		v.direct.done() // no adaptive rule: the status is not wanted
 	}
 }
