@@ -224,3 +224,66 @@ func BenchmarkPreparedBatch(b *testing.B) {
 		}
 	}
 }
+
+// staleResult has every field of a Result set to what no decision gives:
+// a batch writes each of its results whole, so none of it may survive.
+var staleResult = Result{Allowed: true, Remaining: -7, RetryAfter: -7, ResetAfter: -7, Delay: -7, Slot: 7 << 40, Next: -7}
+
+// TestBatchResultsOverwriteStaleResults: TakeAll and a prepared batch
+// write every field of every result, whatever the slice held before (the
+// last round's results, reused): allowed, denied and rolled back, a
+// settlement (Force), explicit windows, a denial by the GCRA rule that
+// peeks at the others, and SlidingLog, Concurrency and GCRA requests beside
+// the windows. A twin store given zeroed results agrees on each one.
+func TestBatchResultsOverwriteStaleResults(t *testing.T) {
+	sec := int64(time.Second)
+	start := int64(1_700_000_000) * sec
+	day := Request{Rule: "daily", Alg: FixedWindow, Limit: Limit{Rate: 30, Period: 3 * sec, Capacity: 30}, Cost: 1,
+		WinStart: start, WinEnd: start + 3*sec, WinNext: start + 6*sec}
+	for _, alg := range []Alg{GCRA, SlidingWindow, FixedWindow, SlidingLog, Concurrency} {
+		rate := Request{Rule: "rate", Alg: alg, Limit: Limit{Rate: 4, Period: sec, Capacity: 4}, Cost: 1}
+		win := Request{Rule: "win", Alg: SlidingWindow, Limit: Limit{Rate: 6, Period: sec, Capacity: 6}, Cost: 1}
+		a, b := New(Config{MaxKeys: 4096}), New(Config{MaxKeys: 4096})
+		var p *PreparedBatch
+		if alg != Concurrency {
+			p = a.PrepareBatch([]Request{rate, day, win})
+		}
+		rng := rand.New(rand.NewPCG(17, uint64(alg)))
+		got := make([]Result, 3)
+		now := start
+		for i := range 5000 {
+			now = start + (now-start+rng.Int64N(sec/8))%(3*sec) // inside the explicit window
+			key := fmt.Sprint("k", rng.IntN(6))
+			full := []Request{rate, day, win}
+			for j := range full {
+				full[j].Key = key
+			}
+			force := rng.IntN(8) == 0
+			if force && alg != Concurrency && alg != SlidingLog {
+				full[0].Force, full[0].Cost = true, rng.Int64N(3)
+			}
+			for j := range got {
+				if rng.IntN(2) == 0 {
+					got[j] = staleResult // else the last round's
+				}
+			}
+			if p != nil && !force && i%2 == 0 {
+				p.Take([]string{key, key, key}, got, now)
+			} else if err := a.TakeAll(full, got, now); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]Result, 3)
+			if err := b.TakeAll(full, want, now); err != nil {
+				t.Fatal(err)
+			}
+			if alg == Concurrency { // a token of the store's shard
+				got[0].Slot, want[0].Slot = min(got[0].Slot, 1), min(want[0].Slot, 1)
+			}
+			for j := range got {
+				if got[j] != want[j] {
+					t.Fatalf("%v request %d, result %d (force %v at %d): got %+v, want %+v", alg, i, j, force, now, got[j], want[j])
+				}
+			}
+		}
+	}
+}
