@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/ratelimit"
 	"github.com/sluicehq/ratelimit/ratelimittest"
+	"github.com/sluicehq/ratelimit/stores/memory"
 )
 
 // doneLog records what a script of misuses of Check's and Admit's
@@ -257,4 +259,54 @@ func TestCheckConcurrencyHotKeyDoneFromOtherGoroutines(t *testing.T) {
 		}
 		wg.Wait()
 	})
+}
+
+// TestReloadKeepsOutstandingAdmissions: a Reloadable swaps in a new
+// limiter of the same Concurrency rule on the same store while a Check
+// verdict and an Admit of the old limiter hold its slots; the new limiter
+// sees them held, and their Done, after the swap, gives them back through
+// the old limiter, once. The direct path is told what the general path
+// is told.
+func TestReloadKeepsOutstandingAdmissions(t *testing.T) {
+	rule := ratelimit.Rule{Name: "inflight", Algorithm: ratelimit.Concurrency,
+		Limit: ratelimit.Limit{Rate: 2, Period: time.Hour}, Key: ratelimit.ByIP()}
+	var logs [2]doneLog
+	for i, wrap := range []func(ratelimit.Store) ratelimit.Store{
+		func(s ratelimit.Store) ratelimit.Store { return s },
+		func(s ratelimit.Store) ratelimit.Store { return struct{ ratelimit.Store }{s} }, // as generalPath
+	} {
+		g := &logs[i]
+		clock := ratelimittest.NewClock(time.Unix(1_700_000_000, 0))
+		st := wrap(memory.New(memory.WithClock(clock)))
+		limiter := func() *ratelimit.Limiter {
+			return ratelimit.NewRulesLimiter([]ratelimit.Rule{rule}, ratelimit.WithClock(clock), ratelimit.WithStore(st))
+		}
+		old := limiter()
+		rl := ratelimit.NewReloadable(old)
+		r := clientReq(1)
+		admit := func(name string) func() {
+			w := httptest.NewRecorder()
+			done, ok := rl.Admit(w, r)
+			g.addf("%s: %v %d %v", name, ok, w.Code, w.Header())
+			return done
+		}
+		a := admit("a, old limiter")
+		v := old.Check(r)
+		g.verdict("v, old limiter", &v)
+		rl.Store(limiter())
+		admit("b, new limiter, both slots held")()
+		doneTwice(a, v.Done)
+		a()
+		v.Done()
+		c, d := admit("c, new limiter"), admit("d, new limiter")
+		admit("e, new limiter, c and d holding")()
+		c()
+		d()
+	}
+	if !reflect.DeepEqual(logs[0], logs[1]) {
+		t.Errorf("direct path told\n%q\ngeneral path told\n%q", logs[0], logs[1])
+	}
+	if want := "e, new limiter, c and d holding: false 429"; len(logs[0]) == 0 || !strings.HasPrefix(logs[0][len(logs[0])-1], want) {
+		t.Errorf("last step %q, want %q...", logs[0][len(logs[0])-1], want)
+	}
 }
