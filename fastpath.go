@@ -30,8 +30,8 @@ type fastRule struct {
 	problem []byte
 	system  bool                           // the store reads SystemClock
 	gcra    bool                           // t comes from fieldval.GCRANext, else from the engine's Next
-	slots   bool                           // a Concurrency rule: see admitHolding
-	holds   bool                           // slots, or a settled rule: see admitHolding
+	slots   bool                           // a Concurrency rule: see takeHolding
+	holds   bool                           // slots, or a settled rule: see takeHolding
 	shadow  bool                           // the rule reports without enforcing: no fields
 	steps   bool                           // shadow, or observers: see admitSteps
 	obs     *observers                     // the limiter's, for the steps
@@ -47,7 +47,7 @@ type fastRule struct {
 // fields and no denied handler: the rule's check validated and prepared
 // for the engine, its fields pre-formatted. Observers, a shadow rule and
 // pacing are steps of that path (admitSteps); a Concurrency rule's slots
-// and a settled rule's admissions are held by admitHolding.
+// and a settled rule's admissions are held by takeHolding (directHeld).
 func (l *Limiter) prepareFast() {
 	if len(l.rules) != 1 || l.headers != HeadersIETF || l.needNow || l.denied != nil {
 		return
