@@ -310,3 +310,49 @@ func TestReloadKeepsOutstandingAdmissions(t *testing.T) {
 		t.Errorf("last step %q, want %q...", logs[0][len(logs[0])-1], want)
 	}
 }
+
+// TestCheckVerdictContextRacingDoneSettlesWhatItReports: Verdict.Context
+// and a Settle through it on one goroutine race Done on another, request
+// after request, on the direct path and the general path. Whichever wins,
+// the settlement is charged exactly when Settle reported true: a Settle
+// that lost to Done reports false and charges nothing, one that won is
+// charged once. The key's count is the requests' estimates plus what the
+// winning Settles added.
+func TestCheckVerdictContextRacingDoneSettlesWhatItReports(t *testing.T) {
+	const rate, n, actual = 1_000_000, 2000, 5
+	for i, opt := range []func(ratelimit.Clock) ratelimit.Option{
+		func(c ratelimit.Clock) ratelimit.Option { return ratelimit.WithClock(c) },
+		generalPath,
+	} {
+		clock := ratelimittest.NewClock(time.Unix(1_700_000_000, 0))
+		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "tokens", Algorithm: ratelimit.FixedWindow, Settled: true,
+			Limit: ratelimit.Limit{Rate: rate, Period: 24 * time.Hour}, Key: ratelimit.ByIP()}}, ratelimit.WithClock(clock), opt(clock))
+		r := clientReq(1)
+		won := 0
+		for range n {
+			v := l.Check(r)
+			if !v.Allowed() {
+				t.Fatalf("path %d: %+v", i, v.Result())
+			}
+			start := make(chan struct{})
+			settled := make(chan bool)
+			go func() {
+				<-start
+				settled <- ratelimit.Settle(v.Context(context.Background()), nil, actual)
+			}()
+			var done sync.WaitGroup
+			done.Go(func() { <-start; v.Done() })
+			close(start)
+			if <-settled {
+				won++
+			}
+			done.Wait()
+			v.Done() // after the racing one: nothing more
+		}
+		res, err := l.Peek(context.Background(), "tokens", "10.0.0.1")
+		if want := rate - n - won*(actual-1); err != nil || res.Remaining != want {
+			t.Errorf("path %d: Remaining %d (%v) after %d requests, %d of which settled %d in time; want %d",
+				i, res.Remaining, err, n, won, actual, want)
+		}
+	}
+}
