@@ -217,3 +217,32 @@ func TestCheckAndAdmitHoldLittle(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmitUnderASettledRuleAllocatesAsAPlainRule: Admit cannot carry a
+// request to Settle, so under a settled rule on the in-process store its
+// admission has nothing to settle when done: it allocates no record and
+// no done function beyond what Admit under the same rule, not settled,
+// allocates.
+func TestAdmitUnderASettledRuleAllocatesAsAPlainRule(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	var allocs [2]float64
+	for i, settled := range []bool{false, true} {
+		l := ratelimit.NewRulesLimiter([]ratelimit.Rule{{Name: "tokens", Limit: ratelimit.Limit{Rate: 1e9, Period: time.Second},
+			Key: ratelimit.ByIP(), Settled: settled}})
+		w := ratelimittest.NewDiscardWriter()
+		r := clientReq(1)
+		allocs[i] = testing.AllocsPerRun(1000, func() {
+			w.Reset()
+			done, ok := l.Admit(w, r)
+			done()
+			if !ok {
+				t.Fatal("denied")
+			}
+		})
+	}
+	if allocs[1] > allocs[0] {
+		t.Errorf("Admit and done: %.1f allocations a request under a settled rule, %.1f under the same rule not settled", allocs[1], allocs[0])
+	}
+}

@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/ratelimittest"
 	"github.com/sluicehq/ratelimit/stores"
 )
 
-// BenchmarkEntryPoints measures Check (with Done) and Allow under the
-// shapes that have direct paths of their own (stacked rules, a Concurrency
-// rule, a settled rule), over 1,000 clients in parallel: on the in-process
+// BenchmarkEntryPoints measures Check (with Done), Admit (with done) and
+// Allow under the shapes that have direct paths of their own (stacked
+// rules, a Concurrency rule, a settled rule), over 1,000 clients in parallel: on the in-process
 // store (direct) and on the same store behind a wrapper the direct path
 // does not recognise (general), side by side in one run.
 func BenchmarkEntryPoints(b *testing.B) {
@@ -29,7 +30,7 @@ func BenchmarkEntryPoints(b *testing.B) {
 	for i := range reqs {
 		reqs[i] = clientReq(i)
 	}
-	for _, entry := range []string{"Check", "Allow"} {
+	for _, entry := range []string{"Check", "Admit", "Allow"} {
 		for _, sh := range shapes {
 			if entry == "Allow" && sh.name == "concurrency" {
 				continue // Allow takes a slot it never gives back
@@ -45,8 +46,19 @@ func BenchmarkEntryPoints(b *testing.B) {
 					b.RunParallel(func(pb *testing.PB) {
 						i := 0
 						ctx := b.Context()
+						w := ratelimittest.NewDiscardWriter()
 						for pb.Next() {
 							i++
+							if entry == "Admit" {
+								w.Reset()
+								done, ok := l.Admit(w, reqs[i%len(reqs)])
+								if !ok {
+									b.Error("denied")
+									return
+								}
+								done()
+								continue
+							}
 							if entry == "Allow" {
 								if res, _ := l.Allow(ctx, benchKeys[i%len(benchKeys)]); !res.Allowed {
 									b.Error("denied")

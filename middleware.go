@@ -312,9 +312,11 @@ func (l *Limiter) admit(w http.ResponseWriter, r *http.Request, rt routing) (don
 	d := directHeld{detached: true}
 	h, ok := l.admitHeld(w, r, rt, &d)
 	switch {
-	case d.f != nil:
+	case d.f != nil && d.f.slots:
 		return (&directDone{l: l, d: d}).done, ok
 	case h == nil:
+		// Also a settled rule's direct admission: nothing carried it to
+		// Settle, so done would settle nothing (see directHeld.finish).
 		return noop, ok
 	}
 	return h.doneRecorded, ok
