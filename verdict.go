@@ -14,8 +14,9 @@ import (
 //
 // The zero Verdict admits a request without rate-limit fields (a carve-out
 // or a skipped request). A Verdict is a value; Write and Done may be called
-// from another goroutine than Check, but Done must be called at most once
-// per admitted request (later calls do nothing).
+// from another goroutine than Check. What the request holds is given back
+// by the first Done (or DoneStatus) on the Verdict or any copy of it; later
+// calls, from any goroutine, do nothing.
 type Verdict struct {
 	l        *Limiter
 	r        *http.Request
