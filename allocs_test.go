@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/ratelimit"
+	"github.com/sluicehq/ratelimit/adaptive"
 	"github.com/sluicehq/ratelimit/ratelimittest"
 	"github.com/sluicehq/ratelimit/stores/memory"
 )
@@ -244,5 +245,48 @@ func TestAdmitUnderASettledRuleAllocatesAsAPlainRule(t *testing.T) {
 	}
 	if allocs[1] > allocs[0] {
 		t.Errorf("Admit and done: %.1f allocations a request under a settled rule, %.1f under the same rule not settled", allocs[1], allocs[0])
+	}
+}
+
+// TestAdaptiveBesideAHoldingRuleKeepsTheDirectPath: a request admitted by
+// an adaptive rule and then by a Concurrency or settled rule on the
+// in-process store takes that rule's direct path: what it holds under
+// both is one record of 576 bytes, beside its fields (and a settled
+// rule's writer). The general path's decision costs 128 bytes more.
+func TestAdaptiveBesideAHoldingRuleKeepsTheDirectPath(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own: byte counts say nothing")
+	}
+	for _, c := range []struct {
+		rule  ratelimit.Rule
+		bytes float64
+	}{
+		{ratelimit.Rule{Name: "inflight", Algorithm: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: 1000, Period: time.Minute}, Key: ratelimit.ByIP()}, 640},
+		{ratelimit.Rule{Name: "settled", Limit: ratelimit.Limit{Rate: 1e9, Period: time.Second}, Key: ratelimit.ByIP(), Settled: true}, 704},
+	} {
+		h := ratelimit.NewRules([]ratelimit.Rule{
+			{Name: "adaptive", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: 1 << 16, Max: 1 << 16, Initial: 1 << 16}},
+			c.rule,
+		})(okHandler)
+		reqs := make([]*http.Request, 100)
+		for i := range reqs {
+			reqs[i] = clientReq(i)
+			h.ServeHTTP(ratelimittest.NewDiscardWriter(), reqs[i])
+		}
+		w := ratelimittest.NewDiscardWriter()
+		const n = 4000
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for i := range n {
+			w.Reset()
+			h.ServeHTTP(w, reqs[i%len(reqs)])
+			if w.Status() != http.StatusOK {
+				t.Fatalf("%s: request %d: status %d, want 200", c.rule.Name, i, w.Status())
+			}
+		}
+		runtime.ReadMemStats(&after)
+		if got := float64(after.TotalAlloc-before.TotalAlloc) / n; got > c.bytes {
+			t.Errorf("%s after an adaptive rule: %.1f heap bytes a request, want at most %.0f (the direct path's)", c.rule.Name, got, c.bytes)
+		}
 	}
 }

@@ -206,10 +206,11 @@ func (h *held) context() context.Context {
 }
 
 type heldSlot struct {
-	ru    *rule
-	store Store
-	req   stores.Request
-	slot  uint64
+	ru     *rule
+	store  Store
+	req    stores.Request
+	slot   uint64
+	direct *fastRule // the direct path's rule that took the slot (admitHolding), which releases it; req holds only its key
 }
 
 // hold returns what the admitted request of d holds, or nil.
@@ -277,6 +278,10 @@ func (h *held) done(status int) {
 	}
 	h.settleAll()
 	for _, s := range h.slots {
+		if s.direct != nil {
+			s.direct.release(s.req.Key, s.slot)
+			continue
+		}
 		h.l.release(h.context(), h.r, s.ru, s.store, s.req, s.slot)
 	}
 	h.adaptive.release(true, status)

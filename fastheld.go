@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/ratelimit/internal/fieldval"
 	"github.com/sluicehq/ratelimit/internal/memstore"
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // noDelay is the delay of a Concurrency rule's RateLimit value, which has
@@ -91,6 +92,44 @@ func (f *fastRule) takeHolding(w http.ResponseWriter, r *http.Request, ru *rule,
 		f.allowed(h, &res, now)
 	}
 	return true, true
+}
+
+// admitHolding is takeHolding for a request admitted after adaptive rules
+// (admitAfterAdaptive), whose holding joins its adaptive slots in one held:
+// what the request holds under the direct rule is returned as a held.
+func (f *fastRule) admitHolding(w http.ResponseWriter, r *http.Request, l *Limiter) (_ *held, ok, handled bool) {
+	var d directHeld
+	ru := l.rules[0]
+	if ok, handled := f.takeHolding(w, r, ru, &d, false); !ok {
+		return nil, false, handled
+	}
+	return l.heldOf(r, f, ru, &d), true, true
+}
+
+// heldOf is a held record of what d holds under ru, f's rule: its
+// Concurrency slot, or its settled admission.
+func (l *Limiter) heldOf(r *http.Request, f *fastRule, ru *rule, d *directHeld) *held {
+	hd := l.newHeld(r)
+	if f.slots {
+		hd.slots = hd.slot1[:1]
+		hd.slots[0] = heldSlot{ru: ru, direct: f, slot: d.slot}
+		hd.slots[0].req.Key = d.key
+		return hd
+	}
+	hd.settlements = hd.settle1[:1]
+	hd.settlements[0] = d.settlement(ru)
+	return hd
+}
+
+// settlement is the settled rule ru's admission that d holds.
+func (d *directHeld) settlement(ru *rule) settlement {
+	return settlement{ru: ru, store: ru.Store, slot: d.slot,
+		req: stores.Request{Rule: ru.Name, Key: d.key, Limit: ru.Limit, Algorithm: ru.Algorithm, Cost: 1}}
+}
+
+// release gives back the slot that admitHolding took for key.
+func (f *fastRule) release(key string, slot uint64) {
+	f.check.Release(key, slot, f.now())
 }
 
 // directDone is what Check and Admit hand back for a request admitted on

@@ -351,6 +351,8 @@ func (l *Limiter) admitRules(w http.ResponseWriter, r *http.Request, d *directHe
 			if ok, handled := f.takeHolding(w, r, l.rules[0], d, l.settled && !d.detached); handled {
 				return nil, ok
 			}
+		} else if hd, ok, handled := f.admitHolding(w, r, l); handled {
+			return hd, ok // after adaptive rules: see admitAfterAdaptive
 		}
 	} else if s := l.stack; s != nil {
 		if ok, handled := s.admit(w, r); handled {
