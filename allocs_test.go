@@ -31,6 +31,27 @@ func allocsPerRequest(h http.Handler) (float64, int) {
 	return got, w.Status()
 }
 
+// heapBytesPerRequest serves h n times, round-robin over 100 clients that
+// have each been served once, and returns the heap bytes allocated per
+// request and the last status. The package's tests do not run in
+// parallel, so nothing else allocates meanwhile but the runtime.
+func heapBytesPerRequest(h http.Handler, n int) (float64, int) {
+	reqs := make([]*http.Request, 100)
+	for i := range reqs {
+		reqs[i] = clientReq(i)
+		h.ServeHTTP(ratelimittest.NewDiscardWriter(), reqs[i])
+	}
+	w := ratelimittest.NewDiscardWriter()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		w.Reset()
+		h.ServeHTTP(w, reqs[i%len(reqs)])
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.TotalAlloc-before.TotalAlloc) / float64(n), w.Status()
+}
+
 // allocCases are the two paths of the allocation tests: a limit that
 // never denies, whose requests may allocate once (their fields), and a
 // spent one, whose requests allocate nothing.
@@ -108,26 +129,13 @@ func TestSettledRuleHeapBytes(t *testing.T) {
 	}
 	h := ratelimit.NewRules([]ratelimit.Rule{{Name: "settled", Limit: allocCases[0].limit,
 		Key: ratelimit.ByIP(), Settled: true}})(okHandler)
-	reqs := make([]*http.Request, 100)
-	for i := range reqs {
-		reqs[i] = clientReq(i)
-		h.ServeHTTP(ratelimittest.NewDiscardWriter(), reqs[i])
-	}
-	w := ratelimittest.NewDiscardWriter()
-	const n = 6400
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for i := range n {
-		w.Reset()
-		h.ServeHTTP(w, reqs[i%len(reqs)])
-	}
-	runtime.ReadMemStats(&after)
-	if w.Status() != http.StatusOK {
-		t.Fatalf("status %d, want %d", w.Status(), http.StatusOK)
+	got, status := heapBytesPerRequest(h, 6400)
+	if status != http.StatusOK {
+		t.Fatalf("status %d, want %d", status, http.StatusOK)
 	}
 	// 64 bytes of writer, and room for the odd value that missed the
 	// cache.
-	if got := float64(after.TotalAlloc-before.TotalAlloc) / n; got > 80 {
+	if got > 80 {
 		t.Errorf("%.1f heap bytes per request, want at most 80", got)
 	}
 }
@@ -268,24 +276,11 @@ func TestAdaptiveBesideAHoldingRuleKeepsTheDirectPath(t *testing.T) {
 			{Name: "adaptive", Key: ratelimit.Global(), Adaptive: &adaptive.Config{Min: 1 << 16, Max: 1 << 16, Initial: 1 << 16}},
 			c.rule,
 		})(okHandler)
-		reqs := make([]*http.Request, 100)
-		for i := range reqs {
-			reqs[i] = clientReq(i)
-			h.ServeHTTP(ratelimittest.NewDiscardWriter(), reqs[i])
+		got, status := heapBytesPerRequest(h, 4000)
+		if status != http.StatusOK {
+			t.Fatalf("%s: status %d, want 200", c.rule.Name, status)
 		}
-		w := ratelimittest.NewDiscardWriter()
-		const n = 4000
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		for i := range n {
-			w.Reset()
-			h.ServeHTTP(w, reqs[i%len(reqs)])
-			if w.Status() != http.StatusOK {
-				t.Fatalf("%s: request %d: status %d, want 200", c.rule.Name, i, w.Status())
-			}
-		}
-		runtime.ReadMemStats(&after)
-		if got := float64(after.TotalAlloc-before.TotalAlloc) / n; got > c.bytes {
+		if got > c.bytes {
 			t.Errorf("%s after an adaptive rule: %.1f heap bytes a request, want at most %.0f (the direct path's)", c.rule.Name, got, c.bytes)
 		}
 	}
