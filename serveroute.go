@@ -87,12 +87,7 @@ func (l *Limiter) ServeRoute(w http.ResponseWriter, r *http.Request, route strin
 // check, holding dd.
 func (l *Limiter) serveDirect(r *http.Request, dd *directDone, next func(*http.Request) error) error {
 	defer dd.done()
-	if l.settled {
-		sr := newSettledRequest(r)
-		dd.adopt(&sr.ctx.settleState)
-		r = &sr.req
-	}
-	return next(r)
+	return next(l.settleRequest(r, &dd.carriage))
 }
 
 // serveHeld runs next for an admitted request holding h (nil when it holds
@@ -104,7 +99,7 @@ func (l *Limiter) serveHeld(r *http.Request, h *held, next func(*http.Request) e
 	returned := false
 	// A panic counts as a 500 for adaptive rules, as in Limiter.Handler.
 	defer func() { h.doneServed(returned); l.recycle(h) }()
-	err = next(l.settleRequest(r, h))
+	err = next(l.settleRequest(r, &h.carriage))
 	returned = true
 	return err
 }

@@ -295,16 +295,17 @@ func (ru *rule) settleSlot(slot uint64, delta int) uint64 {
 	return slot
 }
 
-// settleRequest returns r with its context carrying h's state, for the
-// handler's Settle, when the limiter settles costs: ServeRoute's way, whose
-// handler is given a request and no writer. h is the middleware's own,
-// fresh from its admission: never carried before.
-func (l *Limiter) settleRequest(r *http.Request, h *held) *http.Request {
-	if !l.settled || h == nil {
+// settleRequest returns r with its context carrying the state of c, an
+// admission's carriage, for the handler's Settle, when the limiter settles
+// costs: ServeRoute's way, whose handler is given a request and no writer.
+// c is fresh from its admission (a held's, or Check's directDone in
+// ServeRoute): never carried before.
+func (l *Limiter) settleRequest(r *http.Request, c *carriage) *http.Request {
+	if !l.settled {
 		return r
 	}
 	sr := newSettledRequest(r)
-	h.adopt(&sr.ctx.settleState)
+	c.adopt(&sr.ctx.settleState)
 	return &sr.req
 }
 
