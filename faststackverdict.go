@@ -78,7 +78,7 @@ func (l *Limiter) checkHolding(f *fastRule, r *http.Request, v *Verdict) bool {
 	if err != nil {
 		return false
 	}
-	d := directHeld{f: f, key: compactKey(key), now: f.now(), detached: true}
+	d := directHeld{f: f, key: compactKey(key), now: f.now()}
 	res := f.check.TakeHeld(d.key, d.now, &d.hold)
 	*v = Verdict{l: l, r: r, kind: verdictDenied, top: ru, res: res.Under(ru.Limit), limit: ru.Limit}
 	if !res.Allowed {
