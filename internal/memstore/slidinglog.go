@@ -3,6 +3,7 @@ package memstore
 import (
 	"math"
 	"runtime"
+	"slices"
 	"sync/atomic"
 )
 
@@ -65,13 +66,13 @@ type eventLog struct {
 	floor  atomic.Int64  // no request is decided before it; see above
 	period atomic.Int64  // the Period of the last take; changed only while held
 	t      []atomic.Int64
-	h      uint64  // the key's hash, for the shard's hot log
-	_      [8]byte // 64 bytes: one cache line, one allocator size class
+	h      uint64 // the key's hash, for the shard's hot log
+	units  int    // what the key counts for against the bound: see logUnits
 }
 
 // weight is what the key counts for against the shard's bound; see
-// logWeight.
-func (g *eventLog) weight() int { return logWeight(int64(len(g.t))) }
+// logUnits.
+func (g *eventLog) weight() int { return g.units }
 
 // logState packs a log's version, pending bits, head (the index of its
 // oldest event), length, held bit and hot bit into one word. Rate is at
@@ -139,8 +140,12 @@ func (w logState) ring(t []atomic.Int64) ring {
 
 // newLog returns an empty log of capacity rate for the key of hash h,
 // held by its caller.
+//
+// The key counts for the ring's size as the allocator made it, which
+// slices.Grow reports, and its header's.
 func newLog(h uint64, rate int64) *eventLog {
-	g := &eventLog{h: h, t: make([]atomic.Int64, rate)}
+	t := slices.Grow([]atomic.Int64(nil), int(rate))[:rate]
+	g := &eventLog{h: h, t: t, units: logUnits(cap(t))}
 	g.state.Store(uint64(logHeld))
 	g.floor.Store(math.MinInt64)
 	return g
@@ -376,9 +381,10 @@ func (q *ring) remove(at int64, k int) {
 	q.n -= hi - lo
 }
 
-// logWeight is how many keys a log of capacity rate counts for against the
-// bound: its bytes in units of 32, what a window key costs. A timestamp
-// takes 8 bytes, which the allocator's size classes round up by at most an
-// eighth (so 9 are counted), and the header and table slot under 128.
-// TestSlidingLogKeyCostsNoMoreThanItIsCountedFor measures it.
-func logWeight(rate int64) int { return int((9*rate + 128 + 31) / 32) }
+// logUnits is how many keys a log whose ring's allocation holds slots
+// timestamps counts for against the bound: those bytes, its 64-byte header
+// and its table slot (under 64 bytes), in units of 32, what a window key
+// costs. The allocator rounds a ring up by at most an eighth below 32 KiB,
+// and to whole pages of 8 KiB above, which a count of the ring's Rate alone
+// would miss. TestSlidingLogKeyCostsNoMoreThanItIsCountedFor measures it.
+func logUnits(slots int) int { return (64 + 8*slots + 64 + 31) / 32 }

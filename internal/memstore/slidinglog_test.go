@@ -228,13 +228,13 @@ func TestSlidingLogForcedTakeOfAKnownKeyIsApplied(t *testing.T) {
 }
 
 // TestSlidingLogWeighsItsEventsAgainstTheBound: a store bounded to B keys
-// holds sliding logs whose weights (see logWeight) add up to at most B, and
+// holds sliding logs whose weights (see logUnits) add up to at most B, and
 // a new key evicts to stay within it.
 func TestSlidingLogWeighsItsEventsAgainstTheBound(t *testing.T) {
 	const bound = 1024
 	s := New(Config{MaxKeys: bound, Shards: 1})
 	r := Request{Alg: SlidingLog, Limit: Limit{Rate: 100, Period: 1e9, Capacity: 100}, Cost: 1}
-	w := logWeight(100)
+	w := newLog(0, 100).weight()
 	for i := range 200 {
 		r.Key = string(rune('a'+i%26)) + string(rune('A'+i/26))
 		if res := s.Take(&r, int64(i)); !res.Allowed {
@@ -300,7 +300,7 @@ func TestSlidingLogDroppedAsExpiredIsNotCountedBeforeItsExpiry(t *testing.T) {
 func TestSlidingLogRateChangeCountsOnlyTheNewWeight(t *testing.T) {
 	s := New(Config{Shards: 1})
 	r := Request{Alg: SlidingLog, Limit: Limit{Rate: 10, Period: 1e9, Capacity: 10}, Cost: 1}
-	want := func(keys, rate int64) int { return int(keys) * logWeight(rate) }
+	want := func(keys, rate int64) int { return int(keys) * newLog(0, rate).weight() }
 	r.Key = "alone"
 	s.Take(&r, 1)
 	r.Limit = Limit{Rate: 20, Period: 1e9, Capacity: 20}

@@ -26,8 +26,9 @@ import (
 // (22 MiB for a full table) and 32.5 per window key (33 MiB); at 200,000
 // keys, 26 and 39. A Concurrency key also keeps a queue of its slots in
 // flight (about 64 bytes, plus 24 per acquisition held). A SlidingLog key
-// keeps a ring of Rate timestamps and counts as ceil((9*Rate+128)/32) keys
-// (see docs/sliding-log.md). The store holds at most MaxKeys keys per table
+// keeps a ring of Rate timestamps after a 64-byte header and counts for
+// those bytes, as the allocator rounds them, and 64 more, in units of 32
+// bytes (a Rate of 100 counts as 30 keys; see docs/sliding-log.md). The store holds at most MaxKeys keys per table
 // (GCRA; fixed and sliding windows together; Concurrency; sliding logs, by
 // that weight). A key whose state has
 // expired is equivalent to an absent one and is swept a few at a time as new

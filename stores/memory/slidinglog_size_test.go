@@ -3,6 +3,8 @@ package memory_test
 import (
 	"fmt"
 	"runtime"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,25 +14,28 @@ import (
 )
 
 // TestSlidingLogKeyCostsNoMoreThanItIsCountedFor: a sliding-log key counts
-// against WithMaxKeys as ceil((9*Rate+128)/32) keys (32 bytes being what a
-// window key costs; see docs/sliding-log.md). Measured on the heap with
-// full logs, a key never costs more than it is counted for, nor less than
-// half of it, from a log of 1 event to the largest, 10,000.
+// against WithMaxKeys for the bytes its log takes, 64 and 8 a timestamp as
+// the allocator rounds them, and 64 for its table slot, in units of 32
+// bytes, what a window key costs (see docs/sliding-log.md). Measured on the
+// heap with full logs, a key never costs more than it is counted for, nor
+// less than half of it, from a log of 1 event to the largest, 10,000, and
+// past 4,096, where the allocator rounds to whole pages of 8 KiB.
 func TestSlidingLogKeyCostsNoMoreThanItIsCountedFor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates up to 80 MB")
 	}
-	for _, c := range []struct{ rate, keys int }{{1, 20_000}, {10, 20_000}, {100, 5_000}, {1_000, 1_000}, {10_000, 100}} {
-		counted := float64(32 * ((9*c.rate + 128 + 31) / 32))
+	for _, c := range []struct{ rate, keys int }{{1, 20_000}, {10, 20_000}, {100, 5_000}, {1_000, 1_000}, {4_097, 200}, {5_000, 200}, {10_000, 100}} {
+		logBytes := 64 + 8*cap(slices.Grow([]int64(nil), c.rate)) // the header, and the ring as the allocator rounds it
+		counted := float64(32 * ((logBytes + 64 + 31) / 32))
 		keys := make([]string, c.keys)
 		for i := range keys {
 			keys[i] = fmt.Sprintf("k%d", i)
 		}
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
 		s := memory.New(memory.WithShards(1)) // one shard: keys never crowd one and evict
+		runtime.GC()
+		runtime.ReadMemStats(&before) // what the keys add to an empty store
 		req := stores.Request{Limit: ratelimit.PerHour(c.rate), Algorithm: ratelimit.SlidingLog, Cost: c.rate}
 		for _, k := range keys {
 			req.Key = k
@@ -49,6 +54,45 @@ func TestSlidingLogKeyCostsNoMoreThanItIsCountedFor(t *testing.T) {
 		t.Logf("rate %d: %.0f bytes per full sliding-log key, counted as %.0f", c.rate, perKey, counted)
 		if perKey > counted || perKey < counted/2 {
 			t.Errorf("rate %d: a full log costs %.0f bytes, counted as %.0f", c.rate, perKey, counted)
+		}
+	}
+}
+
+// TestFullStoreOfSlidingLogsFitsItsBound: a store bounded to B keys, fed
+// full sliding logs until it evicts, holds no more than B window keys' worth
+// of memory (32 bytes a key), whatever the logs' Rate: past 4,096 events a
+// ring is rounded up to whole pages of 8 KiB, which the weight counts.
+func TestFullStoreOfSlidingLogsFitsItsBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates up to 10 MB")
+	}
+	const bound = 64 << 10 // keys: 2 MiB at 32 bytes a key
+	for _, rate := range []int{1, 100, 4_097, 10_000} {
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		s := memory.New(memory.WithShards(1), memory.WithMaxKeys(bound))
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		req := stores.Request{Limit: ratelimit.PerHour(rate), Algorithm: ratelimit.SlidingLog, Cost: rate}
+		held, still := 0, 0
+		for i := 0; still < 16; i++ { // until sixteen new keys in a row held no more
+			req.Key = "k" + strconv.Itoa(i)
+			if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
+				t.Fatalf("rate %d key %s: %+v, %v", rate, req.Key, res, err)
+			}
+			if n := s.Len(); n > held {
+				held, still = n, 0
+			} else {
+				still++
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(s)
+		used := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		t.Logf("rate %d: %d keys held, %d bytes, bound %d", rate, s.Len(), used, bound*32)
+		if used > bound*32 {
+			t.Errorf("rate %d: a full store holds %d keys in %d bytes, over its bound's %d", rate, s.Len(), used, bound*32)
 		}
 	}
 }
