@@ -22,7 +22,8 @@ import (
 // costs that much more for each line, so a row measured at -cpu 2 in such
 // an episode is slower than outside it by as many hand-overs as its
 // requests make. BenchmarkConfigurationPairs probes before each of the
-// row's turns and reports the slowest hand-over it found (xcore-ns).
+// row's turns and reports the median of the probes (xcore-ns): a probe
+// that the operating system stops for a moment times microseconds, once.
 func CrossCoreNs(n int64) float64 {
 	if runtime.GOMAXPROCS(0) < 2 {
 		return 0

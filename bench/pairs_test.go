@@ -2,6 +2,7 @@ package bench
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,10 +26,12 @@ const peerShare = 4
 // and go-limiter on the same case in alternating turns, in the same
 // process, and reports go-limiter's time a request (go-limiter-ns/op) and
 // the row's multiple of its speed (x-go-limiter) beside the row's own
-// figures (ns/op, allocs/op: the row's requests only), and the slowest
-// move of a cache line between two cores that a probe before each turn
-// found (xcore-ns; see CrossCoreNs), which says whether the cell ran while
-// the machine's cores were far apart.
+// figures (ns/op, allocs/op: the row's requests only), and the median of
+// the moves of a cache line between two cores that a probe before each
+// turn timed (xcore-ns; see CrossCoreNs), which says whether the cell ran
+// while the machine's cores were far apart. The median, not the slowest:
+// a probe that the operating system stops for a moment times microseconds,
+// once, where an episode of far cores lasts through every turn.
 //
 // BenchmarkConfigurations measures go-limiter once, before every row; on a
 // machine whose neighbours load it in episodes of seconds, the rows measured
@@ -65,8 +68,8 @@ func BenchmarkConfigurationPairs(b *testing.B) {
 
 // runPaired serves b.N of ours's requests, timed, in pairSlices turns, and
 // before each of them a peerShare-th as many of peer's, untimed by b; it
-// returns peer's time a request and the slowest cross-core hand-over found
-// by a probe before each of ours's turns (untimed). Each turn runs on
+// returns peer's time a request and the median of the cross-core hand-over
+// times of a probe before each of ours's turns (untimed). Each turn runs on
 // GOMAXPROCS goroutines, as b.RunParallel would; both sides use the same
 // loop and are warmed alike before a turn (see warm). It fails b if a
 // response was not what its side wants.
@@ -78,6 +81,7 @@ func runPaired(b *testing.B, ours, peer *Prepared) (peerNs, xcore float64) {
 	}
 	var peerTime time.Duration
 	peerN := 0
+	probes := make([]float64, 0, pairSlices)
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.StopTimer()
@@ -102,7 +106,7 @@ func runPaired(b *testing.B, ours, peer *Prepared) (peerNs, xcore float64) {
 		if bad := warm(ours, ws, n); bad > 0 {
 			b.Fatalf("%d responses were not %d", bad, ours.Want)
 		}
-		xcore = max(xcore, CrossCoreNs(probeHandOvers))
+		probes = append(probes, CrossCoreNs(probeHandOvers))
 		b.StartTimer()
 		bad := serveTurn(ours, ws, n)
 		b.StopTimer()
@@ -110,7 +114,18 @@ func runPaired(b *testing.B, ours, peer *Prepared) (peerNs, xcore float64) {
 			b.Fatalf("%d responses were not %d", bad, ours.Want)
 		}
 	}
-	return float64(peerTime.Nanoseconds()) / float64(peerN), xcore
+	return float64(peerTime.Nanoseconds()) / float64(peerN), median(probes)
+}
+
+// median is the middle of xs (the mean of the two middle ones when their
+// number is even), or 0 when there are none. It sorts xs.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	n := len(xs)
+	return (xs[(n-1)/2] + xs[n/2]) / 2
 }
 
 // probeHandOvers is the size of the probe before each turn: 0.1 to 0.8 ms.

@@ -29,11 +29,11 @@
 // With -out, each process's output is kept in that directory (new-N.txt,
 // base-N.txt), to be read again or charted.
 //
-// A paired line also carries the slowest move of a cache line between two
-// cores that the benchmark's probes found while it ran (xcore-ns, see
-// bench.CrossCoreNs): from -far on, the cell ran while the cores were far
-// apart (or busy with other work), and a row's verdict says in how many of
-// the processes it missed its bar in that was so. That explains a miss; it
+// A paired line also carries the median time of a move of a cache line
+// between two cores that the benchmark's probes measured while it ran
+// (xcore-ns, see bench.CrossCoreNs): from -far on, the cell ran while the
+// cores were far apart (or busy with other work), and a row's verdict says
+// in how many of the processes it missed its bar in that was so. That explains a miss; it
 // does not excuse one.
 //
 // It prints one line per row, case and -cpu and exits 1 if a bar was
@@ -118,8 +118,9 @@ func run(exe, name string, i int) (process, error) {
 // cell is a row's case at one -cpu in one process: the median of its
 // samples' ns/op, and the most allocations any of them made.
 // On paired lines (BenchmarkConfigurationPairs), ratio is the median of
-// each sample's go-limiter time over its own, and xcore the slowest
-// cross-core hand-over found while the cell ran.
+// each sample's go-limiter time over its own, and xcore the median of the
+// samples' cross-core hand-over times (each itself the median of the
+// probes before the sample's turns).
 type cell struct {
 	ns, allocs, ratio, xcore float64
 }
@@ -137,7 +138,7 @@ var (
 // benchmarks (their cells have the same names), and a paired line without
 // go-limiter's figure.
 func parse(r io.Reader) (process, error) {
-	samples, ratios := map[string][]float64{}, map[string][]float64{}
+	samples, ratios, xcores := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	p := process{}
 	kind := ""
 	sc := bufio.NewScanner(r)
@@ -170,7 +171,8 @@ func parse(r io.Reader) (process, error) {
 		}
 		if cm := coreLine.FindStringSubmatch(sc.Text()); cm != nil {
 			v, _ := strconv.ParseFloat(cm[1], 64)
-			c.xcore = max(c.xcore, v)
+			xcores[k] = append(xcores[k], v)
+			c.xcore = median(xcores[k])
 		}
 		c.ns, c.allocs = median(samples[k]), max(c.allocs, allocs)
 		p[k] = c

@@ -141,6 +141,22 @@ func TestMissesOnFarCoresAreCounted(t *testing.T) {
 	}
 }
 
+// A cell's hand-over time is the median of its samples': one sample whose
+// probe the operating system stopped (microseconds, once) does not mark the
+// cell as run on far cores; most samples far apart do.
+func TestOneStoppedProbeDoesNotMarkACellFar(t *testing.T) {
+	line := func(xcore string) string {
+		return "BenchmarkConfigurationPairs/default/allow/keys=1-2 1000 250.0 ns/op 500.0 go-limiter-ns/op 2.0 x-go-limiter " + xcore + " xcore-ns 32 B/op 1 allocs/op\n"
+	}
+	stopped := mustParse(t, line("30.0")+line("2900.0")+line("40.0"))
+	far := mustParse(t, line("180.0")+line("30.0")+line("190.0"))
+	var out strings.Builder
+	report(&out, []process{stopped, far}, nil, 100)
+	if want := "BELOW 3x in 2 of 2 (1 with slow cross-core hand-overs)"; !strings.Contains(out.String(), want) {
+		t.Fatalf("got\n%s\nwant it to say %q", out.String(), want)
+	}
+}
+
 // A paired cell is judged by the median of its samples' own ratios, not
 // by the ratio of two medians taken from different samples: two samples
 // of three below 3x fail it.
