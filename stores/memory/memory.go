@@ -28,9 +28,12 @@ import (
 // flight (about 64 bytes, plus 24 per acquisition held). A SlidingLog key
 // keeps a ring of Rate timestamps after a 64-byte header and counts for
 // those bytes, as the allocator rounds them, and 64 more, in units of 32
-// bytes (a Rate of 100 counts as 30 keys; see docs/sliding-log.md). The store holds at most MaxKeys keys per table
+// bytes (a Rate of 100 counts as 32 keys, 10,000 as 2,564; see
+// docs/sliding-log.md). The store holds at most MaxKeys keys per table
 // (GCRA; fixed and sliding windows together; Concurrency; sliding logs, by
-// that weight). A key whose state has
+// that weight, over fewer shards when a shard's share would not hold a log
+// of 10,000 events, so that only a bound below 2,564 is passed, by one such
+// log kept alone). A key whose state has
 // expired is equivalent to an absent one and is swept a few at a time as new
 // keys arrive in a shard at least half full (below that, there is room and
 // nothing to gain); only when a shard is full of live keys does a new key evict the
@@ -68,8 +71,9 @@ type config struct {
 // window state if fixed or sliding windows fill their table too. The bound is
 // exact: no table ever holds more than n keys, however many new keys arrive.
 // It applies per shard (n/shards each, rounded down, with shards of at least
-// 1,024 keys), and keys spread over shards by hash, so a shard may start
-// evicting a few percent before the store as a whole holds n keys.
+// 1,024 keys; sliding logs, by weight, in shards of at least 2,564), and
+// keys spread over shards by hash, so a shard may start evicting a few
+// percent before the store as a whole holds n keys.
 func WithMaxKeys(n int) Option {
 	if n <= 0 {
 		panic("memory: WithMaxKeys needs a positive bound")
