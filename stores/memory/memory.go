@@ -24,8 +24,11 @@ import (
 // 3/4 full, up to the size that holds the bound at 3/4. Measured at the default bound
 // (1,048,576 keys, the test TestMemoryAtFullBound): 22.0 bytes per GCRA key
 // (22 MiB for a full table) and 32.5 per window key (33 MiB); at 200,000
-// keys, 26 and 39. A Concurrency key also keeps a queue of its slots in
-// flight (about 64 bytes, plus 24 per acquisition held). A SlidingLog key
+// keys, 26 and 39. A GCRA reservation given back while later ones wait
+// is kept as a hole of its key until its turn passes, outside the bound: at
+// most 65,536 a shard, 38 to 230 bytes each, dropped with their key. A
+// Concurrency key also keeps a queue of its slots in flight (about 64
+// bytes, plus 24 per acquisition held). A SlidingLog key
 // keeps a ring of Rate timestamps after a 64-byte header and counts for
 // those bytes, as the allocator rounds them, and 64 more, in units of 32
 // bytes (a Rate of 100 counts as 32 keys, 10,000 as 2,564; see
