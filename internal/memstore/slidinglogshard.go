@@ -135,7 +135,7 @@ func (sh *logShard) rebuild(capacity int, h uint64, slot int, old *eventLog, q r
 			next.t[next.n].Store(q.at(i))
 			next.n++
 		}
-		sh.t.removeAt(slot)
+		sh.remove(slot)
 		sh.used -= old.weight()
 		sh.forgetHot(old)
 	}
@@ -190,7 +190,7 @@ func (sh *logShard) dropExpired(h uint64, now int64) {
 	}
 	sh.swept = max(sh.swept, g.expiry())
 	sh.used -= g.weight()
-	sh.t.removeAt(i)
+	sh.remove(i)
 	sh.forgetHot(g)
 }
 
@@ -200,8 +200,20 @@ func (sh *logShard) drop(h uint64) {
 		g := sh.t.vals[i]
 		g.hold()
 		sh.used -= g.weight()
-		sh.t.removeAt(i)
+		sh.remove(i)
 		sh.forgetHot(g)
+	}
+}
+
+// remove takes the log at slot i out of the table, and halves the table
+// once it is less than a quarter full: a key counts 64 bytes for its table
+// slot (see logUnits), four slots of 16, which a table that many light
+// logs made large would otherwise exceed for the few heavy logs that
+// replace them.
+func (sh *logShard) remove(i int) {
+	sh.t.removeAt(i)
+	if n := len(sh.t.keys); n > 16 && 4*sh.t.n < n {
+		sh.t.grow(n / 2)
 	}
 }
 
