@@ -22,11 +22,11 @@ import (
 // tables sized for the bound: a GCRA key takes one 16-byte slot and a fixed
 // or sliding window key one 24-byte slot, in tables that grow by half when
 // 3/4 full, up to the size that holds the bound at 3/4. Measured at the default bound
-// (1,048,576 keys, the test TestMemoryAtFullBound): 22.0 bytes per GCRA key
-// (22 MiB for a full table) and 32.5 per window key (33 MiB); at 200,000
+// (1,048,576 keys, the test TestMemoryAtFullBound): 23.6 bytes per GCRA key
+// (24 MiB for a full table) and 32.5 per window key (33 MiB); at 200,000
 // keys, 26 and 39. A GCRA reservation given back while later ones wait
 // is kept as a hole of its key until its turn passes, outside the bound: at
-// most 65,536 a shard, 38 to 230 bytes each, dropped with their key. A
+// most 65,536 a shard, 38 to 225 bytes each, dropped with their key. A
 // Concurrency key also keeps a queue of its slots in flight (about 64
 // bytes, plus 24 per acquisition held). A SlidingLog key
 // keeps a ring of Rate timestamps after a 64-byte header and counts for
@@ -70,7 +70,7 @@ type config struct {
 }
 
 // WithMaxKeys bounds the number of keys kept per table. The default is
-// 1,048,576: about 22 MiB of GCRA state at its fullest, and 33 MiB of
+// 1,048,576: about 24 MiB of GCRA state at its fullest, and 33 MiB of
 // window state if fixed or sliding windows fill their table too. The bound is
 // exact: no table ever holds more than n keys, however many new keys arrive.
 // It applies per shard (n/shards each, rounded down, with shards of at least
