@@ -132,6 +132,19 @@ func (sh *gshard) addHole(h uint64, kh holes, end, units, now int64) {
 	sh.nholes++
 }
 
+// dropHoles drops the holes of key k (tagged), whose state is dropped: a
+// key named again starts afresh, and the holes of keys gone would
+// otherwise stay until the shard has maxHoles. The caller holds the lock.
+func (sh *gshard) dropHoles(k uint64) {
+	if sh.nholes == 0 {
+		return
+	}
+	if kh, ok := sh.holes[k]; ok {
+		sh.nholes -= len(kh)
+		delete(sh.holes, k)
+	}
+}
+
 // pruneHoles drops the holes that have passed, of every key.
 func (sh *gshard) pruneHoles(now int64) {
 	for h := range sh.holes {

@@ -325,6 +325,7 @@ func (sh *gshard) drop(h uint64) {
 func (sh *gshard) dropAt(sl *slab, i int) (int64, bool) {
 	if v := sl.tats[i].Swap(dead); v != dead {
 		sh.live--
+		sh.dropHoles(sl.keys[i].Load())
 		return v, true
 	}
 	return 0, false
@@ -343,6 +344,7 @@ func (sh *gshard) dropExpired(sl *slab, i int, now int64) bool {
 		return false
 	}
 	sh.live--
+	sh.dropHoles(sl.keys[i].Load())
 	return true
 }
 

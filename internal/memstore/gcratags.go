@@ -150,13 +150,9 @@ func (sh *gshard) move(k uint64, t int64, tg *tags, now int64) (int64, bool) {
 		return 0, false
 	}
 	from := sl.keys[j].Load()
-	v, ok := sh.dropAt(sl, j)
+	v, ok := sh.dropAt(sl, j) // and its holes
 	if !ok {
 		return 0, false
-	}
-	if kh := sh.holes[from]; kh != nil {
-		sh.nholes -= len(kh)
-		delete(sh.holes, from)
 	}
 	return rescale(v, now, tg.interval(from), t), true
 }

@@ -17,7 +17,7 @@ func (s *Store) Delete(r *Request) {
 		sh.t.remove(h)
 		sh.mu.Unlock()
 	case SlidingLog:
-		sh := &s.logs[i]
+		sh := &s.logs[s.logIndex(h)]
 		sh.mu.Lock()
 		sh.drop(h)
 		sh.mu.Unlock()

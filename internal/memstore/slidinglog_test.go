@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluicehq/ratelimit/stores"
 )
 
 // logModel is the sliding log written the obvious way: a slice of every
@@ -122,10 +125,10 @@ func TestSlidingLogCheckWritesEveryFieldOfItsResult(t *testing.T) {
 		} else {
 			s.Take(&r, 10_000)
 			h := s.hash(&r)
-			g, _ = s.logs[s.index(h)].t.get(h)
+			g, _ = s.logs[s.logIndex(h)].t.get(h)
 		}
 		m := logModel{stamps: []int64{10_000}}
-		sh := &s.logs[s.index(s.hash(&r))]
+		sh := &s.logs[s.logIndex(s.hash(&r))]
 		now := int64(10_000)
 		for op := range 2_000 {
 			now += rng.Int64N(period/2) - period/10 // sometimes back
@@ -556,6 +559,49 @@ func TestSlidingLogHotKeyCostsAcrossThePendingLimitNeverExceedRate(t *testing.T)
 		requireRateInEveryWindow(t, all, period, rate)
 		if len(all) < 500 {
 			t.Fatalf("key %d: only %d admitted: the run tests nothing", k, len(all))
+		}
+	}
+}
+
+// TestMaxLogUnitsIsTheHeaviestLogsWeight: maxLogUnits, by which a store
+// chooses how many shards its logs spread over, is the weight of a log of
+// stores.MaxSlidingLog events as the allocator makes it.
+func TestMaxLogUnitsIsTheHeaviestLogsWeight(t *testing.T) {
+	if w := newLog(0, stores.MaxSlidingLog).weight(); w != maxLogUnits {
+		t.Fatalf("a log of %d events weighs %d, maxLogUnits is %d", stores.MaxSlidingLog, w, maxLogUnits)
+	}
+}
+
+// TestSlidingLogShardsHoldTheHeaviestLog: a store's sliding logs spread
+// over as many of its shards as leave each a share of the bound that holds
+// a log of stores.MaxSlidingLog events, so that no shard keeps one over its
+// share, and the logs of a full store weigh no more than the bound.
+func TestSlidingLogShardsHoldTheHeaviestLog(t *testing.T) {
+	for _, c := range []struct{ maxKeys, shards, logShards int }{
+		{64 << 10, 64, 16}, {1 << 20, 1024, 256}, {1 << 20, 64, 64}, {4096, 4, 1}, {1024, 1, 1},
+	} {
+		s := New(Config{MaxKeys: c.maxKeys, Shards: c.shards})
+		if len(s.logs) != c.logShards {
+			t.Errorf("MaxKeys %d, %d shards: %d log shards, want %d", c.maxKeys, c.shards, len(s.logs), c.logShards)
+		}
+		r := Request{Alg: SlidingLog, Limit: Limit{Rate: stores.MaxSlidingLog, Period: 1e9, Capacity: stores.MaxSlidingLog}, Cost: 1}
+		reached := make([]bool, len(s.logs))
+		for i := range 32 * len(s.logs) {
+			r.Key = strconv.Itoa(i)
+			reached[s.logIndex(s.hash(&r))] = true
+			if i < 2*len(s.logs) {
+				s.Take(&r, 1)
+			}
+		}
+		if i := slices.Index(reached, false); i >= 0 {
+			t.Errorf("MaxKeys %d: no key reaches log shard %d of %d", c.maxKeys, i, len(s.logs))
+		}
+		used := 0
+		for i := range s.logs {
+			used += s.logs[i].used
+		}
+		if used > max(c.maxKeys, maxLogUnits) {
+			t.Errorf("MaxKeys %d, %d shards: logs weigh %d keys", c.maxKeys, c.shards, used)
 		}
 	}
 }

@@ -15,7 +15,7 @@ func hotLog(t *testing.T, s *Store, r *Request, stamp int64) *eventLog {
 	}
 	promoteKey(s, r)
 	h := s.hash(r)
-	g, ok := s.logs[s.index(h)].t.get(h)
+	g, ok := s.logs[s.logIndex(h)].t.get(h)
 	if !ok || !logState(g.state.Load()).hot() {
 		t.Fatal("no hot log for the key")
 	}
@@ -305,7 +305,7 @@ func claimOne(g *eventLog, w logState, now int64) bool {
 // log, as a check that finds the shard's lock taken does.
 func promoteKey(s *Store, r *Request) {
 	h := s.hash(r)
-	sh := &s.logs[s.index(h)]
+	sh := &s.logs[s.logIndex(h)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if g, ok := sh.t.get(h); ok {

@@ -18,9 +18,29 @@ type logShard struct {
 	mu    sync.Mutex
 	hot   atomic.Pointer[eventLog] // the log of the key last found contended
 	t     table[*eventLog]
-	used  int      // the sum of the logs' weights
-	swept int64    // the latest expiry of a log dropped as expired; see shard.swept
-	_     [24]byte // two whole cache lines
+	used  int   // the sum of the logs' weights
+	swept int64 // the latest expiry of a log dropped as expired; see shard.swept
+	// capacity is the shard's share of the bound, at least maxLogUnits
+	// unless the store's bound is smaller (see logShardsFor).
+	capacity int
+	_        [16]byte // two whole cache lines
+}
+
+// maxLogUnits is the weight of the heaviest log, of stores.MaxSlidingLog
+// events: 80,000 bytes of ring, which the allocator rounds to 10 pages of
+// 8 KiB (TestMaxLogUnitsIsTheHeaviestLogsWeight checks it).
+const maxLogUnits = (64 + 10*8192 + 64 + 31) / 32
+
+// logShardsFor is how many shards the sliding logs of a store of n shards
+// bounded to maxKeys spread over: n halved until each shard's share of the
+// bound holds the heaviest log, down to one. A log heavier than its
+// shard's share is kept alone there, over the share: in every shard, that
+// would add up to 2.5 times the bound (64 shards of 1,024 keys).
+func logShardsFor(n, maxKeys int) int {
+	for n > 1 && maxKeys/n < maxLogUnits {
+		n >>= 1
+	}
+	return n
 }
 
 // takeLog decides r, a SlidingLog request, for the key of hash h, into
@@ -28,7 +48,7 @@ type logShard struct {
 // under the lock, lock-free still (see eventLog) unless the request needs
 // more.
 func (s *Store) takeLog(h uint64, r *Request, now int64, res *Result) {
-	sh := &s.logs[s.index(h)]
+	sh := &s.logs[s.logIndex(h)]
 	if g := sh.hot.Load(); g != nil && g.h == h && g.try(r, now, res, false) {
 		return
 	}
@@ -46,7 +66,7 @@ func (s *Store) takeLog(h uint64, r *Request, now int64, res *Result) {
 			return
 		}
 	}
-	*res = sh.apply(s.perCap, h, r, now, false)
+	*res = sh.apply(sh.capacity, h, r, now, false)
 	sh.mu.Unlock()
 }
 
@@ -115,7 +135,7 @@ func (sh *logShard) rebuild(capacity int, h uint64, slot int, old *eventLog, q r
 			next.t[next.n].Store(q.at(i))
 			next.n++
 		}
-		sh.t.removeAt(slot)
+		sh.remove(slot)
 		sh.used -= old.weight()
 		sh.forgetHot(old)
 	}
@@ -170,7 +190,7 @@ func (sh *logShard) dropExpired(h uint64, now int64) {
 	}
 	sh.swept = max(sh.swept, g.expiry())
 	sh.used -= g.weight()
-	sh.t.removeAt(i)
+	sh.remove(i)
 	sh.forgetHot(g)
 }
 
@@ -180,8 +200,20 @@ func (sh *logShard) drop(h uint64) {
 		g := sh.t.vals[i]
 		g.hold()
 		sh.used -= g.weight()
-		sh.t.removeAt(i)
+		sh.remove(i)
 		sh.forgetHot(g)
+	}
+}
+
+// remove takes the log at slot i out of the table, and halves the table
+// once it is less than a quarter full: a key counts 64 bytes for its table
+// slot (see logUnits), four slots of 16, which a table that many light
+// logs made large would otherwise exceed for the few heavy logs that
+// replace them.
+func (sh *logShard) remove(i int) {
+	sh.t.removeAt(i)
+	if n := len(sh.t.keys); n > 16 && 4*sh.t.n < n {
+		sh.t.grow(n / 2)
 	}
 }
 
@@ -208,7 +240,7 @@ func (sh *logShard) forgetHot(g *eventLog) {
 // when r.Slot names one, or else the newest. A refund undoes a take
 // whenever it comes; it drops no other event.
 func (s *Store) returnLog(h uint64, r *Request) {
-	sh := &s.logs[s.index(h)]
+	sh := &s.logs[s.logIndex(h)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	g, ok := sh.t.get(h)

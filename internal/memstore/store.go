@@ -82,7 +82,8 @@ type Config struct {
 	// algorithms together). Zero means DefaultMaxKeys.
 	MaxKeys int
 	// Shards is rounded to a power of two, at most MaxKeys/1024. Zero means
-	// 16 per CPU, at least 64.
+	// 16 per CPU, at least 64. The sliding logs take fewer when a shard's
+	// share of MaxKeys would not hold the heaviest log (see logShardsFor).
 	Shards int
 }
 
@@ -114,6 +115,7 @@ func New(cfg Config) *Store {
 		bitsN--
 		n >>= 1
 	}
+	nl := logShardsFor(n, cfg.MaxKeys)
 	s := &Store{
 		seed:    maphash.MakeSeed(),
 		shift:   uint(64 - bitsN),
@@ -121,7 +123,7 @@ func New(cfg Config) *Store {
 		gcra:    make([]gshard, n),
 		windows: make([]wshard, n),
 		conc:    make([]cshard, n),
-		logs:    make([]logShard, n),
+		logs:    make([]logShard, nl),
 		tags:    new(tags),
 	}
 	for i := range s.gcra {
@@ -130,7 +132,10 @@ func New(cfg Config) *Store {
 		s.windows[i].floor = math.MaxInt64
 		s.conc[i].t = newTable[*slots](s.perCap)
 		s.conc[i].floor = math.MaxInt64
-		s.logs[i].t = newTable[*eventLog](s.perCap)
+	}
+	for i := range s.logs {
+		s.logs[i].capacity = cfg.MaxKeys / nl // rounded down, as perCap
+		s.logs[i].t = newTable[*eventLog](s.logs[i].capacity)
 		s.logs[i].swept = math.MinInt64
 	}
 	if bitsN == 0 {
@@ -146,6 +151,8 @@ func (s *Store) Len() int {
 		n += s.gcra[i].len()
 		n += lockedLen(&s.windows[i].shard)
 		n += lockedLen(&s.conc[i].shard)
+	}
+	for i := range s.logs {
 		n += s.logs[i].len()
 	}
 	return n
@@ -196,6 +203,10 @@ func (s *Store) index(h uint64) int {
 	}
 	return int(h >> s.shift)
 }
+
+// logIndex is the index of the log shard of hash h: the low bits of its
+// shard index, as many as the log shards (as many or fewer) need.
+func (s *Store) logIndex(h uint64) int { return int(h>>s.shift) & (len(s.logs) - 1) }
 
 // Take checks r at now (Unix nanoseconds) and consumes its cost if allowed.
 func (s *Store) Take(r *Request, now int64) Result {

@@ -60,7 +60,8 @@ func (s *Store) apply(h uint64, r *Request, now int64, res *Result) {
 		s.conc[i].demoteKey(h)
 		*res = applySlots(&s.conc[i], s.perCap, h, r, now)
 	case SlidingLog:
-		*res = s.logs[i].apply(s.perCap, h, r, now, true) // released by releaseLogs
+		sh := &s.logs[s.logIndex(h)]
+		*res = sh.apply(sh.capacity, h, r, now, true) // released by releaseLogs
 	default:
 		applyWindow(&s.windows[i].shard, s.perCap, h, r, now, res)
 	}
@@ -108,7 +109,11 @@ type batchScratch struct {
 func (s *Store) takeAll(reqs []Request, hashes []uint64, results []Result, now int64, sc batchScratch) {
 	n := len(s.gcra)
 	for i := range reqs {
-		sc.locks[i] = s.index(hashes[i]) + tableOf(reqs[i].Alg)*n
+		if reqs[i].Alg == SlidingLog { // as many log shards or fewer
+			sc.locks[i] = s.logIndex(hashes[i]) + logTable*n
+		} else {
+			sc.locks[i] = s.index(hashes[i]) + tableOf(reqs[i].Alg)*n
+		}
 	}
 	order := sortUnique(sc.locks[:len(reqs)])
 	for _, l := range order {
@@ -148,7 +153,7 @@ func (s *Store) takeAll(reqs []Request, hashes []uint64, results []Result, now i
 func (s *Store) releaseLogs(reqs []Request, hashes []uint64) {
 	for i := range reqs {
 		if reqs[i].Alg == SlidingLog {
-			s.logs[s.index(hashes[i])].releaseLog(hashes[i])
+			s.logs[s.logIndex(hashes[i])].releaseLog(hashes[i])
 		}
 	}
 }
@@ -186,7 +191,7 @@ func (s *Store) remember(r *Request, h uint64) undo {
 	if r.Alg == Concurrency {
 		_, u.existed = s.conc[s.index(h)].t.get(h)
 	} else if r.Alg == SlidingLog {
-		_, u.existed = s.logs[s.index(h)].t.get(h)
+		_, u.existed = s.logs[s.logIndex(h)].t.get(h)
 	} else {
 		u.win, u.existed = s.windows[s.index(h)].t.get(h)
 	}
@@ -249,7 +254,7 @@ func (s *Store) undo(r *Request, u *undo, res *Result) {
 	i := s.index(u.h)
 	if r.Alg == SlidingLog {
 		if res.Allowed && r.Cost > 0 {
-			s.logs[i].undo(u.h, r.Cost, u.existed)
+			s.logs[s.logIndex(u.h)].undo(u.h, r.Cost, u.existed)
 		}
 		return
 	}

@@ -22,15 +22,21 @@ import (
 // tables sized for the bound: a GCRA key takes one 16-byte slot and a fixed
 // or sliding window key one 24-byte slot, in tables that grow by half when
 // 3/4 full, up to the size that holds the bound at 3/4. Measured at the default bound
-// (1,048,576 keys, the test TestMemoryAtFullBound): 22.0 bytes per GCRA key
-// (22 MiB for a full table) and 32.5 per window key (33 MiB); at 200,000
-// keys, 26 and 39. A Concurrency key also keeps a queue of its slots in
-// flight (about 64 bytes, plus 24 per acquisition held). A SlidingLog key
+// (1,048,576 keys, the test TestMemoryAtFullBound): 23.6 bytes per GCRA key
+// (24 MiB for a full table) and 32.5 per window key (33 MiB); at 200,000
+// keys, 26 and 39. A GCRA reservation given back while later ones wait
+// is kept as a hole of its key until its turn passes, outside the bound: at
+// most 65,536 a shard, 38 to 225 bytes each, dropped with their key. A
+// Concurrency key also keeps a queue of its slots in flight (about 64
+// bytes, plus 24 per acquisition held). A SlidingLog key
 // keeps a ring of Rate timestamps after a 64-byte header and counts for
 // those bytes, as the allocator rounds them, and 64 more, in units of 32
-// bytes (a Rate of 100 counts as 30 keys; see docs/sliding-log.md). The store holds at most MaxKeys keys per table
+// bytes (a Rate of 100 counts as 32 keys, 10,000 as 2,564; see
+// docs/sliding-log.md). The store holds at most MaxKeys keys per table
 // (GCRA; fixed and sliding windows together; Concurrency; sliding logs, by
-// that weight). A key whose state has
+// that weight, over fewer shards when a shard's share would not hold a log
+// of 10,000 events, so that only a bound below 2,564 is passed, by one such
+// log kept alone). A key whose state has
 // expired is equivalent to an absent one and is swept a few at a time as new
 // keys arrive in a shard at least half full (below that, there is room and
 // nothing to gain); only when a shard is full of live keys does a new key evict the
@@ -64,12 +70,13 @@ type config struct {
 }
 
 // WithMaxKeys bounds the number of keys kept per table. The default is
-// 1,048,576: about 22 MiB of GCRA state at its fullest, and 33 MiB of
+// 1,048,576: about 24 MiB of GCRA state at its fullest, and 33 MiB of
 // window state if fixed or sliding windows fill their table too. The bound is
 // exact: no table ever holds more than n keys, however many new keys arrive.
 // It applies per shard (n/shards each, rounded down, with shards of at least
-// 1,024 keys), and keys spread over shards by hash, so a shard may start
-// evicting a few percent before the store as a whole holds n keys.
+// 1,024 keys; sliding logs, by weight, in shards of at least 2,564), and
+// keys spread over shards by hash, so a shard may start evicting a few
+// percent before the store as a whole holds n keys.
 func WithMaxKeys(n int) Option {
 	if n <= 0 {
 		panic("memory: WithMaxKeys needs a positive bound")

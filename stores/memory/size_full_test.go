@@ -11,7 +11,7 @@ import (
 // TestMemoryAtFullBound fills each table to the default bound of 1,048,576
 // keys (and past it, so that it evicts) and holds the figures the package
 // documents: at most 24 bytes per GCRA key and 36 per window key, about
-// 22 MiB and 33 MiB. (Not under the race detector, which makes it slow.)
+// 24 MiB and 33 MiB. (Not under the race detector, which makes it slow.)
 func TestMemoryAtFullBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates 2 million keys")

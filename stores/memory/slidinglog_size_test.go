@@ -96,3 +96,73 @@ func TestFullStoreOfSlidingLogsFitsItsBound(t *testing.T) {
 		}
 	}
 }
+
+// TestFullStoreOfSlidingLogsFitsItsBoundOverManyShards: the bound holds
+// for a store of many shards too, whose share of the bound each is smaller
+// than a log of 10,000 events (2,564 keys): 64 shards of 1,024 keys here,
+// as a store with the default bound has on a machine of 64 cores. Each
+// shard kept such a log alone, and the store held 2.5 times its bound.
+func TestFullStoreOfSlidingLogsFitsItsBoundOverManyShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates up to 40 MB")
+	}
+	const shards, bound = 64, 64 << 10 // keys: 2 MiB at 32 bytes a key
+	for _, rate := range []int{4_000, 10_000} {
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		s := memory.New(memory.WithShards(shards), memory.WithMaxKeys(bound))
+		req := stores.Request{Limit: ratelimit.PerHour(rate), Algorithm: ratelimit.SlidingLog, Cost: rate}
+		for i := range 8 * shards { // enough keys to reach every shard
+			req.Key = "k" + strconv.Itoa(i)
+			if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
+				t.Fatalf("rate %d key %s: %+v, %v", rate, req.Key, res, err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(s)
+		used := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		t.Logf("rate %d: %d keys held, %d bytes, bound %d", rate, s.Len(), used, bound*32)
+		if used > bound*32 {
+			t.Errorf("rate %d over %d shards: a full store holds %d keys in %d bytes, over its bound's %d", rate, shards, s.Len(), used, bound*32)
+		}
+	}
+}
+
+// TestFullStoreOfSlidingLogsFitsItsBoundAfterLighterLogs: a store that
+// held many light logs and then heavy ones holds no more than its bound:
+// the table that the light logs' keys made large is not kept at that
+// size for a few heavy keys (13,107 logs of 1 event, then 25 of 10,000
+// took 2.40 MB for a 2.10 MB bound while it was).
+func TestFullStoreOfSlidingLogsFitsItsBoundAfterLighterLogs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates up to 10 MB")
+	}
+	const bound = 64 << 10 // keys: 2 MiB at 32 bytes a key
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := memory.New(memory.WithShards(1), memory.WithMaxKeys(bound))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	k := 0
+	for _, c := range []struct{ rate, keys int }{{1, bound / 4}, {10_000, 100}} {
+		req := stores.Request{Limit: ratelimit.PerHour(c.rate), Algorithm: ratelimit.SlidingLog, Cost: c.rate}
+		for range c.keys {
+			req.Key = "k" + strconv.Itoa(k)
+			k++
+			if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
+				t.Fatalf("rate %d key %s: %+v, %v", c.rate, req.Key, res, err)
+			}
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(s)
+	used := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d keys held, %d bytes, bound %d", s.Len(), used, bound*32)
+	if used > bound*32 {
+		t.Errorf("a full store holds %d keys in %d bytes, over its bound's %d", s.Len(), used, bound*32)
+	}
+}
