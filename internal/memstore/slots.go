@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -99,10 +100,14 @@ func (s *slots) expire(now int64) {
 		s.dead--
 		s.q = s.q[:n-1]
 	}
-	switch {
-	case int(s.head) == len(s.q):
+	switch live := len(s.q) - int(s.head); {
+	case live == 0:
 		s.q, s.head = s.q[:0], 0
-	case s.dead > 8 && 2*int(s.dead) > len(s.q)-int(s.head) || s.head > 32 && 2*int(s.head) > len(s.q):
+		if cap(s.q) > maxIdleSlots {
+			s.q = nil // see maxIdleSlots
+		}
+	case s.dead > 8 && 2*int(s.dead) > live || s.head > 32 && 2*int(s.head) > len(s.q),
+		cap(s.q) > maxIdleSlots && 4*live < cap(s.q):
 		s.compact()
 	}
 }
@@ -118,7 +123,18 @@ func (s *slots) compact() {
 	}
 	clear(s.q[n:])
 	s.q, s.head, s.dead = s.q[:n], 0, 0
+	if cap(s.q) > maxIdleSlots && 4*n < cap(s.q) {
+		s.q = slices.Clone(s.q) // see maxIdleSlots
+	}
 }
+
+// maxIdleSlots is the most entries whose room a queue keeps when it drains:
+// past it, a queue gives its array back once it drains or its entries fill
+// less than a quarter of it, so that a key holds memory for what it has in
+// flight (24 bytes an entry), not for the most it ever had. A key whose
+// acquisitions come and go by the few keeps its array and takes them
+// without allocating.
+const maxIdleSlots = 16
 
 // take acquires cost slots at now out of l.Rate, drawing the token from seq.
 func (s *slots) take(now int64, l Limit, cost int64, seq *uint64) Result {

@@ -28,7 +28,9 @@ import (
 // is kept as a hole of its key until its turn passes, outside the bound: at
 // most 65,536 a shard, 38 to 225 bytes each, dropped with their key. A
 // Concurrency key also keeps a queue of its slots in flight (about 64
-// bytes, plus 24 per acquisition held). A SlidingLog key
+// bytes, plus 24 per acquisition held; room for up to 16 more is kept from
+// a busier moment, and a larger queue gives its room back once its
+// acquisitions fill less than a quarter of it). A SlidingLog key
 // keeps a ring of Rate timestamps after a 64-byte header and counts for
 // those bytes, as the allocator rounds them, and 64 more, in units of 32
 // bytes (a Rate of 100 counts as 32 keys, 10,000 as 2,564; see
