@@ -1,7 +1,6 @@
 package memory_test
 
 import (
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -21,32 +20,28 @@ func TestConcurrencyKeyHoldsMemoryForWhatIsInFlight(t *testing.T) {
 	const keys, peak = 2000, 200
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := memory.New(memory.WithShards(1))
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	req := stores.Request{Limit: ratelimit.Limit{Rate: peak, Period: time.Hour}, Algorithm: stores.Concurrency, Cost: 1}
-	slots := make([]uint64, peak)
-	for k := range keys {
-		req.Key = "k" + strconv.Itoa(k)
-		for i := range slots {
-			res, err := s.TakeAt(now, req)
-			if err != nil || !res.Allowed {
-				t.Fatalf("key %s, acquisition %d: %+v, %v", req.Key, i, res, err)
+	used := heapGrowth(func() {
+		req := stores.Request{Limit: ratelimit.Limit{Rate: peak, Period: time.Hour}, Algorithm: stores.Concurrency, Cost: 1}
+		slots := make([]uint64, peak)
+		for k := range keys {
+			req.Key = "k" + strconv.Itoa(k)
+			for i := range slots {
+				res, err := s.TakeAt(now, req)
+				if err != nil || !res.Allowed {
+					t.Fatalf("key %s, acquisition %d: %+v, %v", req.Key, i, res, err)
+				}
+				slots[i] = res.Slot
 			}
-			slots[i] = res.Slot
-		}
-		for _, slot := range slots[1:] { // all but the first go back
-			r := req
-			r.Slot = slot
-			if err := s.ReturnAt(now, r); err != nil {
-				t.Fatal(err)
+			for _, slot := range slots[1:] { // all but the first go back
+				r := req
+				r.Slot = slot
+				if err := s.ReturnAt(now, r); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(s)
-	perKey := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / keys
+	})
+	perKey := float64(used) / keys
 	t.Logf("%d keys, one acquisition each in flight after %d: %.0f bytes a key", s.Len(), peak, perKey)
 	if s.Len() != keys {
 		t.Fatalf("%d keys tracked, want %d", s.Len(), keys)

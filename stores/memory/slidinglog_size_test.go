@@ -70,26 +70,21 @@ func TestFullStoreOfSlidingLogsFitsItsBound(t *testing.T) {
 	for _, rate := range []int{1, 100, 4_097, 10_000} {
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		s := memory.New(memory.WithShards(1), memory.WithMaxKeys(bound))
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
 		req := stores.Request{Limit: ratelimit.PerHour(rate), Algorithm: ratelimit.SlidingLog, Cost: rate}
-		held, still := 0, 0
-		for i := 0; still < 16; i++ { // until sixteen new keys in a row held no more
-			req.Key = "k" + strconv.Itoa(i)
-			if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
-				t.Fatalf("rate %d key %s: %+v, %v", rate, req.Key, res, err)
+		used := heapGrowth(func() {
+			held, still := 0, 0
+			for i := 0; still < 16; i++ { // until sixteen new keys in a row held no more
+				req.Key = "k" + strconv.Itoa(i)
+				if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
+					t.Fatalf("rate %d key %s: %+v, %v", rate, req.Key, res, err)
+				}
+				if n := s.Len(); n > held {
+					held, still = n, 0
+				} else {
+					still++
+				}
 			}
-			if n := s.Len(); n > held {
-				held, still = n, 0
-			} else {
-				still++
-			}
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		runtime.KeepAlive(s)
-		used := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		})
 		t.Logf("rate %d: %d keys held, %d bytes, bound %d", rate, s.Len(), used, bound*32)
 		if used > bound*32 {
 			t.Errorf("rate %d: a full store holds %d keys in %d bytes, over its bound's %d", rate, s.Len(), used, bound*32)
@@ -109,21 +104,17 @@ func TestFullStoreOfSlidingLogsFitsItsBoundOverManyShards(t *testing.T) {
 	const shards, bound = 64, 64 << 10 // keys: 2 MiB at 32 bytes a key
 	for _, rate := range []int{4_000, 10_000} {
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		s := memory.New(memory.WithShards(shards), memory.WithMaxKeys(bound))
-		req := stores.Request{Limit: ratelimit.PerHour(rate), Algorithm: ratelimit.SlidingLog, Cost: rate}
-		for i := range 8 * shards { // enough keys to reach every shard
-			req.Key = "k" + strconv.Itoa(i)
-			if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
-				t.Fatalf("rate %d key %s: %+v, %v", rate, req.Key, res, err)
+		var s *memory.Store
+		used := heapGrowth(func() {
+			s = memory.New(memory.WithShards(shards), memory.WithMaxKeys(bound))
+			req := stores.Request{Limit: ratelimit.PerHour(rate), Algorithm: ratelimit.SlidingLog, Cost: rate}
+			for i := range 8 * shards { // enough keys to reach every shard
+				req.Key = "k" + strconv.Itoa(i)
+				if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
+					t.Fatalf("rate %d key %s: %+v, %v", rate, req.Key, res, err)
+				}
 			}
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		runtime.KeepAlive(s)
-		used := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		})
 		t.Logf("rate %d: %d keys held, %d bytes, bound %d", rate, s.Len(), used, bound*32)
 		if used > bound*32 {
 			t.Errorf("rate %d over %d shards: a full store holds %d keys in %d bytes, over its bound's %d", rate, shards, s.Len(), used, bound*32)
@@ -143,26 +134,33 @@ func TestFullStoreOfSlidingLogsFitsItsBoundAfterLighterLogs(t *testing.T) {
 	const bound = 64 << 10 // keys: 2 MiB at 32 bytes a key
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := memory.New(memory.WithShards(1), memory.WithMaxKeys(bound))
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	k := 0
-	for _, c := range []struct{ rate, keys int }{{1, bound / 4}, {10_000, 100}} {
-		req := stores.Request{Limit: ratelimit.PerHour(c.rate), Algorithm: ratelimit.SlidingLog, Cost: c.rate}
-		for range c.keys {
-			req.Key = "k" + strconv.Itoa(k)
-			k++
-			if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
-				t.Fatalf("rate %d key %s: %+v, %v", c.rate, req.Key, res, err)
+	used := heapGrowth(func() {
+		k := 0
+		for _, c := range []struct{ rate, keys int }{{1, bound / 4}, {10_000, 100}} {
+			req := stores.Request{Limit: ratelimit.PerHour(c.rate), Algorithm: ratelimit.SlidingLog, Cost: c.rate}
+			for range c.keys {
+				req.Key = "k" + strconv.Itoa(k)
+				k++
+				if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
+					t.Fatalf("rate %d key %s: %+v, %v", c.rate, req.Key, res, err)
+				}
 			}
 		}
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(s)
-	used := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	})
 	t.Logf("%d keys held, %d bytes, bound %d", s.Len(), used, bound*32)
 	if used > bound*32 {
 		t.Errorf("a full store holds %d keys in %d bytes, over its bound's %d", s.Len(), used, bound*32)
 	}
+}
+
+// heapGrowth is how much the live heap grows while fill runs, measured
+// after a collection on either side: what fill left reachable.
+func heapGrowth(fill func()) int64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fill()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	return int64(after.HeapAlloc) - int64(before.HeapAlloc)
 }
