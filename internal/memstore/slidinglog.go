@@ -66,13 +66,13 @@ type eventLog struct {
 	floor  atomic.Int64  // no request is decided before it; see above
 	period atomic.Int64  // the Period of the last take; changed only while held
 	t      []atomic.Int64
-	h      uint64 // the key's hash, for the shard's hot log
-	units  int    // what the key counts for against the bound: see logUnits
+	h      uint64  // the key's hash, for the shard's hot log
+	_      [8]byte // 64 bytes: one cache line, one allocator size class
 }
 
-// weight is what the key counts for against the shard's bound; see
-// logUnits.
-func (g *eventLog) weight() int { return g.units }
+// weight is what the key counts for against the shard's bound: see
+// logUnits. The ring's capacity is what the allocator gave it (newLog).
+func (g *eventLog) weight() int { return logUnits(cap(g.t)) }
 
 // logState packs a log's version, pending bits, head (the index of its
 // oldest event), length, held bit and hot bit into one word. Rate is at
@@ -141,11 +141,10 @@ func (w logState) ring(t []atomic.Int64) ring {
 // newLog returns an empty log of capacity rate for the key of hash h,
 // held by its caller.
 //
-// The key counts for the ring's size as the allocator made it, which
-// slices.Grow reports, and its header's.
+// The ring's capacity is what the allocator made of it (slices.Grow
+// reports it), which the key counts for (see weight).
 func newLog(h uint64, rate int64) *eventLog {
-	t := slices.Grow([]atomic.Int64(nil), int(rate))[:rate]
-	g := &eventLog{h: h, t: t, units: logUnits(cap(t))}
+	g := &eventLog{h: h, t: slices.Grow([]atomic.Int64(nil), int(rate))[:rate]}
 	g.state.Store(uint64(logHeld))
 	g.floor.Store(math.MinInt64)
 	return g
