@@ -103,11 +103,10 @@ func (s *slots) expire(now int64) {
 	switch live := len(s.q) - int(s.head); {
 	case live == 0:
 		s.q, s.head = s.q[:0], 0
-		if cap(s.q) > maxIdleSlots {
-			s.q = nil // see maxIdleSlots
+		if s.roomy(0) {
+			s.q = nil
 		}
-	case s.dead > 8 && 2*int(s.dead) > live || s.head > 32 && 2*int(s.head) > len(s.q),
-		cap(s.q) > maxIdleSlots && 4*live < cap(s.q):
+	case s.dead > 8 && 2*int(s.dead) > live || s.head > 32 && 2*int(s.head) > len(s.q), s.roomy(live):
 		s.compact()
 	}
 }
@@ -123,17 +122,20 @@ func (s *slots) compact() {
 	}
 	clear(s.q[n:])
 	s.q, s.head, s.dead = s.q[:n], 0, 0
-	if cap(s.q) > maxIdleSlots && 4*n < cap(s.q) {
-		s.q = slices.Clone(s.q) // see maxIdleSlots
+	if s.roomy(n) {
+		s.q = slices.Clone(s.q)
 	}
 }
 
-// maxIdleSlots is the most entries whose room a queue keeps when it drains:
-// past it, a queue gives its array back once it drains or its entries fill
-// less than a quarter of it, so that a key holds memory for what it has in
-// flight (24 bytes an entry), not for the most it ever had. A key whose
-// acquisitions come and go by the few keeps its array and takes them
-// without allocating.
+// roomy reports whether q's array, holding n entries, is to be given back:
+// past maxIdleSlots, once the entries fill less than a quarter of it. A key
+// then holds memory for what it has in flight (24 bytes an entry), not for
+// the most it ever had.
+func (s *slots) roomy(n int) bool { return cap(s.q) > maxIdleSlots && 4*n < cap(s.q) }
+
+// maxIdleSlots is the most entries whose room a queue keeps however few it
+// holds: a key whose acquisitions come and go by the few keeps its array
+// and takes them without allocating.
 const maxIdleSlots = 16
 
 // take acquires cost slots at now out of l.Rate, drawing the token from seq.
