@@ -2,7 +2,6 @@ package bench
 
 import (
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -114,18 +113,7 @@ func runPaired(b *testing.B, ours, peer *Prepared) (peerNs, xcore float64) {
 			b.Fatalf("%d responses were not %d", bad, ours.Want)
 		}
 	}
-	return float64(peerTime.Nanoseconds()) / float64(peerN), median(probes)
-}
-
-// median is the middle of xs (the mean of the two middle ones when their
-// number is even), or 0 when there are none. It sorts xs.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	slices.Sort(xs)
-	n := len(xs)
-	return (xs[(n-1)/2] + xs[n/2]) / 2
+	return float64(peerTime.Nanoseconds()) / float64(peerN), Median(probes)
 }
 
 // probeHandOvers is the size of the probe before each turn: 0.1 to 0.8 ms.

@@ -229,7 +229,7 @@ func (br *benchRounds) tables(b *bytes.Buffer, heading string) {
 // speedup is the fastest other library's median ns/op over ours at cpu.
 func (br *benchRounds) speedup(c bench.Case, cpu int) (float64, string, bool) {
 	best, bestNs := br.fastest(c, cpu)
-	ours := median(br.stats[roundKey("sluicehq", c, cpu)].nsOrNil())
+	ours := bench.Median(br.stats[roundKey("sluicehq", c, cpu)].nsOrNil())
 	if best == "" || ours == 0 {
 		return 0, "", false
 	}
@@ -250,7 +250,7 @@ func (br *benchRounds) cell(lib string, c bench.Case, cpu int) string {
 	}
 	s := "–"
 	if len(st.ns) > 0 {
-		s = fmt.Sprintf("%.0f [%.0f-%.0f], %.0f allocs", median(st.ns), slices.Min(st.ns), slices.Max(st.ns), median(st.allocs))
+		s = fmt.Sprintf("%.0f [%.0f-%.0f], %.0f allocs", bench.Median(st.ns), slices.Min(st.ns), slices.Max(st.ns), bench.Median(st.allocs))
 	}
 	if len(st.failed) > 0 {
 		s += fmt.Sprintf(" (%d of %d runs FAILED)", len(st.failed), len(st.failed)+len(st.ns))
@@ -266,7 +266,7 @@ func (br *benchRounds) fastest(c bench.Case, cpu int) (string, float64) {
 		if st == nil || len(st.ns) == 0 {
 			continue
 		}
-		if ns := median(st.ns); best == "" || ns < bestNs {
+		if ns := bench.Median(st.ns); best == "" || ns < bestNs {
 			best, bestNs = lib, ns
 		}
 	}
@@ -294,7 +294,7 @@ func (br *benchRounds) targets() []target {
 				met = false
 				worst = append(worst, fmt.Sprintf("%s %.2fx < %.1fx", caseTitle(c), s, want))
 			}
-			a := median(br.stats[roundKey("sluicehq", c, cpu)].allocsOrNil())
+			a := bench.Median(br.stats[roundKey("sluicehq", c, cpu)].allocsOrNil())
 			if c.Deny {
 				maxDeny = math.Max(maxDeny, a)
 			} else {
@@ -311,8 +311,8 @@ func (br *benchRounds) targets() []target {
 		ok := true
 		var parts []string
 		for _, keys := range []int{1, 10_000} {
-			a := median(br.stats[roundKey("sluicehq", bench.Case{Keys: keys}, cpu)].nsOrNil())
-			d := median(br.stats[roundKey("sluicehq", bench.Case{Deny: true, Keys: keys}, cpu)].nsOrNil())
+			a := bench.Median(br.stats[roundKey("sluicehq", bench.Case{Keys: keys}, cpu)].nsOrNil())
+			d := bench.Median(br.stats[roundKey("sluicehq", bench.Case{Deny: true, Keys: keys}, cpu)].nsOrNil())
 			parts = append(parts, fmt.Sprintf("%s keys: deny %.0f vs allow %.0f ns/op", commas(keys), d, a))
 			ok = ok && d <= a
 		}

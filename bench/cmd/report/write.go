@@ -77,7 +77,7 @@ func (r *report) med(lib string, c bench.Case) (ns, b, allocs float64, ok bool) 
 	if st == nil {
 		return math.NaN(), math.NaN(), math.NaN(), false
 	}
-	return median(st.ns), median(st.bytes), median(st.allocs), true
+	return bench.Median(st.ns), bench.Median(st.bytes), bench.Median(st.allocs), true
 }
 
 func caseTitle(c bench.Case) string {
