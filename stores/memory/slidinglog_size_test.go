@@ -32,25 +32,21 @@ func TestSlidingLogKeyCostsNoMoreThanItIsCountedFor(t *testing.T) {
 			keys[i] = fmt.Sprintf("k%d", i)
 		}
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		var before, after runtime.MemStats
 		s := memory.New(memory.WithShards(1)) // one shard: keys never crowd one and evict
-		runtime.GC()
-		runtime.ReadMemStats(&before) // what the keys add to an empty store
 		req := stores.Request{Limit: ratelimit.PerHour(c.rate), Algorithm: ratelimit.SlidingLog, Cost: c.rate}
-		for _, k := range keys {
-			req.Key = k
-			if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
-				t.Fatalf("rate %d key %s: %+v, %v", c.rate, k, res, err)
+		used := heapGrowth(func() { // what the keys add to an empty store
+			for _, k := range keys {
+				req.Key = k
+				if res, err := s.TakeAt(now, req); err != nil || !res.Allowed {
+					t.Fatalf("rate %d key %s: %+v, %v", c.rate, k, res, err)
+				}
 			}
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		runtime.KeepAlive(s)
-		runtime.KeepAlive(keys)
+		})
+		runtime.KeepAlive(keys) // made before: not counted, so kept until after
 		if s.Len() != c.keys {
 			t.Fatalf("rate %d: %d keys tracked of %d: the test means to measure without eviction", c.rate, s.Len(), c.keys)
 		}
-		perKey := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(c.keys)
+		perKey := float64(used) / float64(c.keys)
 		t.Logf("rate %d: %.0f bytes per full sliding-log key, counted as %.0f", c.rate, perKey, counted)
 		if perKey > counted || perKey < counted/2 {
 			t.Errorf("rate %d: a full log costs %.0f bytes, counted as %.0f", c.rate, perKey, counted)
